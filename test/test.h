@@ -1,0 +1,77 @@
+// test/test.h: a tiny test harness. Each test program prints one line per check
+// ("ok" or "FAIL" with the numbers) and ends with "<name>: N passed, N failed";
+// test/run.sh adds those up into the final line of `make test`.
+#pragma once
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdarg.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+static int test_passed = 0, test_failed = 0;
+
+// CHECK(cond, fmt, ...): records one check; the message says what was compared.
+#define CHECK(cond, ...) test_check((cond) ? 1 : 0, __FILE__, __LINE__, __VA_ARGS__)
+static void test_check(int ok, const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf(ok ? "ok    " : "FAIL  ");
+    vprintf(fmt, ap);
+    if (!ok) printf("   (%s:%d)", file, line);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+    if (ok) test_passed++; else test_failed++;
+}
+
+// Ends a test program: the summary line and the exit status.
+static int test_summary(const char *name) {
+    printf("%s: %d passed, %d failed\n", name, test_passed, test_failed);
+    return test_failed ? 1 : 0;
+}
+
+// Runs fn(arg) in a child process and checks that it exits with `status` and that
+// its stderr contains `needle`. This is how tests check that bad input gives a clear
+// message and a non-zero exit without killing the test program.
+#define EXPECT_EXIT(fn, arg, status, needle, what) \
+    test_expect_exit((fn), (arg), (status), (needle), (what), __FILE__, __LINE__)
+static void test_expect_exit(void (*fn)(void *), void *arg, int status, const char *needle,
+                             const char *what, const char *file, int line) {
+    char buf[4096] = {0};
+    int fds[2];
+    if (pipe(fds) != 0) { perror("pipe"); exit(1); }
+    fflush(stdout); fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], 2);
+        fn(arg);
+        exit(0);
+    }
+    close(fds[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof buf - 1 && (r = read(fds[0], buf + n, sizeof buf - 1 - n)) > 0) n += (size_t)r;
+    close(fds[0]);
+    int ws = 0;
+    waitpid(pid, &ws, 0);
+    int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+    char *nl = strchr(buf, '\n');
+    if (nl && nl[1] == 0) *nl = 0;
+    test_check(code == status && strstr(buf, needle) != NULL, file, line,
+               "%s: exit %d (want %d), stderr \"%s\" (want \"%s\")", what, code, status, buf, needle);
+}
+
+// Runs a shell command, returns its exit status (-1 if it did not exit normally).
+// Tests use it to check whole programs (trainers, tools) as a user runs them.
+static int test_system(const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    int ws = system(cmd);
+    return (ws != -1 && WIFEXITED(ws)) ? WEXITSTATUS(ws) : -1;
+}
