@@ -13,7 +13,7 @@ static int test_passed = 0, test_failed = 0;
 
 // CHECK(cond, fmt, ...): records one check; the message says what was compared.
 #define CHECK(cond, ...) test_check((cond) ? 1 : 0, __FILE__, __LINE__, __VA_ARGS__)
-static void test_check(int ok, const char *file, int line, const char *fmt, ...) {
+static inline void test_check(int ok, const char *file, int line, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     printf(ok ? "ok    " : "FAIL  ");
@@ -26,7 +26,7 @@ static void test_check(int ok, const char *file, int line, const char *fmt, ...)
 }
 
 // Ends a test program: the summary line and the exit status.
-static int test_summary(const char *name) {
+static inline int test_summary(const char *name) {
     printf("%s: %d passed, %d failed\n", name, test_passed, test_failed);
     return test_failed ? 1 : 0;
 }
@@ -36,7 +36,7 @@ static int test_summary(const char *name) {
 // message and a non-zero exit without killing the test program.
 #define EXPECT_EXIT(fn, arg, status, needle, what) \
     test_expect_exit((fn), (arg), (status), (needle), (what), __FILE__, __LINE__)
-static void test_expect_exit(void (*fn)(void *), void *arg, int status, const char *needle,
+static inline void test_expect_exit(void (*fn)(void *), void *arg, int status, const char *needle,
                              const char *what, const char *file, int line) {
     char buf[4096] = {0};
     int fds[2];
@@ -65,7 +65,7 @@ static void test_expect_exit(void (*fn)(void *), void *arg, int status, const ch
 
 // Runs a shell command, returns its exit status (-1 if it did not exit normally).
 // Tests use it to check whole programs (trainers, tools) as a user runs them.
-static int test_system(const char *fmt, ...) {
+static inline int test_system(const char *fmt, ...) {
     char cmd[8192];
     va_list ap;
     va_start(ap, fmt);
