@@ -85,6 +85,12 @@ static inline uint64_t checksum_final(uint64_t h) {  // murmur3's finaliser spre
     return h ^ (h >> 33);
 }
 
+// Little-endian fields of the file formats (doc/formats.md), whatever the host.
+static inline void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static inline void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static inline uint32_t get32(const uint8_t *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
+static inline uint64_t get64(const uint8_t *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
+
 // ----------------------------------------------------------------------------
 // Random numbers: splitmix64, one 64-bit state that goes into the checkpoint.
 
@@ -588,7 +594,7 @@ static inline double grad_norm(const real *g, size_t n) {
 #define CKPT_MAGIC "MLSTMCKP"
 #define CKPT_VERSION 1
 #define CKPT_HEADER_BYTES 256
-#define CKPT_SCALER_BYTES 32
+#define CKPT_SCALER_BYTES 48
 
 typedef struct {
     uint64_t step;       // applied (non-skipped) updates: Adam's step and the schedule's
@@ -604,10 +610,6 @@ typedef struct {
     TrainState st;
 } CkptHeader;
 
-static inline void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static inline void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static inline uint32_t get32(const uint8_t *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
-static inline uint64_t get64(const uint8_t *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
 
 static inline uint64_t ckpt_payload_bytes(const MlstmConfig *c, uint64_t nparams, int G) {
     return 4 * (3 * nparams + 2 * (uint64_t)G * c->H);
@@ -633,8 +635,8 @@ static inline void checkpoint_save(const char *path, const Mlstm *m, const Train
     put64(hd + 32, m->nparams); put32(hd + 40, st->G);
     put64(hd + 48, st->step); put64(hd + 56, st->data_step); put64(hd + 64, st->rng);
     memcpy(hd + 72, st->scaler, CKPT_SCALER_BYTES);
-    put64(hd + 104, ckpt_payload_bytes(&m->cfg, m->nparams, st->G));
-    // the checksum (bytes 112..119) is computed with its own field zero, then patched in
+    put64(hd + 120, ckpt_payload_bytes(&m->cfg, m->nparams, st->G));
+    // the checksum (bytes 128..135) is computed with its own field zero, then patched in
     AtomicFile af;
     atomic_open(&af, path);
     uint64_t sum = checksum_update(CHECKSUM_INIT, hd, CKPT_HEADER_BYTES);
@@ -644,9 +646,9 @@ static inline void checkpoint_save(const char *path, const Mlstm *m, const Train
     ckpt_write_f32(&af, &sum, m->adam_v, m->nparams);
     ckpt_write_f32(&af, &sum, h, (size_t)st->G * m->cfg.H);
     ckpt_write_f32(&af, &sum, c, (size_t)st->G * m->cfg.H);
-    put64(hd + 112, checksum_final(sum));
-    if (fseek(af.f, 112, SEEK_SET) != 0) { atomic_abort(&af); fail("cannot write %s: seek failed", path); }
-    atomic_write(&af, hd + 112, 8);
+    put64(hd + 128, checksum_final(sum));
+    if (fseek(af.f, 128, SEEK_SET) != 0) { atomic_abort(&af); fail("cannot write %s: seek failed", path); }
+    atomic_write(&af, hd + 128, 8);
     atomic_commit(&af);
 }
 
@@ -666,13 +668,13 @@ static inline void checkpoint_header(const char *path, CkptHeader *out) {
     out->st.G = (int)get32(hd + 40);
     out->st.step = get64(hd + 48); out->st.data_step = get64(hd + 56); out->st.rng = get64(hd + 64);
     memcpy(out->st.scaler, hd + 72, CKPT_SCALER_BYTES);
-    out->payload_bytes = get64(hd + 104);
-    uint64_t want_sum = get64(hd + 112);
+    out->payload_bytes = get64(hd + 120);
+    uint64_t want_sum = get64(hd + 128);
     if (out->cfg.V != 256 || out->cfg.D < 1 || out->cfg.H < 1 || out->st.G < 1 || (out->cfg.wnorm & ~1) ||
         out->nparams != param_count(&out->cfg) || out->payload_bytes != ckpt_payload_bytes(&out->cfg, out->nparams, out->st.G)) {
         fclose(f); fail("checkpoint %s has an inconsistent header (corrupt file)", path);
     }
-    put64(hd + 112, 0);
+    put64(hd + 128, 0);
     uint64_t sum = checksum_update(CHECKSUM_INIT, hd, CKPT_HEADER_BYTES), total = 0;
     static uint8_t buf[1 << 16];
     size_t k;
