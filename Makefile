@@ -10,11 +10,12 @@ ifeq ($(SAN),1)
   CFLAGS  += -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
   BUILD   := build-san
 endif
+HASH := \#
 SAY = @printf '%s\n'
 
 # ---- probes: each compiles and runs a tiny program, so "found" means "works here"
 PROBE_DIR := $(shell mktemp -d 2>/dev/null || echo /tmp)
-OMP_OK := $(shell printf '\#include <omp.h>\nint main(void){return omp_get_max_threads()<1;}\n' > $(PROBE_DIR)/omp.c && \
+OMP_OK := $(shell printf '$(HASH)include <omp.h>\nint main(void){return omp_get_max_threads()<1;}\n' > $(PROBE_DIR)/omp.c && \
             $(CC) -fopenmp $(PROBE_DIR)/omp.c -o $(PROBE_DIR)/omp 2>/dev/null && $(PROBE_DIR)/omp && echo yes)
 ifeq ($(OMP_OK),yes)
   CFLAGS += -fopenmp
@@ -23,21 +24,41 @@ else
   OMP_MSG := OpenMP: no ($(CC) -fopenmp failed to build or run a test program; building single-threaded)
 endif
 MPICC ?= mpicc
-MPI_OK := $(shell printf '\#include <mpi.h>\nint main(int c,char**v){MPI_Init(&c,&v);MPI_Finalize();return 0;}\n' > $(PROBE_DIR)/mpi.c && \
+MPI_OK := $(shell printf '$(HASH)include <mpi.h>\nint main(int c,char**v){MPI_Init(&c,&v);MPI_Finalize();return 0;}\n' > $(PROBE_DIR)/mpi.c && \
             OMPI_CC=$(CC) $(MPICC) $(PROBE_DIR)/mpi.c -o $(PROBE_DIR)/mpi 2>/dev/null && echo yes)
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 NVCC_OK := $(shell [ -n "$(NVCC)" ] && printf '__global__ void k(){}\nint main(){k<<<1,1>>>();return 0;}\n' > $(PROBE_DIR)/k.cu && \
              $(NVCC) -c $(PROBE_DIR)/k.cu -o $(PROBE_DIR)/k.o 2>/dev/null && echo yes)
-NCCL_OK := $(shell [ "$(NVCC_OK)" = yes ] && printf '\#include <nccl.h>\nint main(){int v;return ncclGetVersion(&v)!=ncclSuccess;}\n' > $(PROBE_DIR)/n.cu && \
+NCCL_OK := $(shell [ "$(NVCC_OK)" = yes ] && printf '$(HASH)include <nccl.h>\nint main(){int v;return ncclGetVersion(&v)!=ncclSuccess;}\n' > $(PROBE_DIR)/n.cu && \
              $(NVCC) $(PROBE_DIR)/n.cu -lnccl -o $(PROBE_DIR)/n 2>/dev/null && echo yes)
 $(shell rm -rf $(PROBE_DIR))
 
+TOOL_LDLIBS_prepare := -ljansson -lz
 HEADERS := mlstm.h $(wildcard data.h schedule.h test/test.h)
 TESTS   := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/test_*.c))
 TOOLS   := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
 
-.PHONY: all test test-san clean probe
-all: probe $(TESTS) $(TOOLS)
+# the CPU trainer: with MPI when mpicc works (it still runs as one process without mpirun)
+ifeq ($(MPI_OK),yes)
+  TRAIN_CC := OMPI_CC=$(CC) $(MPICC)
+  TRAIN_DEFS := -DUSE_MPI
+else
+  TRAIN_CC := $(CC)
+endif
+TRAIN_HEADERS := mlstm.h data.h schedule.h
+
+.PHONY: all test test-san clean probe run
+all: probe train $(TESTS) $(TOOLS)
+
+train: $(BUILD)/train
+	cp $< $@
+
+$(BUILD)/train: train.c $(TRAIN_HEADERS) | $(BUILD)
+	$(TRAIN_CC) $(CFLAGS) $(TRAIN_DEFS) $< -o $@ $(LDLIBS)
+
+# the main command: train the default small model on the built-in corpus
+run: train
+	./train
 
 probe:
 	$(SAY) "$(OMP_MSG)"
@@ -54,11 +75,11 @@ $(BUILD)/%: tools/%.c $(HEADERS) | $(BUILD)
 $(BUILD):
 	mkdir -p $@
 
-test: $(TESTS) $(TOOLS)
+test: $(BUILD)/train $(TESTS) $(TOOLS)
 	@test/run.sh $(TESTS)
 
 test-san:
 	$(MAKE) SAN=1 test
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san train
