@@ -6,6 +6,9 @@ CFLAGS  ?= $(OPT)
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp-simd -I.
 LDLIBS  += -lm
 BUILD   ?= build
+ifeq ($(WERROR),1)
+  CFLAGS  += -Werror
+endif
 ifeq ($(SAN),1)
   CFLAGS  += -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
   BUILD   := build-san

@@ -1,0 +1,692 @@
+// test_data: shards, streams, the global-batch loader, the built-in corpus, and
+// build/prepare run as a user runs it (found next to this test program).
+#include "data.h"
+#include "test/test.h"
+#include <libgen.h>
+
+static char tmp_dir[4096];   // mkdtemp, removed at the end
+static char tool_dir[4096];  // where build/prepare lives: next to argv[0]
+
+static const char *tmp_path(const char *name) {  // 8 rotating buffers
+    static char bufs[8][4200];
+    static int k = 0;
+    char *p = bufs[k++ % 8];
+    snprintf(p, 4200, "%s/%s", tmp_dir, name);
+    return p;
+}
+
+static void write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n) { perror(path); exit(1); }
+    fclose(f);
+}
+static void write_text(const char *path, const char *s) { write_file(path, s, strlen(s)); }
+
+static char *read_all(const char *path, size_t *n) {  // NUL-terminated; NULL if missing
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = (char *)mallocCheck((size_t)size + 1);
+    if (fread(p, 1, (size_t)size, f) != (size_t)size) { perror(path); exit(1); }
+    fclose(f);
+    if (n) *n = (size_t)size;
+    return p;
+}
+static int file_exists(const char *path) { return access(path, F_OK) == 0; }
+static int file_contains(const char *path, const char *needle) {
+    char *s = read_all(path, NULL);
+    int found = s && strstr(s, needle) != NULL;
+    free(s);
+    return found;
+}
+
+// ----------------------------------------------------------------------------
+// Shards
+
+static void test_shard_roundtrip(void) {
+    size_t sizes[] = {0, 1, 7, 8, 13, (1 << 20) + 13, 3 << 20};
+    uint64_t rng = 42;
+    for (int k = 0; k < (int)(sizeof sizes / sizeof sizes[0]); k++) {
+        size_t n = sizes[k];
+        uint8_t *data = (uint8_t *)mallocCheck(n + 1);
+        for (size_t i = 0; i < n; i++) data[i] = (uint8_t)rng_next(&rng);
+        const char *path = tmp_path("round.bin");
+        shard_write(path, data, n, k % 2 ? SHARD_FRAMED : 0);
+        Shard sh;
+        shard_open(&sh, path, 1);
+        int same = sh.size == (int64_t)n && (n == 0 || memcmp(sh.data, data, n) == 0);
+        CHECK(same && sh.flags == (k % 2 ? SHARD_FRAMED : 0u), "shard of %zu bytes reads back whole (size %lld, flags %u)",
+              n, (long long)sh.size, sh.flags);
+        struct stat st;
+        stat(path, &st);
+        CHECK(st.st_size == (off_t)(n + SHARD_HEADER_BYTES), "file is header + payload: %lld bytes", (long long)st.st_size);
+        shard_close(&sh);
+        free(data);
+    }
+    // the header layout in doc/formats.md, field by field, on a known payload
+    shard_write(tmp_path("abc.bin"), "abc", 3, SHARD_FRAMED);
+    size_t n;
+    uint8_t *b = (uint8_t *)read_all(tmp_path("abc.bin"), &n);
+    uint32_t version, flags; uint64_t size, sum;
+    memcpy(&version, b + 8, 4); memcpy(&flags, b + 12, 4); memcpy(&size, b + 16, 8); memcpy(&sum, b + 24, 8);
+    CHECK(n == 35 && !memcmp(b, "MLSTMSHD", 8) && version == 1 && flags == 1 && size == 3 &&
+          sum == checksum_final(checksum_update(CHECKSUM_INIT, "abc", 3)) && !memcmp(b + 32, "abc", 3),
+          "header: magic, version 1, flags 1, length 3, checksum %016llx", (unsigned long long)sum);
+    free(b);
+}
+
+static void open_shard_child(void *path) { Shard sh; shard_open(&sh, (const char *)path, 1); }
+
+static void test_shard_errors(void) {
+    char want[4400];
+    uint8_t payload[100];
+    for (int i = 0; i < 100; i++) payload[i] = (uint8_t)i;
+    shard_write(tmp_path("good.bin"), payload, 100, 0);
+    size_t n;
+    uint8_t *good = (uint8_t *)read_all(tmp_path("good.bin"), &n);
+
+    const char *missing = tmp_path("missing.bin");
+    snprintf(want, sizeof want, "cannot open shard %s: No such file", missing);
+    EXPECT_EXIT(open_shard_child, (void *)missing, 2, want, "missing shard");
+
+    const char *empty = tmp_path("empty.bin");
+    write_file(empty, "", 0);
+    snprintf(want, sizeof want, "%s: empty file", empty);
+    EXPECT_EXIT(open_shard_child, (void *)empty, 2, want, "empty shard");
+
+    const char *magic = tmp_path("magic.bin");
+    memcpy(good, "MLSTMCKP", 8);
+    write_file(magic, good, n);
+    memcpy(good, SHARD_MAGIC, 8);
+    snprintf(want, sizeof want, "%s: not a shard (bad magic", magic);
+    EXPECT_EXIT(open_shard_child, (void *)magic, 2, want, "wrong magic");
+
+    const char *shorthdr = tmp_path("shorthdr.bin");
+    write_file(shorthdr, good, 20);
+    snprintf(want, sizeof want, "%s: truncated header", shorthdr);
+    EXPECT_EXIT(open_shard_child, (void *)shorthdr, 2, want, "truncated header");
+
+    const char *newer = tmp_path("newer.bin");
+    good[8] = 2;
+    write_file(newer, good, n);
+    good[8] = 1;
+    snprintf(want, sizeof want, "%s: shard version 2 is newer than this build reads (1)", newer);
+    EXPECT_EXIT(open_shard_child, (void *)newer, 2, want, "newer version");
+
+    const char *trunc = tmp_path("trunc.bin");
+    write_file(trunc, good, n - 10);
+    snprintf(want, sizeof want, "%s: truncated payload: the header says 100 bytes, the file holds 90", trunc);
+    EXPECT_EXIT(open_shard_child, (void *)trunc, 2, want, "truncated payload");
+
+    const char *longer = tmp_path("longer.bin");
+    uint8_t *extra = (uint8_t *)mallocCheck(n + 5);
+    memcpy(extra, good, n);
+    write_file(longer, extra, n + 5);
+    free(extra);
+    snprintf(want, sizeof want, "%s: 5 bytes after the payload", longer);
+    EXPECT_EXIT(open_shard_child, (void *)longer, 2, want, "trailing bytes");
+
+    const char *corrupt = tmp_path("corrupt.bin");
+    good[SHARD_HEADER_BYTES + 57] ^= 0x10;
+    write_file(corrupt, good, n);
+    snprintf(want, sizeof want, "%s: checksum mismatch", corrupt);
+    EXPECT_EXIT(open_shard_child, (void *)corrupt, 2, want, "checksum mismatch");
+    Shard sh;
+    shard_open(&sh, corrupt, 0);
+    CHECK(sh.size == 100 && sh.data[57] == (57 ^ 0x10), "verify = 0 skips the checksum and maps the payload");
+    shard_close(&sh);
+    free(good);
+}
+
+// A writer that dies before closing leaves no file under the final name.
+static void die_mid_write(void *path) {
+    ShardWriter w;
+    shard_writer_open(&w, (const char *)path, 0);
+    shard_writer_append(&w, "half a shard", 12);
+    fflush(w.af.f);
+    _exit(3);
+}
+static void write_into_missing_dir(void *path) { shard_write((const char *)path, "x", 1, 0); }
+
+static void test_shard_atomic(void) {
+    const char *path = tmp_path("atomic.bin");
+    shard_write(path, "old", 3, 0);
+    EXPECT_EXIT(die_mid_write, (void *)path, 3, "", "a writer killed before it commits");
+    Shard sh;
+    shard_open(&sh, path, 1);
+    CHECK(sh.size == 3 && memcmp(sh.data, "old", 3) == 0, "the old shard is still whole after a killed write");
+    shard_close(&sh);
+    test_system("rm -f '%s'.tmp.*", path);  // what the killed writer left
+    const char *bad = tmp_path("no/such/dir/x.bin");
+    char want[4400];
+    snprintf(want, sizeof want, "cannot write %s: No such file or directory", bad);
+    EXPECT_EXIT(write_into_missing_dir, (void *)bad, 2, want, "shard into a missing directory");
+    CHECK(!file_exists(bad), "and nothing was written");
+}
+
+// ----------------------------------------------------------------------------
+// Streams and the loader
+
+static void test_stream_read(void) {
+    int64_t sizes[4] = {5, 0, 1000, 3};
+    uint8_t all[1008];
+    const char *paths[4];
+    int64_t off = 0;
+    uint64_t rng = 7;
+    for (int k = 0; k < 4; k++) {
+        for (int64_t i = 0; i < sizes[k]; i++) all[off + i] = (uint8_t)rng_next(&rng);
+        char name[32];
+        snprintf(name, sizeof name, "s%d.bin", k);
+        paths[k] = tmp_path(name);
+        shard_write(paths[k], all + off, (size_t)sizes[k], SHARD_FRAMED);
+        off += sizes[k];
+    }
+    Stream s;
+    stream_open(&s, paths, 4, 1);
+    CHECK(s.size == 1008 && s.n_shards == 4 && s.framed, "stream of 4 shards: %lld bytes", (long long)s.size);
+    int ok = 1;
+    uint8_t buf[1008];
+    for (int64_t a = 0; a < 1008; a += 1)
+        for (int64_t len = 0; a + len <= 1008; len += 1 + len * 3) {
+            stream_read(&s, a, len, buf);
+            if (memcmp(buf, all + a, (size_t)len) != 0) ok = 0;
+        }
+    CHECK(ok, "stream_read across shard boundaries (an empty shard included) matches the concatenation");
+    stream_free(&s);
+}
+
+// Streams whose bytes spell their own offsets (low byte in one, high byte in the other)
+// let the test recover, from loader output alone, which offset every byte came from.
+static void make_position_streams(Stream *lo, Stream *hi, int64_t n) {
+    uint8_t *a = (uint8_t *)mallocCheck((size_t)n), *b = (uint8_t *)mallocCheck((size_t)n);
+    for (int64_t i = 0; i < n; i++) { a[i] = (uint8_t)(i & 255); b[i] = (uint8_t)(i >> 8); }
+    stream_from_memory(lo, a, n, 0);
+    stream_from_memory(hi, b, n, 0);
+}
+
+// Runs one epoch for every rank; returns 0 on the first disagreement with the
+// contract in data.h, and counts how often each offset was an input.
+static int check_epoch(int64_t N, int world, int B, int T, char *why, size_t why_cap) {
+    Stream lo, hi;
+    make_position_streams(&lo, &hi, N);
+    int64_t G = (int64_t)world * B, slice = (N - 1) / G;
+    long steps = 0;
+    int *count = (int *)mallocCheck((size_t)N * sizeof(int));
+    uint8_t *in_lo = (uint8_t *)mallocCheck((size_t)B * T), *in_hi = (uint8_t *)mallocCheck((size_t)B * T);
+    uint8_t *tg_lo = (uint8_t *)mallocCheck((size_t)B * T), *tg_hi = (uint8_t *)mallocCheck((size_t)B * T);
+    uint8_t *again = (uint8_t *)mallocCheck((size_t)B * T), *scratch = (uint8_t *)mallocCheck((size_t)B * T);
+    int ok = 1;
+    for (int rank = 0; rank < world && ok; rank++) {
+        Loader l_lo, l_hi;
+        loader_init(&l_lo, &lo, world, rank, B, T);
+        loader_init(&l_hi, &hi, world, rank, B, T);
+        steps = loader_steps_per_epoch(&l_lo);
+        if (steps != slice / T) { snprintf(why, why_cap, "steps %ld, want %lld", steps, (long long)(slice / T)); ok = 0; break; }
+        for (long s = 0; s < steps && ok; s++) {
+            loader_batch(&l_lo, s, in_lo, tg_lo, NULL);
+            loader_batch(&l_hi, s, in_hi, tg_hi, NULL);
+            loader_batch(&l_lo, s + 2 * steps, again, scratch, NULL);  // epoch 2 repeats epoch 0
+            if (memcmp(again, in_lo, (size_t)B * T) != 0) { snprintf(why, why_cap, "epoch 2 differs"); ok = 0; }
+            for (int b = 0; b < B && ok; b++)
+                for (int t = 0; t < T; t++) {
+                    int64_t pos = in_lo[b * T + t] | (int64_t)in_hi[b * T + t] << 8;
+                    int64_t tpos = tg_lo[b * T + t] | (int64_t)tg_hi[b * T + t] << 8;
+                    int64_t want = (rank * B + b) * slice + s * T + t;
+                    if (pos != want || tpos != pos + 1) {
+                        snprintf(why, why_cap, "rank %d row %d step %ld t %d: input from %lld, target from %lld; want %lld, %lld",
+                                 rank, b, s, t, (long long)pos, (long long)tpos, (long long)want, (long long)want + 1);
+                        ok = 0; break;
+                    }
+                    count[pos]++;
+                }
+        }
+    }
+    // every byte an input at most once; the ones never read are exactly the remainder
+    int64_t read = 0;
+    for (int64_t i = 0; i < N && ok; i++) {
+        int64_t g = i / slice, in_slice = i % slice;
+        int remainder = g >= G || in_slice >= steps * T;
+        if (count[i] != (remainder ? 0 : 1)) {
+            snprintf(why, why_cap, "byte %lld read %d times (remainder: %d)", (long long)i, count[i], remainder);
+            ok = 0;
+        }
+        read += count[i];
+    }
+    if (ok && read != G * steps * T) { snprintf(why, why_cap, "%lld inputs, want %lld", (long long)read, (long long)(G * steps * T)); ok = 0; }
+    if (ok && (N - 1) % (G * T) == 0 && read != N - 1) { snprintf(why, why_cap, "exact fit read %lld of %lld", (long long)read, (long long)N); ok = 0; }
+    free(count); free(in_lo); free(in_hi); free(tg_lo); free(tg_hi); free(again); free(scratch);
+    stream_free(&lo); stream_free(&hi);
+    return ok;
+}
+
+static void test_loader_coverage(void) {
+    int worlds[] = {1, 2, 3}, Bs[] = {1, 2, 5}, Ts[] = {1, 3, 8};
+    int64_t Ns[] = {241, 1000, 4097};  // 241 = 1 + 2*3*5*8: an exact fit for world 3, B 5, T 8... and others
+    int all_ok = 1, n_configs = 0;
+    char why[256] = "";
+    for (int w = 0; w < 3; w++) for (int b = 0; b < 3; b++) for (int t = 0; t < 3; t++) for (int n = 0; n < 3; n++) {
+        if (Ns[n] - 1 < (int64_t)worlds[w] * Bs[b] * Ts[t]) continue;
+        n_configs++;
+        if (all_ok && !check_epoch(Ns[n], worlds[w], Bs[b], Ts[t], why, sizeof why)) {
+            all_ok = 0;
+            CHECK(0, "N %lld world %d B %d T %d: %s", (long long)Ns[n], worlds[w], Bs[b], Ts[t], why);
+        }
+    }
+    CHECK(all_ok, "%d configs (world 1-3, B 1-5, T 1-8, N 241/1000/4097): every input is its row's slice at s*T, "
+                  "read once per epoch; the remainder is never read; epochs repeat", n_configs);
+    // the documented remainder for one case: N = 1000, G = 3, T = 8: slice 333, 41 steps,
+    // 5 bytes at the end of each slice and the last byte of the stream are not inputs
+    Stream lo, hi;
+    make_position_streams(&lo, &hi, 1000);
+    Loader l;
+    loader_init(&l, &lo, 3, 0, 1, 8);
+    CHECK(l.slice == 333 && loader_steps_per_epoch(&l) == 41 && loader_epoch(&l, 82) == 2,
+          "N 1000, G 3, T 8: slice %lld, %ld steps per epoch", (long long)l.slice, loader_steps_per_epoch(&l));
+    // two ranks of B rows read exactly what one rank of 2B rows reads
+    Loader one, r0, r1;
+    loader_init(&one, &lo, 1, 0, 4, 8);
+    loader_init(&r0, &lo, 2, 0, 2, 8);
+    loader_init(&r1, &lo, 2, 1, 2, 8);
+    uint8_t a[32], at[32], b[32], bt[32];
+    int same = 1;
+    for (long s = 0; s < 40; s++) {
+        loader_batch(&one, s, a, at, NULL);
+        loader_batch(&r0, s, b, bt, NULL);
+        loader_batch(&r1, s, b + 16, bt + 16, NULL);
+        same &= !memcmp(a, b, 32) && !memcmp(at, bt, 32);
+    }
+    CHECK(same, "world 2 x B 2 reads the same rows as world 1 x B 4, step by step");
+    stream_free(&lo); stream_free(&hi);
+}
+
+static void loader_too_short_child(void *arg) {
+    (void)arg;
+    Stream s;
+    stream_from_memory(&s, (uint8_t *)mallocCheck(100), 100, 0);
+    Loader l;
+    loader_init(&l, &s, 2, 0, 8, 8);
+}
+
+static void test_loader_resets(void) {
+    // shards: "\n ab \n cd ", "efg", "\n hij " -> one stream of 19 bytes
+    const char *texts[3] = {"\n ab \n cd ", "efg", "\n hij "};
+    const char *paths[3];
+    for (int k = 0; k < 3; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "r%d.bin", k);
+        paths[k] = tmp_path(name);
+        shard_write(paths[k], texts[k], strlen(texts[k]), k == 1 ? 0 : SHARD_FRAMED);
+    }
+    Stream s;
+    stream_open(&s, paths, 3, 1);
+    CHECK(s.size == 19 && !s.framed, "a stream is framed only if every shard is (size %lld)", (long long)s.size);
+    Loader l;
+    loader_init(&l, &s, 1, 0, 1, 6);  // slice 18, 3 steps: inputs 0-5, 6-11, 12-17
+    CHECK(l.reset_docs == 0, "an unframed shard turns document resets off by default");
+    l.reset_docs = 1;
+    uint8_t in[64], tg[64], r[64];  // (1, 6) used; larger keeps gcc's vectoriser from warning
+    char got[64] = "", one[8];
+    for (long step = 0; step < 4; step++) {  // step 3 = epoch 1, step 0 again
+        loader_batch(&l, step, in, tg, r);
+        for (int t = 0; t < 6; t++) { snprintf(one, sizeof one, "%d", r[t]); strcat(got, one); }
+        strcat(got, "|");
+    }
+    // step 0 "\n ab \n": epoch start + '\n' at 0, '\n' at 5; step 1 " cd efg": shard 1 starts at 10 (t 4);
+    // step 2 "g\n hij": shard 2 and a document start at 13 (t 1); step 3 = step 0
+    CHECK(strcmp(got, "100001|000010|010000|100001|") == 0, "reset mask with documents: %s", got);
+    l.reset_docs = 0;
+    got[0] = 0;
+    for (long step = 0; step < 3; step++) {
+        loader_batch(&l, step, in, tg, r);
+        for (int t = 0; t < 6; t++) { snprintf(one, sizeof one, "%d", r[t]); strcat(got, one); }
+        strcat(got, "|");
+    }
+    CHECK(strcmp(got, "100000|000010|010000|") == 0, "reset mask without documents (epoch and shard starts): %s", got);
+    stream_free(&s);
+    EXPECT_EXIT(loader_too_short_child, NULL, 2, "the data has 100 bytes, too few for 16 rows of 8+1 bytes (need at least 129)",
+                "a stream too short for the batch");
+}
+
+// A stream of more than 4 GB: a sparse shard (no disk used), read without verifying
+// the checksum, which would read 4.3 GB of zeros.
+static void test_stream_over_4gb(void) {
+    const char *small = tmp_path("small.bin"), *big = tmp_path("big.bin");
+    shard_write(small, "0123456789", 10, 0);
+    int64_t payload = (1LL << 32) + 12345;
+    uint8_t header[SHARD_HEADER_BYTES];
+    shard_header_pack(header, 0, (uint64_t)payload, 0);
+    int fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int ok = fd >= 0 && ftruncate(fd, SHARD_HEADER_BYTES + payload) == 0 &&
+             pwrite(fd, header, sizeof header, 0) == (ssize_t)sizeof header;
+    // markers: at 2^32 - 1 .. 2^32 + 2 of the payload, and its last byte
+    ok = ok && pwrite(fd, "ABCD", 4, SHARD_HEADER_BYTES + (1LL << 32) - 1) == 4 &&
+         pwrite(fd, "Z", 1, SHARD_HEADER_BYTES + payload - 1) == 1;
+    if (fd >= 0) close(fd);
+    if (!ok) { CHECK(0, "cannot make a sparse 4 GB file in %s: %s", tmp_dir, strerror(errno)); return; }
+    const char *paths[2] = {small, big};
+    Stream s;
+    stream_open(&s, paths, 2, 0);
+    CHECK(s.size == 10 + payload, "stream size %lld = 10 + 2^32 + 12345", (long long)s.size);
+    uint8_t buf[16];
+    stream_read(&s, 10 + (1LL << 32) - 1, 4, buf);
+    int found = !memcmp(buf, "ABCD", 4);
+    stream_read(&s, s.size - 1, 1, buf);
+    found &= buf[0] == 'Z';
+    stream_read(&s, 8, 4, buf);
+    found &= !memcmp(buf, "89\0\0", 4);
+    CHECK(found, "bytes at stream offsets 2^32+9 and %lld read back", (long long)s.size - 1);
+    // the loader at 64-bit offsets: row 1 of 2 starts at slice = (N-1)/2; pick the step
+    // whose inputs start at stream offset 10 + 2^32 - 1
+    Loader l;
+    loader_init(&l, &s, 1, 0, 2, 4);
+    int64_t target = 10 + (1LL << 32) - 1 - l.slice;
+    long step = (long)(target / 4);
+    int t0 = (int)(target % 4);
+    uint8_t in[8], tg[8], r[8];
+    loader_batch(&l, step, in, tg, r);
+    CHECK(l.steps_per_epoch > (1L << 29) && in[4 + t0] == 'A' && tg[4 + t0] == 'B',
+          "loader row 1, step %ld reads 'A' then target 'B' beyond 4 GB (got %d, %d)", step, in[4 + t0], tg[4 + t0]);
+    loader_batch(&l, 0, in, tg, r);
+    CHECK(r[0] == 1 && r[4] == 1 && !memcmp(in, "0123", 4), "epoch start resets both rows");
+    stream_free(&s);
+    unlink(big);
+}
+
+// ----------------------------------------------------------------------------
+// The built-in corpus
+
+static int count_of(const char *text, const char *const *words, int n) {
+    int c = 0;
+    for (int i = 0; i < n; i++)
+        for (const char *p = strstr(text, words[i]); p; p = strstr(p + 1, words[i])) c++;
+    return c;
+}
+
+static void test_corpus(void) {
+    static const char *const good[] = {"excellent", "amazing", "perfect", "love", "recommend it", "buy again", "reliable", "sturdy"};
+    static const char *const bad[] = {"terrible", "awful", "useless", "broke", "Save your money", "returning", "flimsy", "regret"};
+    uint64_t rng = 123;
+    char text[CORPUS_DOC_MAX];
+    int n_docs = 3000, hist[6] = {0}, clean = 1;
+    double score[6] = {0};
+    size_t max_len = 0;
+    for (int i = 0; i < n_docs; i++) {
+        size_t len;
+        int stars = corpus_document(&rng, text, sizeof text, &len);
+        if (stars < 1 || stars > 5 || strlen(text) != len) { clean = 0; break; }
+        hist[stars]++;
+        score[stars] += count_of(text, good, 8) - count_of(text, bad, 8);
+        if (len > max_len) max_len = len;
+        for (size_t k = 0; k < len; k++) if (text[k] < 32 || text[k] > 126) clean = 0;
+    }
+    CHECK(clean && max_len < CORPUS_DOC_MAX - 1, "documents are printable ASCII, one line, longest %zu bytes", max_len);
+    int monotone = 1;
+    for (int s = 1; s <= 5; s++) { score[s] /= hist[s] ? hist[s] : 1; if (s > 1 && score[s] <= score[s - 1]) monotone = 0; }
+    CHECK(monotone && hist[1] > 100 && hist[3] > 100 && hist[5] > hist[4],
+          "sentiment agrees with stars: mean (good - bad words) %.2f %.2f %.2f %.2f %.2f for 1-5 stars (%d %d %d %d %d docs)",
+          score[1], score[2], score[3], score[4], score[5], hist[1], hist[2], hist[3], hist[4], hist[5]);
+
+    Stream a, b, v;
+    corpus_stream(&a, 100000, 7, 0);
+    corpus_stream(&b, 100000, 7, 0);
+    corpus_stream(&v, 100000, 7, 1);
+    const uint8_t *p = a.shards[0].data;
+    CHECK(a.size == 100000 && a.framed && !memcmp(p, b.shards[0].data, 100000), "corpus_stream is deterministic, exactly 100000 bytes, framed");
+    CHECK(memcmp(p, v.shards[0].data, 1000) != 0, "train and val draw different documents");
+    int framing = p[0] == '\n' && p[1] == ' ';
+    int n_newlines = 0;
+    for (int64_t i = 1; i < a.size; i++)
+        if (p[i] == '\n') { n_newlines++; framing &= p[i - 1] == ' ' && p[i - 2] != ' ' && (i + 1 >= a.size || p[i + 1] == ' '); }
+    CHECK(framing && n_newlines > 300, "documents are framed \"\\n \" text \" \" (%d documents)", n_newlines);
+    Loader l;
+    loader_init(&l, &a, 1, 0, 4, 64);
+    CHECK(l.reset_docs == 1, "the built-in corpus resets the state at document starts by default");
+    stream_free(&a); stream_free(&b); stream_free(&v);
+}
+
+// ----------------------------------------------------------------------------
+// build/prepare, as a user runs it
+
+static int prepare(const char *args, const char *out_name) {  // stdout+stderr to log.txt
+    return test_system("cd '%s' && '%s/prepare' %s -o '%s' > log.txt 2>&1", tmp_dir, tool_dir, args, out_name);
+}
+
+// Reads a split back through the stream and the labels file: returns the number of
+// documents and concatenates "label:text;" for each into out (stream order).
+static int64_t read_split(const char *dir, const char *split, char *out, size_t cap, int *consistent) {
+    Stream s;
+    stream_open_dir(&s, dir, split, 1);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s_labels.tsv", dir, split);
+    char *tsv = read_all(path, NULL);
+    *consistent = tsv && strncmp(tsv, "offset\tlength\tlabel\n", 20) == 0 && s.framed;
+    int64_t n = 0, expect_off = 0;
+    out[0] = 0;
+    for (char *line = tsv ? strchr(tsv, '\n') + 1 : NULL; line && *line; n++) {
+        long long off, len;
+        char label[64];
+        if (sscanf(line, "%lld\t%lld\t%63s", &off, &len, label) != 3) { *consistent = 0; break; }
+        char *doc = (char *)mallocCheck((size_t)len + 1);
+        stream_read(&s, off, len, (uint8_t *)doc);
+        if (off != expect_off || doc[0] != '\n' || doc[1] != ' ' || doc[len - 1] != ' ' || memchr(doc + 1, '\n', (size_t)len - 1))
+            *consistent = 0;
+        expect_off = off + len;
+        doc[len - 1] = 0;
+        size_t k = strlen(out);
+        snprintf(out + k, cap - k, "%s:%s;", label, doc + 2);
+        free(doc);
+        line = strchr(line, '\n');
+        if (line) line++;
+    }
+    if (expect_off != s.size) *consistent = 0;
+    free(tsv);
+    stream_free(&s);
+    return n;
+}
+
+// out contains each "label:text;" of want exactly once (want is ';'-separated)
+static int has_each_once(const char *all, const char *want) {
+    char item[512];
+    for (const char *p = want; *p;) {
+        const char *e = strchr(p, ';');
+        size_t n = (size_t)(e - p) + 1;
+        memcpy(item, p, n); item[n] = 0;
+        const char *hit = strstr(all, item);
+        if (!hit || strstr(hit + 1, item)) return 0;
+        p = e + 1;
+    }
+    return 1;
+}
+
+static void test_prepare_jsonl(void) {
+    char buf[8192], all[16384];
+    const char *lines =
+        "{\"reviewText\": \"Great blender.\", \"overall\": 5.0, \"summary\": \"x\"}\n"
+        "{\"reviewText\": \"Broke in a week.\\nAvoid.\", \"overall\": 1.0}\n"
+        "{\"reviewText\": \"missing brace\", \"overall\": 2.0\n"
+        "\n"
+        "{\"summary\": \"no text here\", \"overall\": 3.0}\n"
+        "{\"reviewText\": \"caf\\u00e9 \\\"ok\\\"\", \"overall\": 4}\n"
+        "{\"reviewText\": \"no label\"}\n"
+        "{\"reviewText\": \"fine\", \"overall\": 3.0}\n";
+    write_text(tmp_path("r.jsonl"), lines);
+    int rc = prepare("--val-fraction 0.4 --seed 5 r.jsonl", "j");
+    CHECK(rc == 0, "prepare r.jsonl: exit %d", rc);
+    const char *log = tmp_path("log.txt");
+    CHECK(file_contains(log, "warning: r.jsonl:3: malformed JSON:") && file_contains(log, "(skipped)"),
+          "a malformed JSON line is skipped with a warning naming r.jsonl:3");
+    CHECK(file_contains(log, "warning: r.jsonl:5: no text field: no string field \"reviewText\""), "a line without the text field names r.jsonl:5");
+    CHECK(file_contains(log, "5 documents: 3 train") && file_contains(log, "2 val") &&
+          file_contains(log, "skipped 2 lines: 1 malformed JSON, 1 no text field"), "the summary counts documents and skips");
+    int ok_t, ok_v;
+    int64_t n_train = read_split(tmp_path("j"), "train", all, sizeof all, &ok_t);
+    size_t k = strlen(all);
+    int64_t n_val = read_split(tmp_path("j"), "val", all + k, sizeof all - k, &ok_v);
+    CHECK(ok_t && ok_v && n_train == 3 && n_val == 2, "train %lld + val %lld documents; labels file offsets match the stream", (long long)n_train, (long long)n_val);
+    CHECK(has_each_once(all, "5:Great blender.;1:Broke in a week. Avoid.;4:caf\xc3\xa9 \"ok\";-:no label;3:fine;"),
+          "every document once, framed, newline -> space, labels %%g: %s", all);
+    // same seed, same bytes; another seed, another order; gzip, same bytes
+    size_t n1, n2;
+    char *first = read_all(tmp_path("j/train_000.bin"), &n1);
+    prepare("--val-fraction 0.4 --seed 5 r.jsonl", "j2");
+    char *second = read_all(tmp_path("j2/train_000.bin"), &n2);
+    CHECK(first && second && n1 == n2 && !memcmp(first, second, n1), "the same seed writes the same shard");
+    free(second);
+    prepare("--val-fraction 0.4 --seed 6 r.jsonl", "j3");
+    int differs = 0;
+    for (int s = 7; s < 40 && !differs; s++) {  // some seed must give another split or order
+        snprintf(buf, sizeof buf, "--val-fraction 0.4 --seed %d r.jsonl", s);
+        prepare(buf, "j3");
+        second = read_all(tmp_path("j3/train_000.bin"), &n2);
+        differs = second && (n1 != n2 || memcmp(first, second, n1) != 0);
+        free(second);
+    }
+    CHECK(differs, "another seed shuffles differently");
+    if (test_system("cd '%s' && gzip -c r.jsonl > r.jsonl.gz", tmp_dir) == 0) {
+        rc = prepare("--val-fraction 0.4 --seed 5 r.jsonl.gz", "jz");
+        second = read_all(tmp_path("jz/train_000.bin"), &n2);
+        CHECK(rc == 0 && second && n1 == n2 && !memcmp(first, second, n1), "gzip JSON lines give the same shard as plain (exit %d)", rc);
+        free(second);
+        write_file(tmp_path("broken.jsonl.gz"), "\x1f\x8b\x08\x00garbage", 12);
+        rc = prepare("broken.jsonl.gz", "jb");
+        CHECK(rc == 2 && file_contains(log, "error: broken.jsonl.gz: cannot read"), "a damaged gzip file: exit %d", rc);
+    } else {
+        printf("skip  gzip is not installed: gzip JSON lines untested\n");
+    }
+    free(first);
+    // --strict: the first bad line is fatal, and no shard appears
+    rc = prepare("--strict r.jsonl", "js");
+    CHECK(rc == 2 && file_contains(log, "error: r.jsonl:3: malformed JSON:") && file_contains(log, "(--strict)"),
+          "--strict: malformed JSON is fatal: exit %d", rc);
+    CHECK(!file_exists(tmp_path("js/train_000.bin")), "--strict failure writes no shard");
+    // other fields by flag
+    write_text(tmp_path("o.json"), "{\"body\": \"one\", \"stars\": \"pos\"}\n{\"body\": \"two\", \"stars\": \"neg\"}\n");
+    rc = prepare("--text-field body --label-field stars --val-fraction 0 o.json", "jo");
+    int ok;
+    n_train = read_split(tmp_path("jo"), "train", all, sizeof all, &ok);
+    CHECK(rc == 0 && ok && n_train == 2 && has_each_once(all, "pos:one;neg:two;") && !file_exists(tmp_path("jo/val_000.bin")),
+          "--text-field/--label-field, --val-fraction 0 (no val files): %s", all);
+}
+
+static void test_prepare_csv(void) {
+    char all[8192];
+    const char *csv =
+        "label,sentence\r\n"
+        "0,plain text\r\n"
+        "1,\"with, comma\"\r\n"
+        "0,\"doubled \"\"quotes\"\"\"\r\n"
+        "1,\"two\r\nlines\"\r\n"  // lines 5-6: one record
+        "1,bro\"ken\r\n"
+        "0,\"closed\"junk\r\n"
+        "1,a,b\r\n"
+        "1,last\r\n";
+    write_text(tmp_path("s.csv"), csv);
+    int rc = prepare("--val-fraction 0 s.csv", "c");
+    const char *log = tmp_path("log.txt");
+    CHECK(rc == 0, "prepare s.csv: exit %d", rc);
+    CHECK(file_contains(log, "warning: s.csv:7: malformed CSV: stray quote inside unquoted field 2") &&
+          file_contains(log, "warning: s.csv:8: malformed CSV: unexpected 'j' after a closing quote") &&
+          file_contains(log, "warning: s.csv:9: malformed CSV: 3 fields, the header has 2") &&
+          file_contains(log, "skipped 3 lines: 3 malformed CSV"), "broken quotes and a wrong field count are skipped, naming the line");
+    int ok;
+    int64_t n = read_split(tmp_path("c"), "train", all, sizeof all, &ok);
+    CHECK(ok && n == 5 && has_each_once(all, "0:plain text;1:with, comma;0:doubled \"quotes\";1:two lines;1:last;"),
+          "RFC 4180 fields decoded (commas, doubled quotes, a quoted newline): %s", all);
+    rc = prepare("--strict s.csv", "cs");
+    CHECK(rc == 2 && file_contains(log, "error: s.csv:7: malformed CSV: stray quote"), "--strict: a broken quote is fatal: exit %d", rc);
+    write_text(tmp_path("u.csv"), "label,sentence\n1,ok\n0,\"never closed\n1,more\n");
+    rc = prepare("u.csv", "cu");
+    CHECK(rc == 2 && file_contains(log, "error: u.csv:3: unterminated quoted field: the quote opened on line 3 is never closed"),
+          "an unterminated quote is always fatal: exit %d", rc);
+    CHECK(!file_exists(tmp_path("cu/train_000.bin")), "and writes no shard");
+    write_text(tmp_path("h.csv"), "id,words\n1,hello\n");
+    rc = prepare("h.csv", "ch");
+    CHECK(rc == 2 && file_contains(log, "error: h.csv:1: no text column"), "a CSV without a known text column: exit %d", rc);
+}
+
+static void test_prepare_text_and_errors(void) {
+    char all[8192];
+    const char *log = tmp_path("log.txt");
+    write_text(tmp_path("t.txt"), "first line\nbad \xff byte\n\nover\xc0\xaflong\ngood caf\xc3\xa9\n");
+    int rc = prepare("--val-fraction 0 t.txt", "t");
+    int ok;
+    int64_t n = read_split(tmp_path("t"), "train", all, sizeof all, &ok);
+    CHECK(rc == 0 && ok && n == 2 && has_each_once(all, "-:first line;-:good caf\xc3\xa9;"), "plain text: one document per line: %s", all);
+    CHECK(file_contains(log, "warning: t.txt:2: invalid UTF-8: byte 0xff at offset 4") &&
+          file_contains(log, "warning: t.txt:4: invalid UTF-8: byte 0xc0") && file_contains(log, "2 invalid UTF-8"),
+          "invalid UTF-8 (a bad byte, an overlong form) is skipped, naming t.txt:2 and t.txt:4");
+    rc = prepare("--strict t.txt", "ts");
+    CHECK(rc == 2 && file_contains(log, "error: t.txt:2: invalid UTF-8: byte 0xff at offset 4 of the text (--strict)"),
+          "--strict: invalid UTF-8 is fatal: exit %d", rc);
+    rc = prepare("nope.txt", "tn");
+    CHECK(rc == 2 && file_contains(log, "error: cannot open nope.txt: No such file or directory"), "missing input: exit %d", rc);
+    write_text(tmp_path("empty.txt"), "");
+    rc = prepare("empty.txt", "te");
+    CHECK(rc == 2 && file_contains(log, "warning: empty.txt: no documents") && file_contains(log, "error: no documents in the input"),
+          "empty input: exit %d", rc);
+    rc = prepare("t.dat", "tx");
+    CHECK(rc == 2 && file_contains(log, "cannot tell the format of t.dat"), "unknown extension: exit %d", rc);
+    write_text(tmp_path("afile"), "x");
+    rc = prepare("t.txt", "afile/out");
+    CHECK(rc == 2 && file_contains(log, "error: cannot create output directory afile/out: Not a directory"),
+          "unwritable output directory: exit %d", rc);
+    rc = prepare("--val-fraction 1.5 t.txt", "tv");
+    CHECK(rc == 2 && file_contains(log, "--val-fraction expects a number in [0, 1), got \"1.5\""), "bad --val-fraction: exit %d", rc);
+    // no stray temporary files anywhere after all of the above
+    rc = test_system("cd '%s' && ! find . -name '*.tmp.*' | grep -q .", tmp_dir);
+    CHECK(rc == 0, "no temporary files left behind");
+}
+
+static void test_prepare_builtin(void) {
+    char all[1 << 16];
+    int rc = prepare("--builtin 20000 --val-fraction 0.1 --shard-mb 0.004", "b");
+    CHECK(rc == 0, "prepare --builtin 20000: exit %d", rc);
+    int ok;
+    int64_t n = read_split(tmp_path("b"), "train", all, sizeof all, &ok);
+    int labels_ok = ok && n > 50;
+    for (char *p = all; *p && labels_ok; p = strchr(p, ';') + 1) labels_ok = p[0] >= '1' && p[0] <= '5' && p[1] == ':';
+    CHECK(labels_ok, "built-in corpus: %lld labelled train documents (stars 1-5), offsets match the stream", (long long)n);
+    CHECK(file_exists(tmp_path("b/train_004.bin")), "--shard-mb 0.004 splits train into several shards");
+    // every shard starts at a document: shard sizes add up to document boundaries
+    Shard sh;
+    shard_open(&sh, tmp_path("b/train_001.bin"), 1);
+    CHECK(sh.size > 0 && sh.size <= 4194 + 1000 && sh.data[0] == '\n' && sh.data[sh.size - 1] == ' ' && (sh.flags & SHARD_FRAMED),
+          "shard 1 holds whole documents (%lld bytes)", (long long)sh.size);
+    shard_close(&sh);
+    rc = prepare("--builtin 20000 --val-fraction 0.1", "b");
+    CHECK(rc == 0 && file_exists(tmp_path("b/train_000.bin")) && !file_exists(tmp_path("b/train_001.bin")),
+          "a rerun with one shard removes the stale train_001.bin");
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    char self[4096];
+    snprintf(self, sizeof self, "%s", argv[0]);
+    if (!realpath(dirname(self), tool_dir)) { perror("realpath"); return 1; }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/mlstm_test_data.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(tmp_dir)) { perror("mkdtemp"); return 1; }
+
+    test_shard_roundtrip();
+    test_shard_errors();
+    test_shard_atomic();
+    test_stream_read();
+    test_loader_coverage();
+    test_loader_resets();
+    test_stream_over_4gb();
+    test_corpus();
+    char prep[4200];
+    snprintf(prep, sizeof prep, "%s/prepare", tool_dir);
+    if (access(prep, X_OK) == 0) {
+        test_prepare_jsonl();
+        test_prepare_csv();
+        test_prepare_text_and_errors();
+        test_prepare_builtin();
+    } else {
+        CHECK(0, "build/prepare not found next to this test (%s): run make", prep);
+    }
+    test_system("rm -rf '%s'", tmp_dir);
+    return test_summary("test_data");
+}

@@ -1,0 +1,571 @@
+// prepare: turns text into train/val shards for the trainers (DESIGN.md section 5).
+//
+//   build/prepare [options] -o DIR INPUT...
+//   build/prepare --builtin BYTES -o DIR         the built-in corpus, labelled
+//
+// Inputs (format from the name, after an optional .gz, or --format; zlib reads plain
+// and gzip files alike):
+//   .txt            plain text: each non-empty line is one document, no label
+//   .json .jsonl    JSON lines (the Amazon review dumps): one object per line, text from
+//                   --text-field (default reviewText), label from --label-field (default
+//                   overall); parsed with jansson
+//   .csv            RFC 4180 CSV with a header row (the SST files: label,sentence); text
+//                   column: --text-field, else the first of reviewText, text, sentence,
+//                   review; label column: --label-field, else the first of overall,
+//                   label, stars, rating, sentiment
+// Each document is framed as in the reference recipe ("\n " + text + " ", newlines
+// inside the text become spaces), all documents are shuffled with --seed, the first
+// round(val_fraction * n) go to val, the rest to train. Writes DIR/train_000.bin, ...
+// (shards of at most --shard-mb, split between documents), DIR/val_000.bin, ..., and
+// DIR/train_labels.tsv, DIR/val_labels.tsv (doc/formats.md). Every file is written
+// atomically. All documents are held in memory for the shuffle (RAM ~ output size).
+//
+// Bad lines (malformed JSON, a missing text field, invalid UTF-8, a malformed CSV
+// record) are skipped and counted, the first few with a warning naming file:line;
+// --strict makes the first one fatal. An unterminated CSV quote is always fatal.
+#include "data.h"
+#include <time.h>
+#include <zlib.h>
+#include <jansson.h>
+
+// ----------------------------------------------------------------------------
+// The documents, framed, in reading order: one byte arena plus an index.
+
+typedef struct { int64_t offset, length, label; } Doc;  // label: offset into labels, -1 for none
+
+typedef struct {
+    uint8_t *bytes; int64_t n_bytes, cap_bytes;  // framed documents back to back
+    Doc *docs; int64_t n_docs, cap_docs;
+    char *labels; int64_t n_labels, cap_labels;  // NUL-terminated label strings
+} Corpus;
+
+static void *grow(void *p, int64_t *cap, int64_t need, size_t elem) {
+    if (need <= *cap) return p;
+    int64_t c = *cap ? *cap : 1024;
+    while (c < need) c *= 2;
+    p = realloc(p, (size_t)c * elem);
+    if (!p) { fprintf(stderr, "error: out of memory (%lld bytes)\nHINT: split the input and prepare it in parts\n", (long long)c * (long long)elem); exit(1); }
+    *cap = c;
+    return p;
+}
+
+static void corpus_add(Corpus *c, const char *text, size_t len, const char *label) {
+    c->bytes = (uint8_t *)grow(c->bytes, &c->cap_bytes, c->n_bytes + (int64_t)len + 3, 1);
+    c->docs = (Doc *)grow(c->docs, &c->cap_docs, c->n_docs + 1, sizeof(Doc));
+    Doc *d = &c->docs[c->n_docs++];
+    d->offset = c->n_bytes;
+    d->length = (int64_t)len + 3;
+    uint8_t *p = c->bytes + c->n_bytes;
+    p[0] = '\n'; p[1] = ' ';
+    memcpy(p + 2, text, len);
+    for (size_t i = 0; i < len; i++)  // a '\n' byte marks a document start and nothing else
+        if (p[2 + i] == '\n' || p[2 + i] == '\r') p[2 + i] = ' ';
+    p[2 + len] = ' ';
+    c->n_bytes += d->length;
+    d->label = -1;
+    if (label) {
+        size_t n = strlen(label);
+        c->labels = (char *)grow(c->labels, &c->cap_labels, c->n_labels + (int64_t)n + 1, 1);
+        d->label = c->n_labels;
+        for (size_t i = 0; i <= n; i++)  // a label is one TSV field: no tabs or newlines
+            c->labels[c->n_labels + (int64_t)i] = (label[i] == '\t' || label[i] == '\n' || label[i] == '\r') ? ' ' : label[i];
+        c->n_labels += (int64_t)n + 1;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Settings, counters, and skipping bad lines.
+
+typedef struct {
+    const char *out_dir, *format, *text_field, *label_field;
+    int strict;
+    uint64_t seed;
+    double val_fraction;
+    int64_t shard_bytes, builtin_bytes;
+} Settings;
+
+enum { SKIP_JSON, SKIP_NO_TEXT, SKIP_UTF8, SKIP_CSV, SKIP_EMPTY, N_SKIP };
+static const char *skip_names[N_SKIP] = {"malformed JSON", "no text field", "invalid UTF-8", "malformed CSV", "empty text"};
+static int64_t skipped[N_SKIP];
+static int warnings_printed = 0;
+#define MAX_WARNINGS 10
+
+static void skip_line(const Settings *cfg, int why, const char *path, long line, const char *detail) {
+    if (cfg->strict) fail("%s:%ld: %s: %s (--strict)", path, line, skip_names[why], detail);
+    skipped[why]++;
+    if (warnings_printed < MAX_WARNINGS)
+        fprintf(stderr, "warning: %s:%ld: %s: %s (skipped)\n", path, line, skip_names[why], detail);
+    else if (warnings_printed == MAX_WARNINGS)
+        fprintf(stderr, "warning: further skipped lines are counted, not shown\n");
+    warnings_printed++;
+}
+
+// Returns -1 for valid UTF-8, else the offset of the first bad byte. Rejects overlong
+// forms, surrogates and code points above U+10FFFF, as RFC 3629 does.
+static long utf8_invalid_at(const unsigned char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c < 0x80) { i++; continue; }
+        int k; unsigned lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) k = 1;
+        else if (c >= 0xE0 && c <= 0xEF) { k = 2; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
+        else if (c >= 0xF0 && c <= 0xF4) { k = 3; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
+        else return (long)i;
+        if (i + (size_t)k >= n) return (long)i;  // cut short by the end of the text
+        if (s[i + 1] < lo || s[i + 1] > hi) return (long)i;
+        for (int j = 2; j <= k; j++) if (s[i + j] < 0x80 || s[i + j] > 0xBF) return (long)i;
+        i += (size_t)k + 1;
+    }
+    return -1;
+}
+
+// Checks a document's text and adds it, or skips it with a reason.
+static void add_text(Corpus *c, const Settings *cfg, const char *path, long line,
+                     const char *text, size_t len, const char *label) {
+    if (len == 0) { skip_line(cfg, SKIP_EMPTY, path, line, "the text is empty"); return; }
+    long bad = utf8_invalid_at((const unsigned char *)text, len);
+    if (bad >= 0) {
+        char detail[64];
+        snprintf(detail, sizeof detail, "byte 0x%02x at offset %ld of the text", (unsigned char)text[bad], bad);
+        skip_line(cfg, SKIP_UTF8, path, line, detail);
+        return;
+    }
+    corpus_add(c, text, len, label);
+}
+
+// ----------------------------------------------------------------------------
+// Reading lines from a plain or gzip file, with progress.
+
+typedef struct {
+    gzFile gz;
+    const char *path;
+    char *buf; size_t cap, beg, end;
+    int eof;
+    long line;          // number of the line last returned, from 1
+    int64_t bytes;      // uncompressed bytes returned so far
+    int64_t next_progress;
+} LineReader;
+
+static void reader_open(LineReader *r, const char *path) {
+    memset(r, 0, sizeof *r);
+    r->path = path;
+    r->gz = gzopen(path, "rb");
+    if (!r->gz) fail("cannot open %s: %s", path, errno ? strerror(errno) : "zlib could not open it");
+    gzbuffer(r->gz, 1 << 18);
+    r->cap = 1 << 20;
+    r->buf = (char *)mallocCheck(r->cap);
+    r->next_progress = 64LL << 20;
+}
+
+static int64_t bytes_read_total = 0;  // uncompressed, all inputs
+static void reader_close(LineReader *r) { bytes_read_total += r->bytes; gzclose(r->gz); free(r->buf); }
+
+// The next line without its "\n" (and "\r"), NUL-terminated; NULL at the end.
+static char *reader_line(LineReader *r, size_t *len) {
+    for (;;) {
+        char *start = r->buf + r->beg;
+        char *nl = (char *)memchr(start, '\n', r->end - r->beg);
+        if (nl || (r->eof && r->end > r->beg)) {
+            size_t n = nl ? (size_t)(nl - start) : r->end - r->beg;
+            r->beg += n + (nl ? 1 : 0);
+            r->bytes += (int64_t)n + (nl ? 1 : 0);
+            if (n > 0 && start[n - 1] == '\r') n--;
+            start[n] = 0;  // the buffer always has a spare byte past end
+            *len = n;
+            r->line++;
+            if (r->bytes >= r->next_progress) {
+                fprintf(stderr, "prepare: %s: %lld MB, line %ld%s", r->path, (long long)(r->bytes >> 20), r->line,
+                        isatty(2) ? "\r" : "\n");
+                r->next_progress += 64LL << 20;
+            }
+            return start;
+        }
+        if (r->eof) return NULL;
+        memmove(r->buf, r->buf + r->beg, r->end - r->beg);  // keep the partial line, refill
+        r->end -= r->beg; r->beg = 0;
+        if (r->cap - r->end < (1 << 19)) {
+            r->cap *= 2;
+            r->buf = (char *)realloc(r->buf, r->cap);
+            if (!r->buf) { fprintf(stderr, "error: out of memory reading %s\n", r->path); exit(1); }
+        }
+        int got = gzread(r->gz, r->buf + r->end, (unsigned)(r->cap - r->end - 1));
+        if (got < 0) {
+            int zerr;
+            const char *msg = gzerror(r->gz, &zerr);
+            fail("%s: cannot read after line %ld: %s", r->path, r->line, zerr == Z_ERRNO ? strerror(errno) : msg);
+        }
+        if (got == 0) {
+            int zerr;
+            const char *msg = gzerror(r->gz, &zerr);
+            if (zerr != Z_OK && zerr != Z_STREAM_END) fail("%s: cannot read after line %ld: %s", r->path, r->line, msg);
+            r->eof = 1;
+        }
+        r->end += (size_t)got;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// The three input formats.
+
+static void read_text(Corpus *c, const Settings *cfg, const char *path) {
+    LineReader r;
+    reader_open(&r, path);
+    size_t len;
+    char *line;
+    while ((line = reader_line(&r, &len)))
+        if (len > 0) add_text(c, cfg, path, r.line, line, len, NULL);
+    reader_close(&r);
+}
+
+// A label from JSON: numbers as %g ("5" for 5.0), strings as they are.
+static int json_label(json_t *v, char *out, size_t cap) {
+    if (json_is_integer(v)) snprintf(out, cap, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v)) snprintf(out, cap, "%g", json_real_value(v));
+    else if (json_is_string(v)) snprintf(out, cap, "%s", json_string_value(v));
+    else if (json_is_boolean(v)) snprintf(out, cap, "%d", json_is_true(v) ? 1 : 0);
+    else return 0;
+    return 1;
+}
+
+static void read_jsonl(Corpus *c, const Settings *cfg, const char *path) {
+    LineReader r;
+    reader_open(&r, path);
+    size_t len;
+    char *line;
+    char label[256];
+    while ((line = reader_line(&r, &len))) {
+        if (len == 0) continue;
+        json_error_t err;
+        json_t *root = json_loadb(line, len, 0, &err);
+        if (!root) {
+            char detail[256];
+            snprintf(detail, sizeof detail, "%s at column %d", err.text, err.column);
+            skip_line(cfg, SKIP_JSON, path, r.line, detail);
+            continue;
+        }
+        json_t *text = json_is_object(root) ? json_object_get(root, cfg->text_field) : NULL;
+        if (!json_is_object(root)) {
+            skip_line(cfg, SKIP_JSON, path, r.line, "not a JSON object");
+        } else if (!json_is_string(text)) {
+            char detail[300];
+            snprintf(detail, sizeof detail, "no string field \"%s\"", cfg->text_field);
+            skip_line(cfg, SKIP_NO_TEXT, path, r.line, detail);
+        } else {
+            json_t *lab = cfg->label_field[0] ? json_object_get(root, cfg->label_field) : NULL;
+            int has_label = lab && json_label(lab, label, sizeof label);
+            // jansson has validated the UTF-8 already
+            if (json_string_length(text) == 0) skip_line(cfg, SKIP_EMPTY, path, r.line, "the text is empty");
+            else corpus_add(c, json_string_value(text), json_string_length(text), has_label ? label : NULL);
+        }
+        json_decref(root);
+    }
+    reader_close(&r);
+}
+
+// One RFC 4180 record, which may span lines inside quotes. Fields are unescaped into
+// f->buf, field i at f->buf + f->start[i], NUL-terminated. Returns 1 for a record, 0 at
+// the end of the file, -1 for a malformed record (why says how; the rest of the record
+// is skipped). An unterminated quote at the end of the file is fatal: no resync.
+typedef struct { char *buf; int64_t n, cap; int64_t *start; int64_t n_fields, cap_fields; long first_line; } CsvRecord;
+
+static void csv_put(CsvRecord *f, char ch) {
+    f->buf = (char *)grow(f->buf, &f->cap, f->n + 1, 1);
+    f->buf[f->n++] = ch;
+}
+static void csv_new_field(CsvRecord *f) {
+    f->start = (int64_t *)grow(f->start, &f->cap_fields, f->n_fields + 1, sizeof(int64_t));
+    f->start[f->n_fields++] = f->n;
+}
+
+static int csv_record(LineReader *r, CsvRecord *f, char *why, size_t why_cap) {
+    size_t len;
+    char *line = reader_line(r, &len);
+    if (!line) return 0;
+    f->n = 0; f->n_fields = 0; f->first_line = r->line;
+    csv_new_field(f);
+    int quoted = 0, after_quote = 0, bad = 0;
+    size_t i = 0;
+    for (;;) {
+        if (i == len) {
+            if (!quoted) break;
+            line = reader_line(r, &len);  // a quoted field goes on to the next line
+            if (!line) fail("%s:%ld: unterminated quoted field: the quote opened on line %ld is never closed",
+                            r->path, f->first_line, f->first_line);
+            csv_put(f, '\n');
+            i = 0;
+            continue;
+        }
+        char ch = line[i++];
+        if (bad) continue;
+        if (quoted) {
+            if (ch != '"') csv_put(f, ch);
+            else if (i < len && line[i] == '"') { csv_put(f, '"'); i++; }
+            else { quoted = 0; after_quote = 1; }
+        } else if (ch == ',') {
+            csv_put(f, 0); csv_new_field(f); after_quote = 0;
+        } else if (after_quote) {
+            snprintf(why, why_cap, "unexpected '%c' after a closing quote in field %lld", ch, (long long)f->n_fields);
+            bad = 1;
+        } else if (ch == '"') {
+            if (f->n != f->start[f->n_fields - 1]) {
+                snprintf(why, why_cap, "stray quote inside unquoted field %lld", (long long)f->n_fields);
+                bad = 1;
+            } else quoted = 1;
+        } else csv_put(f, ch);
+    }
+    csv_put(f, 0);
+    return bad ? -1 : 1;
+}
+
+static int csv_column(const CsvRecord *h, const char *flag_value, const char *const *defaults, int n_defaults) {
+    for (int k = flag_value ? -1 : 0; k < n_defaults; k++) {
+        const char *want = k < 0 ? flag_value : defaults[k];
+        for (int64_t i = 0; i < h->n_fields; i++)
+            if (strcmp(h->buf + h->start[i], want) == 0) return (int)i;
+        if (k < 0) return -1;  // a name given by flag must be there
+    }
+    return -1;
+}
+
+static void read_csv(Corpus *c, const Settings *cfg, const char *path, int text_flag_given, int label_flag_given) {
+    static const char *const text_names[] = {"reviewText", "text", "sentence", "review"};
+    static const char *const label_names[] = {"overall", "label", "stars", "rating", "sentiment"};
+    LineReader r;
+    reader_open(&r, path);
+    CsvRecord f;
+    memset(&f, 0, sizeof f);
+    char why[128];
+    int got = csv_record(&r, &f, why, sizeof why);
+    if (got == 0) fail("%s: empty file, expected a CSV header line", path);
+    if (got < 0) fail("%s:1: malformed CSV header: %s", path, why);
+    int text_col = csv_column(&f, text_flag_given ? cfg->text_field : NULL, text_names, 4);
+    int label_col = label_flag_given && !cfg->label_field[0] ? -1 : csv_column(&f, label_flag_given ? cfg->label_field : NULL, label_names, 5);
+    if (text_col < 0) fail("%s:1: no text column named \"%s\" in the header\nHINT: use --text-field NAME",
+                           path, text_flag_given ? cfg->text_field : "reviewText, text, sentence or review");
+    if (label_flag_given && cfg->label_field[0] && label_col < 0)
+        fail("%s:1: no label column named \"%s\" in the header", path, cfg->label_field);
+    int64_t n_columns = f.n_fields;
+    while ((got = csv_record(&r, &f, why, sizeof why)) != 0) {
+        if (got < 0) { skip_line(cfg, SKIP_CSV, path, f.first_line, why); continue; }
+        if (f.n_fields == 1 && f.buf[0] == 0) continue;  // a blank line
+        if (f.n_fields != n_columns) {
+            snprintf(why, sizeof why, "%lld fields, the header has %lld", (long long)f.n_fields, (long long)n_columns);
+            skip_line(cfg, SKIP_CSV, path, f.first_line, why);
+            continue;
+        }
+        const char *text = f.buf + f.start[text_col];
+        int64_t end = text_col + 1 < f.n_fields ? f.start[text_col + 1] : f.n;
+        size_t len = (size_t)(end - f.start[text_col] - 1);  // less the NUL
+        add_text(c, cfg, path, f.first_line, text, len, label_col >= 0 ? f.buf + f.start[label_col] : NULL);
+    }
+    free(f.buf); free(f.start);
+    reader_close(&r);
+}
+
+static const char *format_of(const char *path) {
+    char name[4096];
+    snprintf(name, sizeof name, "%s", path);
+    size_t n = strlen(name);
+    if (n > 3 && strcmp(name + n - 3, ".gz") == 0) name[n -= 3] = 0;
+    const char *dot = strrchr(name, '.');
+    if (dot && (!strcmp(dot, ".txt") || !strcmp(dot, ".text"))) return "text";
+    if (dot && (!strcmp(dot, ".json") || !strcmp(dot, ".jsonl") || !strcmp(dot, ".ndjson"))) return "jsonl";
+    if (dot && !strcmp(dot, ".csv")) return "csv";
+    fail("cannot tell the format of %s from its name\nHINT: use --format text, jsonl or csv", path);
+    return NULL;
+}
+
+// ----------------------------------------------------------------------------
+// Output: shards and labels for one split.
+
+static void write_split(const Corpus *c, const Settings *cfg, const char *split,
+                        const int64_t *order, int64_t n, int64_t *n_shards_out) {
+    char path[4200];
+    ShardWriter w;
+    int shard = 0;
+    int64_t in_shard = 0, offset = 0;
+    snprintf(path, sizeof path, "%s/%s_labels.tsv", cfg->out_dir, split);
+    AtomicFile labels;
+    atomic_open(&labels, path);
+    fprintf(labels.f, "offset\tlength\tlabel\n");
+    snprintf(path, sizeof path, "%s/%s_%03d.bin", cfg->out_dir, split, shard);
+    shard_writer_open(&w, path, SHARD_FRAMED);
+    for (int64_t i = 0; i < n; i++) {
+        const Doc *d = &c->docs[order[i]];
+        if (in_shard > 0 && in_shard + d->length > cfg->shard_bytes) {  // documents never straddle shards
+            shard_writer_close(&w);
+            snprintf(path, sizeof path, "%s/%s_%03d.bin", cfg->out_dir, split, ++shard);
+            shard_writer_open(&w, path, SHARD_FRAMED);
+            in_shard = 0;
+        }
+        shard_writer_append(&w, c->bytes + d->offset, (size_t)d->length);
+        fprintf(labels.f, "%lld\t%lld\t%s\n", (long long)offset, (long long)d->length,
+                d->label >= 0 ? c->labels + d->label : "-");
+        in_shard += d->length;
+        offset += d->length;
+    }
+    shard_writer_close(&w);
+    if (ferror(labels.f)) { atomic_abort(&labels); fail("cannot write %s/%s_labels.tsv", cfg->out_dir, split); }
+    atomic_commit(&labels);
+    // shards left over from an earlier, larger run would join the stream: remove them
+    for (int k = shard + 1;; k++) {
+        snprintf(path, sizeof path, "%s/%s_%03d.bin", cfg->out_dir, split, k);
+        if (unlink(path) != 0) break;
+    }
+    *n_shards_out = shard + 1;
+}
+
+static void remove_split(const Settings *cfg, const char *split) {  // --val-fraction 0: no stale val files
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s_labels.tsv", cfg->out_dir, split);
+    unlink(path);
+    for (int k = 0;; k++) {
+        snprintf(path, sizeof path, "%s/%s_%03d.bin", cfg->out_dir, split, k);
+        if (unlink(path) != 0) break;
+    }
+}
+
+static void usage(void) {
+    fprintf(stderr,
+        "usage: prepare [options] -o DIR INPUT...\n"
+        "       prepare --builtin BYTES [options] -o DIR\n"
+        "  -o, --out DIR          output directory (created if missing)\n"
+        "  --format F             text, jsonl or csv for every input (default: from each name)\n"
+        "  --text-field NAME      JSON/CSV text field (default reviewText; CSV also tries text, sentence, review)\n"
+        "  --label-field NAME     JSON/CSV label field, \"\" for none (default overall; CSV also tries label, stars, rating, sentiment)\n"
+        "  --val-fraction F       fraction of documents for val, 0 <= F < 1 (default 0.01)\n"
+        "  --seed N               shuffle seed (default 1)\n"
+        "  --shard-mb N           largest shard in MB (default 1024; a shard holds at least one document)\n"
+        "  --strict               stop at the first bad line instead of skipping it\n"
+        "  --builtin BYTES        write about BYTES of the built-in corpus (labels 1-5) instead of reading inputs\n");
+}
+
+static double now_seconds(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + 1e-9 * ts.tv_nsec; }
+
+static int64_t parse_int(const char *flag, const char *s) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < 0) fail("%s expects a non-negative integer, got \"%s\"", flag, s);
+    return v;
+}
+
+int main(int argc, char **argv) {
+    Settings cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.text_field = "reviewText"; cfg.label_field = "overall";
+    cfg.seed = 1; cfg.val_fraction = 0.01; cfg.shard_bytes = 1024LL << 20; cfg.builtin_bytes = -1;
+    int text_flag_given = 0, label_flag_given = 0;
+    const char **inputs = (const char **)mallocCheck((size_t)argc * sizeof(char *));
+    int n_inputs = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has_value = i + 1 < argc;
+        #define VALUE() (has_value ? argv[++i] : (fail("%s needs a value", a), ""))
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
+        else if (!strcmp(a, "-o") || !strcmp(a, "--out")) cfg.out_dir = VALUE();
+        else if (!strcmp(a, "--format")) cfg.format = VALUE();
+        else if (!strcmp(a, "--text-field")) { cfg.text_field = VALUE(); text_flag_given = 1; }
+        else if (!strcmp(a, "--label-field")) { cfg.label_field = VALUE(); label_flag_given = 1; }
+        else if (!strcmp(a, "--strict")) cfg.strict = 1;
+        else if (!strcmp(a, "--seed")) cfg.seed = (uint64_t)parse_int(a, VALUE());
+        else if (!strcmp(a, "--shard-mb")) {  // fractions allowed: the tests make tiny shards
+            const char *v = VALUE();
+            char *end;
+            double mb = strtod(v, &end);
+            if (end == v || *end || !(mb > 0)) fail("--shard-mb expects a positive number, got \"%s\"", v);
+            cfg.shard_bytes = (int64_t)(mb * 1048576.0);
+        }
+        else if (!strcmp(a, "--builtin")) cfg.builtin_bytes = parse_int(a, VALUE());
+        else if (!strcmp(a, "--val-fraction")) {
+            const char *v = VALUE();
+            char *end;
+            cfg.val_fraction = strtod(v, &end);
+            if (end == v || *end || !(cfg.val_fraction >= 0 && cfg.val_fraction < 1))
+                fail("--val-fraction expects a number in [0, 1), got \"%s\"", v);
+        }
+        else if (a[0] == '-' && a[1]) { usage(); fail("unknown option %s", a); }
+        else inputs[n_inputs++] = a;
+        #undef VALUE
+    }
+    if (!cfg.out_dir) { usage(); fail("no output directory (-o DIR)"); }
+    if (cfg.builtin_bytes < 0 && n_inputs == 0) { usage(); fail("no input files (or --builtin BYTES)"); }
+    if (cfg.builtin_bytes >= 0 && n_inputs > 0) fail("--builtin takes no input files");
+    if (cfg.shard_bytes <= 0) fail("--shard-mb is too small");
+    if (cfg.format && strcmp(cfg.format, "text") && strcmp(cfg.format, "jsonl") && strcmp(cfg.format, "csv"))
+        fail("--format expects text, jsonl or csv, got \"%s\"", cfg.format);
+    for (int i = 0; i < n_inputs; i++) if (!cfg.format) format_of(inputs[i]);  // fail before reading anything
+    // the output directory must be usable before we spend minutes reading
+    if (mkdir(cfg.out_dir, 0777) != 0 && errno != EEXIST)
+        fail("cannot create output directory %s: %s", cfg.out_dir, strerror(errno));
+    struct stat st;
+    if (stat(cfg.out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) fail("output directory %s is not a directory", cfg.out_dir);
+    if (access(cfg.out_dir, W_OK) != 0) fail("cannot write to output directory %s: %s", cfg.out_dir, strerror(errno));
+
+    double t0 = now_seconds();
+    Corpus c;
+    memset(&c, 0, sizeof c);
+    int64_t compressed_bytes = 0;
+    if (cfg.builtin_bytes >= 0) {
+        uint64_t rng = checksum_final(cfg.seed) ^ 0x7072657061726521ULL;  // "prepare!": not corpus_stream's documents
+        char text[CORPUS_DOC_MAX], label[8];
+        while (c.n_bytes < cfg.builtin_bytes) {
+            size_t len;
+            snprintf(label, sizeof label, "%d", corpus_document(&rng, text, sizeof text, &len));
+            corpus_add(&c, text, len, label);
+        }
+    }
+    for (int i = 0; i < n_inputs; i++) {
+        const char *fmt = cfg.format ? cfg.format : format_of(inputs[i]);
+        int64_t before = c.n_docs;
+        if (!strcmp(fmt, "text")) read_text(&c, &cfg, inputs[i]);
+        else if (!strcmp(fmt, "jsonl")) read_jsonl(&c, &cfg, inputs[i]);
+        else read_csv(&c, &cfg, inputs[i], text_flag_given, label_flag_given);
+        if (c.n_docs == before) fprintf(stderr, "warning: %s: no documents\n", inputs[i]);
+        if (stat(inputs[i], &st) == 0) compressed_bytes += st.st_size;
+    }
+    double t_read = now_seconds() - t0;
+    if (c.n_docs == 0) fail("no documents in the input");
+
+    // Fisher-Yates with the seed, then the first n_val documents are val
+    int64_t *order = (int64_t *)mallocCheck((size_t)c.n_docs * sizeof(int64_t));
+    uint64_t rng = checksum_final(cfg.seed);
+    for (int64_t i = 0; i < c.n_docs; i++) order[i] = i;
+    for (int64_t i = c.n_docs - 1; i > 0; i--) {
+        int64_t j = (int64_t)(rng_next(&rng) % (uint64_t)(i + 1));
+        int64_t t = order[i]; order[i] = order[j]; order[j] = t;
+    }
+    int64_t n_val = (int64_t)llround(cfg.val_fraction * (double)c.n_docs);
+    if (cfg.val_fraction > 0 && n_val == 0 && c.n_docs >= 2) n_val = 1;
+    if (n_val >= c.n_docs) n_val = c.n_docs - 1;
+    int64_t n_train = c.n_docs - n_val, train_shards = 0, val_shards = 0;
+    int64_t val_bytes = 0;
+    for (int64_t i = 0; i < n_val; i++) val_bytes += c.docs[order[i]].length;
+    write_split(&c, &cfg, "train", order + n_val, n_train, &train_shards);
+    if (n_val > 0) write_split(&c, &cfg, "val", order, n_val, &val_shards);
+    else remove_split(&cfg, "val");
+    double t_total = now_seconds() - t0;
+
+    // summary
+    if (n_inputs > 0) {
+        double t = t_read > 0 ? t_read : 1e-9;
+        printf("prepare: read %d file%s in %.2f s: %.1f MB on disk (%.1f MB/s), %.1f MB uncompressed (%.1f MB/s)\n",
+               n_inputs, n_inputs == 1 ? "" : "s", t_read, compressed_bytes / 1e6, compressed_bytes / 1e6 / t,
+               bytes_read_total / 1e6, bytes_read_total / 1e6 / t);
+    } else {
+        printf("prepare: generated the built-in corpus (seed %llu) in %.2f s\n", (unsigned long long)cfg.seed, t_read);
+    }
+    printf("prepare: %lld documents: %lld train (%.1f MB, %lld shard%s), %lld val (%.1f MB, %lld shard%s)\n",
+           (long long)c.n_docs, (long long)n_train, (c.n_bytes - val_bytes) / 1e6, (long long)train_shards,
+           train_shards == 1 ? "" : "s", (long long)n_val, val_bytes / 1e6, (long long)val_shards, val_shards == 1 ? "" : "s");
+    int64_t total_skipped = 0;
+    for (int k = 0; k < N_SKIP; k++) total_skipped += skipped[k];
+    printf("prepare: skipped %lld line%s", (long long)total_skipped, total_skipped == 1 ? "" : "s");
+    for (int k = 0, first = 1; k < N_SKIP; k++)
+        if (skipped[k]) { printf("%s%lld %s", first ? ": " : ", ", (long long)skipped[k], skip_names[k]); first = 0; }
+    printf("\nprepare: wrote %s/train_*.bin%s in %.2f s total\n", cfg.out_dir, n_val > 0 ? ", val_*.bin and *_labels.tsv" : " and train_labels.tsv", t_total);
+    free(order); free(inputs);
+    free(c.bytes); free(c.docs); free(c.labels);
+    return 0;
+}
