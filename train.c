@@ -269,40 +269,56 @@ static void open_data(const Options *o, Stream *train, Stream *val) {
 
 // ----------------------------------------------------------------------------
 // The model backend: everything the loop asks of the model. train.c implements it
-// on the CPU with mlstm.h; train.cu defines TRAIN_GPU, implements the same
-// functions on the GPU, and includes this file for the rest. Both keep a host
-// Mlstm `m` with the FP32 master weights and Adam moments in checkpoint layout
-// (on the GPU it is refreshed before a save and used for sampling).
+// on the CPU with mlstm.h, below. train.cu defines TRAIN_GPU, includes this file
+// for the rest (options, data, loop, log, checkpoints) and implements the same
+// functions on the GPU. Host views (model_host, model_state) hold the FP32 master
+// weights, Adam moments and carried state in checkpoint layout.
+
+typedef struct Model Model;
+static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed);
+static void model_free(Model *md);
+static Mlstm *model_host(Model *md);                    // weights + Adam on the host, up to date
+static void model_state(Model *md, real **h, real **c); // (B,H) carried state on the host, up to date
+static void model_loaded(Model *md);                    // the host copies were overwritten (resume)
+static double model_step(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, double scale);
+static void model_inject_overflow(Model *md);
+static void model_allreduce(Model *md);
+static int model_overflow(Model *md, int fp16);
+static double model_apply(Model *md, const StepDecision *d, double clip, long applied);
+static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, int first);
+
+static void carry(Mlstm *m, real *h, real *c) {  // stateful truncated BPTT: the last state feeds the next batch
+    memcpy(h, mlstm_h_out(m), sizeof(real) * m->b * m->cfg.H);
+    memcpy(c, mlstm_c_out(m), sizeof(real) * m->b * m->cfg.H);
+}
 
 #ifndef TRAIN_GPU
-typedef struct {
+struct Model {
     Mlstm m;            // the model, its gradients and activations
     int B, T;
     real *h, *c;        // (B,H) carried training state
     real *vh, *vc;      // (B,H) validation state
-} Model;
+};
 
-static void model_create(Model *md, MlstmConfig cfg, int B, int T, uint64_t seed) {
+static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
+    Model *md = (Model *)mallocCheck(sizeof(Model));
     mlstm_build(&md->m, cfg, B, T);
     mlstm_init(&md->m, seed);
     md->B = B; md->T = T;
     size_t n = (size_t)B * cfg.H * sizeof(real);
     md->h = (real *)mallocCheck(n); md->c = (real *)mallocCheck(n);
     md->vh = (real *)mallocCheck(n); md->vc = (real *)mallocCheck(n);
+    return md;
 }
 static void model_free(Model *md) {
     mlstm_free(&md->m);
     free(md->h); free(md->c); free(md->vh); free(md->vc);
+    free(md);
 }
-// After a checkpoint was loaded into md->m and md->h/c: nothing to copy on the CPU.
+// On the CPU the host views are the model itself.
+static Mlstm *model_host(Model *md) { return &md->m; }
+static void model_state(Model *md, real **h, real **c) { *h = md->h; *c = md->c; }
 static void model_loaded(Model *md) { (void)md; }
-// Before a checkpoint is written from md->m and md->h/c: nothing to copy on the CPU.
-static void model_sync_host(Model *md) { (void)md; }
-
-static void carry(Mlstm *m, real *h, real *c) {  // stateful truncated BPTT: the last state feeds the next batch
-    memcpy(h, mlstm_h_out(m), sizeof(real) * m->b * m->cfg.H);
-    memcpy(c, mlstm_c_out(m), sizeof(real) * m->b * m->cfg.H);
-}
 
 // DESIGN section 3 items 2-3: forward from the carried state, backward seeded with
 // the loss scale S. Returns this rank's mean loss; the gradients stay in the model.
@@ -398,29 +414,34 @@ static void sample(Mlstm *m, const char *prompt, int len, double temperature, ui
 // Checkpoints: rank 0 gathers the carried state of all G rows and writes;
 // every rank reads the whole file and keeps its own rows.
 
-static void save(const char *path, Model *md, const LossScaler *ls, long applied, long data_step, uint64_t rng) {
-    model_sync_host(md);
-    int H = md->m.cfg.H, B = md->B, G = world * B;
+static void save(const char *path, Model *md, int B, const LossScaler *ls, long applied, long data_step, uint64_t rng) {
+    Mlstm *m = model_host(md);
+    real *h, *c;
+    model_state(md, &h, &c);
+    int H = m->cfg.H, G = world * B;
     real *hall = (real *)mallocCheck(sizeof(real) * G * H), *call = (real *)mallocCheck(sizeof(real) * G * H);
-    dist_gather(md->h, hall, (size_t)B * H);
-    dist_gather(md->c, call, (size_t)B * H);
+    dist_gather(h, hall, (size_t)B * H);
+    dist_gather(c, call, (size_t)B * H);
     if (rank == 0) {
         TrainState st;
         memset(&st, 0, sizeof st);
         st.step = applied; st.data_step = data_step; st.rng = rng; st.G = G;
         loss_scaler_serialize(ls, st.scaler);
-        checkpoint_save(path, &md->m, &st, hall, call);
+        checkpoint_save(path, m, &st, hall, call);
     }
     free(hall); free(call);
 }
 
-static void load(const char *path, Model *md, LossScaler *ls, long *applied, long *data_step, uint64_t *rng, int fp16) {
-    int H = md->m.cfg.H, B = md->B, G = world * B;
+static void load(const char *path, Model *md, int B, LossScaler *ls, long *applied, long *data_step, uint64_t *rng, int fp16) {
+    Mlstm *m = model_host(md);
+    real *h, *c;
+    model_state(md, &h, &c);
+    int H = m->cfg.H, G = world * B;
     TrainState st;
     real *hall = (real *)mallocCheck(sizeof(real) * G * H), *call = (real *)mallocCheck(sizeof(real) * G * H);
-    checkpoint_load(path, &md->m, &st, hall, call, G);
-    memcpy(md->h, hall + (size_t)rank * B * H, sizeof(real) * B * H);
-    memcpy(md->c, call + (size_t)rank * B * H, sizeof(real) * B * H);
+    checkpoint_load(path, m, &st, hall, call, G);
+    memcpy(h, hall + (size_t)rank * B * H, sizeof(real) * B * H);
+    memcpy(c, call + (size_t)rank * B * H, sizeof(real) * B * H);
     free(hall); free(call);
     if (loss_scaler_deserialize(ls, st.scaler) != 0) fail("checkpoint %s: the loss scaler state is invalid", path);
     if ((ls->ceiling > 1.0) != (fp16 != 0))
@@ -442,12 +463,12 @@ static void make_parent_dir(const char *path) {
 #define TRAIN_PRECISION(fp16) ((fp16) ? "FP32 weights, simulated FP16 gradients, dynamic loss scale" : "FP32")
 #endif
 
-static void print_settings(const Options *o, const Model *md, const Stream *train_s, const Stream *val_s, const Loader *train) {
+static void print_settings(const Options *o, Model *md, const Stream *train_s, const Stream *val_s, const Loader *train) {
     int B = o->B, G = world * B;
     printf("| %-24s | %-40s |\n|%s|%s|\n", "setting", "value", "--------------------------", "------------------------------------------");
 #define ROW(name, ...) do { char v_[128]; snprintf(v_, sizeof v_, __VA_ARGS__); printf("| %-24s | %-40s |\n", name, v_); } while (0)
     ROW("model", "mLSTM V=%d D=%d H=%d, weight norm %s", o->model.V, o->model.D, o->model.H, o->model.wnorm ? "on" : "off");
-    ROW("parameters", "%zu", md->m.nparams);
+    ROW("parameters", "%zu", model_host(md)->nparams);
     ROW("FLOPs per char (fwd)", "%.3g (training ~3x)", flops_per_char(&o->model));
 #ifdef _OPENMP
     ROW("ranks x threads", "%d x %d", world, omp_get_max_threads());
@@ -490,14 +511,13 @@ static int train_main(int argc, char **argv) {
     o.lr.epoch_sequences = (double)loader_steps_per_epoch(&train) * G;  // sequences per epoch at this batch
     lr_settings_check(&o.lr);
 
-    Model md;
-    model_create(&md, o.model, B, T, o.seed);
+    Model *md = model_create(o.model, B, T, o.seed);
     uint8_t *in = (uint8_t *)mallocCheck(B * T), *tg = (uint8_t *)mallocCheck(B * T), *rs = (uint8_t *)mallocCheck(B * T);
     LossScaler scaler;
     loss_scaler_init(&scaler, o.fp16);
     long applied = 0, data_step = 0;
     uint64_t rng = o.seed ^ 0x5eed5eed5eed5eedULL;
-    if (o.resume) load(o.resume, &md, &scaler, &applied, &data_step, &rng, o.fp16);
+    if (o.resume) load(o.resume, md, B, &scaler, &applied, &data_step, &rng, o.fp16);
     FILE *log = NULL;
     if (rank == 0) {
         make_parent_dir(o.ckpt);
@@ -505,7 +525,7 @@ static int train_main(int argc, char **argv) {
         log = fopen(o.log, o.resume ? "a" : "w");
         if (!log) fail("--log: cannot write %s: %s", o.log, strerror(errno));
         if (!o.resume) fprintf(log, "# train step epoch lr loss bpc scale skipped gnorm chars_per_s | val step epoch loss bpc\n");
-        print_settings(&o, &md, &train_s, &val_s, &train);
+        print_settings(&o, md, &train_s, &val_s, &train);
     }
 
     struct sigaction sa;
@@ -521,15 +541,15 @@ static int train_main(int argc, char **argv) {
         double t0 = now_seconds();
         loader_batch(&train, data_step, in, tg, rs);
         double scale = scaler.scale;
-        double loss = model_step(&md, in, tg, rs, scale);
-        if (data_step == o.inject_overflow && rank == 0) model_inject_overflow(&md);
+        double loss = model_step(md, in, tg, rs, scale);
+        if (data_step == o.inject_overflow && rank == 0) model_inject_overflow(md);
         // 4: all-reduce the gradients (mean over ranks)
-        model_allreduce(&md);
+        model_allreduce(md);
         loss = dist_sum1(loss) / world;
         // 5-7: overflow check on the reduced gradients, then skip, or unscale + clip + Adam
-        int overflow = model_overflow(&md, o.fp16);
+        int overflow = model_overflow(md, o.fp16);
         StepDecision d = decide_step(&scaler, &o.lr, &applied, G, overflow);
-        double gnorm = d.apply ? model_apply(&md, &d, o.clip, applied) : 0;
+        double gnorm = d.apply ? model_apply(md, &d, o.clip, applied) : 0;
         data_step++;
 
         // progress and log (rank 0); throughput counts training time only, not validation or sampling
@@ -553,7 +573,7 @@ static int train_main(int argc, char **argv) {
         }
         int last = data_step == o.steps;
         if ((o.val_every && data_step % o.val_every == 0) || last) {
-            double vl = evaluate(&md, &val, o.val_steps, in, tg, rs);
+            double vl = evaluate(md, &val, o.val_steps, in, tg, rs);
             if (rank == 0) {
                 fprintf(log, "val %ld %.4f %.6f %.6f\n", data_step, epoch, vl, vl / M_LN2);
                 fflush(log);
@@ -561,13 +581,12 @@ static int train_main(int argc, char **argv) {
             }
         }
         if (rank == 0 && o.sample_len > 0 && ((o.sample_every && data_step % o.sample_every == 0) || last)) {
-            model_sync_host(&md);
-            sample(&md.m, o.prompt, o.sample_len, o.temperature, &rng, stdout);
+            sample(model_host(md), o.prompt, o.sample_len, o.temperature, &rng, stdout);
         }
         // SIGINT/SIGTERM on any rank stops every rank after this step
         int stop = (int)dist_sum1(stop_requested);
         if ((o.ckpt_every && data_step % o.ckpt_every == 0) || last || stop) {
-            save(o.ckpt, &md, &scaler, applied, data_step, rng);
+            save(o.ckpt, md, B, &scaler, applied, data_step, rng);
             if (rank == 0) { printf("step %6ld | checkpoint %s\n", data_step, o.ckpt); fflush(stdout); }
         }
         if (stop) {
@@ -576,7 +595,7 @@ static int train_main(int argc, char **argv) {
         }
     }
     if (rank == 0) fclose(log);
-    model_free(&md);
+    model_free(md);
     stream_free(&train_s); stream_free(&val_s);
     free(in); free(tg); free(rs);
     dist_finish();
