@@ -534,6 +534,13 @@ static int train_main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
+    if (data_step == 0 && o.val_every) {  // the baseline the validation curve falls from
+        double vl = evaluate(md, &val, o.val_steps, in, tg, rs);
+        if (rank == 0) {
+            fprintf(log, "val 0 0 %.6f %.6f\n", vl, vl / M_LN2);
+            printf("step %6d | val bpc %.4f\n", 0, vl / M_LN2);
+        }
+    }
     double fpc = flops_per_char(&o.model), t_start = now_seconds(), train_seconds = 0, loss_avg = 0;
     long start_step = data_step, n_avg = 0;
     while (data_step < o.steps) {

@@ -69,6 +69,8 @@ static void test_resume(void) {
     for (int i = 0; same && i < 20; i++) same = la[i].step == lb[i].step && la[i].loss == lb[i].loss && la[i].lr == lb[i].lr;
     CHECK(same, "resume: the 20 logged losses and learning rates are identical (%d and %d lines)", na, nb);
     CHECK(na == 20 && la[19].loss < la[0].loss, "resume: the loss falls over 20 steps (%.3f -> %.3f)", na ? la[0].loss : 0, na == 20 ? la[19].loss : 0);
+    int rc = test_system("tools/plot_log.sh %s %s/a.png > /dev/null && [ -s %s/a.png ]", a, dir, dir);
+    CHECK(rc == 0, "tools/plot_log.sh draws the log into a PNG (exit %d)", rc);
 }
 
 static void test_overflow(void) {
