@@ -114,9 +114,10 @@ static inline double rng_normal(uint64_t *s) {  // Box-Muller; one draw per call
 typedef struct { FILE *f; char path[4096], tmp[4200]; } AtomicFile;
 
 static inline void atomic_open(AtomicFile *af, const char *path) {
-    if (strlen(path) >= sizeof af->path) fail("output path too long: %s", path);
-    snprintf(af->path, sizeof af->path, "%s", path);
-    snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld", path, (long)getpid());
+    size_t n = strlen(path);
+    if (n >= sizeof af->path) fail("output path too long: %s", path);
+    memcpy(af->path, path, n + 1);
+    snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld", af->path, (long)getpid());
     af->f = fopen(af->tmp, "wb");
     if (!af->f) fail("cannot write %s: %s", path, strerror(errno));
 }
