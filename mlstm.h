@@ -224,49 +224,78 @@ typedef struct {
 
 // ----------------------------------------------------------------------------
 // Matmuls. Three layouts cover the model (the same three the GPU trainer writes
-// with tensor cores). Each output element is computed by one thread in a fixed
-// order, so results do not depend on the thread count (bit-exact resume, MPI vs
-// one process).
+// with tensor cores). Each comes as a serial kernel over a block of rows, and a
+// parallel wrapper over all rows. Every output element is computed by one thread
+// in a fixed order, so results do not depend on the number of threads (bit-exact
+// resume, MPI ranks vs one process).
 
-#define MM_TILE 32
-
-// out (N,O) = [out +] in (N,K) . W (O,K)^T [+ bias (O,)]
-static inline void matmul_nt(real *out, const real *in, const real *W, const real *bias, int N, int K, int O, int accumulate) {
-    #pragma omp parallel for collapse(2) schedule(static)
-    for (int n0 = 0; n0 < N; n0 += MM_TILE)
-        for (int o0 = 0; o0 < O; o0 += MM_TILE) {
-            int n1 = n0 + MM_TILE < N ? n0 + MM_TILE : N, o1 = o0 + MM_TILE < O ? o0 + MM_TILE : O;
-            for (int n = n0; n < n1; n++) {
-                const real *x = in + (size_t)n * K;
-                for (int o = o0; o < o1; o++) {
-                    const real *w = W + (size_t)o * K;
-                    real acc = 0;
-                    #pragma omp simd reduction(+ : acc)
-                    for (int k = 0; k < K; k++) acc += x[k] * w[k];
-                    if (bias) acc += bias[o];
-                    real *y = out + (size_t)n * O + o;
-                    *y = accumulate ? *y + acc : acc;
-                }
-            }
-        }
-}
-
-// dIn (N,K) = [dIn +] dOut (N,O) . W (O,K)
-static inline void matmul_nn(real *dIn, const real *dOut, const real *W, int N, int O, int K, int accumulate) {
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++) {
-        real *y = dIn + (size_t)n * K;
-        if (!accumulate) memset(y, 0, sizeof(real) * K);
+// out[n0:n1, :] (N,O) = [out +] in (N,K) . W (O,K)^T [+ bias (O,)]
+// Four rows at a time share each load of a W row (dot products along K).
+static inline void mm_nt_rows(real *out, const real *in, const real *W, const real *bias, int n0, int n1,
+                              int K, int O, int accumulate) {
+    int n = n0;
+    for (; n + 4 <= n1; n += 4) {
+        const real *x0 = in + (size_t)n * K, *x1 = x0 + K, *x2 = x1 + K, *x3 = x2 + K;
         for (int o = 0; o < O; o++) {
-            real a = dOut[(size_t)n * O + o];
             const real *w = W + (size_t)o * K;
-            #pragma omp simd
-            for (int k = 0; k < K; k++) y[k] += a * w[k];
+            real a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+            #pragma omp simd reduction(+ : a0, a1, a2, a3)
+            for (int k = 0; k < K; k++) { a0 += x0[k] * w[k]; a1 += x1[k] * w[k]; a2 += x2[k] * w[k]; a3 += x3[k] * w[k]; }
+            real bo = bias ? bias[o] : 0, *y = out + (size_t)n * O + o;
+            y[0] = (accumulate ? y[0] : 0) + a0 + bo;
+            y[O] = (accumulate ? y[O] : 0) + a1 + bo;
+            y[2 * (size_t)O] = (accumulate ? y[2 * (size_t)O] : 0) + a2 + bo;
+            y[3 * (size_t)O] = (accumulate ? y[3 * (size_t)O] : 0) + a3 + bo;
+        }
+    }
+    for (; n < n1; n++) {
+        const real *x = in + (size_t)n * K;
+        for (int o = 0; o < O; o++) {
+            const real *w = W + (size_t)o * K;
+            real a = 0;
+            #pragma omp simd reduction(+ : a)
+            for (int k = 0; k < K; k++) a += x[k] * w[k];
+            real *y = out + (size_t)n * O + o;
+            *y = (accumulate ? *y : 0) + a + (bias ? bias[o] : 0);
         }
     }
 }
+static inline void matmul_nt(real *out, const real *in, const real *W, const real *bias, int N, int K, int O, int accumulate) {
+    #pragma omp parallel for schedule(static)
+    for (int n0 = 0; n0 < N; n0 += 16) mm_nt_rows(out, in, W, bias, n0, n0 + 16 < N ? n0 + 16 : N, K, O, accumulate);
+}
 
-// dW (O,K) += dOut (N,O)^T . in (N,K), summed over all N rows
+// dIn[n0:n1, :] (N,K) = [dIn +] dOut (N,O) . W (O,K): rows of W scaled and added
+// (axpy along K), four rows of dIn per pass over W.
+static inline void mm_nn_rows(real *dIn, const real *dOut, const real *W, int n0, int n1, int O, int K, int accumulate) {
+    if (!accumulate) memset(dIn + (size_t)n0 * K, 0, sizeof(real) * (size_t)(n1 - n0) * K);
+    for (int n = n0; n < n1; n += 4) {
+        int r = n1 - n < 4 ? n1 - n : 4;
+        real *y0 = dIn + (size_t)n * K;
+        const real *d = dOut + (size_t)n * O;
+        for (int o = 0; o < O; o++) {
+            const real *w = W + (size_t)o * K;
+            if (r == 4) {
+                real a0 = d[o], a1 = d[O + o], a2 = d[2 * (size_t)O + o], a3 = d[3 * (size_t)O + o];
+                real *y1 = y0 + K, *y2 = y1 + K, *y3 = y2 + K;
+                #pragma omp simd
+                for (int k = 0; k < K; k++) { y0[k] += a0 * w[k]; y1[k] += a1 * w[k]; y2[k] += a2 * w[k]; y3[k] += a3 * w[k]; }
+            } else {
+                for (int i = 0; i < r; i++) {
+                    real a = d[(size_t)i * O + o], *y = y0 + (size_t)i * K;
+                    #pragma omp simd
+                    for (int k = 0; k < K; k++) y[k] += a * w[k];
+                }
+            }
+        }
+    }
+}
+static inline void matmul_nn(real *dIn, const real *dOut, const real *W, int N, int O, int K, int accumulate) {
+    #pragma omp parallel for schedule(static)
+    for (int n0 = 0; n0 < N; n0 += 16) mm_nn_rows(dIn, dOut, W, n0, n0 + 16 < N ? n0 + 16 : N, O, K, accumulate);
+}
+
+// dW (O,K) += dOut (N,O)^T . in (N,K), summed over all N rows in order
 static inline void matmul_tn(real *dW, const real *dOut, const real *in, int N, int O, int K) {
     #pragma omp parallel for schedule(static)
     for (int o = 0; o < O; o++) {
@@ -279,6 +308,24 @@ static inline void matmul_tn(real *dW, const real *dOut, const real *in, int N, 
             for (int k = 0; k < K; k++) y[k] += a * x[k];
         }
     }
+}
+
+// The rows [b0, b1) of B that this thread owns inside a parallel region. The time
+// loops split the batch by rows: rows are independent through time, so each thread
+// runs all T steps of its rows with no barrier per step. Splits fall on multiples
+// of 4, so a row takes the same kernel path (4-row block or remainder) whatever
+// the number of threads.
+static inline void thread_rows(int B, int *b0, int *b1) {
+#ifdef _OPENMP
+    int nt = omp_get_num_threads(), id = omp_get_thread_num();
+#else
+    int nt = 1, id = 0;
+#endif
+    int groups = (B + 3) / 4;
+    *b0 = (int)((long)groups * id / nt) * 4;
+    *b1 = (int)((long)groups * (id + 1) / nt) * 4;
+    if (*b1 > B) *b1 = B;
+    if (*b0 > B) *b0 = B;
 }
 
 // ----------------------------------------------------------------------------
@@ -449,20 +496,28 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
     matmul_nt(m->mx, m->xe, m->Wmx, NULL, N, D, H, 0);
     memcpy(m->hs, h0, sizeof(real) * B * H);
     memcpy(m->cs, c0, sizeof(real) * B * H);
-    for (int t = 0; t < T; t++) {
-        const real *hp = m->hs + (size_t)t * B * H, *cp = m->cs + (size_t)t * B * H;
-        real *mh = m->mh + (size_t)t * B * H, *mm = m->m + (size_t)t * B * H, *mx = m->mx + (size_t)t * B * H;
-        real *z = m->zx + (size_t)t * B * 4 * H;
-        matmul_nt(mh, hp, m->Wmh, NULL, B, H, H, 0);                     // h_{t-1} W_mh^T   (B,H)
-        for (int b = 0; b < B; b++)  // a boundary: this row starts from h = c = 0
-            if (is_reset(m, b, t)) memset(mh + (size_t)b * H, 0, H * sizeof(real));
-        for (size_t i = 0; i < (size_t)B * H; i++) mm[i] = mx[i] * mh[i]; // m_t = (W_mx e) * (W_mh h)
-        matmul_nt(z, mm, m->Wh, NULL, B, H, 4 * H, 1);                   // z += m_t W_h^T   (B,4H)
-        real *hn = m->hs + (size_t)(t + 1) * B * H, *cn = m->cs + (size_t)(t + 1) * B * H;
-        #pragma omp parallel for schedule(static)
-        for (int b = 0; b < B; b++)
-            for (int j = 0; j < H; j++)
-                cn[(size_t)b * H + j] = cell_forward(z + (size_t)b * 4 * H + j, H, is_reset(m, b, t) ? 0 : cp[(size_t)b * H + j], &hn[(size_t)b * H + j]);
+    #pragma omp parallel
+    {
+        int b0, b1;
+        thread_rows(B, &b0, &b1);
+        for (int t = 0; t < T; t++) {
+            const size_t s = (size_t)t * B * H;  // offset of step t in (T,B,H) arrays
+            const real *hp = m->hs + s, *cp = m->cs + s, *mx = m->mx + s;
+            real *mh = m->mh + s, *mm = m->m + s, *hn = m->hs + s + (size_t)B * H, *cn = m->cs + s + (size_t)B * H;
+            real *z = m->zx + (size_t)t * B * 4 * H;
+            mm_nt_rows(mh, hp, m->Wmh, NULL, b0, b1, H, H, 0);          // h_{t-1} W_mh^T   (B,H)
+            for (int b = b0; b < b1; b++) {
+                real *mhb = mh + (size_t)b * H;
+                if (is_reset(m, b, t)) memset(mhb, 0, H * sizeof(real));  // a boundary: h = c = 0
+                for (int j = 0; j < H; j++) mm[(size_t)b * H + j] = mx[(size_t)b * H + j] * mhb[j];  // m = (W_mx e) * (W_mh h)
+            }
+            mm_nt_rows(z, mm, m->Wh, NULL, b0, b1, H, 4 * H, 1);        // z += m_t W_h^T   (B,4H)
+            for (int b = b0; b < b1; b++)
+                for (int j = 0; j < H; j++) {
+                    size_t i = (size_t)b * H + j;
+                    cn[i] = cell_forward(z + (size_t)b * 4 * H + j, H, is_reset(m, b, t) ? 0 : cp[i], &hn[i]);
+                }
+        }
     }
     // output layer and softmax over all T*B rows; the loss accumulates in double
     matmul_nt(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0);
@@ -507,28 +562,30 @@ static inline void mlstm_backward(Mlstm *m, real scale) {
     // the time loop, last step first
     memset(m->dh, 0, sizeof(real) * B * H);
     memset(m->dc, 0, sizeof(real) * B * H);
-    for (int t = T - 1; t >= 0; t--) {
-        const real *gates = m->zx + (size_t)t * B * 4 * H;
-        const real *cp = m->cs + (size_t)t * B * H, *cn = cp + (size_t)B * H;
-        const real *dhs = m->dhs + (size_t)t * B * H;
-        real *dz = m->dz + (size_t)t * B * 4 * H;
-        #pragma omp parallel for schedule(static)
-        for (int b = 0; b < B; b++)
-            for (int j = 0; j < H; j++) {
-                size_t i = (size_t)b * H + j, i4 = (size_t)b * 4 * H + j;
-                real dc = cell_backward(gates + i4, H, is_reset(m, b, t) ? 0 : cp[i], cn[i], m->dh[i] + dhs[i], m->dc[i], dz + i4);
-                m->dc[i] = is_reset(m, b, t) ? 0 : dc;  // a reset cuts the state: nothing flows back
-            }
-        matmul_nn(m->dm, dz, m->Wh, B, 4 * H, H, 0);                  // dm = dz W_h   (B,H)
-        real *dmx = m->dmx + (size_t)t * B * H, *dmh = m->dmh + (size_t)t * B * H;
-        const real *mx = m->mx + (size_t)t * B * H, *mh = m->mh + (size_t)t * B * H;
-        for (int b = 0; b < B; b++)
-            for (int j = 0; j < H; j++) {  // after a reset mh = 0 and h_{t-1} is a constant zero
-                size_t i = (size_t)b * H + j;
-                dmx[i] = m->dm[i] * mh[i];
-                dmh[i] = is_reset(m, b, t) ? 0 : m->dm[i] * mx[i];
-            }
-        matmul_nn(m->dh, dmh, m->Wmh, B, H, H, 0);                    // dh_{t-1} = dmh W_mh
+    #pragma omp parallel
+    {
+        int b0, b1;
+        thread_rows(B, &b0, &b1);
+        for (int t = T - 1; t >= 0; t--) {
+            const size_t s = (size_t)t * B * H;
+            const real *gates = m->zx + (size_t)t * B * 4 * H, *cp = m->cs + s, *cn = cp + (size_t)B * H;
+            const real *dhs = m->dhs + s, *mx = m->mx + s, *mh = m->mh + s;
+            real *dz = m->dz + (size_t)t * B * 4 * H, *dmx = m->dmx + s, *dmh = m->dmh + s;
+            for (int b = b0; b < b1; b++)
+                for (int j = 0; j < H; j++) {
+                    size_t i = (size_t)b * H + j, i4 = (size_t)b * 4 * H + j;
+                    real dc = cell_backward(gates + i4, H, is_reset(m, b, t) ? 0 : cp[i], cn[i], m->dh[i] + dhs[i], m->dc[i], dz + i4);
+                    m->dc[i] = is_reset(m, b, t) ? 0 : dc;  // a reset cuts the state: nothing flows back
+                }
+            mm_nn_rows(m->dm, dz, m->Wh, b0, b1, 4 * H, H, 0);          // dm = dz W_h   (B,H)
+            for (int b = b0; b < b1; b++)
+                for (int j = 0; j < H; j++) {  // after a reset mh = 0 and h_{t-1} is a constant zero
+                    size_t i = (size_t)b * H + j;
+                    dmx[i] = m->dm[i] * mh[i];
+                    dmh[i] = is_reset(m, b, t) ? 0 : m->dm[i] * mx[i];
+                }
+            mm_nn_rows(m->dh, dmh, m->Wmh, b0, b1, H, H, 0);            // dh_{t-1} = dmh W_mh
+        }
     }
     memcpy(m->dh0, m->dh, sizeof(real) * B * H);
     memcpy(m->dc0, m->dc, sizeof(real) * B * H);
