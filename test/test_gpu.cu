@@ -1,0 +1,528 @@
+// test/test_gpu.cu: the GPU trainer against the CPU reference (mlstm.h), on a GPU.
+// Run by tools/gpu_check.sh, never by `make test` (no GPU there). Without a GPU it
+// says so and exits 1.
+//
+//   build/test_gpu                    every check; ends "test_gpu: N passed, N failed"
+//   build/test_gpu --quick            the same without the H=4096 matmul shapes
+//   build/test_gpu --bench-step B N   N timed training steps at H=4096 D=64 T=256
+//   build/test_gpu --bench-matmul B   hand-written matmul vs cuBLAS on the model's shapes
+//   add --cublas to train with cuBLAS's matmul in --bench-step
+//
+// What is compared, and how. The error of a tensor is max|gpu - cpu| / max|cpu|
+// (so a single wrong row fails; noise is judged against the tensor's scale), and
+// each line prints it as a percentage of its tolerance.
+//
+// FP32 build: 1e-4 everywhere: the two differ only in summation order.
+//
+// FP16 build: u = 2^-11 = 4.9e-4 is FP16's unit roundoff; every FP16 tensor carries
+// a relative error of about u, and FP32 accumulation adds nothing comparable.
+//   logits, state   1e-2  (20u): h and W_out are rounded, and the rounding of h, m and
+//                   the gates feeds back through the T recurrent steps (a few u each)
+//   loss            2e-3  (4u): a mean over all predictions, errors average out
+//   gradients       5e-2  (100u): the backward rounds dlogits, dh, dz, dmx, dmh and the
+//                   gates (each about u), sums products of two rounded tensors over all
+//                   rows and steps, and the gain gradients g_* are dot products dW.V
+//                   that cancel, which magnifies relative error
+//   ten losses      5e-3  (10u): weights moved by Adam from FP16-noisy gradients
+// A bug (a wrong index, a missing term, a wrong row) gives errors of order 1.
+#define TRAIN_GPU_TEST
+#define WITH_CUBLAS
+#include "train.cu"
+#include "test/test.h"
+
+#if GPU_FP16
+static const double TOL_LOGITS = 1e-2, TOL_LOSS = 2e-3, TOL_GRAD = 5e-2, TOL_STATE = 1e-2, TOL_STEPS = 5e-3;
+#else
+static const double TOL_LOGITS = 1e-4, TOL_LOSS = 1e-4, TOL_GRAD = 1e-4, TOL_STATE = 1e-4, TOL_STEPS = 1e-4;
+#endif
+// Matmul: FP16-rounded inputs are exact in both; FP32 accumulation error is about
+// u32 sqrt(K) of the result's scale. vs the exact double sum: |err| / sum|a_k b_k|;
+// vs cuBLAS: max|diff| / max|C|. A dropped or doubled K-slab gives > 1e-3.
+static const double TOL_MM = 1e-4;
+
+static const char *precision_name = GPU_FP16 ? "FP16" : "FP32";
+
+// ----------------------------------------------------------------------------
+// helpers
+
+static double max_rel_err(const float *a, const float *b, size_t n) {
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - (double)b[i]);
+        if (!(e <= 1e300)) return INFINITY;  // NaN or inf
+        d = e > d ? e : d;
+        m = fabs((double)b[i]) > m ? fabs((double)b[i]) : m;
+    }
+    return m > 0 ? d / m : d;
+}
+static void check_err(const char *what, double err, double tol) {
+    CHECK(err <= tol, "%-34s rel err %.2e = %6.1f%% of tolerance %.0e", what, err, 100 * err / tol, tol);
+}
+static void check_tensor(const char *what, const float *gpu, const float *cpu, size_t n, double tol) {
+    check_err(what, max_rel_err(gpu, cpu, n), tol);
+}
+static float *d2h(const float *d, size_t n) {
+    float *h = (float *)mallocCheck(n * sizeof(float));
+    cudaCheck(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return h;
+}
+// A random batch: bytes, and a few resets (one at t=0 of row 0 for certain).
+static void random_batch(uint8_t *in, uint8_t *tg, uint8_t *rs, int B, int T, uint64_t seed) {
+    uint64_t s = seed;
+    for (int i = 0; i < B * T; i++) {
+        in[i] = (uint8_t)(rng_next(&s) >> 56);
+        tg[i] = (uint8_t)(rng_next(&s) >> 56);
+        rs[i] = rng_uniform(&s) < 0.05;
+    }
+    rs[0] = 1;
+}
+
+// ----------------------------------------------------------------------------
+// Model vs CPU: one step (loss, logits, every gradient, the state), then ten
+// training steps with the state carried.
+
+static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed) {
+    const int H = cfg.H, V = cfg.V, N = B * T;
+    char tag[96];
+    snprintf(tag, sizeof tag, "D=%d H=%d B=%d T=%d wnorm=%d", cfg.D, H, B, T, cfg.wnorm);
+    printf("-- model %s (%s)\n", tag, precision_name);
+    uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
+    random_batch(in, tg, rs, B, T, seed);
+    Mlstm cpu;
+    mlstm_build(&cpu, cfg, B, T);
+    mlstm_init(&cpu, seed);
+    Model *md = model_create(cfg, B, T, seed);
+    // a non-zero carried-in state, the same on both
+    real *h0 = (real *)mallocCheck(sizeof(real) * B * H), *c0 = (real *)mallocCheck(sizeof(real) * B * H), *gh, *gc;
+    uint64_t s = seed + 99;
+    model_state(md, &gh, &gc);
+    for (int i = 0; i < B * H; i++) {
+        gh[i] = h0[i] = (real)(0.5 * rng_uniform(&s) - 0.25);
+        gc[i] = c0[i] = (real)(rng_uniform(&s) - 0.5);
+    }
+#if GPU_FP16
+    for (int i = 0; i < B * H; i++) gh[i] = h0[i] = tof(tox(h0[i]));  // the GPU keeps h in FP16; start equal
+#endif
+    model_loaded(md);
+    double S = N;  // keeps dlogits near 1, well inside FP16's range
+    double lc = mlstm_forward(&cpu, in, tg, rs, h0, c0, B, T);
+    mlstm_backward(&cpu, (real)S);
+    double lg = model_step(md, in, tg, rs, S);
+    cudaCheck(cudaDeviceSynchronize());
+    check_err("loss", fabs(lg - lc) / fabs(lc), TOL_LOSS);
+    float *logits_cpu = (float *)mallocCheck(sizeof(float) * N * V), *logits_gpu = d2h(md->logits, (size_t)N * V);
+    matmul_nt(logits_cpu, cpu.hs + (size_t)B * H, cpu.p.t[P_WOUT], cpu.p.t[P_BOUT], N, H, V, 0);
+    check_tensor("logits", logits_gpu, logits_cpu, (size_t)N * V, TOL_LOGITS);
+    float *grads = d2h(md->grads, md->np);
+    ParamTable gt;
+    param_table(&gt, &cfg, grads);
+    for (int i = 0; i < NPARAM; i++) {
+        if (!gt.n[i]) continue;
+        char what[64];
+        snprintf(what, sizeof what, "grad %s (%zu)", param_names[i], gt.n[i]);
+        check_tensor(what, gt.t[i], cpu.g.t[i], gt.n[i], TOL_GRAD);
+    }
+    model_state(md, &gh, &gc);
+    check_tensor("final state h", gh, mlstm_h_out(&cpu), (size_t)B * H, TOL_STATE);
+    check_tensor("final state c", gc, mlstm_c_out(&cpu), (size_t)B * H, TOL_STATE);
+    free(logits_cpu); free(logits_gpu); free(grads);
+    model_free(md);
+
+    // ten steps from the same initial weights and a zero state, state carried
+    md = model_create(cfg, B, T, seed);
+    mlstm_init(&cpu, seed);
+    memset(h0, 0, sizeof(real) * B * H); memset(c0, 0, sizeof(real) * B * H);
+    double worst = 0, clip = 1.0, lr = 2e-3;
+    int overflowed = 0;
+    for (int step = 1; step <= 10; step++) {
+        random_batch(in, tg, rs, B, T, seed * 1000 + step);
+        lc = mlstm_forward(&cpu, in, tg, rs, h0, c0, B, T);
+        mlstm_backward(&cpu, (real)S);
+        memcpy(h0, mlstm_h_out(&cpu), sizeof(real) * B * H);
+        memcpy(c0, mlstm_c_out(&cpu), sizeof(real) * B * H);
+        for (size_t i = 0; i < cpu.nparams; i++) cpu.grads[i] *= (real)(1 / S);  // train.c's CPU model_apply
+        double gn = grad_norm(cpu.grads, cpu.nparams);
+        if (gn > clip) for (size_t i = 0; i < cpu.nparams; i++) cpu.grads[i] *= (real)(clip / gn);
+        AdamConfig a = adam_defaults;
+        a.lr = lr;
+        adam_update(cpu.params, cpu.grads, cpu.adam_m, cpu.adam_v, cpu.nparams, a, step);
+
+        lg = model_step(md, in, tg, rs, S);
+        model_allreduce(md);
+        overflowed |= model_overflow(md, GPU_FP16);
+        StepDecision d = {1, lr, 1 / S, S};
+        model_apply(md, &d, clip, step);
+        double e = fabs(lg - lc) / fabs(lc);
+        worst = e > worst ? e : worst;
+        printf("      step %2d  loss cpu %.6f gpu %.6f\n", step, lc, lg);
+    }
+    CHECK(!overflowed, "no overflow in ten steps at S = %g", S);
+    check_err("ten losses, state carried (worst)", worst, TOL_STEPS);
+    model_free(md);
+    mlstm_free(&cpu);
+    free(in); free(tg); free(rs); free(h0); free(c0);
+}
+
+// ----------------------------------------------------------------------------
+// Overflow: an injected inf, and gradients beyond FP16's range, are detected after
+// the all-reduce; the step is skipped, the weights stay, the scale halves.
+
+static void test_overflow(void) {
+    printf("-- overflow (%s)\n", precision_name);
+    MlstmConfig cfg = {256, 16, 64, 1};
+    int B = 8, T = 6;
+    uint8_t in[48], tg[48], rs[48];
+    random_batch(in, tg, rs, B, T, 5);
+    Model *md = model_create(cfg, B, T, 5);
+    size_t n = md->np * sizeof(float);
+    float *before = (float *)mallocCheck(n);
+    memcpy(before, model_host(md)->params, n);
+    LossScaler ls;
+    loss_scaler_init(&ls, GPU_FP16);
+    LrSettings lrs = lr_settings_default();
+    lrs.rule = LR_CONSTANT; lrs.decay = DECAY_NONE; lrs.warmup = 0;
+    long applied = 0;
+    double S0 = ls.scale;
+    model_step(md, in, tg, rs, ls.scale);
+    model_inject_overflow(md);
+    model_allreduce(md);
+    int ov = model_overflow(md, GPU_FP16);
+    StepDecision d = decide_step(&ls, &lrs, &applied, B, ov);
+    if (d.apply) model_apply(md, &d, 1.0, applied);
+    CHECK(ov && !d.apply && applied == 0, "injected inf: overflow %d, step skipped %d, applied steps %ld", ov, !d.apply, applied);
+    CHECK(ls.scale == (S0 / 2 > 1 ? S0 / 2 : 1), "loss scale %g -> %g", S0, ls.scale);
+    md->host_fresh = 0;  // read the device's master weights back, not the host copy
+    CHECK(!memcmp(before, model_host(md)->params, n), "weights untouched by the skipped step (bit for bit)");
+    // a huge loss scale: FP16 gradients overflow for real; in the FP32 build the
+    // FP16-range check (--fp16 semantics) must still flag them
+    model_step(md, in, tg, rs, GPU_FP16 ? 1e12 : 1e9);
+    CHECK(model_overflow(md, 1), "gradients at S = %g flagged", GPU_FP16 ? 1e12 : 1e9);
+    // and a normal step applies
+    model_step(md, in, tg, rs, B * T);
+    ov = model_overflow(md, GPU_FP16);
+    d.apply = 1; d.lr = 1e-3; d.inv_scale = 1.0 / (B * T); d.scale = B * T;
+    if (!ov) model_apply(md, &d, 1.0, 1);
+    CHECK(!ov && memcmp(before, model_host(md)->params, n), "a clean step applies and moves the weights");
+    free(before);
+    model_free(md);
+}
+
+// ----------------------------------------------------------------------------
+// Bit-exact resume through the real trainer: 6 steps in one run, against 3 steps,
+// checkpoint, resume, 3 more. The two final checkpoints must be byte-identical
+// and the losses of steps 4-6 the same strings in both logs.
+
+static int run_trainer(const char *dir, const char *name, int steps, const char *resume) {
+    char ckpt[512], log[512], st[32];
+    snprintf(ckpt, sizeof ckpt, "%s/%s.ckpt", dir, name);
+    snprintf(log, sizeof log, "%s/%s.log", dir, name);
+    snprintf(st, sizeof st, "%d", steps);
+    const char *args[40] = {"train_gpu", "--hidden", "128", "--embed", "64", "--batch", "64", "--seq-len", "32",
+                            "--steps", st, "--corpus-bytes", "200000", "--val-every", "0", "--val-steps", "1",
+                            "--sample-len", "0", "--lr-schedule", "constant", "--lr", "1e-3", "--print-every", "100",
+                            "--ckpt", ckpt, "--log", log};
+    int n = 29;
+    if (resume) { args[n++] = "--resume"; args[n++] = resume; }
+    args[n] = NULL;
+    optind = 0;  // getopt_long starts afresh
+    fflush(stdout);
+    return gpu_main(n, (char **)args);
+}
+static int read_file(const char *path, uint8_t **buf, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    *buf = (uint8_t *)mallocCheck(*n);
+    size_t got = fread(*buf, 1, *n, f);
+    fclose(f);
+    return got == *n ? 0 : -1;
+}
+// The loss column of "train STEP ..." lines for steps from..to, joined; returns
+// how many of all the train lines were applied (skipped column 0).
+static int log_losses(const char *path, int from, int to, char *out, size_t cap) {
+    FILE *f = fopen(path, "r");
+    char line[512];
+    int applied = 0;
+    out[0] = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f)) {
+        int step, skipped = 1;
+        char epoch[64], lr[64], loss[64], bpc[64], scale[64];
+        int k = sscanf(line, "train %d %63s %63s %63s %63s %63s %d", &step, epoch, lr, loss, bpc, scale, &skipped);
+        if (k == 7) applied += !skipped;
+        if (k >= 4 && step >= from && step <= to) snprintf(out + strlen(out), cap - strlen(out), "%s ", loss);
+    }
+    fclose(f);
+    return applied;
+}
+
+static void test_resume(void) {
+    printf("-- bit-exact checkpoint/resume through the trainer (%s)\n", precision_name);
+    char dir[] = "/tmp/test_gpu_XXXXXX";
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
+    char path[600];
+    int ra = run_trainer(dir, "a", 6, NULL);
+    int rb1 = run_trainer(dir, "b", 3, NULL);
+    snprintf(path, sizeof path, "%s/b.ckpt", dir);
+    int rb2 = run_trainer(dir, "b", 6, path);
+    CHECK(ra == 0 && rb1 == 0 && rb2 == 0, "trainer runs exit 0 (%d, %d, %d)", ra, rb1, rb2);
+    uint8_t *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    char pa[600];
+    snprintf(pa, sizeof pa, "%s/a.ckpt", dir);
+    int ok = read_file(pa, &a, &na) == 0 && read_file(path, &b, &nb) == 0;
+    CHECK(ok && na == nb && !memcmp(a, b, na), "6 steps == 3 + checkpoint + resume + 3: checkpoints identical (%zu bytes)", na);
+    char la[600], lb[600], sa[1024], sb[1024];
+    snprintf(la, sizeof la, "%s/a.log", dir);
+    snprintf(lb, sizeof lb, "%s/b.log", dir);
+    int applied = log_losses(la, 4, 6, sa, sizeof sa);
+    log_losses(lb, 4, 6, sb, sizeof sb);
+    CHECK(applied >= 3, "the 6-step run applied %d of its steps (not all skipped for overflow)", applied);
+    CHECK(sa[0] && !strcmp(sa, sb), "losses of steps 4-6 identical: [%s] vs [%s]", sa, sb);
+    CkptHeader hd;
+    memset(&hd, 0, sizeof hd);
+    if (ok) checkpoint_header(pa, &hd);  // exits on any problem: the CPU trainer reads the GPU's file
+    CHECK(ok && hd.st.step == 6 && hd.cfg.H == 128, "the CPU code reads the GPU checkpoint (step %llu)",
+          ok ? (unsigned long long)hd.st.step : 0ULL);
+    free(a); free(b);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (test_system("%s", cmd) != 0) printf("note: could not remove %s\n", dir);
+}
+
+// ----------------------------------------------------------------------------
+// Matmul: the hand-written kernels against the exact sum (sampled, in double on the
+// CPU) and against cuBLAS (whole tensor, on the GPU). Inputs are a hash of their
+// index, so the CPU can compute any element without copying the operands.
+
+static __host__ __device__ inline float hval(uint64_t seed, uint64_t i) {
+    uint64_t z = seed * 0x9e3779b97f4a7c15ULL + i;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (float)((double)(z >> 40) * (1.0 / 16777216.0)) * 2.f - 1.f;
+}
+__global__ void fill_kernel(floatX *x, size_t n, uint64_t seed) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = tox(hval(seed, i));
+}
+__global__ void maxdiff_kernel(float *out, const float *a, const float *b, size_t n) {
+    float d = 0.f, m = 0.f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float e = fabsf(a[i] - b[i]);
+        d = e <= 3e38f ? fmaxf(d, e) : INFINITY;
+        m = fmaxf(m, fabsf(b[i]));
+    }
+    d = block_reduce(d, true);
+    m = block_reduce(m, true);
+    if (threadIdx.x == 0) { out[2 * blockIdx.x] = d; out[2 * blockIdx.x + 1] = m; }
+}
+static double gpu_rel_diff(const float *a, const float *b, size_t n) {
+    float *part, hp[2 * RED_BLOCKS];
+    cudaCheck(cudaMalloc(&part, sizeof hp));
+    maxdiff_kernel<<<RED_BLOCKS, 256>>>(part, a, b, n);
+    launchCheck();
+    cudaCheck(cudaMemcpy(hp, part, sizeof hp, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaFree(part));
+    double d = 0, m = 0;
+    for (int i = 0; i < RED_BLOCKS; i++) { d = hp[2 * i] > d ? hp[2 * i] : d; m = hp[2 * i + 1] > m ? hp[2 * i + 1] : m; }
+    if (!(d <= 1e300)) return INFINITY;
+    return m > 0 ? d / m : d;
+}
+static void *try_alloc(size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) { cudaGetLastError(); return NULL; }
+    return p;
+}
+static const char *plan_names[] = {"simt", "wmma64", "wmma128"};
+static const char *layout_names[] = {"NT x.W^T", "NN dY.W", "TN dY^T.X"};
+
+typedef struct { const char *what; int layout, M, N, K; } Shape;
+
+// Element (m,k) of A and (k,n) of B as stored by the layout, FP16-rounded in the FP16 build.
+static double elem_a(int layout, int M, int K, int m, int k) {
+    return tof(tox(hval(1, layout == MM_TN ? (uint64_t)k * M + m : (uint64_t)m * K + k)));
+}
+static double elem_b(int layout, int N, int K, int k, int n) {
+    return tof(tox(hval(2, layout == MM_NT ? (uint64_t)n * K + k : (uint64_t)k * N + n)));
+}
+
+// Runs one shape: checks (unless bench) or times (bench reps > 0) ours and cuBLAS.
+static void matmul_shape(const Shape *s, int bench_reps) {
+    const int M = s->M, N = s->N, K = s->K, L = s->layout;
+    size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+    floatX *A = (floatX *)try_alloc(na * sizeof(floatX)), *Bm = (floatX *)try_alloc(nb * sizeof(floatX));
+    float *C = (float *)try_alloc(nc * 4), *Cb = (float *)try_alloc(nc * 4);
+    char name[160];
+    snprintf(name, sizeof name, "%-10s %-9s M=%-6d N=%-6d K=%-6d %-7s", s->what, layout_names[L], M, N, K,
+             plan_names[matmul_plan(M, N, K, A ? A : (floatX *)16, Bm ? Bm : (floatX *)16)]);
+    if (!A || !Bm || !C || !Cb) {
+        printf("skip  %s: needs %.1f GB of GPU memory\n", name, (na + nb) * sizeof(floatX) / 1e9 + nc * 8 / 1e9);
+        cudaFree(A); cudaFree(Bm); cudaFree(C); cudaFree(Cb);
+        return;
+    }
+    fill_kernel<<<4 * num_sms, 256>>>(A, na, 1);
+    fill_kernel<<<4 * num_sms, 256>>>(Bm, nb, 2);
+    launchCheck();
+    int saved = matmul_use_cublas;
+    matmul_use_cublas = 0;
+    if (bench_reps > 0) {
+        cudaEvent_t e0, e1;
+        cudaCheck(cudaEventCreate(&e0)); cudaCheck(cudaEventCreate(&e1));
+        float ms_ours, ms_cublas;
+        matmul(L, M, N, K, A, Bm, epi_f32(C, N));  // warm-up
+        cudaCheck(cudaEventRecord(e0));
+        for (int r = 0; r < bench_reps; r++) matmul(L, M, N, K, A, Bm, epi_f32(C, N));
+        cudaCheck(cudaEventRecord(e1)); cudaCheck(cudaEventSynchronize(e1));
+        cudaCheck(cudaEventElapsedTime(&ms_ours, e0, e1));
+        cublas_gemm(L, M, N, K, A, Bm, Cb);
+        cudaCheck(cudaEventRecord(e0));
+        for (int r = 0; r < bench_reps; r++) cublas_gemm(L, M, N, K, A, Bm, Cb);
+        cudaCheck(cudaEventRecord(e1)); cudaCheck(cudaEventSynchronize(e1));
+        cudaCheck(cudaEventElapsedTime(&ms_cublas, e0, e1));
+        ms_ours /= bench_reps; ms_cublas /= bench_reps;
+        double fl = 2.0 * M * N * K;
+        printf("bench_matmul %s | ours %8.3f ms %7.1f TFLOP/s | cuBLAS %8.3f ms %7.1f TFLOP/s | ours/cuBLAS %5.1f%%\n", name,
+               ms_ours, fl / ms_ours / 1e9, ms_cublas, fl / ms_cublas / 1e9, 100.0 * ms_cublas / ms_ours);
+        cudaEventDestroy(e0); cudaEventDestroy(e1);
+    } else {
+        matmul(L, M, N, K, A, Bm, epi_f32(C, N));
+        cublas_gemm(L, M, N, K, A, Bm, Cb);
+        cudaCheck(cudaDeviceSynchronize());
+        // vs the exact sum at sampled (or all) elements
+        int all = nc <= 4096, ns = all ? (int)nc : 66;
+        uint64_t rs = (uint64_t)M * 31 + N * 7 + K;
+        double worst = 0;
+        for (int q = 0; q < ns; q++) {
+            int r, c;
+            if (all) { r = q / N; c = q % N; }
+            else if (q < 2) { r = q ? M - 1 : 0; c = q ? N - 1 : 0; }
+            else { r = (int)(rng_next(&rs) % M); c = (int)(rng_next(&rs) % N); }
+            double ref = 0, mag = 0;
+            for (int k = 0; k < K; k++) {
+                double t = elem_a(L, M, K, r, k) * elem_b(L, N, K, k, c);
+                ref += t; mag += fabs(t);
+            }
+            float got;
+            cudaCheck(cudaMemcpy(&got, C + (size_t)r * N + c, 4, cudaMemcpyDeviceToHost));
+            double e = fabs(got - ref) / (mag > 0 ? mag : 1);
+            if (!(e <= 1e300)) e = INFINITY;
+            worst = e > worst ? e : worst;
+        }
+        char what[200];
+        snprintf(what, sizeof what, "%s vs CPU (%s)", name, all ? "all" : "66 samples");
+        check_err(what, worst, TOL_MM);
+        snprintf(what, sizeof what, "%s vs cuBLAS", name);
+        check_err(what, gpu_rel_diff(C, Cb, nc), TOL_MM);
+    }
+    matmul_use_cublas = saved;
+    cudaCheck(cudaFree(A)); cudaCheck(cudaFree(Bm)); cudaCheck(cudaFree(C)); cudaCheck(cudaFree(Cb));
+}
+
+// Every matmul of one training step at (H, D, B, T), V = 256 (train.cu's forward and backward).
+static int model_shapes(Shape *s, int H, int D, int B, int T) {
+    const int V = 256, N = B * T;
+    Shape t[] = {
+        {"zx", MM_NT, N, 4 * H, D},   {"mx", MM_NT, N, H, D},      {"mh", MM_NT, B, H, H},
+        {"z", MM_NT, B, 4 * H, H},    {"logits", MM_NT, N, V, H},  {"dW_out", MM_TN, V, H, N},
+        {"dhs", MM_NN, N, H, V},      {"dm", MM_NN, B, H, 4 * H},  {"dh", MM_NN, B, H, H},
+        {"dW_h", MM_TN, 4 * H, H, N}, {"dW_x", MM_TN, 4 * H, D, N}, {"dW_mx", MM_TN, H, D, N},
+        {"dW_mh", MM_TN, H, H, N},    {"dxe", MM_NN, N, D, 4 * H}, {"dxe2", MM_NN, N, D, H}};
+    int n = sizeof t / sizeof t[0];
+    memcpy(s, t, sizeof t);
+    return n;
+}
+
+static void test_matmul(int quick) {
+    printf("-- matmul (%s): hand-written vs exact (CPU, double) and vs cuBLAS\n", precision_name);
+    // small and odd shapes: the SIMT path, both tile sizes, every layout
+    const int small[][3] = {{37, 45, 29}, {1, 7, 3}, {64, 64, 64}, {128, 256, 96}, {192, 64, 320}, {2048, 2048, 64}};
+    for (int i = 0; i < (int)(sizeof small / sizeof small[0]); i++)
+        for (int L = 0; L < 3; L++) {
+            Shape s = {"small", L, small[i][0], small[i][1], small[i][2]};
+            matmul_shape(&s, 0);
+        }
+    Shape shapes[32];
+    int n = model_shapes(shapes, 128, 64, 64, 8);  // the model test's own shapes
+    for (int i = 0; i < n; i++) matmul_shape(&shapes[i], 0);
+    if (quick) return;
+    const int Bs[] = {128, 256, 512};
+    for (int b = 0; b < 3; b++) {
+        n = model_shapes(shapes, 4096, 64, Bs[b], 256);
+        printf("-- matmul: the paper's shapes, H=4096 D=64 T=256 B=%d\n", Bs[b]);
+        for (int i = 0; i < n; i++) matmul_shape(&shapes[i], 0);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// Benchmarks (tools/gpu_check.sh reads the bench_* lines).
+
+static void bench_step(int B, int steps) {
+    MlstmConfig cfg = {256, 64, 4096, 1};
+    const int T = 256, N = B * T;
+    Model *md = model_create(cfg, B, T, 1);
+    uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
+    LossScaler ls;
+    loss_scaler_init(&ls, GPU_FP16);
+    LrSettings lrs = lr_settings_default();
+    lrs.rule = LR_CONSTANT; lrs.decay = DECAY_NONE; lrs.warmup = 0;
+    long applied = 0;
+    double t0 = 0, loss = 0;
+    int skipped = 0;
+    for (int s = -1; s < steps; s++) {  // step -1 is the warm-up
+        if (s == 0) { cudaCheck(cudaDeviceSynchronize()); t0 = now_seconds(); }
+        random_batch(in, tg, rs, B, T, 1000 + s);
+        memset(rs, 0, N);
+        loss = model_step(md, in, tg, rs, ls.scale);
+        model_allreduce(md);
+        StepDecision d = decide_step(&ls, &lrs, &applied, B, model_overflow(md, GPU_FP16));
+        if (d.apply) model_apply(md, &d, 1.0, applied);
+        else skipped++;
+        fprintf(stderr, "  bench B=%d step %d/%d loss %.3f\n", B, s + 1, steps, loss);
+    }
+    cudaCheck(cudaDeviceSynchronize());
+    double dt = now_seconds() - t0, cps = (double)N * steps / dt;
+    printf("bench_step precision=%s matmul=%s B=%d T=%d H=4096 steps=%d seconds=%.3f chars_per_s=%.0f tflops=%.2f skipped=%d\n",
+           precision_name, matmul_use_cublas ? "cublas" : "ours", B, T, steps, dt, cps, 3 * flops_per_char(&cfg) * cps / 1e12, skipped);
+    model_free(md);
+    free(in); free(tg); free(rs);
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int ndev = 0;
+    cudaError_t err = cudaGetDeviceCount(&ndev);
+    if (err != cudaSuccess || ndev == 0) {
+        printf("test_gpu: no usable CUDA GPU (%s); this test needs one (run tools/gpu_check.sh on a GPU machine)\n",
+               err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
+        CHECK(0, "a CUDA GPU is present");
+        return test_summary("test_gpu");
+    }
+    int quick = 0, bench_b = 0, bench_steps = 0, bench_mm = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--cublas")) matmul_use_cublas = 1;
+        else if (!strcmp(argv[i], "--bench-step") && i + 2 < argc) { bench_b = atoi(argv[++i]); bench_steps = atoi(argv[++i]); }
+        else if (!strcmp(argv[i], "--bench-matmul") && i + 1 < argc) bench_mm = atoi(argv[++i]);
+        else { fprintf(stderr, "usage: %s [--quick] [--cublas] [--bench-step B STEPS] [--bench-matmul B]\n", argv[0]); return 2; }
+    }
+    select_device();
+    if (bench_b > 0) { bench_step(bench_b, bench_steps > 0 ? bench_steps : 5); return 0; }
+    if (bench_mm > 0) {
+        Shape shapes[32];
+        int n = model_shapes(shapes, 4096, 64, bench_mm, 256);
+        for (int i = 0; i < n; i++) matmul_shape(&shapes[i], 5);
+        return 0;
+    }
+    printf("test_gpu: %s build; tolerances: logits %.0e loss %.0e gradients %.0e state %.0e ten losses %.0e matmul %.0e\n",
+           precision_name, TOL_LOGITS, TOL_LOSS, TOL_GRAD, TOL_STATE, TOL_STEPS, TOL_MM);
+    test_matmul(quick);
+    test_model((MlstmConfig){256, 64, 128, 1}, 64, 8, 11);  // tensor-core tiles
+    test_model((MlstmConfig){256, 12, 40, 1}, 3, 5, 12);    // odd sizes: the SIMT path
+    test_model((MlstmConfig){256, 16, 64, 0}, 8, 6, 13);    // without weight norm
+    test_overflow();
+    test_resume();
+    return test_summary("test_gpu");
+}

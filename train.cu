@@ -1,0 +1,984 @@
+// train.cu: the GPU trainer. The training step of DESIGN section 3 on one GPU per
+// process: a hand-written tensor-core matmul, fused mLSTM cell kernels, FP16
+// weights and activations with FP32 master weights, Adam and dynamic loss scaling,
+// NCCL all-reduce across processes started by mpirun. Options, data, the loop,
+// the log and the checkpoint files are train.c's (included below), so a run can
+// move between the CPU and the GPU trainer.
+//
+//   make gpu && ./train_gpu --hidden 4096 --batch 128 --seq-len 256
+//   mpirun -np 8 ./train_gpu ...            one process per GPU, NCCL all-reduce
+//
+// Build-time switches: -DPRECISION_FP32 (everything FP32, the comparison of the
+// paper's 4.2x), -DUSE_CUBLAS (cuBLAS instead of the hand-written matmul, for
+// comparison only), -DUSE_NCCL (multi-process), -DUSE_MPI (from train.c).
+//
+// What is FP16 in the FP16 build, and why that loses nothing that matters:
+//   FP16: the effective weights the matmuls read (W_x, W_h, W_mx, W_mh after weight
+//     norm, W_out), and the activations that only feed matmuls or products: the
+//     embedded inputs xe, h, m, mx = W_mx e, mh = W_mh h, the gates, and the
+//     backward's dz, dmx, dmh, dh-from-the-output-layer and dlogits. A tensor-core
+//     matmul rounds its inputs to FP16 anyway, so storing them in FP16 drops only
+//     bits the next matmul would drop; gates lie in [-1, 1] where FP16 keeps 11
+//     significant bits; backward tensors are loss-scaled (S) into FP16's range.
+//   FP32: the master weights, Adam moments and weight gradients (written straight
+//     from the FP32 accumulators), the cell state c (it integrates over many steps),
+//     the pre-activations z, logits, softmax and loss, the running dh/dc of the
+//     time loop, every sum, norm and reduction, and the carried state.
+#define TRAIN_GPU
+#define OMPI_SKIP_MPICXX 1  // mpi.h's C++ bindings: not used, and they warn under nvcc
+#define MPICH_SKIP_MPICXX 1
+#ifdef PRECISION_FP32
+#define GPU_FP16 0
+#define TRAIN_PRECISION(fp16) "FP32 everywhere (PRECISION=FP32 build), S = 1"
+#else
+#define GPU_FP16 1
+#define TRAIN_PRECISION(fp16) "FP16 weights+activations, FP32 master+Adam, dynamic loss scale"
+#endif
+#include "train.c"
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+#include <type_traits>
+#if defined(USE_CUBLAS) || defined(WITH_CUBLAS)
+#include <cublas_v2.h>
+#endif
+#if defined(USE_NCCL) && defined(USE_MPI)
+#include <nccl.h>
+#define GPU_NCCL 1
+#else
+#define GPU_NCCL 0
+#endif
+
+#if GPU_FP16
+typedef half floatX;  // storage type of weights and activations
+#else
+typedef float floatX;
+#endif
+static __host__ __device__ inline float tof(floatX x) { return (float)x; }
+static __host__ __device__ inline floatX tox(float x) { return (floatX)x; }
+
+// ----------------------------------------------------------------------------
+// Error checks: file, line and a hint.
+
+static void cuda_check(cudaError_t e, const char *file, int line) {
+    if (e == cudaSuccess) return;
+    fprintf(stderr, "error: CUDA: %s at %s:%d\n", cudaGetErrorString(e), file, line);
+    if (e == cudaErrorMemoryAllocation) fprintf(stderr, "HINT: use a smaller --batch, --seq-len or --hidden\n");
+    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
+        fprintf(stderr, "HINT: no usable GPU here; the CPU trainer is ./train\n");
+    exit(1);
+}
+#define cudaCheck(x) cuda_check((x), __FILE__, __LINE__)
+#define launchCheck() cudaCheck(cudaGetLastError())
+#if GPU_NCCL
+#define ncclCheck(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) { \
+    fprintf(stderr, "error: NCCL: %s at %s:%d\nHINT: NCCL_DEBUG=INFO says more\n", ncclGetErrorString(r_), __FILE__, __LINE__); exit(1); } } while (0)
+#endif
+static int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
+static int num_sms = 1;
+
+// ----------------------------------------------------------------------------
+// Matmul epilogue: what happens to one FP32 accumulator acc = (A.B)[r,c] on its way
+// out, in this order. Every tensor it touches is (rows, ld), indexed like `out`.
+
+typedef struct {
+    float *outf; floatX *outx; int ld;  // the output, FP32 or floatX (exactly one)
+    int accumulate;                     // out += result
+    const uint8_t *mask; int mask_stride;  // acc = 0 in rows r with mask[r * mask_stride] (reset rows)
+    const float *bias;                  // acc += bias[c]
+    const floatX *add;                  // acc += add[r,c]               (z = zx + m W_h^T)
+    floatX *raw;                        // raw[r,c] = acc                (mh)
+    const floatX *mul2; floatX *out2;   // out2[r,c] = acc * mul2[r,c]   (dmh = dm * mx)
+    const floatX *mul;                  // out = acc * mul[r,c]          (m = mx * mh; dmx = dm * mh)
+} Epilogue;
+
+static __device__ inline void epilogue_store(const Epilogue &e, int r, int c, float acc) {
+    size_t i = (size_t)r * e.ld + c;
+    if (e.mask && e.mask[(size_t)r * e.mask_stride]) acc = 0.f;
+    if (e.bias) acc += e.bias[c];
+    if (e.add) acc += tof(e.add[i]);
+    if (e.raw) e.raw[i] = tox(acc);
+    if (e.out2) e.out2[i] = tox(acc * tof(e.mul2[i]));
+    if (e.mul) acc *= tof(e.mul[i]);
+    if (e.outf) e.outf[i] = e.accumulate ? e.outf[i] + acc : acc;
+    else e.outx[i] = tox(e.accumulate ? tof(e.outx[i]) + acc : acc);
+}
+
+// The three layouts of the model (row-major, as mlstm.h):
+//   MM_NT  out (N,O) = in (N,K) . W (O,K)^T      forward, x W^T
+//   MM_NN  out (N,K) = dOut (N,O) . W (O,K)      input gradient, dY W
+//   MM_TN  out (O,K) = dOut (N,O)^T . in (N,K)   weight gradient, over all T*B rows
+// In GEMM terms C (M,N) = A (M,K) . B (K,N) where A is stored transposed (ACOL) for
+// TN and B is stored transposed (BCOL) for NT; all leading dimensions are dense.
+enum { MM_NT, MM_NN, MM_TN };
+
+// ----------------------------------------------------------------------------
+// The tensor-core matmul (FP16 build): WMMA 16x16x16 FP16 fragments, FP32
+// accumulators. A block computes a BM x BN tile of C with (BM/WM) x (BN/WN) warps
+// of WM x WN each, stepping through K in slabs of BK = 32 held in shared memory in
+// their global layout (row or column major, + 8 halves of padding against bank
+// conflicts), STAGES deep. On sm_80+ slabs arrive by cp.async while the previous
+// slab is multiplied; before that the same code copies synchronously (sm_70/75).
+// Needs M % BM == N % BN == K % 32 == 0 and 16-byte aligned operands; the
+// dispatcher sends anything else to the SIMT kernel below.
+
+#if GPU_FP16
+using namespace nvcuda;
+
+static __device__ inline void copy16(void *smem, const void *gmem) {
+#if __CUDA_ARCH__ >= 800
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+#else
+    *(uint4 *)smem = *(const uint4 *)gmem;
+#endif
+}
+static __device__ inline void copy_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N> static __device__ inline void copy_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL> struct WmmaTile {
+    static constexpr int BK = 32, PAD = 8, STAGES = 3, THREADS = (BM / WM) * (BN / WN) * 32;
+    static constexpr int A_ROWS = ACOL ? BK : BM, A_COLS = ACOL ? BM : BK;  // a slab as stored
+    static constexpr int B_ROWS = BCOL ? BN : BK, B_COLS = BCOL ? BK : BN;
+    static constexpr int A_SIZE = A_ROWS * (A_COLS + PAD), B_SIZE = B_ROWS * (B_COLS + PAD);  // halves
+    static constexpr int SMEM = STAGES * (A_SIZE + B_SIZE) * 2;  // bytes; reused by the epilogue
+    static_assert(SMEM >= THREADS / 32 * 256 * 4, "epilogue staging must fit");
+};
+
+// One BK-slab (k0 .. k0+BK) of the A and B tiles into shared memory, 16 bytes a copy.
+template <typename P, bool ACOL, bool BCOL>
+static __device__ inline void load_slab(half *as, half *bs, const half *A, const half *B, int lda, int ldb, int m0, int n0, int k0) {
+    const half *ag = ACOL ? A + (size_t)k0 * lda + m0 : A + (size_t)m0 * lda + k0;
+    const half *bg = BCOL ? B + (size_t)n0 * ldb + k0 : B + (size_t)k0 * ldb + n0;
+    static_assert(P::A_ROWS * P::A_COLS % (8 * P::THREADS) == 0 && P::B_ROWS * P::B_COLS % (8 * P::THREADS) == 0, "");
+    #pragma unroll
+    for (int it = 0; it < P::A_ROWS * P::A_COLS / (8 * P::THREADS); it++) {
+        int i = threadIdx.x + it * P::THREADS, r = i / (P::A_COLS / 8), c = i % (P::A_COLS / 8) * 8;
+        copy16(as + r * (P::A_COLS + P::PAD) + c, ag + (size_t)r * lda + c);
+    }
+    #pragma unroll
+    for (int it = 0; it < P::B_ROWS * P::B_COLS / (8 * P::THREADS); it++) {
+        int i = threadIdx.x + it * P::THREADS, r = i / (P::B_COLS / 8), c = i % (P::B_COLS / 8) * 8;
+        copy16(bs + r * (P::B_COLS + P::PAD) + c, bg + (size_t)r * ldb + c);
+    }
+}
+
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
+matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e) {
+    typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL> P;
+    typedef typename std::conditional<ACOL, wmma::col_major, wmma::row_major>::type LayoutA;
+    typedef typename std::conditional<BCOL, wmma::col_major, wmma::row_major>::type LayoutB;
+    constexpr int BK = P::BK, STAGES = P::STAGES, FM = WM / 16, FN = WN / 16;
+    extern __shared__ __align__(128) unsigned char smem[];
+    half *As = (half *)smem, *Bs = As + STAGES * P::A_SIZE;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, lda = ACOL ? M : K, ldb = BCOL ? K : N;
+    const int warp = threadIdx.x / 32, wm = warp / (BN / WN), wn = warp % (BN / WN);
+
+
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FM][FN];
+    for (int i = 0; i < FM; i++)
+        for (int j = 0; j < FN; j++) wmma::fill_fragment(acc[i][j], 0.f);
+    const int KT = K / BK;
+    for (int s = 0; s < STAGES - 1; s++) {  // prologue; empty groups keep the wait count uniform
+        if (s < KT) load_slab<P, ACOL, BCOL>(As + s * P::A_SIZE, Bs + s * P::B_SIZE, A, B, lda, ldb, m0, n0, s * BK);
+        copy_commit();
+    }
+    for (int kt = 0; kt < KT; kt++) {
+        copy_wait<STAGES - 2>();  // slab kt has landed ...
+        __syncthreads();          // ... for every thread, and slab kt-1 is no longer being read
+        if (kt + STAGES - 1 < KT) {
+            int st = (kt + STAGES - 1) % STAGES;
+            load_slab<P, ACOL, BCOL>(As + st * P::A_SIZE, Bs + st * P::B_SIZE, A, B, lda, ldb, m0, n0, (kt + STAGES - 1) * BK);
+        }
+        copy_commit();
+        const half *as = As + (kt % STAGES) * P::A_SIZE, *bs = Bs + (kt % STAGES) * P::B_SIZE;
+        #pragma unroll
+        for (int kk = 0; kk < BK; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, half, LayoutA> a[FM];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, half, LayoutB> b[FN];
+            #pragma unroll
+            for (int i = 0; i < FM; i++) {
+                int m = wm * WM + i * 16;
+                if (ACOL) wmma::load_matrix_sync(a[i], as + kk * (BM + P::PAD) + m, BM + P::PAD);
+                else wmma::load_matrix_sync(a[i], as + m * (BK + P::PAD) + kk, BK + P::PAD);
+            }
+            #pragma unroll
+            for (int j = 0; j < FN; j++) {
+                int n = wn * WN + j * 16;
+                if (BCOL) wmma::load_matrix_sync(b[j], bs + n * (BK + P::PAD) + kk, BK + P::PAD);
+                else wmma::load_matrix_sync(b[j], bs + kk * (BN + P::PAD) + n, BN + P::PAD);
+            }
+            #pragma unroll
+            for (int i = 0; i < FM; i++)
+                #pragma unroll
+                for (int j = 0; j < FN; j++) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+        }
+    }
+    // epilogue: each warp stages one 16x16 fragment at a time in shared memory (the
+    // slabs' space, now free) and writes it through the epilogue, 16 columns per half-warp
+    copy_wait<0>();
+    __syncthreads();
+    float *cs = (float *)smem + warp * 256;
+    const int lane = threadIdx.x % 32;
+    #pragma unroll
+    for (int i = 0; i < FM; i++)
+        #pragma unroll
+        for (int j = 0; j < FN; j++) {
+            wmma::store_matrix_sync(cs, acc[i][j], 16, wmma::mem_row_major);
+            __syncwarp();
+            for (int q = lane; q < 256; q += 32)
+                epilogue_store(e, m0 + wm * WM + i * 16 + q / 16, n0 + wn * WN + j * 16 + q % 16, cs[q]);
+            __syncwarp();
+        }
+}
+
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
+static void matmul_wmma(const half *A, const half *B, int M, int N, int K, const Epilogue &e) {
+    typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL> P;
+    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL>;
+    static bool configured = false;  // more than 48 KB of dynamic shared memory needs an opt-in
+    if (!configured) {
+        cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
+        configured = true;
+    }
+    kernel<<<dim3(N / BN, M / BM), P::THREADS, P::SMEM>>>(A, B, M, N, K, e);
+    launchCheck();
+}
+#endif
+
+// ----------------------------------------------------------------------------
+// The SIMT matmul: any shape and alignment (bounds-checked), FP32 FMAs. The FP32
+// build's matmul, and the FP16 build's path for shapes that are not tile multiples.
+// A block computes a 64x64 tile, each of its 256 threads a 4x4 patch; BK = 16.
+
+template <bool ACOL, bool BCOL>
+__global__ void __launch_bounds__(256) matmul_simt_kernel(const floatX *A, const floatX *B, int M, int N, int K, Epilogue e) {
+    constexpr int TS = 64, BK = 16;
+    __shared__ __align__(16) float As[BK][TS + 4], Bs[BK][TS + 4];  // As[k][m], Bs[k][n]
+    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16, m0 = blockIdx.y * TS, n0 = blockIdx.x * TS;
+    float acc[4][4] = {};
+    for (int k0 = 0; k0 < K; k0 += BK) {
+        for (int i = threadIdx.x; i < BK * TS; i += 256) {  // reads run along each operand's contiguous dimension
+            int kk = ACOL ? i / TS : i % BK, mm = ACOL ? i % TS : i / BK, m = m0 + mm, k = k0 + kk;
+            As[kk][mm] = m < M && k < K ? tof(ACOL ? A[(size_t)k * M + m] : A[(size_t)m * K + k]) : 0.f;
+            int kb = BCOL ? i % BK : i / TS, nn = BCOL ? i / BK : i % TS, n = n0 + nn, kn = k0 + kb;
+            Bs[kb][nn] = n < N && kn < K ? tof(BCOL ? B[(size_t)n * K + kn] : B[(size_t)kn * N + n]) : 0.f;
+        }
+        __syncthreads();
+        #pragma unroll
+        for (int kk = 0; kk < BK; kk++) {
+            float4 a = *(const float4 *)&As[kk][ty * 4], b = *(const float4 *)&Bs[kk][tx * 4];
+            float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+            #pragma unroll
+            for (int i = 0; i < 4; i++)
+                #pragma unroll
+                for (int j = 0; j < 4; j++) acc[i][j] += av[i] * bv[j];
+        }
+        __syncthreads();
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            int r = m0 + ty * 4 + i, c = n0 + tx * 4 + j;
+            if (r < M && c < N) epilogue_store(e, r, c, acc[i][j]);
+        }
+}
+
+template <bool ACOL, bool BCOL>
+static void matmul_simt(const floatX *A, const floatX *B, int M, int N, int K, const Epilogue &e) {
+    matmul_simt_kernel<ACOL, BCOL><<<dim3(ceil_div(N, 64), ceil_div(M, 64)), 256>>>(A, B, M, N, K, e);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// cuBLAS, for comparison only (USE_CUBLAS=1 trains with it; test_gpu compares).
+// The GEMM writes FP32 into a scratch buffer, then a pointwise kernel applies the
+// same epilogue. Row-major C = A.B is column-major C^T = B^T A^T.
+
+#if defined(USE_CUBLAS) || defined(WITH_CUBLAS)
+static cublasHandle_t cublas_handle;
+static float *cublas_scratch;
+static size_t cublas_scratch_n;
+
+static void cublas_check(cublasStatus_t s, const char *file, int line) {
+    if (s != CUBLAS_STATUS_SUCCESS) { fprintf(stderr, "error: cuBLAS status %d at %s:%d\n", (int)s, file, line); exit(1); }
+}
+#define cublasCheck(x) cublas_check((x), __FILE__, __LINE__)
+
+// C (M,N) FP32 = A . B in the given layout, cuBLAS's choice of algorithm.
+static void cublas_gemm(int layout, int M, int N, int K, const floatX *A, const floatX *B, float *C) {
+    if (!cublas_handle) cublasCheck(cublasCreate(&cublas_handle));
+    bool acol = layout == MM_TN, bcol = layout == MM_NT;
+    const float one = 1.f, zero = 0.f;
+    cudaDataType_t t = GPU_FP16 ? CUDA_R_16F : CUDA_R_32F;
+    cublasCheck(cublasGemmEx(cublas_handle, bcol ? CUBLAS_OP_T : CUBLAS_OP_N, acol ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
+                             &one, B, t, bcol ? K : N, A, t, acol ? M : K, &zero, C, CUDA_R_32F, N,
+                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+__global__ void epilogue_kernel(const float *C, int M, int N, Epilogue e) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (size_t)M * N) epilogue_store(e, (int)(i / N), (int)(i % N), C[i]);
+}
+static void matmul_cublas(int layout, int M, int N, int K, const floatX *A, const floatX *B, const Epilogue &e) {
+    size_t n = (size_t)M * N;
+    if (n > cublas_scratch_n) {
+        if (cublas_scratch) cudaCheck(cudaFree(cublas_scratch));
+        cudaCheck(cudaMalloc(&cublas_scratch, n * sizeof(float)));
+        cublas_scratch_n = n;
+    }
+    cublas_gemm(layout, M, N, K, A, B, cublas_scratch);
+    epilogue_kernel<<<ceil_div((long)n, 256), 256>>>(cublas_scratch, M, N, e);
+    launchCheck();
+}
+#endif
+#ifdef USE_CUBLAS
+static int matmul_use_cublas = 1;
+#else
+static int matmul_use_cublas = 0;
+#endif
+
+// Which kernel runs a shape (FP16 build): a 128x128 tile where that still gives a
+// full wave of blocks, else 64x64 (the per-step matmuls have only B rows), else SIMT.
+enum { MM_SIMT, MM_WMMA64, MM_WMMA128 };
+static int matmul_plan(int M, int N, int K, const void *A, const void *B) {
+    if (!GPU_FP16 || K % 32 || ((uintptr_t)A | (uintptr_t)B) % 16) return MM_SIMT;
+    if (M % 128 == 0 && N % 128 == 0 && (long)(M / 128) * (N / 128) >= num_sms) return MM_WMMA128;
+    if (M % 64 == 0 && N % 64 == 0) return MM_WMMA64;
+    return MM_SIMT;
+}
+
+// C (M,N) = A . B through the epilogue e, for the layouts above.
+static void matmul(int layout, int M, int N, int K, const floatX *A, const floatX *B, const Epilogue &e) {
+#if defined(USE_CUBLAS) || defined(WITH_CUBLAS)
+    if (matmul_use_cublas) { matmul_cublas(layout, M, N, K, A, B, e); return; }
+#endif
+    int plan = matmul_plan(M, N, K, A, B);
+#if GPU_FP16
+    if (plan == MM_WMMA128) {
+        if (layout == MM_NT) matmul_wmma<128, 128, 64, 32, false, true>(A, B, M, N, K, e);
+        else if (layout == MM_NN) matmul_wmma<128, 128, 64, 32, false, false>(A, B, M, N, K, e);
+        else matmul_wmma<128, 128, 64, 32, true, false>(A, B, M, N, K, e);
+        return;
+    }
+    if (plan == MM_WMMA64) {
+        if (layout == MM_NT) matmul_wmma<64, 64, 32, 32, false, true>(A, B, M, N, K, e);
+        else if (layout == MM_NN) matmul_wmma<64, 64, 32, 32, false, false>(A, B, M, N, K, e);
+        else matmul_wmma<64, 64, 32, 32, true, false>(A, B, M, N, K, e);
+        return;
+    }
+#endif
+    (void)plan;
+    if (layout == MM_NT) matmul_simt<false, true>(A, B, M, N, K, e);
+    else if (layout == MM_NN) matmul_simt<false, false>(A, B, M, N, K, e);
+    else matmul_simt<true, false>(A, B, M, N, K, e);
+}
+
+// Epilogue shorthands
+static Epilogue epi_f32(float *out, int ld) { Epilogue e; memset(&e, 0, sizeof e); e.outf = out; e.ld = ld; return e; }
+static Epilogue epi_x(floatX *out, int ld) { Epilogue e; memset(&e, 0, sizeof e); e.outx = out; e.ld = ld; return e; }
+
+// ----------------------------------------------------------------------------
+// Reductions shared by the kernels below: fixed trees, so results are the same
+// bits on every run (bit-exact resume needs that; no atomics anywhere).
+
+template <typename R> static __device__ R block_reduce(R v, bool is_max) {
+    __shared__ R buf[32];
+    for (int o = 16; o > 0; o /= 2) { R w = __shfl_xor_sync(0xffffffff, v, o); v = is_max ? (w > v ? w : v) : v + w; }
+    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = (blockDim.x + 31) / 32;
+    __syncthreads();  // buf may still be read by a previous call
+    if (lane == 0) buf[warp] = v;
+    __syncthreads();
+    v = buf[0];
+    for (int w = 1; w < nw; w++) v = is_max ? (buf[w] > v ? buf[w] : v) : v + buf[w];
+    return v;
+}
+
+// ----------------------------------------------------------------------------
+// Weight norm (DESIGN section 2), one warp per row, FP32: W = g V / ||V|| into the
+// FP16 copy and the row norms for backward; without weight norm a plain copy.
+
+__global__ void weightnorm_forward_kernel(floatX *W, float *norms, const float *Vd, const float *g, int rows, int cols) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    const float *v = Vd + (size_t)row * cols;
+    float n2 = 0.f;
+    for (int k = lane; k < cols; k += 32) n2 += v[k] * v[k];
+    for (int o = 16; o > 0; o /= 2) n2 += __shfl_xor_sync(0xffffffff, n2, o);
+    float n = sqrtf(n2), s = g ? g[row] / n : 1.f;
+    if (g && lane == 0) norms[row] = n;
+    for (int k = lane; k < cols; k += 32) W[(size_t)row * cols + k] = tox(s * v[k]);
+}
+static void weightnorm_forward_gpu(floatX *W, float *norms, const float *Vd, const float *g, int rows, int cols) {
+    weightnorm_forward_kernel<<<ceil_div(rows, 8), 256>>>(W, norms, Vd, g, rows, cols);
+    launchCheck();
+}
+
+// dg = dW.V / ||V||,  dV = (g / ||V||) (dW - dg V / ||V||), per row (mlstm.h's weightnorm_backward)
+__global__ void weightnorm_backward_kernel(float *dV, float *dg, const float *dW, const float *Vd, const float *g,
+                                           const float *norms, int rows, int cols) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    const float *v = Vd + (size_t)row * cols, *dw = dW + (size_t)row * cols;
+    float dot = 0.f;
+    for (int k = lane; k < cols; k += 32) dot += dw[k] * v[k];
+    for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffff, dot, o);
+    float n = norms[row], dgj = dot / n, s = g[row] / n;
+    if (lane == 0) dg[row] = dgj;
+    for (int k = lane; k < cols; k += 32) dV[(size_t)row * cols + k] = s * (dw[k] - dgj * v[k] / n);
+}
+static void weightnorm_backward_gpu(float *dV, float *dg, const float *dW, const float *Vd, const float *g, const float *norms,
+                                int rows, int cols) {
+    weightnorm_backward_kernel<<<ceil_div(rows, 8), 256>>>(dV, dg, dW, Vd, g, norms, rows, cols);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// Embedding. Tokens arrive as (B,T) bytes; activations are time-major (T,B,...).
+
+// xe[t,b,:] = E[in[b,t],:]   (N,D), from the FP32 master copy of E
+__global__ void embed_forward_kernel(floatX *xe, const float *E, const uint8_t *in, int B, int T, int D) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)B * T * D) return;
+    int d = (int)(i % D), n = (int)(i / D), t = n / B, b = n % B;
+    xe[i] = tox(E[(size_t)in[b * T + t] * D + d]);
+}
+static void embed_forward(floatX *xe, const float *E, const uint8_t *in, int B, int T, int D) {
+    embed_forward_kernel<<<ceil_div((long)B * T * D, 256), 256>>>(xe, E, in, B, T, D);
+    launchCheck();
+}
+
+// dE[v,:] = sum of dxe[n,:] over the positions n whose input is v. Deterministic and
+// sort-free: one block per byte value; its 32 x 32 threads own (column, position
+// residue mod 32) pairs, scan every position in a fixed order, and add their 32
+// partial sums in a fixed order. The scan re-reads the (small) token array per value.
+__global__ void embed_backward_kernel(float *dE, const float *dxe, const uint8_t *in, int B, int T, int D) {
+    __shared__ float part[32][33];
+    const int v = blockIdx.x, x = threadIdx.x, y = threadIdx.y, N = B * T;
+    for (int d0 = 0; d0 < D; d0 += 32) {
+        int d = d0 + x;
+        float s = 0.f;
+        for (int n = y; n < N; n += 32)
+            if (in[(n % B) * T + n / B] == v && d < D) s += dxe[(size_t)n * D + d];
+        part[y][x] = s;
+        __syncthreads();
+        if (y == 0 && d < D) {
+            float tot = 0.f;
+            for (int k = 0; k < 32; k++) tot += part[k][x];
+            dE[(size_t)v * D + d] = tot;
+        }
+        __syncthreads();
+    }
+}
+static void embed_backward(float *dE, const float *dxe, const uint8_t *in, int B, int T, int D, int V) {
+    embed_backward_kernel<<<V, dim3(32, 32)>>>(dE, dxe, in, B, T, D);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// The mLSTM cell, one thread per (row b, unit j) of one time step. The math is
+// mlstm.h's cell_forward / cell_backward (HOSTDEV), applied to the four gates of
+// the unit gathered into registers (stride 1).
+
+// z (B,4H) FP32 pre-activations -> gates (B,4H) into zx[t], c (B,H) FP32, h (B,H)
+__global__ void cell_forward_kernel(floatX *gates, floatX *h, float *c, const float *z, const float *c_prev,
+                                    const uint8_t *rs, int t, int T, int B, int H) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B * H) return;
+    int b = i / H, j = i % H;
+    const float *zr = z + (size_t)b * 4 * H + j;
+    float g[4] = {zr[0], zr[H], zr[2 * H], zr[3 * H]}, hn;
+    c[i] = cell_forward(g, 1, rs[b * T + t] ? 0.f : c_prev[i], &hn);  // a reset row starts from c = 0
+    h[i] = tox(hn);
+    floatX *gr = gates + (size_t)b * 4 * H + j;
+    for (int q = 0; q < 4; q++) gr[q * H] = tox(g[q]);
+}
+static void cell_forward_step(floatX *gates, floatX *h, float *c, const float *z, const float *c_prev, const uint8_t *rs,
+                              int t, int T, int B, int H) {
+    cell_forward_kernel<<<ceil_div((long)B * H, 256), 256>>>(gates, h, c, z, c_prev, rs, t, T, B, H);
+    launchCheck();
+}
+
+// dh (B,H) FP32 from step t+1 plus dhs[t] from the output layer; dc (B,H) FP32 in
+// place: from step t+1 in, into step t-1 out (zero across a reset); dz (B,4H).
+__global__ void cell_backward_kernel(floatX *dz, float *dc, const float *dh, const floatX *dhs, const floatX *gates,
+                                     const float *c_prev, const float *c, const uint8_t *rs, int t, int T, int B, int H) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B * H) return;
+    int b = i / H, j = i % H, reset = rs[b * T + t];
+    const floatX *gr = gates + (size_t)b * 4 * H + j;
+    float g[4] = {tof(gr[0]), tof(gr[H]), tof(gr[2 * H]), tof(gr[3 * H])}, d[4];
+    float dcp = cell_backward(g, 1, reset ? 0.f : c_prev[i], c[i], dh[i] + tof(dhs[i]), dc[i], d);
+    dc[i] = reset ? 0.f : dcp;
+    floatX *dr = dz + (size_t)b * 4 * H + j;
+    for (int q = 0; q < 4; q++) dr[q * H] = tox(d[q]);
+}
+static void cell_backward_step(floatX *dz, float *dc, const float *dh, const floatX *dhs, const floatX *gates,
+                               const float *c_prev, const float *c, const uint8_t *rs, int t, int T, int B, int H) {
+    cell_backward_kernel<<<ceil_div((long)B * H, 256), 256>>>(dz, dc, dh, dhs, gates, c_prev, c, rs, t, T, B, H);
+    launchCheck();
+}
+
+// ----------------------------------------------------------------------------
+// Softmax + cross-entropy, fused, FP32, one block per row n = (t,b) of the logits:
+// loss[n] = logsumexp - logit[target]; with dlogits, (softmax - onehot) * S / N.
+
+__global__ void softmax_xent_kernel(floatX *dlogits, float *losses, const float *logits, const uint8_t *tg,
+                                    int B, int T, int V, float s) {
+    const int n = blockIdx.x, y = tg[(n % B) * T + n / B];
+    const float *x = logits + (size_t)n * V;
+    float mx = -INFINITY, sum = 0.f;
+    for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, x[v]);
+    mx = block_reduce(mx, true);
+    for (int v = threadIdx.x; v < V; v += blockDim.x) sum += expf(x[v] - mx);
+    sum = block_reduce(sum, false);
+    if (threadIdx.x == 0) losses[n] = mx + logf(sum) - x[y];
+    if (dlogits)
+        for (int v = threadIdx.x; v < V; v += blockDim.x)
+            dlogits[(size_t)n * V + v] = tox((expf(x[v] - mx) / sum - (v == y ? 1.f : 0.f)) * s);
+}
+static void softmax_xent(floatX *dlogits, float *losses, const float *logits, const uint8_t *tg, int B, int T, int V, float s) {
+    softmax_xent_kernel<<<B * T, 256>>>(dlogits, losses, logits, tg, B, T, V, s);
+    launchCheck();
+}
+
+// out[c] = sum over rows of x[r,c] (bias gradients): fixed row chunks, then the
+// chunks added in order.
+#define COLSUM_CHUNKS 64
+__global__ void colsum_partial_kernel(float *part, const floatX *x, int rows, int cols) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x, per = (rows + COLSUM_CHUNKS - 1) / COLSUM_CHUNKS;
+    if (c >= cols) return;
+    int r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
+    float s = 0.f;
+    for (int r = r0; r < r1; r++) s += tof(x[(size_t)r * cols + c]);
+    part[(size_t)blockIdx.y * cols + c] = s;
+}
+__global__ void colsum_finish_kernel(float *out, const float *part, int cols) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    float s = 0.f;
+    for (int k = 0; k < COLSUM_CHUNKS; k++) s += part[(size_t)k * cols + c];
+    out[c] = s;
+}
+static void colsum(float *out, float *part /*(COLSUM_CHUNKS,cols)*/, const floatX *x, int rows, int cols) {
+    colsum_partial_kernel<<<dim3(ceil_div(cols, 256), COLSUM_CHUNKS), 256>>>(part, x, rows, cols);
+    launchCheck();
+    colsum_finish_kernel<<<ceil_div(cols, 256), 256>>>(out, part, cols);
+    launchCheck();
+}
+
+// Sum (or sum of squares) of x in double, and whether any |x| > limit or is NaN:
+// RED_BLOCKS partials that the host adds in order.
+#define RED_BLOCKS 256
+__global__ void reduce_kernel(double *part, int *bad, const float *x, size_t n, int square, float limit) {
+    double s = 0;
+    int flag = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float v = x[i];
+        s += square ? (double)v * v : (double)v;
+        flag |= !(fabsf(v) <= limit);
+    }
+    s = block_reduce(s, false);
+    flag = __syncthreads_or(flag);
+    if (threadIdx.x == 0) { part[blockIdx.x] = s; bad[blockIdx.x] = flag; }
+}
+static double reduce(double *part, int *bad, const float *x, size_t n, int square, float limit, int *any_bad) {
+    reduce_kernel<<<RED_BLOCKS, 256>>>(part, bad, x, n, square, limit);
+    launchCheck();
+    double hp[RED_BLOCKS], s = 0;
+    int hb[RED_BLOCKS], b = 0;
+    cudaCheck(cudaMemcpy(hp, part, sizeof hp, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(hb, bad, sizeof hb, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < RED_BLOCKS; i++) { s += hp[i]; b |= hb[i]; }
+    if (any_bad) *any_bad = b;
+    return s;
+}
+
+// ----------------------------------------------------------------------------
+// Optimizer and small pointwise kernels.
+
+// Unscale (1/S), clip, Adam on the FP32 master weights: mlstm.h's adam_update, per element.
+__global__ void adam_kernel(float *p, float *m1, float *m2, const float *grads, size_t n, float inv_scale, float clipf,
+                            float lr_t, float b1, float b2, float eps, float rbc2) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float g = grads[i] * inv_scale;
+        if (clipf != 1.f) g *= clipf;
+        m1[i] = b1 * m1[i] + (1 - b1) * g;
+        m2[i] = b2 * m2[i] + (1 - b2) * g * g;
+        p[i] -= lr_t * m1[i] / (sqrtf(m2[i]) * rbc2 + eps);
+    }
+}
+__global__ void divide_kernel(float *x, size_t n, float d) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] /= d;
+}
+__global__ void to_x_kernel(floatX *y, const float *x, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = tox(x[i]);
+}
+__global__ void to_f32_kernel(float *y, const floatX *x, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = tof(x[i]);
+}
+static void to_x(floatX *y, const float *x, size_t n) { to_x_kernel<<<ceil_div((long)n, 256), 256>>>(y, x, n); launchCheck(); }
+static void to_f32(float *y, const floatX *x, size_t n) { to_f32_kernel<<<ceil_div((long)n, 256), 256>>>(y, x, n); launchCheck(); }
+
+// ----------------------------------------------------------------------------
+// The model on the device. One allocation holds the FP32 parameters, gradients and
+// Adam moments (checkpoint layout, ParamTable views); one holds everything else.
+
+struct Model {
+    MlstmConfig cfg;
+    int B, T;
+    size_t np;
+    Mlstm host;            // host copy (built for B=1, T=1): checkpoints and sampling
+    real *h, *c;           // (B,H) host copy of the carried training state
+    int host_fresh;        // host copy equals the device
+    int weights_fresh;     // the FP16 copies equal the master weights
+    int stats_fresh;       // sumsq is of the current gradients
+    double sumsq;          // sum of squares of the (scaled, reduced) gradients
+    // device: parameters
+    float *params, *grads, *adam_m, *adam_v;  // (np,) each, one allocation
+    ParamTable p, g;
+    floatX *Wx, *Wh, *Wmx, *Wmh, *Wout;       // effective weights, storage type: (4H,D) (4H,H) (H,D) (H,H) (V,H)
+    float *dWx, *dWh, *dWmx, *dWmh;           // their gradients (alias grads without weight norm)
+    float *norms;                             // (10H,) row norms: x 4H, h 4H, mx H, mh H
+    // device: activations, time-major, N = B*T rows
+    uint8_t *tok;          // (3,B,T) inputs, targets, resets
+    floatX *xe;            // (N,D) embedded inputs
+    floatX *zx;            // (N,4H) x W_x^T + b, then the gates i,f,o,u after each step
+    float *zs;             // (B,4H) one step's pre-activations
+    floatX *mx, *mh, *m;   // (N,H) W_mx e, W_mh h_{t-1}, their product
+    floatX *hs;            // (T+1,B,H) state entering step t at index t
+    float *cs;             // (T+1,B,H)
+    float *logits;         // (N,V)
+    floatX *dlogits;       // (N,V) (softmax - onehot) * S / N
+    float *losses;         // (N,)
+    floatX *dz;            // (N,4H)
+    floatX *dmx, *dmh;     // (N,H)
+    floatX *dhs;           // (N,H) gradient into h_t from the output layer
+    float *dh, *dc;        // (B,H) running gradients of the time loop
+    float *dxe;            // (N,D)
+    float *colpart;        // (COLSUM_CHUNKS, max(4H,V))
+    double *red;           // (RED_BLOCKS,)
+    int *red_bad;          // (RED_BLOCKS,)
+    float *hc, *cc;        // (B,H) carried training state
+    float *vh, *vc;        // (B,H) validation state
+    void *pbase, *abase;
+#if GPU_NCCL
+    ncclComm_t comm;
+#endif
+};
+
+// Carves one allocation into the buffers of a table, 256-byte aligned.
+typedef struct { void **ptr; size_t bytes; } Buf;
+static void *alloc_bufs(Buf *b, int n) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += (b[i].bytes + 255) / 256 * 256;
+    char *base;
+    cudaCheck(cudaMalloc(&base, total));
+    cudaCheck(cudaMemset(base, 0, total));
+    for (size_t i = 0, off = 0; i < (size_t)n; i++) { *b[i].ptr = base + off; off += (b[i].bytes + 255) / 256 * 256; }
+    return base;
+}
+
+// One GPU per process: the local rank picks it (mpirun sets OMPI_COMM_WORLD_LOCAL_RANK).
+static void select_device(void) {
+    int ndev = 0;
+    cudaCheck(cudaGetDeviceCount(&ndev));
+    if (ndev < 1) { fprintf(stderr, "error: no CUDA device\nHINT: the CPU trainer is ./train\n"); exit(1); }
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    if (!lr) lr = getenv("MPI_LOCALRANKID");
+    if (!lr) lr = getenv("SLURM_LOCALID");
+    int dev = (lr ? atoi(lr) : rank) % ndev;
+    cudaCheck(cudaSetDevice(dev));
+    cudaDeviceProp prop;
+    cudaCheck(cudaGetDeviceProperties(&prop, dev));
+    num_sms = prop.multiProcessorCount;
+    static int printed = 0;
+    if (rank == 0 && !printed++)
+        printf("GPU: %s (sm_%d%d, %d SMs, %.0f GiB) x %d ranks, matmul: %s\n", prop.name, prop.major, prop.minor,
+               prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, world,
+               matmul_use_cublas ? "cuBLAS (USE_CUBLAS)" : GPU_FP16 ? "hand-written WMMA" : "hand-written SIMT FP32");
+}
+
+static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
+    select_device();
+    Model *md = (Model *)mallocCheck(sizeof(Model));
+    md->cfg = cfg; md->B = B; md->T = T;
+    mlstm_build(&md->host, cfg, 1, 1);
+    mlstm_init(&md->host, seed);  // the same initial weights as the CPU trainer
+    md->np = md->host.nparams;
+    const size_t V = cfg.V, D = cfg.D, H = cfg.H, N = (size_t)B * T, np = md->np, X = sizeof(floatX), F = 4;
+    md->h = (real *)mallocCheck(sizeof(real) * B * H);
+    md->c = (real *)mallocCheck(sizeof(real) * B * H);
+    Buf pb[] = {{(void **)&md->params, F * np}, {(void **)&md->grads, F * np},
+                {(void **)&md->adam_m, F * np}, {(void **)&md->adam_v, F * np}};
+    md->pbase = alloc_bufs(pb, 4);
+    param_table(&md->p, &cfg, md->params);
+    param_table(&md->g, &cfg, md->grads);
+    size_t nW = 4 * H * D + 4 * H * H + H * D + H * H, wg = cfg.wnorm ? nW : 0;
+    float *dW = NULL;
+    Buf ab[] = {
+        {(void **)&md->Wx, X * (nW + V * H)}, {(void **)&dW, F * wg}, {(void **)&md->norms, F * 10 * H},
+        {(void **)&md->tok, 3 * N}, {(void **)&md->xe, X * N * D}, {(void **)&md->zx, X * N * 4 * H},
+        {(void **)&md->zs, F * B * 4 * H}, {(void **)&md->mx, X * N * H}, {(void **)&md->mh, X * N * H},
+        {(void **)&md->m, X * N * H}, {(void **)&md->hs, X * (N + B) * H}, {(void **)&md->cs, F * (N + B) * H},
+        {(void **)&md->logits, F * N * V}, {(void **)&md->dlogits, X * N * V}, {(void **)&md->losses, F * N},
+        {(void **)&md->dz, X * N * 4 * H}, {(void **)&md->dmx, X * N * H}, {(void **)&md->dmh, X * N * H},
+        {(void **)&md->dhs, X * N * H}, {(void **)&md->dh, F * B * H}, {(void **)&md->dc, F * B * H},
+        {(void **)&md->dxe, F * N * D}, {(void **)&md->colpart, F * COLSUM_CHUNKS * (4 * H > V ? 4 * H : V)},
+        {(void **)&md->red, sizeof(double) * RED_BLOCKS}, {(void **)&md->red_bad, sizeof(int) * RED_BLOCKS},
+        {(void **)&md->hc, F * B * H}, {(void **)&md->cc, F * B * H}, {(void **)&md->vh, F * B * H},
+        {(void **)&md->vc, F * B * H}};
+    md->abase = alloc_bufs(ab, sizeof ab / sizeof ab[0]);
+    md->Wh = md->Wx + 4 * H * D; md->Wmx = md->Wh + 4 * H * H; md->Wmh = md->Wmx + H * D; md->Wout = md->Wmh + H * H;
+    if (cfg.wnorm) { md->dWx = dW; md->dWh = dW + 4 * H * D; md->dWmx = md->dWh + 4 * H * H; md->dWmh = md->dWmx + H * D; }
+    else { md->dWx = md->g.t[P_WX]; md->dWh = md->g.t[P_WH]; md->dWmx = md->g.t[P_WMX]; md->dWmh = md->g.t[P_WMH]; }
+#if GPU_NCCL
+    if (world > 1) {  // rank 0 makes the id, MPI carries it to the others (DESIGN section 6)
+        ncclUniqueId id;
+        if (rank == 0) ncclCheck(ncclGetUniqueId(&id));
+        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+        ncclCheck(ncclCommInitRank(&md->comm, world, id, rank));
+    }
+#endif
+    memset(md->h, 0, sizeof(real) * B * H);
+    memset(md->c, 0, sizeof(real) * B * H);
+    model_loaded(md);
+    return md;
+}
+
+static void model_free(Model *md) {
+#if GPU_NCCL
+    if (world > 1) ncclCommDestroy(md->comm);
+#endif
+    cudaCheck(cudaFree(md->pbase));
+    cudaCheck(cudaFree(md->abase));
+    mlstm_free(&md->host);
+    free(md->h); free(md->c);
+    free(md);
+}
+
+// Host views: the FP32 master weights and Adam moments, and the carried state.
+static Mlstm *model_host(Model *md) {
+    if (!md->host_fresh) {
+        size_t n = md->np * sizeof(float);
+        cudaCheck(cudaMemcpy(md->host.params, md->params, n, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(md->host.adam_m, md->adam_m, n, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpy(md->host.adam_v, md->adam_v, n, cudaMemcpyDeviceToHost));
+        md->host_fresh = 1;
+    }
+    return &md->host;
+}
+static void model_state(Model *md, real **h, real **c) {
+    size_t n = sizeof(float) * md->B * md->cfg.H;
+    cudaCheck(cudaMemcpy(md->h, md->hc, n, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(md->c, md->cc, n, cudaMemcpyDeviceToHost));
+    *h = md->h; *c = md->c;
+}
+static void model_loaded(Model *md) {  // the host copies are the truth: push them to the device
+    size_t n = md->np * sizeof(float), s = sizeof(float) * md->B * md->cfg.H;
+    cudaCheck(cudaMemcpy(md->params, md->host.params, n, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(md->adam_m, md->host.adam_m, n, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(md->adam_v, md->host.adam_v, n, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(md->hc, md->h, s, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(md->cc, md->c, s, cudaMemcpyHostToDevice));
+    md->host_fresh = 1; md->weights_fresh = 0; md->stats_fresh = 0;
+}
+
+// The storage-type copies of the effective weights, from the FP32 masters.
+static void refresh_weights(Model *md) {
+    if (md->weights_fresh) return;
+    const int D = md->cfg.D, H = md->cfg.H, V = md->cfg.V, wn = md->cfg.wnorm;
+    const ParamTable *p = &md->p;
+    weightnorm_forward_gpu(md->Wx, md->norms, p->t[P_WX], wn ? p->t[P_GX] : NULL, 4 * H, D);
+    weightnorm_forward_gpu(md->Wh, md->norms + 4 * H, p->t[P_WH], wn ? p->t[P_GH] : NULL, 4 * H, H);
+    weightnorm_forward_gpu(md->Wmx, md->norms + 8 * H, p->t[P_WMX], wn ? p->t[P_GMX] : NULL, H, D);
+    weightnorm_forward_gpu(md->Wmh, md->norms + 9 * H, p->t[P_WMH], wn ? p->t[P_GMH] : NULL, H, H);
+    to_x(md->Wout, p->t[P_WOUT], (size_t)V * H);
+    md->weights_fresh = 1;
+}
+
+static void upload_batch(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs) {
+    size_t n = (size_t)md->B * md->T;
+    cudaCheck(cudaMemcpy(md->tok, in, n, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(md->tok + n, tg, n, cudaMemcpyHostToDevice));
+    if (rs) cudaCheck(cudaMemcpy(md->tok + 2 * n, rs, n, cudaMemcpyHostToDevice));
+    else cudaCheck(cudaMemset(md->tok + 2 * n, 0, n));
+}
+
+// Forward over T steps from the state (h0, c0) (B,H), which it advances; with
+// scale > 0 also dlogits for backward, seeded with S. Returns the mean loss.
+static double forward(Model *md, float *h0, float *c0, double scale) {
+    const int D = md->cfg.D, H = md->cfg.H, V = md->cfg.V, B = md->B, T = md->T, N = B * T;
+    const size_t BH = (size_t)B * H;
+    const uint8_t *in = md->tok, *tg = md->tok + N, *rs = md->tok + 2 * N;
+    refresh_weights(md);
+    embed_forward(md->xe, md->p.t[P_E], in, B, T, D);
+    Epilogue e = epi_x(md->zx, 4 * H);  // input projections of all T steps: zx = e W_x^T + b (N,4H), mx = e W_mx^T (N,H)
+    e.bias = md->p.t[P_B];
+    matmul(MM_NT, N, 4 * H, D, md->xe, md->Wx, e);
+    matmul(MM_NT, N, H, D, md->xe, md->Wmx, epi_x(md->mx, H));
+    to_x(md->hs, h0, BH);
+    cudaCheck(cudaMemcpy(md->cs, c0, sizeof(float) * BH, cudaMemcpyDeviceToDevice));
+    for (int t = 0; t < T; t++) {
+        size_t o = (size_t)t * BH;
+        e = epi_x(md->m + o, H);  // mh = h_{t-1} W_mh^T (zero in reset rows), m = mx * mh   (B,H)
+        e.raw = md->mh + o; e.mul = md->mx + o; e.mask = rs + t; e.mask_stride = T;
+        matmul(MM_NT, B, H, H, md->hs + o, md->Wmh, e);
+        e = epi_f32(md->zs, 4 * H);  // z = zx + m W_h^T   (B,4H)
+        e.add = md->zx + 4 * o;
+        matmul(MM_NT, B, 4 * H, H, md->m + o, md->Wh, e);
+        cell_forward_step(md->zx + 4 * o, md->hs + o + BH, md->cs + o + BH, md->zs, md->cs + o, rs, t, T, B, H);
+    }
+    e = epi_f32(md->logits, V);  // output layer over all T*B rows: logits = h W_out^T + b_out (N,V)
+    e.bias = md->p.t[P_BOUT];
+    matmul(MM_NT, N, V, H, md->hs + BH, md->Wout, e);
+    softmax_xent(scale > 0 ? md->dlogits : NULL, md->losses, md->logits, tg, B, T, V, (float)scale / (float)N);
+    double loss = reduce(md->red, md->red_bad, md->losses, N, 0, INFINITY, NULL) / N;
+    to_f32(h0, md->hs + (size_t)T * BH, BH);  // stateful truncated BPTT: the last state feeds the next batch
+    cudaCheck(cudaMemcpy(c0, md->cs + (size_t)T * BH, sizeof(float) * BH, cudaMemcpyDeviceToDevice));
+    return loss;
+}
+
+// Backward through time of the last forward (mlstm.h's mlstm_backward): writes
+// S * d(mean loss)/d(params) into grads. Weight gradients are single matmuls over
+// all T*B rows after the time loop.
+static void backward(Model *md) {
+    const int D = md->cfg.D, H = md->cfg.H, V = md->cfg.V, B = md->B, T = md->T, N = B * T;
+    const size_t BH = (size_t)B * H;
+    const uint8_t *in = md->tok, *rs = md->tok + 2 * N;
+    ParamTable *g = &md->g;
+    cudaCheck(cudaMemsetAsync(md->grads, 0, md->np * sizeof(float)));  // every tensor is overwritten; zero is the safe default
+    matmul(MM_TN, V, H, N, md->dlogits, md->hs + BH, epi_f32(g->t[P_WOUT], H));  // dW_out = dlogits^T h
+    colsum(g->t[P_BOUT], md->colpart, md->dlogits, N, V);
+    matmul(MM_NN, N, H, V, md->dlogits, md->Wout, epi_x(md->dhs, H));  // dh_t from the output layer (N,H)
+    cudaCheck(cudaMemsetAsync(md->dh, 0, sizeof(float) * BH));
+    cudaCheck(cudaMemsetAsync(md->dc, 0, sizeof(float) * BH));
+    for (int t = T - 1; t >= 0; t--) {
+        size_t o = (size_t)t * BH;
+        cell_backward_step(md->dz + 4 * o, md->dc, md->dh, md->dhs + o, md->zx + 4 * o, md->cs + o, md->cs + o + BH, rs, t, T, B, H);
+        Epilogue e = epi_x(md->dmx + o, H);  // dm = dz W_h; dmx = dm * mh, dmh = dm * mx (zero in reset rows)   (B,H)
+        e.mul = md->mh + o; e.mul2 = md->mx + o; e.out2 = md->dmh + o; e.mask = rs + t; e.mask_stride = T;
+        matmul(MM_NN, B, H, 4 * H, md->dz + 4 * o, md->Wh, e);
+        matmul(MM_NN, B, H, H, md->dmh + o, md->Wmh, epi_f32(md->dh, H));  // dh_{t-1} = dmh W_mh
+    }
+    matmul(MM_TN, 4 * H, H, N, md->dz, md->m, epi_f32(md->dWh, H));    // dW_h  = dz^T m
+    matmul(MM_TN, 4 * H, D, N, md->dz, md->xe, epi_f32(md->dWx, D));   // dW_x  = dz^T e
+    matmul(MM_TN, H, D, N, md->dmx, md->xe, epi_f32(md->dWmx, D));     // dW_mx = dmx^T e
+    matmul(MM_TN, H, H, N, md->dmh, md->hs, epi_f32(md->dWmh, H));     // dW_mh = dmh^T h_{t-1}
+    colsum(g->t[P_B], md->colpart, md->dz, N, 4 * H);
+    matmul(MM_NN, N, D, 4 * H, md->dz, md->Wx, epi_f32(md->dxe, D));  // dxe = dz W_x + dmx W_mx   (N,D)
+    Epilogue e = epi_f32(md->dxe, D);
+    e.accumulate = 1;
+    matmul(MM_NN, N, D, H, md->dmx, md->Wmx, e);
+    embed_backward(g->t[P_E], md->dxe, in, B, T, D, V);
+    if (md->cfg.wnorm) {
+        const ParamTable *p = &md->p;
+        weightnorm_backward_gpu(g->t[P_WX], g->t[P_GX], md->dWx, p->t[P_WX], p->t[P_GX], md->norms, 4 * H, D);
+        weightnorm_backward_gpu(g->t[P_WH], g->t[P_GH], md->dWh, p->t[P_WH], p->t[P_GH], md->norms + 4 * H, 4 * H, H);
+        weightnorm_backward_gpu(g->t[P_WMX], g->t[P_GMX], md->dWmx, p->t[P_WMX], p->t[P_GMX], md->norms + 8 * H, H, D);
+        weightnorm_backward_gpu(g->t[P_WMH], g->t[P_GMH], md->dWmh, p->t[P_WMH], p->t[P_GMH], md->norms + 9 * H, H, H);
+    }
+}
+
+// DESIGN section 3 items 2-3: forward from the carried state, backward seeded with S.
+static double model_step(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, double scale) {
+    upload_batch(md, in, tg, rs);
+    double loss = forward(md, md->hc, md->cc, scale);
+    backward(md);
+    md->stats_fresh = 0;
+    return loss;
+}
+
+static void model_inject_overflow(Model *md) {
+    const float inf = INFINITY;
+    cudaCheck(cudaMemcpy(md->grads, &inf, sizeof inf, cudaMemcpyHostToDevice));
+    md->stats_fresh = 0;
+}
+
+// Item 4: the mean over ranks. NCCL when built with it; otherwise through MPI on the host.
+static void model_allreduce(Model *md) {
+    if (world == 1) return;
+#if GPU_NCCL
+    (void)dist_sum;  // train.c's MPI path, not needed with NCCL
+    ncclCheck(ncclAllReduce(md->grads, md->grads, md->np, ncclFloat, ncclSum, md->comm, 0));
+#else
+    size_t n = md->np * sizeof(float);
+    cudaCheck(cudaMemcpy(md->host.grads, md->grads, n, cudaMemcpyDeviceToHost));
+    dist_sum(md->host.grads, md->np);
+    cudaCheck(cudaMemcpy(md->grads, md->host.grads, n, cudaMemcpyHostToDevice));
+#endif
+    divide_kernel<<<4 * num_sms, 256>>>(md->grads, md->np, (float)world);  // as train.c: sum, then divide
+    launchCheck();
+    md->stats_fresh = 0;
+}
+
+// Item 5, on the reduced gradients: inf/NaN, or beyond FP16's range when fp16 (as
+// train.c's simulated mode). The same pass keeps the sum of squares for the clip.
+static int model_overflow(Model *md, int fp16) {
+    int bad = 0;
+    md->sumsq = reduce(md->red, md->red_bad, md->grads, md->np, 1, fp16 ? 65504.f : INFINITY, &bad);
+    md->stats_fresh = 1;
+    return bad;
+}
+
+// Item 7: unscale, clip the global norm, Adam. Returns the norm before clipping.
+static double model_apply(Model *md, const StepDecision *d, double clip, long applied) {
+    if (!md->stats_fresh) model_overflow(md, 0);
+    double gnorm = sqrt(md->sumsq) * d->inv_scale;
+    float clipf = clip > 0 && gnorm > clip ? (float)(clip / gnorm) : 1.f;
+    AdamConfig a = adam_defaults;
+    double bc1 = 1 - pow(a.beta1, (double)applied), bc2 = 1 - pow(a.beta2, (double)applied);
+    adam_kernel<<<8 * num_sms, 256>>>(md->params, md->adam_m, md->adam_v, md->grads, md->np, (float)d->inv_scale, clipf,
+                                      (float)(d->lr / bc1), (float)a.beta1, (float)a.beta2, (float)a.eps, (float)(1 / sqrt(bc2)));
+    launchCheck();
+    md->host_fresh = md->weights_fresh = md->stats_fresh = 0;
+    return gnorm;
+}
+
+// Validation: forward only, on the validation state (first = 1 zeroes it).
+static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, int first) {
+    if (first) {
+        cudaCheck(cudaMemset(md->vh, 0, sizeof(float) * md->B * md->cfg.H));
+        cudaCheck(cudaMemset(md->vc, 0, sizeof(float) * md->B * md->cfg.H));
+    }
+    upload_batch(md, in, tg, rs);
+    return forward(md, md->vh, md->vc, 0);
+}
+
+// ----------------------------------------------------------------------------
+// The build fixes the precision, so --fp16 is implied by the FP16 build (dynamic
+// loss scaling always on) and dropped by the FP32 build (S = 1): the argument list
+// is rewritten before train.c parses it, and everything downstream (scaler,
+// overflow limit, checkpoint mode check) follows from that one flag.
+static int gpu_main(int argc, char **argv) {
+    char **args = (char **)mallocCheck(sizeof(char *) * (argc + 2));
+    int n = 0;
+    static char fp16_flag[] = "--fp16";
+    args[n++] = argv[0];
+    if (GPU_FP16) args[n++] = fp16_flag;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--fp16")) {
+            if (!GPU_FP16) fprintf(stderr, "note: --fp16 ignored: this is the FP32 build (train_gpu is the FP16 one)\n");
+            continue;
+        }
+        args[n++] = argv[i];
+    }
+    args[n] = NULL;
+    int rc = train_main(n, args);
+    free(args);
+    return rc;
+}
+
+#ifndef TRAIN_GPU_TEST
+int main(int argc, char **argv) { return gpu_main(argc, argv); }
+#endif
