@@ -55,7 +55,7 @@ TRAIN_HEADERS := mlstm.h data.h schedule.h
 all: probe train $(TESTS) $(TOOLS)
 
 train: $(BUILD)/train
-	cp $< $@
+	cp $< $@.tmp && mv -f $@.tmp $@  # a new file, so a running ./train is not disturbed
 
 $(BUILD)/train: train.c $(TRAIN_HEADERS) | $(BUILD)
 	$(TRAIN_CC) $(CFLAGS) $(TRAIN_DEFS) $< -o $@ $(LDLIBS)

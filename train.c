@@ -495,6 +495,7 @@ static void print_settings(const Options *o, Model *md, const Stream *train_s, c
 // samples and checkpoints.
 
 static int train_main(int argc, char **argv) {
+    openmp_prefer_passive_wait(argv);
     dist_init(&argc, &argv);
     Options o;
     options_parse(&o, argc, argv);

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# transfer_eval.sh: the whole sentiment transfer evaluation in one command
+# (doc/transfer.md): featurise train/val/test with the model, sweep the L1 logistic
+# regression's C on val, report on test, and draw the chosen unit's heat map.
+#
+#   tools/transfer_eval.sh [-o OUTDIR] CKPT DATA [featurize options]
+#
+# CKPT: a checkpoint of train/train.cu, or one written by build/import_npy.
+# DATA:
+#   builtin      the built-in corpus's labelled documents (2000 per split; --docs N)
+#   DIR          a directory with train, val and test, each as NAME.csv (the SST binary
+#                files: label,sentence), NAME.jsonl (add --threshold X for ratings) or
+#                NAME/ (the IMDB layout: NAME/pos/*.txt, NAME/neg/*.txt)
+# Writes OUTDIR (default out/transfer): train.feat val.feat test.feat, report.txt (the
+# classifier's table and result), summary.txt (key=value), heatmap.html, heatmap.png.
+# The programs are taken from build/ next to this script (BUILD=dir overrides).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=${BUILD:-$here/../build}
+out=out/transfer
+if [ "${1:-}" = "-o" ]; then out=$2; shift 2; fi
+if [ $# -lt 2 ] || [ "$1" = "--help" ]; then
+    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+fi
+ckpt=$1; data=$2; shift 2
+for p in transfer; do
+    [ -x "$bin/$p" ] || { echo "error: $bin/$p not found (HINT: run make)" >&2; exit 2; }
+done
+[ -f "$ckpt" ] || { echo "error: cannot open checkpoint $ckpt" >&2; exit 2; }
+
+declare -A input
+for s in train val test; do
+    if [ "$data" = builtin ]; then input[$s]="builtin:$s"
+    elif [ -f "$data/$s.csv" ]; then input[$s]="$data/$s.csv"
+    elif [ -f "$data/$s.jsonl" ]; then input[$s]="$data/$s.jsonl"
+    elif [ -f "$data/$s.json" ]; then input[$s]="$data/$s.json"
+    elif [ -d "$data/$s/pos" ]; then input[$s]="$data/$s"
+    else echo "error: $data has no $s split ($s.csv, $s.jsonl or $s/pos + $s/neg) (HINT: DATA is builtin or such a directory)" >&2; exit 2
+    fi
+done
+mkdir -p "$out"
+start=$(date +%s)
+for s in train val test; do
+    "$bin/transfer" featurize -m "$ckpt" -o "$out/$s.feat" "$@" "${input[$s]}"
+done
+"$bin/transfer" classify --summary "$out/summary.txt" "$out/train.feat" "$out/val.feat" "$out/test.feat" | tee "$out/report.txt"
+get() { sed -n "s/^$1=//p" "$out/summary.txt"; }
+"$bin/transfer" heatmap -m "$ckpt" --unit "$(get unit)" --sign "$(get sign)" --center "$(get unit_threshold)" \
+    -o "$out/heatmap" "$@" "${input[test]}"
+echo "transfer_eval: $ckpt on $data: test accuracy $(get test_acc), unit $(get unit) alone $(get unit_test_acc);" \
+     "$(( $(date +%s) - start )) s; results in $out/" | tee -a "$out/report.txt"
