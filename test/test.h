@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <unistd.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 
 static int test_passed = 0, test_failed = 0;
 
@@ -74,4 +75,15 @@ static inline int test_system(const char *fmt, ...) {
     fflush(stdout);
     int ws = system(cmd);
     return (ws != -1 && WIFEXITED(ws)) ? WEXITSTATUS(ws) : -1;
+}
+
+// Files: size in bytes (-1 if missing), and byte-for-byte equality (checkpoints).
+static inline long file_size(const char *p) { struct stat sb; return stat(p, &sb) == 0 ? (long)sb.st_size : -1; }
+static inline int files_equal(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int eq = fa && fb;
+    while (eq) { int x = fgetc(fa), y = fgetc(fb); if (x != y) eq = 0; if (x == EOF || y == EOF) break; }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return eq;
 }

@@ -21,15 +21,6 @@ static void make(Mlstm *m, real *h, real *c, TrainState *st, uint64_t seed) {
     for (int i = 0; i < CKPT_SCALER_BYTES; i++) st->scaler[i] = (uint8_t)(i * 7 + 1);
 }
 
-static long file_size(const char *p) { struct stat sb; return stat(p, &sb) == 0 ? (long)sb.st_size : -1; }
-static int files_equal(const char *a, const char *b) {
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    int eq = fa && fb;
-    while (eq) { int x = fgetc(fa), y = fgetc(fb); if (x != y) eq = 0; if (x == EOF || y == EOF) break; }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return eq;
-}
 static void copy_file(const char *from, const char *to, long nbytes) {  // nbytes < 0: all
     FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
     int ch; long n = 0;

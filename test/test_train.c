@@ -13,15 +13,6 @@ static char trainer[1024];
 #define TINY "--hidden 32 --embed 16 --batch 4 --seq-len 16 --corpus-bytes 60000 --val-every 0 --val-steps 2 " \
              "--sample-len 0 --print-every 1000 --threads 1 --lr-schedule legw --lr 3e-3 --base-batch 4 --warmup-steps 3 --decay-steps 40"
 
-static long file_size(const char *p) { struct stat sb; return stat(p, &sb) == 0 ? (long)sb.st_size : -1; }
-static int files_equal(const char *a, const char *b) {
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    int eq = fa && fb;
-    while (eq) { int x = fgetc(fa), y = fgetc(fb); if (x != y) eq = 0; if (x == EOF || y == EOF) break; }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return eq;
-}
 
 // The "train" lines of a log, fields: step epoch lr loss bpc scale skipped gnorm chars/s.
 typedef struct { long step; double lr, loss, scale; int skipped; } LogLine;
