@@ -229,6 +229,7 @@ typedef struct {
     real *mx, *mh, *m;        // (T,B,H) e W_mx^T, h_{t-1} W_mh^T, their product
     real *hs, *cs;            // (T+1,B,H) state entering step t at index t (index 0: carried in; T: out)
     real *probs;              // (T,B,V) softmax, then dlogits in backward
+    double *losses;           // (T*B,) cross-entropy of each prediction
     // backward
     real *dz;                 // (T,B,4H) gradient of the gate pre-activations
     real *dmx, *dmh;          // (T,B,H)
@@ -378,7 +379,15 @@ static inline HOSTDEV real cell_backward(const real *g, size_t H, real c_prev, r
 // ----------------------------------------------------------------------------
 // Construction and initialisation
 
-static inline real *mlstm_alloc(size_t n) { return (real *)mallocCheck(n * sizeof(real)); }
+// 64-byte aligned and zeroed: vector loops then split the same way in every run,
+// whatever else the process allocated first, so results repeat bit for bit.
+static inline real *mlstm_alloc(size_t n) {
+    void *p = NULL;
+    size_t bytes = (n * sizeof(real) + 63) / 64 * 64;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) p = mallocCheck((size_t)-1 / 2);  // reports and exits
+    memset(p, 0, bytes);
+    return (real *)p;
+}
 
 static inline void mlstm_build(Mlstm *m, MlstmConfig cfg, int B, int T) {
     memset(m, 0, sizeof *m);
@@ -406,6 +415,7 @@ static inline void mlstm_build(Mlstm *m, MlstmConfig cfg, int B, int T) {
     m->mx = mlstm_alloc(BT * H); m->mh = mlstm_alloc(BT * H); m->m = mlstm_alloc(BT * H);
     m->hs = mlstm_alloc(BT * H + B * H); m->cs = mlstm_alloc(BT * H + B * H);
     m->probs = mlstm_alloc(BT * V);
+    m->losses = (double *)mallocCheck(BT * sizeof(double));
     m->dz = mlstm_alloc(BT * 4 * H);
     m->dmx = mlstm_alloc(BT * H); m->dmh = mlstm_alloc(BT * H); m->dhs = mlstm_alloc(BT * H);
     m->dh = mlstm_alloc(B * H); m->dc = mlstm_alloc(B * H); m->dm = mlstm_alloc(B * H);
@@ -418,6 +428,7 @@ static inline void mlstm_free(Mlstm *m) {
                     m->hs, m->cs, m->probs, m->dz, m->dmx, m->dmh, m->dhs, m->dh, m->dc, m->dm, m->dxe, m->dh0, m->dc0};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     if (m->cfg.wnorm) free(m->Wx);
+    free(m->losses);
     memset(m, 0, sizeof *m);
 }
 
@@ -538,7 +549,9 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
     // output layer and softmax over all T*B rows; the loss accumulates in double
     matmul_nt(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0);
     double loss = 0;
-    #pragma omp parallel for schedule(static) reduction(+ : loss)
+    // per-prediction losses, then one sum in a fixed order (an OpenMP reduction adds
+    // the threads' parts in the order they finish, which would change the last bits)
+    #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         real *p = m->probs + (size_t)n * V, mx = p[0], sum = 0;
         int t = n / B, b = n % B;
@@ -546,8 +559,9 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
         real target_logit = p[targets[b * T + t]];
         for (int v = 0; v < V; v++) { p[v] = exp(p[v] - mx); sum += p[v]; }
         for (int v = 0; v < V; v++) p[v] /= sum;
-        loss += (double)mx + log((double)sum) - (double)target_logit;  // -log softmax, without log(0)
+        m->losses[n] = (double)mx + log((double)sum) - (double)target_logit;  // -log softmax, without log(0)
     }
+    for (int n = 0; n < N; n++) loss += m->losses[n];
     return loss / N;
 }
 
@@ -652,10 +666,17 @@ static inline void adam_update(real *params, const real *grads, real *mom1, real
 }
 
 // Global L2 norm of a gradient buffer, accumulated in double.
+// Global L2 norm of a gradient buffer, in double: 256 fixed chunks summed in
+// order, so the clip factor (and so the weights) do not depend on the threads.
 static inline double grad_norm(const real *g, size_t n) {
-    double s = 0;
-    #pragma omp parallel for schedule(static) reduction(+ : s)
-    for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
+    double part[256] = {0}, s = 0;
+    size_t chunk = (n + 255) / 256;
+    #pragma omp parallel for schedule(static)
+    for (int c = 0; c < 256; c++) {
+        size_t i1 = (c + 1) * chunk < n ? (c + 1) * chunk : n;
+        for (size_t i = c * chunk; i < i1; i++) part[c] += (double)g[i] * g[i];
+    }
+    for (int c = 0; c < 256; c++) s += part[c];
     return sqrt(s);
 }
 
