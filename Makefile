@@ -40,6 +40,8 @@ TOOL_LDLIBS_prepare := -ljansson -lz
 TOOL_LDLIBS_transfer := -ljansson -llinear
 HEADERS := mlstm.h $(wildcard data.h schedule.h test/test.h)
 TESTS   := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/test_*.c))
+# test/test_*.py: run by python3 from the repository root (the performance and scaling models)
+PY_TESTS := $(wildcard test/test_*.py)
 TOOLS   := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
 
 # the CPU trainer: with MPI when mpicc works (it still runs as one process without mpirun)
@@ -80,7 +82,7 @@ $(BUILD):
 	mkdir -p $@
 
 test: $(BUILD)/train $(TESTS) $(TOOLS)
-	@test/run.sh $(TESTS)
+	@test/run.sh $(TESTS) $(PY_TESTS)
 
 test-san:
 	$(MAKE) SAN=1 test

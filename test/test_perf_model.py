@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""test_perf_model.py: the arithmetic of tools/perf_model.py and tools/scaling.py on cases
+worked by hand, and the scaling model's check against the paper's figures (doc/scaling.md).
+Run from the repository root (make test does). Ends with 'test_perf_model: N passed, N failed'."""
+import io
+import math
+import os
+import subprocess
+import sys
+from contextlib import redirect_stdout
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import perf_model  # noqa: E402
+import scaling  # noqa: E402
+
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    if ok:
+        passed += 1
+        print("ok    %s" % what)
+    else:
+        failed += 1
+        print("FAIL  %s" % what)
+
+
+def close(got, want, rel, what):
+    """Relative agreement; the hand values below are exact to the digits written, so rel
+    is the rounding of those digits (or of Simpson's rule), not a fudge."""
+    check(math.isfinite(got) and abs(got - want) <= rel * abs(want),
+          "%s: %.9g vs %.9g (rel %.1e)" % (what, got, want, rel))
+
+
+# ---- the model's sizes (mlstm.h): 86,319,360 parameters; 2(5HD + 5H^2 + VH) FLOPs per char
+check(perf_model.param_count() == 86319360, "parameters at H=4096 D=64 V=256 with weight norm: 86,319,360")
+check(perf_model.flops_per_char() == 2 * (5 * 4096 * 64 + 5 * 4096 ** 2 + 256 * 4096) == 172490752,
+      "forward FLOPs per char: 172,490,752")
+
+# ---- one matmul by hand: 8192^3 on the H200, 128x128 tile, compute-bound.
+# 64 x 64 = 4096 blocks over 132 SMs: 32 waves, util 4096 / 4224; t = 2 * 8192^3 / (989e12 * 0.45 * util)
+g = perf_model.GPUS["h200"]
+k = perf_model.matmul("sq", 8192, 8192, 8192, g, True, set())
+check(k["plan"] == "wmma128" and k["blocks"] == 4096 and k["bound"] == "compute", "8192^3: 128x128 tile, 4096 blocks, compute-bound")
+close(k["t"], 2 * 8192 ** 3 / (989e12 * 0.45 * (4096 / 4224)) * 1e6, 1e-12, "8192^3 time (us)")
+# the per-step product dm = dz W_h at B=128: 64 x 2 = 128 blocks (one wave), K/32 = 512 slabs,
+# 2 in flight with cp.async, 600 ns each: 512 * 0.6 / 2 = 153.6 us, latency-bound
+k = perf_model.matmul("dm", 128, 4096, 16384, g, True, set(), weight="B")
+check(k["plan"] == "wmma64" and k["bound"] == "latency", "dm at B=128: 64x64 tile, latency-bound")
+close(k["t"], 153.6, 1e-12, "dm at B=128 (us)")
+# the tile rule of train.cu's matmul_plan(): 128x128 only with >= one block per SM
+check(perf_model.tile_plan(512, 4096, 4096, g, True) == "wmma64", "B=512, N=H: 128 blocks < 132 SMs -> 64x64 (as train.cu)")
+check(perf_model.tile_plan(512, 4096, 4096, g, True, tile128_relaxed=True) == "wmma128", "... 128x128 with the relaxed rule")
+check(perf_model.tile_plan(40, 64, 30, g, True) == "simt", "K not a multiple of 32 -> SIMT")
+
+# ---- the step: the time loops move >= 336 MB per time step (W_mh + W_h forward and backward, FP16)
+for B in (128, 256, 512):
+    ks = perf_model.step_kernels(g, B)
+    per_t = sum(kk["bytes"] for kk, n in ks if n == 256 and kk["kind"] == "matmul")
+    check(per_t >= 2 * (2 * 4096 ** 2 + 2 * 4 * 4096 ** 2), "B=%d: %.1f MB per time step >= 335.5 MB of weights" % (B, per_t / 1e6))
+    s = perf_model.summarize(ks, B, 256, g)
+    t = sum(kk["t"] * n for kk, n in ks) * 1e-6
+    close(s["mfu"], 3 * 172490752 * B * 256 / t / 989e12, 1e-12, "B=%d: MFU = 3 x FLOPs/char x chars / time / peak" % B)
+    launches = sum(kk["launches"] * n for kk, n in ks)
+    check(launches == 6 * 256 + 35, "B=%d: %d launches per step = 6T + 35" % (B, launches))
+
+# ---- all-reduce by hand: 4e9 bytes, 2 nodes of 2 GPUs, NVLink 100 GB/s alpha 1 us, IB 10 GB/s alpha 10 us:
+# node reduce-scatter + all-gather 2 (1 us + 1/2 * 4e9 / 100e9) = 0.040002 s;
+# between nodes 2 (2-1) 10 us + 2 (1/2) (4e9 / 2) / 10e9 = 0.20002 s; total 0.240022 s
+c = dict(nvlink_gbs=100.0, ib_gbs=10.0, alpha_nvlink_us=1.0, alpha_ib_us=10.0)
+close(scaling.allreduce_seconds(4e9, 2, 2, c), 0.240022, 1e-12, "hierarchical all-reduce, hand case (s)")
+close(scaling.allreduce_seconds(4e9, 8, 1, c), 2 * (7e-6 + 7 / 8 * 0.04), 1e-12, "one node of 8: a ring over NVLink (s)")
+check(scaling.allreduce_seconds(4e9, 1, 1, c) == 0.0, "one GPU: no all-reduce")
+# expected maximum of p normal deviates: 1/sqrt(pi) for 2, 3/(2 sqrt(pi)) for 3
+close(scaling.expected_max_normal(2), 1 / math.sqrt(math.pi), 1e-9, "E[max of 2 normals]")
+close(scaling.expected_max_normal(3), 1.5 / math.sqrt(math.pi), 1e-9, "E[max of 3 normals]")
+check(scaling.expected_max_normal(1) == 0.0, "E[max of 1] = 0: one GPU waits for nobody")
+
+# ---- the paper check (doc/scaling.md): 109x within 3%, 4 h within 15% (the V100 compute model's
+# uncertainty); and the all-reduce alone cannot explain the paper's loss: > 120x without the wait.
+buf = io.StringIO()
+
+
+class Args:
+    jitter = scaling.JITTER
+    grad_bytes_paper = 2
+    step_ms_v100 = None
+
+
+with redirect_stdout(buf):
+    rows = scaling.paper_check(Args())
+bw_only, with_wait = rows[0][1], rows[1][1]
+check(abs(with_wait["speedup"] / 109 - 1) <= 0.03, "paper: %.1fx at 128 V100s within 3%% of 109x" % with_wait["speedup"])
+check(abs(rows[1][2] / 4 - 1) <= 0.15, "paper: %.2f h within 15%% of 4 h" % rows[1][2])
+check(bw_only["speedup"] > 120, "paper: bandwidth alone gives %.1fx > 120x (the all-reduce is not the loss)" % bw_only["speedup"])
+close(bw_only["t_ar"], scaling.allreduce_seconds(86319360 * 2, 8, 16, scaling.CLUSTERS["dgx1v"]), 1e-15,
+      "paper: all-reduce of 172.6 MB on 16 DGX-1V")
+
+# ---- the command lines: tables print, bad flags exit 2 with one line naming the flag
+def run(*args):
+    return subprocess.run([sys.executable] + list(args), cwd=ROOT, capture_output=True, text=True)
+
+
+r = run("tools/perf_model.py")
+check(r.returncode == 0 and "| H200 SXM | 256 |" in r.stdout, "perf_model.py prints the summary table")
+r = run("tools/perf_model.py", "--gpu", "h200", "--predict")
+check(r.returncode == 0 and r.stdout.count("predict_step") == 6 and r.stdout.count("predict_matmul") == 45,
+      "perf_model.py --predict: 6 step lines, 45 matmul lines")
+r = run("tools/scaling.py")
+check(r.returncode == 0 and "109.0x" in r.stdout and "| 64 | 512 |" in r.stdout, "scaling.py prints the check and the H200 table")
+for bad, flag in ((["tools/perf_model.py", "--set", "eff64=-1"], "--set"), (["tools/perf_model.py", "--batch", "0"], "--batch"),
+                  (["tools/scaling.py", "--nodes", "0"], "--nodes"), (["tools/scaling.py", "--set", "ib_gbs=x"], "--set"),
+                  (["tools/scaling.py", "--jitter", "2"], "--jitter")):
+    r = run(*bad)
+    last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    check(r.returncode == 2 and flag in last and r.stdout == "", "%s: exit 2 naming %s" % (" ".join(bad), flag))
+
+print("test_perf_model: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
