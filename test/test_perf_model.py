@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """test_perf_model.py: the arithmetic of tools/perf_model.py and tools/scaling.py on cases
-worked by hand, and the scaling model's check against the paper's figures (doc/scaling.md).
+worked by hand, the scaling model's check against the paper's figures (doc/scaling.md),
+and tools/gpu_check.sh's report of measured beside predicted (on made-up bench lines).
 Run from the repository root (make test does). Ends with 'test_perf_model: N passed, N failed'."""
 import io
 import math
 import os
 import subprocess
 import sys
+import tempfile
 from contextlib import redirect_stdout
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -117,6 +119,36 @@ for bad, flag in ((["tools/perf_model.py", "--set", "eff64=-1"], "--set"), (["to
     r = run(*bad)
     last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
     check(r.returncode == 2 and flag in last and r.stdout == "", "%s: exit 2 naming %s" % (" ".join(bad), flag))
+
+# ---- tools/gpu_check.sh's report (the part that needs no GPU): measured beside predicted.
+# bench_* lines in test_gpu.cu's formats with made-up timings, predictions from the model.
+with tempfile.TemporaryDirectory() as d:
+    with open(os.path.join(d, "predict.txt"), "w") as f:
+        f.write(run("tools/perf_model.py", "--gpu", "h200", "--predict").stdout)
+    with open(os.path.join(d, "bench.txt"), "w") as f:
+        f.write("bench_step precision=FP16 matmul=ours B=128 T=256 H=4096 steps=8 seconds=0.800 chars_per_s=327680 tflops=169.50 skipped=0\n"
+                "bench_matmul dm         NN dY.W   M=128    N=4096   K=16384  wmma64  | ours    0.3072 ms    55.9 TFLOP/s"
+                " | cuBLAS    0.100 ms   171.8 TFLOP/s | ours/cuBLAS  32.6%\n"
+                "bench_step precision=FP32 matmul=ours B=256 T=256 H=4096 steps=3 seconds=3.000 chars_per_s=65536 tflops=33.90 skipped=0\n"
+                "bench_step precision=FP16 matmul=ours B=256 T=256 H=4096 steps=8 seconds=1.000 chars_per_s=262144 tflops=135.60 skipped=0\n"
+                "bench_step precision=FP32 matmul=cublas B=256 T=256 H=4096 steps=3 seconds=1.500 chars_per_s=131072 tflops=67.80 skipped=0\n")
+    r = subprocess.run(["bash", "tools/gpu_check.sh", "--report", d], cwd=ROOT, capture_output=True, text=True,
+                       env=dict(os.environ, PEAK_TFLOPS="989"))
+    out = r.stdout
+    # B=128: 32768 chars / 327680 chars/s = 100.0 ms against the model's 96.0 ms: 1.04; MFU 169.5 / 989 = 17.1%
+    check(r.returncode == 0 and "| FP16 | ours | 128 | 327680 | 100.0 | 96.0 | 1.04 | 169.5 | 17.1% | 17.9% | 0 |" in out,
+          "gpu_check.sh --report: step measured 100.0 ms beside predicted 96.0 ms")
+    # dm at B=128: 0.3072 ms measured, 0.1536 ms predicted: 2.00; cuBLAS / ours = 0.100 / 0.3072 = 0.33
+    check("| dm | 128 x 4096 x 16384 | wmma64 | wmma64 | 0.3072 | 0.1536 | 2.00 | 0.100 | 0.33 |" in out,
+          "gpu_check.sh --report: matmul shape beside its prediction and cuBLAS")
+    check("ours FP16 / ours FP32 (hand-written SIMT FP32 matmul): 4.00" in out and
+          "ours FP16 / cuBLAS FP32 (TF32 off: the comparison behind the 4.2x of the papers): 2.00" in out and
+          "1 shapes, 1 below 80% of cuBLAS" in out, "gpu_check.sh --report: FP16/FP32 ratios (ours and cuBLAS FP32)")
+r = subprocess.run(["bash", "tools/gpu_check.sh", "--report", os.path.join(ROOT, "no-such-dir")], cwd=ROOT,
+                   capture_output=True, text=True)
+check(r.returncode == 2 and "LOG_DIR" in r.stderr, "gpu_check.sh --report without bench.txt: exit 2")
+r = subprocess.run(["bash", "tools/gpu_check.sh", "--bogus"], cwd=ROOT, capture_output=True, text=True)
+check(r.returncode == 2 and "--bogus" in r.stderr, "gpu_check.sh --bogus: exit 2 naming it")
 
 print("test_perf_model: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)

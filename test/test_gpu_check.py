@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""test_gpu_check.py: tools/gpu_check.sh's bookkeeping, without a GPU. The script runs in a
+scratch copy of the tools with stand-ins for nvidia-smi, nvcc, make and the test programs
+on PATH, so what is checked is the script's own logic:
+  1. a benchmark cut off by the deadline is reported as timed out, the ones after it as not
+     run, and neither is a failure (exit 0) -- issue 12 item 2;
+  2. a benchmark that crashes, or a failing test program, is a failure (exit 1);
+  3. the preflight refuses a driver older than nvcc's CUDA release;
+  4. the logs are in LOG_DIR, written as the run goes.
+Ends with 'test_gpu_check: N passed, N failed'."""
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    if ok:
+        passed += 1
+        print("ok    %s" % what)
+    else:
+        failed += 1
+        print("FAIL  %s" % what)
+
+
+def script(path, text):
+    with open(path, "w") as f:
+        f.write("#!/usr/bin/env bash\n" + text)
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+# The stand-ins. The test program prints bench lines in test_gpu.cu's formats; FAKE
+# (environment) picks the misbehaviour: slow512 (B=512 sleeps past the deadline),
+# crash (--bench-matmul 256 exits 3), failtest (the test run fails).
+FAKE_TEST = r'''
+case "$1" in
+  --bench-step)
+    [ "$2" = 512 ] && [ "$FAKE" = slow512 ] && exec sleep 60
+    p=FP16; case "$0" in *fp32) p=FP32 ;; esac
+    echo "bench_step precision=$p matmul=ours B=$2 T=256 H=4096 steps=$3 seconds=1.000 chars_per_s=$(( $2 * 256 * 10 )) tflops=1.00 skipped=0" ;;
+  --cublas)
+    p=FP16; case "$0" in *fp32) p=FP32 ;; esac
+    echo "bench_step precision=$p matmul=cublas B=$3 T=256 H=4096 steps=$4 seconds=1.000 chars_per_s=$(( $3 * 256 * 20 )) tflops=2.00 skipped=0" ;;
+  --bench-matmul)
+    [ "$2" = 256 ] && [ "$FAKE" = crash ] && exit 3
+    echo "bench_matmul dm         NN dY.W   M=$2    N=4096   K=16384  wmma64  | ours    0.200 ms    85.9 TFLOP/s | cuBLAS    0.100 ms   171.8 TFLOP/s | ours/cuBLAS  50.0%" ;;
+  *)
+    [ "$FAKE" = failtest ] && { echo "test_gpu: 0 passed, 1 failed"; exit 1; }
+    echo "test_gpu: 5 passed, 0 failed" ;;
+esac
+'''
+FAKE_MAKE = r'''
+if [ "$1" = -s ] && [ "$2" = probe ]; then echo "NCCL: no"; exit 0; fi
+mkdir -p build
+cp "$FAKE_BIN/test_prog" build/test_gpu && cp "$FAKE_BIN/test_prog" build/test_gpu_fp32
+echo "GPU build: (stand-in) $*"
+'''
+FAKE_SMI = r'''
+case "$*" in
+  *name*) echo "NVIDIA H200" ;;
+  *driver_version*) echo "${FAKE_DRIVER:-580.159.04}" ;;
+  *compute_cap*) echo "9.0" ;;
+  *) echo "| NVIDIA-SMI ${FAKE_DRIVER:-580.159.04}   Driver Version: ${FAKE_DRIVER:-580.159.04}   CUDA Version: ${FAKE_DRIVER_CUDA:-13.0} |" ;;
+esac
+'''
+FAKE_NVCC = r'''
+if [ "$1" = --version ]; then echo "Cuda compilation tools, release 13.0, V13.0.48"; exit 0; fi
+for a in "$@"; do case "$prev" in -o) : > "$a" ;; esac; prev=$a; done
+'''
+
+
+def run_check(tmp, fake, deadline, extra_env=None):
+    repo = os.path.join(tmp, "repo")
+    log = os.path.join(tmp, "out-" + fake)
+    env = dict(os.environ, PATH=os.path.join(tmp, "bin") + ":" + os.environ["PATH"], FAKE=fake,
+               FAKE_BIN=os.path.join(tmp, "bin"), DEADLINE_S=str(deadline), NVCC=os.path.join(tmp, "bin", "nvcc"),
+               BENCH_STEPS_FP16="2", BENCH_STEPS_FP32="1")
+    env.pop("GPU_ARCHS", None)
+    env.pop("PEAK_TFLOPS", None)
+    env.update(extra_env or {})
+    r = subprocess.run(["bash", os.path.join(repo, "tools", "gpu_check.sh"), log], cwd=tmp, env=env,
+                       capture_output=True, text=True, timeout=120)
+    return r, log
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    os.makedirs(os.path.join(tmp, "repo", "tools"))
+    os.makedirs(os.path.join(tmp, "bin"))
+    for t in ("gpu_check.sh", "perf_model.py", "scaling.py"):
+        shutil.copy(os.path.join(ROOT, "tools", t), os.path.join(tmp, "repo", "tools", t))
+    script(os.path.join(tmp, "bin", "test_prog"), FAKE_TEST)
+    script(os.path.join(tmp, "bin", "make"), FAKE_MAKE)
+    script(os.path.join(tmp, "bin", "nvidia-smi"), FAKE_SMI)
+    script(os.path.join(tmp, "bin", "nvcc"), FAKE_NVCC)
+
+    # 1. B=512 runs past the deadline: timed out, later benchmarks not run, exit 0
+    r, log = run_check(tmp, "slow512", 14)
+    out = r.stdout
+    check(r.returncode == 0 and "gpu_check: PASS" in out, "benchmark past the deadline: exit 0, PASS (exit %d)" % r.returncode)
+    check("bench FP16 B=512: timed out after" in out and "benchmarks cut short (not failures)" in out,
+          "the timed-out benchmark is reported as timed out")
+    check("bench matmul B=128: not run" in out and "FAILED" not in out, "later benchmarks: not run, not failed")
+    check("| FP16 | ours | 128 | 327680 | 100.0 | 96.0 | 1.04 |" in out,
+          "the report puts the B=128 step beside its prediction (96.0 ms)")
+    files = sorted(os.listdir(log)) if os.path.isdir(log) else []
+    check(files == ["bench.txt", "gpu_check.log", "predict.txt", "report.md"], "LOG_DIR holds %s" % files)
+    with open(os.path.join(log, "gpu_check.log")) as f:
+        check("gpu_check: PASS" in f.read(), "gpu_check.log ends with the summary")
+    check("GPU_ARCHS=-gencode arch=compute_90,code=sm_90" in out, "builds for the detected architecture only")
+
+    # 2. a crashing benchmark, a failing test: exit 1, named
+    r, log = run_check(tmp, "crash", 300)
+    check(r.returncode == 1 and "bench matmul B=256 (exit 3)" in r.stdout, "a crashing benchmark is a failure (exit %d)" % r.returncode)
+    # stand-in rates at B=256: ours 256*256*10 chars/s in both builds, cuBLAS twice that
+    check("ours FP16 / cuBLAS FP32 (TF32 off: the comparison behind the 4.2x of the papers): 0.50" in r.stdout
+          and "ours FP16 / ours FP32 (hand-written SIMT FP32 matmul): 1.00" in r.stdout,
+          "the other benchmarks still run and are reported (ours FP16 / cuBLAS FP32 = 0.50)")
+    r, log = run_check(tmp, "failtest", 300)
+    check(r.returncode == 1 and "test_gpu (exit 1)" in r.stdout, "a failing test program fails the check")
+
+    # 3. a driver older than the toolkit
+    r, log = run_check(tmp, "none", 300, dict(FAKE_DRIVER="535.54.03", FAKE_DRIVER_CUDA="12.2"))
+    check(r.returncode == 1 and "the driver supports CUDA 12.2 but nvcc is CUDA 13.0" in r.stdout,
+          "preflight: a CUDA 12.2 driver under nvcc 13.0 is refused")
+
+    # 4. bad arguments
+    r = subprocess.run(["bash", os.path.join(ROOT, "tools", "gpu_check.sh"), "a", "b"], capture_output=True, text=True)
+    check(r.returncode == 2 and "too many arguments" in r.stderr, "two LOG_DIRs: exit 2")
+
+print("test_gpu_check: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed else 0)
