@@ -212,7 +212,7 @@ def step_kernels(g, B, T=T_DEFAULT, fp16=True, variant="as-is"):
     add(matmul("dW_out = dlogits^T h", V, H, N, g, fp16, flags))
     add(stream("colsum b_out (2 kernels)", N * V * X, 64 * V * F, g, launches=2))
     add(matmul("dhs = dlogits W_out", N, H, V, g, fp16, flags, out_bytes=X))
-    add(stream("memset dh, dc", 0, 2 * BH * F, g, launches=0))
+    add(stream("memset dh, dc", 0, 2 * BH * F, g, launches=2))
     add(stream("cell_bwd  [per t]", 4 * BH * X + 4 * BH * F + BH * X + B, 4 * BH * X + BH * F, g), T)
     add(matmul("dm = dz W_h; dmx, dmh  [per t]", B, H, 4 * H, g, fp16, flags, out_bytes=X,
                extra_read=2 * BH * X + B, extra_write=BH * X, weight="B"), T)
