@@ -159,11 +159,14 @@ version_ge() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]
 
 main() {
 set -o pipefail
-say "gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname), logs in $LOG_DIR"
+say "gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), logs in $LOG_DIR"
 git log -1 --format='commit %H %s' 2>/dev/null || true
 
 # ---- 1. preflight
 say "preflight"
+missing=""
+for c in make timeout awk sort find; do command -v "$c" > /dev/null || missing="$missing $c"; done
+[ -n "$missing" ] && fail "preflight: missing commands:$missing"
 HAVE_GPU=0 GPU_NAME="" CC_CAP="" DRIVER="" DRIVER_CUDA=""
 if command -v nvidia-smi > /dev/null; then
     if timeout 30 nvidia-smi; then
