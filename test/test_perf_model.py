@@ -113,6 +113,11 @@ check(r.returncode == 0 and r.stdout.count("predict_step") == 6 and r.stdout.cou
       "perf_model.py --predict: 6 step lines, 45 matmul lines")
 r = run("tools/scaling.py")
 check(r.returncode == 0 and "109.0x" in r.stdout and "| 64 | 512 |" in r.stdout, "scaling.py prints the check and the H200 table")
+# --set applies to --cluster only: the H200's InfiniBand does not change the paper's DGX-1V
+r = run("tools/scaling.py", "--paper", "--set", "ib_gbs=0.28", "--jitter", "0")
+check(r.returncode == 0 and "| 126.6x |" in r.stdout, "scaling.py --set (h200) leaves the paper check at 126.6x")
+r = run("tools/scaling.py", "--paper", "--cluster", "dgx1v", "--set", "ib_gbs=0.28", "--jitter", "0")
+check(r.returncode == 0 and "| 109.1x |" in r.stdout, "scaling.py --cluster dgx1v --set ib_gbs=0.28: 109.1x (doc/scaling.md)")
 for bad, flag in ((["tools/perf_model.py", "--set", "eff64=-1"], "--set"), (["tools/perf_model.py", "--batch", "0"], "--batch"),
                   (["tools/scaling.py", "--nodes", "0"], "--nodes"), (["tools/scaling.py", "--set", "ib_gbs=x"], "--set"),
                   (["tools/scaling.py", "--jitter", "2"], "--jitter")):

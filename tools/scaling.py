@@ -12,7 +12,8 @@ from this tool.
   python3 tools/scaling.py                   # the paper check and the H200 predictions
   python3 tools/scaling.py --paper           # only the paper check
   python3 tools/scaling.py --cluster h200 --nodes 8 --nodes 16 --nodes 64 --overlap
-  python3 tools/scaling.py --set ib_gbs=25 --jitter 0 --grad-bytes 4
+  python3 tools/scaling.py --set ib_gbs=25 --jitter 0 --grad-bytes 2
+  python3 tools/scaling.py --paper --cluster dgx1v --set ib_gbs=0.28 --jitter 0
   python3 tools/scaling.py --constants
 
 Python 3 standard library only.
@@ -217,7 +218,7 @@ def main(argv=None):
     ap.add_argument("--step-ms-h200", type=float, help="a measured H200 step at the batch in question, instead of the model")
     ap.add_argument("--step-ms-v100", type=float, help="a measured V100 step at B=256, instead of the model")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a cluster constant of --cluster (and of dgx1v for the paper check), e.g. ib_gbs=25")
+                    help="override a constant of --cluster, e.g. ib_gbs=25 (--cluster dgx1v: the paper check's)")
     a = ap.parse_args(argv)
     if not (0 <= a.jitter < 1):
         ap.error("--jitter %g: must be in [0, 1)" % a.jitter)
@@ -242,8 +243,7 @@ def main(argv=None):
             ap.error("--set %s: not a number" % kv)
         if not (math.isfinite(v) and v > 0) or (key == "gpus_per_node" and v != int(v)):
             ap.error("--set %s: must be a positive number%s" % (kv, " (whole)" if key == "gpus_per_node" else ""))
-        for cl in {a.cluster, "dgx1v"}:
-            CLUSTERS[cl][key] = int(v) if key == "gpus_per_node" else v
+        CLUSTERS[a.cluster][key] = int(v) if key == "gpus_per_node" else v
     if a.constants:
         constants()
         return 0
