@@ -70,7 +70,7 @@ VARIANTS = {
     "graph": "the T-step loops as CUDA graphs (launch gap {graph_gap_us:g} us instead of {gap_us:g})",
     "inflight4": "4x the bytes in flight in the per-step products (split-K by 4, or a 4x deeper cp.async pipeline)",
     "l2wmh": "W_mh pinned in L2 (cudaAccessPolicyWindow), read from L2 every time step",
-    "tile128": "the 128x128 tile also when it gives >= 90% of a wave (B=512: 128 blocks on 132 SMs)",
+    "tile128": "the 128x128 tile also when its blocks fill >= 90% of the SMs (H200, B=512: 128 on 132)",
     "wgmma": "a wgmma (sm_90a) matmul at {eff_wgmma} of peak instead of WMMA",
     "all": "all of the above",
     "floor": "bound of the sequential algorithm: every matmul at 80% of peak or at full bandwidth, no gaps",
