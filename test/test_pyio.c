@@ -190,7 +190,9 @@ int main(int argc, char **argv) {
     snprintf(self, sizeof self, "%s", argv[0]);
     snprintf(trainer, sizeof trainer, "%s/train", dirname(self));
     if (!find_python()) {
-        skipped("every Python check (no python3 with NumPy)");
+        char what[1200];
+        snprintf(what, sizeof what, "every Python check (no NumPy in %s)", getenv("PYTHON") ? getenv("PYTHON") : "python3 or /usr/bin/python3");
+        skipped(what);
         return test_summary("test_pyio");
     }
     have_torch = test_system("%s -c 'import torch' > /dev/null 2>&1", python) == 0;
