@@ -105,7 +105,7 @@ def _checksum_words(h, mv):
 def checksum(chunks, progress=None):
     """The checkpoint and shard checksum of the concatenated chunks (bytes-like or
     contiguous arrays of any length): FNV-1a's multiply-xor over 64-bit little-endian
-    words, murmur3's finaliser (doc/formats.md). Sequential by nature, 30 s per GB."""
+    words, murmur3's finaliser (doc/formats.md). Sequential by nature: about 40 s per GB."""
     h, tail, done = 0xcbf29ce484222325, b"", 0
     for c in chunks:
         mv = memoryview(c)
@@ -149,7 +149,7 @@ _HDR = struct.Struct("<8sIIIIIIQII QQQ 48s QQ")  # fields at offsets 0..135; 136
 
 def load(path, verify=True):
     """Reads and validates a checkpoint (what mlstm.h's checkpoint_header rejects, this
-    rejects with the same reason); verify=False skips the checksum (30 s per GB)."""
+    rejects with the same reason); verify=False skips the checksum (about 40 s per GB)."""
     try:
         with open(path, "rb") as f:
             hd = f.read(HEADER_BYTES)
