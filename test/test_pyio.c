@@ -116,6 +116,8 @@ static void test_bad_input(void) {
     FILE *f = fopen(path("long.ckpt"), "ab");
     if (f) { fputc(0, f); fclose(f); }
     expect_refused("a trailing byte", "1 bytes after the payload", out, "export %s %s", path("long.ckpt"), out);
+    copy_file(path("a.ckpt"), path("hdr.ckpt"), -1, 24);  // H: 32 -> 96, nparams no longer agrees
+    expect_refused("a header that disagrees with itself", "inconsistent header", out, "export %s %s", path("hdr.ckpt"), out);
     expect_refused("another kind of file", "bad magic", out, "export %s %s", "test/fixtures/crosscheck.bin", out);
     expect_refused("a missing file", "no_such.ckpt", out, "export %s %s", path("no_such.ckpt"), out);
     // an .npz whose W_h is transposed: refused, naming the tensor, and no checkpoint appears
@@ -125,6 +127,10 @@ static void test_bad_input(void) {
     CHECK(r == 0, "made an .npz with W_h transposed");
     expect_refused("a transposed W_h", "params['W_h']: shape [32, 128], the model needs [128, 32]", path("bad.ckpt"),
                    "import %s %s", path("bad.npz"), path("bad.ckpt"));
+    r = test_system("%s -c 'import sys, numpy as np; z = dict(np.load(sys.argv[1])); "
+                    "z[\"params/b\"][3] = np.nan; np.savez(sys.argv[2], **z)' %s %s", python, path("a.npz"), path("nan.npz"));
+    CHECK(r == 0, "made an .npz with a NaN in b");
+    expect_refused("a NaN weight", "params['b']: contains inf or NaN", path("nan.ckpt"), "import %s %s", path("nan.npz"), path("nan.ckpt"));
     expect_refused("an unknown command", "usage: mlstm_ckpt.py", path("x"), "convert %s %s", path("a.ckpt"), path("x"));
 }
 

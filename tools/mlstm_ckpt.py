@@ -18,6 +18,7 @@ Command line (exit 2 with a one-line error on bad input; nothing half-written):
     tools/mlstm_ckpt.py export CKPT OUT.npz     every array and header field into one .npz
     tools/mlstm_ckpt.py import IN.npz OUT.ckpt  back (export then import gives the same bytes)
 """
+import math
 import os
 import struct
 import sys
@@ -47,7 +48,7 @@ def param_shapes(D, H, wnorm):
 
 
 def param_count(D, H, wnorm):
-    return sum(int(np.prod(s)) for _, s in param_shapes(D, H, wnorm))
+    return sum(math.prod(s) for _, s in param_shapes(D, H, wnorm))  # Python ints: no overflow from a bad header
 
 
 @dataclass
@@ -181,7 +182,7 @@ def load(path, verify=True):
     def tensors(off):
         out = {}
         for n, s in param_shapes(D, H, wnorm):
-            k = int(np.prod(s))
+            k = math.prod(s)
             out[n] = flat[off:off + k].reshape(s)
             off += k
         return out
@@ -199,7 +200,10 @@ def _f32(a, what, shape):
         raise CheckpointError(f"{what}: expected numbers, got dtype {a.dtype}")
     if a.shape != tuple(shape):
         raise CheckpointError(f"{what}: shape {list(a.shape)}, the model needs {list(shape)}")
-    return np.ascontiguousarray(a, dtype="<f4")  # float64 rounds to nearest, as C's (float)
+    a = np.ascontiguousarray(a, dtype="<f4")  # float64 rounds to nearest, as C's (float)
+    if not np.isfinite(a).all():
+        raise CheckpointError(f"{what}: contains inf or NaN")
+    return a
 
 
 def _check(ck, where):
@@ -273,7 +277,7 @@ def state_dict(ck, dtype=None):
     """The weights as a state_dict of tools/mlstm_torch.py's MLSTM: {name: tensor},
     float32 copies (or dtype)."""
     import torch
-    return {n: torch.tensor(np.array(a), dtype=dtype or torch.float32) for n, a in ck.params.items()}
+    return {n: torch.tensor(np.asarray(a), dtype=dtype or torch.float32) for n, a in ck.params.items()}
 
 
 def from_state_dict(sd, wnorm):
