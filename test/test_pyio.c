@@ -195,6 +195,10 @@ int main(int argc, char **argv) {
     char self[1024];
     snprintf(self, sizeof self, "%s", argv[0]);
     snprintf(trainer, sizeof trainer, "%s/train", dirname(self));
+    if (access("tools/mlstm_ckpt.py", R_OK) != 0 || access("test/pyio_torch.py", R_OK) != 0) {
+        CHECK(0, "tools/mlstm_ckpt.py and test/pyio_torch.py not found: run from the repository root (make test does)");
+        return test_summary("test_pyio");
+    }
     if (!find_python()) {
         char what[1200];
         snprintf(what, sizeof what, "every Python check (no NumPy in %s)", getenv("PYTHON") ? getenv("PYTHON") : "python3 or /usr/bin/python3");
