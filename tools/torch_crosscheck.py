@@ -1,13 +1,16 @@
 #!/usr/bin/python3
 """Independent PyTorch cross-check for mlstm.c: writes test/fixtures/crosscheck.bin.
 
-Built from DESIGN.md section 2 only (no code or numbers shared with the C side):
-autograd in float64 on float32-rounded initial values. Layout: test/fixtures/README.md.
+The model is tools/mlstm_torch.py (written from the equations, no code or numbers
+shared with the C side): autograd in float64 on float32-rounded initial values.
+Layout: test/fixtures/README.md.
 Run with Debian's torch (1.13):  /usr/bin/python3 tools/torch_crosscheck.py [out.bin]
 """
 import os, struct, sys
 import numpy as np
 import torch
+from mlstm_ckpt import param_shapes
+import mlstm_torch
 
 torch.set_default_dtype(torch.float64)
 Vv, D, H, WNORM, B, T, NSTEPS = 256, 8, 16, 1, 3, 8, 10
@@ -17,10 +20,7 @@ OUT = sys.argv[1] if len(sys.argv) > 1 else \
 rng = np.random.default_rng(20160807)
 f32 = lambda a: np.asarray(a, dtype=np.float32)  # every stored input is float32-exact
 
-# Parameter buffer order (DESIGN section 2): name -> shape
-SHAPES = [("E", (Vv, D)), ("Wx", (4 * H, D)), ("gx", (4 * H,)), ("Wh", (4 * H, H)), ("gh", (4 * H,)),
-          ("Wmx", (H, D)), ("gmx", (H,)), ("Wmh", (H, H)), ("gmh", (H,)), ("b", (4 * H,)),
-          ("Wout", (Vv, H)), ("bout", (Vv,))]
+SHAPES = param_shapes(D, H, WNORM)  # [(name, shape)] in the parameter buffer's order
 def init(name, shape):
     if name == "E": return rng.normal(0.0, 1.0, shape) * 0.5
     if name[0] == "g": return rng.uniform(0.5, 1.5, shape)        # weight-norm gains
@@ -40,28 +40,11 @@ for r in range(B):
             data[k, r, t] = alphabet[s]
             s = rng.choice(20, p=trans[s])
 
-def wn(Vd, g):
-    # W[j,:] = g[j] * V[j,:] / ||V[j,:]||   (per output row)
-    return g[:, None] * Vd / Vd.norm(dim=1, keepdim=True) if WNORM else Vd
-
 def forward(P, batch, h, c):
-    """Mean cross-entropy over B*T predictions; returns (loss, h_T, c_T)."""
-    E, Wx, gx, Wh, gh, Wmx, gmx, Wmh, gmh, b, Wout, bout = P
-    Wx, Wh, Wmx, Wmh = wn(Wx, gx), wn(Wh, gh), wn(Wmx, gmx), wn(Wmh, gmh)
+    """Mean cross-entropy over B*T predictions of one (B, T+1) batch; returns (loss, h_T, c_T)."""
     x = torch.as_tensor(batch[:, :T].astype(np.int64))
     y = torch.as_tensor(batch[:, 1:].astype(np.int64))
-    logits = []
-    for t in range(T):
-        e = E[x[:, t]]                                   # e_t = E[x_t]
-        m = (e @ Wmx.T) * (h @ Wmh.T)                    # m_t = (W_mx e_t) * (W_mh h_{t-1})
-        z = e @ Wx.T + m @ Wh.T + b                      # z_t = W_x e_t + W_h m_t + b
-        i, f, o = (torch.sigmoid(z[:, k * H:(k + 1) * H]) for k in range(3))  # gates i, f, o
-        u = torch.tanh(z[:, 3 * H:])                     # u = tanh(z_u)
-        c = f * c + i * u                                # c_t = f*c_{t-1} + i*u
-        h = o * torch.tanh(c)                            # h_t = o * tanh(c_t)
-        logits.append(h @ Wout.T + bout)                 # logits_t = W_out h_t + b_out
-    L = torch.stack(logits, 1).reshape(B * T, Vv)
-    return torch.nn.functional.cross_entropy(L, y.reshape(B * T)), h, c
+    return mlstm_torch.loss(dict(zip([n for n, _ in SHAPES], P)), x, y, h, c)
 
 # ---- single step on batch 0: loss, gradients, d/d(h0,c0), final state
 P = [torch.tensor(p, dtype=torch.float64, requires_grad=True) for p in params0]

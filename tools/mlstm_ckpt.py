@@ -1,0 +1,364 @@
+#!/usr/bin/python3
+"""Checkpoints of mlstm.c in Python: read one into NumPy arrays or a PyTorch
+state_dict, write one back that ./train --resume, train_gpu and tools/transfer load.
+The byte layout is the "Checkpoint format" section of doc/formats.md; mlstm.h
+(checkpoint_save, checkpoint_header) is the C side. NumPy only: torch is imported
+when a torch function is called, not before.
+
+    import sys; sys.path.insert(0, "tools")
+    import mlstm_ckpt
+    ck = mlstm_ckpt.load("out/model.ckpt")        # ck.params["W_h"]: (4H, H) float32
+    model = mlstm_ckpt.torch_model(ck)            # tools/mlstm_torch.py's MLSTM, weights loaded
+    ck.params = mlstm_ckpt.from_state_dict(model.state_dict(), ck.wnorm)
+    mlstm_ckpt.save("out/edited.ckpt", ck)
+
+Command line (exit 2 with a one-line error on bad input; nothing half-written):
+
+    tools/mlstm_ckpt.py info CKPT               header and tensors
+    tools/mlstm_ckpt.py export CKPT OUT.npz     every array and header field into one .npz
+    tools/mlstm_ckpt.py import IN.npz OUT.ckpt  back (export then import gives the same bytes)
+"""
+import math
+import os
+import struct
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MAGIC, VERSION, HEADER_BYTES, SCALER_BYTES, V = b"MLSTMCKP", 1, 256, 48, 256
+# The parameters in the order of mlstm.h's single buffer (param_names there).
+NAMES = ("E", "W_x", "g_x", "W_h", "g_h", "W_mx", "g_mx", "W_mh", "g_mh", "b", "W_out", "b_out")
+GAINS = ("g_x", "g_h", "g_mx", "g_mh")  # weight norm's per-row gains: absent when it is off
+# The FP32 run's loss scaler (schedule.h, loss_scaler_init(.., 0)): f64 scale 1, u32 good
+# steps 0, u32 window 1000, f64 factor 2, f64 floor 1, f64 ceiling 1; 8 unused bytes.
+SCALER_FP32 = struct.pack("<dIIddd", 1.0, 0, 1000, 2.0, 1.0, 1.0) + bytes(8)
+
+
+class CheckpointError(ValueError):
+    """A file or array that is not a valid checkpoint; the message names it."""
+
+
+def param_shapes(D, H, wnorm):
+    """[(name, shape)] in buffer order; row-major [out, in] matrices, y = x W^T."""
+    s = {"E": (V, D), "W_x": (4 * H, D), "g_x": (4 * H,), "W_h": (4 * H, H), "g_h": (4 * H,),
+         "W_mx": (H, D), "g_mx": (H,), "W_mh": (H, H), "g_mh": (H,), "b": (4 * H,),
+         "W_out": (V, H), "b_out": (V,)}
+    return [(n, s[n]) for n in NAMES if wnorm or n not in GAINS]
+
+
+def param_count(D, H, wnorm):
+    return sum(math.prod(s) for _, s in param_shapes(D, H, wnorm))  # Python ints: no overflow from a bad header
+
+
+@dataclass
+class Checkpoint:
+    """Everything a checkpoint holds. params, adam_m, adam_v: {name: float32 array} in
+    buffer order; h, c: (G, H) carried state of global batch row g; step: applied Adam
+    steps; data_step: batches read; rng: the sampler's splitmix64 state; scaler: the
+    loss scaler's 48 bytes (schedule.h)."""
+    D: int
+    H: int
+    wnorm: int
+    params: dict
+    adam_m: dict = None
+    adam_v: dict = None
+    h: np.ndarray = None
+    c: np.ndarray = None
+    step: int = 0
+    data_step: int = 0
+    rng: int = 0
+    scaler: bytes = field(default=SCALER_FP32)
+
+    @property
+    def G(self):
+        return self.h.shape[0]
+
+
+def new(params, wnorm=None, G=1):
+    """A checkpoint from weights alone ({name: array}), as tools/import_npy writes one:
+    Adam moments zero, step 0, G rows of zero state, the FP32 loss scaler. D and H come
+    from E and W_h; weight norm from whether the gains are there (or `wnorm`)."""
+    if wnorm is None:
+        wnorm = int(all(n in params for n in GAINS))
+    try:
+        D, H = np.shape(params["E"])[1], np.shape(params["W_h"])[1]
+    except (KeyError, IndexError) as e:
+        raise CheckpointError(f"params: need E [256, D] and W_h [4H, H] to know D and H ({e!r})") from None
+    ck = Checkpoint(D, H, int(wnorm), params)
+    _check(ck, "params")  # shapes, before anything is allocated from them
+    ck.adam_m = {n: np.zeros(s, np.float32) for n, s in param_shapes(D, H, wnorm)}
+    ck.adam_v = {n: np.zeros(s, np.float32) for n, s in param_shapes(D, H, wnorm)}
+    ck.h, ck.c = np.zeros((G, H), np.float32), np.zeros((G, H), np.float32)
+    return ck
+
+
+# ---- checksum
+
+def _checksum_words(h, mv):
+    """h after the 8-byte words of mv (a byte view, a multiple of 8 long)."""
+    words = mv.cast("Q") if sys.byteorder == "little" else np.frombuffer(mv, "<u8").tolist()
+    for w in words:  # the words are little-endian on any host
+        h = ((h ^ w) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def checksum(chunks, progress=None):
+    """The checkpoint and shard checksum of the concatenated chunks (bytes-like or
+    contiguous arrays of any length): FNV-1a's multiply-xor over 64-bit little-endian
+    words, murmur3's finaliser (doc/formats.md). Sequential by nature: about 40 s per GB."""
+    h, tail, done = 0xcbf29ce484222325, b"", 0
+    for c in chunks:
+        mv = memoryview(c)
+        mv = mv.cast("B") if mv.nbytes else memoryview(b"")
+        if tail:  # complete the word the previous chunk left open
+            k = 8 - len(tail)
+            tail, mv = tail + bytes(mv[:k]), mv[k:]
+            if len(tail) < 8:
+                continue
+            h, tail = _checksum_words(h, memoryview(tail)), b""
+        step = 1 << 24  # progress every 16 MB
+        for i in range(0, len(mv) // 8 * 8, step):
+            part = mv[i:min(i + step, len(mv) // 8 * 8)]
+            h = _checksum_words(h, part)
+            done += len(part)
+            if progress:
+                progress(done)
+        tail = bytes(mv[len(mv) // 8 * 8:])
+    if tail:
+        w = int.from_bytes(tail, "little")
+        h = ((h ^ w ^ (len(tail) << 56)) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    M = 0xFFFFFFFFFFFFFFFF  # murmur3's finaliser
+    h ^= h >> 33; h = (h * 0xff51afd7ed558ccd) & M
+    h ^= h >> 33; h = (h * 0xc4ceb9fe1a85ec53) & M
+    return h ^ (h >> 33)
+
+
+def _progress(path, total):
+    """Prints how far a long checksum is on stderr (files over 256 MB); None otherwise."""
+    if total < 1 << 28:
+        return None
+    def show(n):
+        print(f"\r{path}: checksum {min(100, 100 * n // total)}%", end="\n" if n >= total else "", file=sys.stderr, flush=True)
+    return show
+
+
+# ---- reading
+
+_HDR = struct.Struct("<8sIIIIIIQII QQQ 48s QQ")  # fields at offsets 0..135; 136..255 reserved
+
+
+def load(path, verify=True):
+    """Reads and validates a checkpoint (what mlstm.h's checkpoint_header rejects, this
+    rejects with the same reason); verify=False skips the checksum (about 40 s per GB)."""
+    try:
+        with open(path, "rb") as f:
+            hd = f.read(HEADER_BYTES)
+            if len(hd) >= 8 and hd[:8] != MAGIC:
+                raise CheckpointError(f"{path} is not an mlstm checkpoint (bad magic)")
+            if len(hd) < HEADER_BYTES:
+                raise CheckpointError(f"checkpoint {path} is truncated: {len(hd)} bytes, the header alone is {HEADER_BYTES}")
+            (_, version, _, v, D, H, wnorm, nparams, G, _, step, data_step, rng, scaler, payload,
+             want) = _HDR.unpack_from(hd)
+            if version != VERSION:
+                raise CheckpointError(f"checkpoint {path} has format version {version}; this reads version {VERSION}")
+            if v != V or D < 1 or H < 1 or G < 1 or wnorm not in (0, 1) or nparams != param_count(D, H, wnorm) \
+                    or payload != 4 * (3 * nparams + 2 * G * H):
+                raise CheckpointError(f"checkpoint {path} has an inconsistent header (corrupt file)")
+            size = os.fstat(f.fileno()).st_size - HEADER_BYTES  # checked before allocating from the header
+            if size < payload:
+                raise CheckpointError(f"checkpoint {path} is truncated: payload {size} bytes, the header says {payload}")
+            if size > payload:
+                raise CheckpointError(f"checkpoint {path} has {size - payload} bytes after the payload (corrupt file)")
+            buf = bytearray(payload)
+            if f.readinto(buf) != payload:
+                raise CheckpointError(f"checkpoint {path} changed while being read")
+    except OSError as e:
+        raise CheckpointError(f"cannot read checkpoint {path}: {e.strerror or e}") from None
+    if verify and checksum([hd[:128] + bytes(8) + hd[136:], buf], _progress(path, len(buf))) != want:
+        raise CheckpointError(f"checkpoint {path} fails its checksum (corrupt file)")
+    flat = np.frombuffer(buf, "<f4")  # views into one writable buffer, no copies
+
+    def tensors(off):
+        out = {}
+        for n, s in param_shapes(D, H, wnorm):
+            k = math.prod(s)
+            out[n] = flat[off:off + k].reshape(s)
+            off += k
+        return out
+    GH = G * H
+    return Checkpoint(D, H, wnorm, tensors(0), tensors(nparams), tensors(2 * nparams),
+                      flat[3 * nparams:3 * nparams + GH].reshape(G, H), flat[3 * nparams + GH:].reshape(G, H),
+                      step, data_step, rng, scaler)
+
+
+# ---- writing
+
+def _f32(a, what, shape):
+    a = np.asarray(a)
+    if a.dtype.kind not in "fiu":
+        raise CheckpointError(f"{what}: expected numbers, got dtype {a.dtype}")
+    if a.shape != tuple(shape):
+        raise CheckpointError(f"{what}: shape {list(a.shape)}, the model needs {list(shape)}")
+    a = np.ascontiguousarray(a, dtype="<f4")  # float64 rounds to nearest, as C's (float)
+    if not np.isfinite(a).all():
+        raise CheckpointError(f"{what}: contains inf or NaN")
+    return a
+
+
+def _check(ck, where):
+    """Validates a Checkpoint's fields; returns the header and the payload arrays in file order."""
+    D, H, wnorm = int(ck.D), int(ck.H), int(ck.wnorm)
+    if D < 1 or H < 1 or wnorm not in (0, 1):
+        raise CheckpointError(f"{where}: bad model size D={D} H={H} weight norm={wnorm}")
+    shapes = param_shapes(D, H, wnorm)
+    arrays = []
+    for group in ("params", "adam_m", "adam_v"):
+        d = getattr(ck, group)
+        if d is None:
+            if group == "params":
+                raise CheckpointError(f"{where}: no params")
+            continue
+        extra = sorted(set(d) - {n for n, _ in shapes})
+        if extra:
+            raise CheckpointError(f"{where}: {group} has {extra}, not tensors of a model with weight norm {'on' if wnorm else 'off'}")
+        for n, s in shapes:
+            if n not in d:
+                raise CheckpointError(f"{where}: {group} lacks {n} {list(s)}")
+            arrays.append(_f32(d[n], f"{where}: {group}[{n!r}]", s))
+    if ck.h is None or ck.adam_m is None or ck.adam_v is None:
+        return None
+    G = np.shape(ck.h)[0] if np.ndim(ck.h) == 2 else 0
+    if G < 1:
+        raise CheckpointError(f"{where}: h must be (G, H) with G >= 1, got shape {list(np.shape(ck.h))}")
+    arrays += [_f32(ck.h, f"{where}: h", (G, H)), _f32(ck.c, f"{where}: c", (G, H))]
+    scaler = bytes(ck.scaler)
+    if len(scaler) != SCALER_BYTES:
+        raise CheckpointError(f"{where}: scaler must be {SCALER_BYTES} bytes, got {len(scaler)}")
+    for name in ("step", "data_step", "rng"):
+        if not 0 <= int(getattr(ck, name)) < 1 << 64:
+            raise CheckpointError(f"{where}: {name} {getattr(ck, name)} is not a u64")
+    nparams = param_count(D, H, wnorm)
+    hd = bytearray(HEADER_BYTES)
+    _HDR.pack_into(hd, 0, MAGIC, VERSION, HEADER_BYTES, V, D, H, wnorm, nparams, G, 0, int(ck.step),
+                   int(ck.data_step), int(ck.rng), scaler, 4 * (3 * nparams + 2 * G * H), 0)
+    return hd, arrays
+
+
+def save(path, ck):
+    """Writes ck as a checkpoint: to <path>.tmp.<pid>, fsync, rename over path, so a
+    failure leaves the previous file or the new one, never a torn one. Arrays are
+    converted to float32 (round to nearest); a wrong shape is an error naming it."""
+    checked = _check(ck, path)
+    if checked is None:
+        raise CheckpointError(f"{path}: a checkpoint needs adam_m, adam_v, h and c (mlstm_ckpt.new makes them)")
+    hd, arrays = checked
+    hd[128:136] = struct.pack("<Q", checksum([hd] + arrays, _progress(path, sum(a.nbytes for a in arrays))))
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(hd)
+            for a in arrays:
+                f.write(a)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise CheckpointError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+# ---- PyTorch (imported here, so the NumPy part runs without torch)
+
+def state_dict(ck, dtype=None):
+    """The weights as a state_dict of tools/mlstm_torch.py's MLSTM: {name: tensor},
+    float32 copies (or dtype)."""
+    import torch
+    return {n: torch.tensor(np.asarray(a), dtype=dtype or torch.float32) for n, a in ck.params.items()}
+
+
+def from_state_dict(sd, wnorm):
+    """{name: float32 array} from a state_dict (tensors on any device, any float dtype)."""
+    names = [n for n in NAMES if wnorm or n not in GAINS]
+    missing = [n for n in names if n not in sd]
+    if missing:
+        raise CheckpointError(f"state_dict lacks {missing} (weight norm {'on' if wnorm else 'off'})")
+    return {n: sd[n].detach().cpu().float().numpy() for n in names}
+
+
+def torch_model(ck, dtype=None):
+    """tools/mlstm_torch.py's MLSTM with the checkpoint's weights (float32, or dtype)."""
+    import torch
+    from mlstm_torch import MLSTM
+    model = MLSTM(ck.D, ck.H, ck.wnorm, dtype=dtype or torch.float32)
+    model.load_state_dict(state_dict(ck, dtype))
+    return model
+
+
+# ---- command line
+
+def _export(ck, path):
+    out = {f"{g}/{n}": a for g in ("params", "adam_m", "adam_v") for n, a in getattr(ck, g).items()}
+    out.update(h=ck.h, c=ck.c, D=np.int64(ck.D), H=np.int64(ck.H), wnorm=np.int64(ck.wnorm), step=np.uint64(ck.step),
+               data_step=np.uint64(ck.data_step), rng=np.uint64(ck.rng), scaler=np.frombuffer(ck.scaler, np.uint8))
+    tmp = f"{path}.tmp.{os.getpid()}.npz"
+    try:
+        np.savez(tmp, **out)
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise CheckpointError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _import(path):
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise CheckpointError(f"cannot read {path} as .npz: {e}") from None
+    with z:
+        need = ("h", "c", "D", "H", "wnorm", "step", "data_step", "rng", "scaler")
+        missing = [k for k in need if k not in z.files]
+        if missing:
+            raise CheckpointError(f"{path} lacks {missing} (write it with `mlstm_ckpt.py export`)")
+        groups = {g: {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith(g + "/")} for g in ("params", "adam_m", "adam_v")}
+        return Checkpoint(int(z["D"]), int(z["H"]), int(z["wnorm"]), groups["params"], groups["adam_m"], groups["adam_v"],
+                          z["h"], z["c"], int(z["step"]), int(z["data_step"]), int(z["rng"]), z["scaler"].tobytes())
+
+
+def _info(ck, path):
+    scale, good, window, factor, floor, ceiling = struct.unpack_from("<dIIddd", ck.scaler)
+    print(f"{path}: mLSTM V={V} D={ck.D} H={ck.H} weight norm {'on' if ck.wnorm else 'off'}, "
+          f"{param_count(ck.D, ck.H, ck.wnorm)} parameters")
+    print(f"step {ck.step}, data step {ck.data_step}, carried state G={ck.G} rows, rng {ck.rng:#018x}")
+    print(f"loss scaler: scale {scale:g}, good steps {good}/{window}, factor {factor:g}, range [{floor:g}, {ceiling:g}]")
+    for n, a in ck.params.items():
+        print(f"  {n:6s} {str(list(a.shape)):12s} |x| max {np.abs(a).max():.4g}  rms {np.sqrt(np.mean(np.square(a, dtype=np.float64))):.4g}")
+
+
+def main(argv):
+    usage = "usage: mlstm_ckpt.py info CKPT | export CKPT OUT.npz | import IN.npz OUT.ckpt"
+    cmds = {"info": 1, "export": 2, "import": 2}
+    if len(argv) < 1 or argv[0] not in cmds or len(argv) != 1 + cmds[argv[0]]:
+        print(usage, file=sys.stderr)
+        return 2
+    try:
+        if argv[0] == "info":
+            _info(load(argv[1]), argv[1])
+        elif argv[0] == "export":
+            _export(load(argv[1]), argv[2])
+        else:
+            save(argv[2], _import(argv[1]))
+    except CheckpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
