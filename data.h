@@ -11,7 +11,7 @@
 // 2017): "\n " before the text, " " after, and no newline inside, so a '\n' byte marks
 // exactly the start of a document.
 #pragma once
-#include "mlstm.h"
+#include "util.h"  // defines: fail, mallocCheck, checksum_*, put32/get32, AtomicFile
 #include <sys/mman.h>
 
 // ----------------------------------------------------------------------------

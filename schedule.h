@@ -17,7 +17,7 @@
 //                f one of none, linear, cosine, exponential, polynomial; held
 //                at f(1) past H. If H <= W the decay is already over at W.
 #pragma once
-#include "mlstm.h"
+#include "util.h"  // defines: fail (one-line errors, exit 2)
 #include <float.h>
 
 // false for inf and NaN (isfinite is a macro in C and std:: in C++; this is both)

@@ -1,16 +1,17 @@
-// train.cu: the GPU trainer. The training step of DESIGN section 3 on one GPU per
+// train.cu: the GPU trainer. The GPU backend of train.h's contract, one GPU per
 // process: a hand-written tensor-core matmul, fused mLSTM cell kernels, FP16
 // weights and activations with FP32 master weights, Adam and dynamic loss scaling,
-// NCCL all-reduce across processes started by mpirun. Options, data, the loop,
-// the log and the checkpoint files are train.c's (included below), so a run can
-// move between the CPU and the GPU trainer.
+// NCCL all-reduce across processes started by mpirun; and main. Options, data, the
+// loop, the log and the checkpoint files are train.h's, the same as the CPU
+// trainer's, so a run can move between the CPU and the GPU trainer.
 //
 //   make gpu && ./train_gpu --hidden 4096 --batch 128 --seq-len 256
 //   mpirun -np 8 ./train_gpu ...            one process per GPU, NCCL all-reduce
 //
 // Build-time switches: -DPRECISION_FP32 (everything FP32, the comparison of the
 // paper's 4.2x), -DUSE_CUBLAS (cuBLAS instead of the hand-written matmul, for
-// comparison only), -DUSE_NCCL (multi-process), -DUSE_MPI (from train.c).
+// comparison only), -DUSE_NCCL (multi-process), -DUSE_MPI (as train.c),
+// -DTRAIN_NO_MAIN (no main: test/test_gpu.cu includes this file).
 //
 // What is FP16 in the FP16 build, and why that loses nothing that matters:
 //   FP16: the effective weights the matmuls read (W_x, W_h, W_mx, W_mh after weight
@@ -24,17 +25,14 @@
 //     from the FP32 accumulators), the cell state c (it integrates over many steps),
 //     the pre-activations z, logits, softmax and loss, the running dh/dc of the
 //     time loop, every sum, norm and reduction, and the carried state.
-#define TRAIN_GPU
 #define OMPI_SKIP_MPICXX 1  // mpi.h's C++ bindings: not used, and they warn under nvcc
 #define MPICH_SKIP_MPICXX 1
 #ifdef PRECISION_FP32
 #define GPU_FP16 0
-#define TRAIN_PRECISION(fp16) "FP32 everywhere (PRECISION=FP32 build), S = 1"
 #else
 #define GPU_FP16 1
-#define TRAIN_PRECISION(fp16) "FP16 weights+activations, FP32 master+Adam, dynamic loss scale"
 #endif
-#include "train.c"
+#include "train.h"  // defines: train_main, the model_* contract, Options, and via it mlstm.h, data.h, schedule.h
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <mma.h>
@@ -909,7 +907,7 @@ static void model_inject_overflow(Model *md) {
 static void model_allreduce(Model *md) {
     if (world == 1) return;
 #if GPU_NCCL
-    (void)dist_sum;  // train.c's MPI path, not needed with NCCL
+    (void)dist_sum;  // train.h's MPI path, not needed with NCCL
     ncclCheck(ncclAllReduce(md->grads, md->grads, md->np, ncclFloat, ncclSum, md->comm, 0));
 #else
     size_t n = md->np * sizeof(float);
@@ -926,7 +924,7 @@ static void model_allreduce(Model *md) {
 // train.c's simulated mode). The same pass keeps the sum of squares for the clip.
 static int model_overflow(Model *md, int fp16) {
     int bad = 0;
-    md->sumsq = reduce(md->red, md->red_bad, md->grads, md->np, 1, fp16 ? 65504.f : INFINITY, &bad);
+    md->sumsq = reduce(md->red, md->red_bad, md->grads, md->np, 1, fp16 ? (float)FP16_MAX : INFINITY, &bad);
     md->stats_fresh = 1;
     return bad;
 }
@@ -956,29 +954,23 @@ static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const 
 }
 
 // ----------------------------------------------------------------------------
-// The build fixes the precision, so --fp16 is implied by the FP16 build (dynamic
-// loss scaling always on) and dropped by the FP32 build (S = 1): the argument list
-// is rewritten before train.c parses it, and everything downstream (scaler,
-// overflow limit, checkpoint mode check) follows from that one flag.
-static int gpu_main(int argc, char **argv) {
-    char **args = (char **)mallocCheck(sizeof(char *) * (argc + 2));
-    int n = 0;
-    static char fp16_flag[] = "--fp16";
-    args[n++] = argv[0];
-    if (GPU_FP16) args[n++] = fp16_flag;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--fp16")) {
-            if (!GPU_FP16) fprintf(stderr, "note: --fp16 ignored: this is the FP32 build (train_gpu is the FP16 one)\n");
-            continue;
-        }
-        args[n++] = argv[i];
+// The build fixes the precision: the FP16 build always scales the loss (--fp16 is
+// implied), the FP32 build never does (S = 1; --fp16 is ignored with a note).
+// Everything downstream (scaler, overflow limit, checkpoint mode check) follows.
+static int model_precision(int fp16_requested, const char **description) {
+    if (GPU_FP16) {
+        *description = "FP16 weights+activations, FP32 master+Adam, dynamic loss scale";
+        return 1;
     }
-    args[n] = NULL;
-    int rc = train_main(n, args);
-    free(args);
-    return rc;
+    if (fp16_requested && rank == 0)
+        fprintf(stderr, "note: --fp16 ignored: this is the FP32 build (train_gpu is the FP16 one)\n");
+    *description = "FP32 everywhere (PRECISION=FP32 build), S = 1";
+    return 0;
 }
 
-#ifndef TRAIN_GPU_TEST
-int main(int argc, char **argv) { return gpu_main(argc, argv); }
+#ifndef TRAIN_NO_MAIN  // test/test_gpu.cu includes this file and has its own main
+int main(int argc, char **argv) {
+    openmp_prefer_passive_wait(argv);  // process-level, so here and not in train_main
+    return train_main(argc, argv);
+}
 #endif
