@@ -23,7 +23,7 @@
 typedef MLSTM_REAL real;
 
 // ----------------------------------------------------------------------------
-// Config and the parameter layout (DESIGN section 2). Weights are row-major
+// Config and the parameter layout (doc/design.md, "The model"). Weights are row-major
 // [out, in], so y = x W^T. Weight norm (Salimans and Kingma 2016), on in the
 // reference models, stores a direction V and a gain g per output row of W_x,
 // W_h, W_mx, W_mh; the matrix the cell uses is W[j,:] = g[j] V[j,:] / ||V[j,:]||.
@@ -53,7 +53,7 @@ static inline size_t param_count(const MlstmConfig *c) {
     for (int i = 0; i < NPARAM; i++) n += rows[i] * cols[i];
     return n;
 }
-// Forward FLOPs per character (DESIGN section 2); training is about 3x this.
+// Forward FLOPs per character (doc/design.md, "The model"); training is about 3x this.
 static inline double flops_per_char(const MlstmConfig *c) {
     double D = c->D, H = c->H, V = c->V;
     return 2.0 * (5 * H * D + 5 * H * H + V * H);
@@ -218,7 +218,7 @@ static inline void thread_rows(int B, int *b0, int *b1) {
 #endif
 static inline HOSTDEV real sigmoidr(real x) { return 1 / (1 + exp(-x)); }
 
-// One mLSTM cell update for one unit (DESIGN section 2, gate order i, f, o, u).
+// One mLSTM cell update for one unit (doc/design.md, "The model", gate order i, f, o, u).
 // z: pre-activations in, gates out (i,f,o,u at stride H); returns c, writes h.
 static inline HOSTDEV real cell_forward(real *z, size_t H, real c_prev, real *h) {
     real i = sigmoidr(z[0]), f = sigmoidr(z[H]), o = sigmoidr(z[2 * H]), u = tanh(z[3 * H]);
@@ -430,7 +430,7 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
 
 // ----------------------------------------------------------------------------
 // Backward through time for the last forward. Seeds d(loss)/d(loss) = scale
-// (the loss scale S of DESIGN section 3; 1 in FP32), overwrites m->grads with
+// (the loss scale S of doc/design.md, "The training step"; 1 in FP32), overwrites m->grads with
 // scale * d(mean loss)/d(params), and writes scale * d(loss)/d(h0, c0) into
 // m->dh0, m->dc0. The weight gradients are single products over all T*B rows
 // after the time loop; inside the loop only the two (B,H)x(H,*) products remain.
@@ -544,7 +544,7 @@ static inline double grad_norm(const real *g, size_t n) {
 }
 
 // ----------------------------------------------------------------------------
-// Checkpoints (DESIGN section 7; byte layout in doc/formats.md). A 256-byte
+// Checkpoints (doc/design.md, "Checkpoints"; byte layout in doc/formats.md). A 256-byte
 // little-endian header, then FP32 master weights, Adam moments, and the carried
 // state of all G rows of the global batch. The checksum covers the header (with
 // its checksum field zero) and the payload. Written whole or not at all.

@@ -1,12 +1,13 @@
 // schedule.h: the learning rate as a pure function of (settings, successful
 // step, global batch), and the dynamic loss scaler of mixed-precision training.
-// Shared by train.c and train.cu (DESIGN sections 3 and 4; doc/schedules.md).
+// Used by the loop in train.h (doc/design.md, "The training step" and "Schedules";
+// doc/schedules.md).
 //
 // Vocabulary. B is the global batch in sequences (all ranks together), B0 the
 // batch at which base_lr was tuned (128 in the reference recipe), k = B / B0.
 // An epoch is `epoch_sequences` sequences, so it lasts epoch_sequences / B steps
 // at batch B. `step` counts *applied* optimizer steps: a step skipped for a
-// loss-scale overflow does not advance the schedule (DESIGN section 3, item 6).
+// loss-scale overflow does not advance the schedule (doc/design.md, "The training step", step 6).
 //
 // Every rule is the same three pieces, written once:
 //   peak(B)      what the rule scales: the only per-rule code (lr_peak)
@@ -287,7 +288,7 @@ static inline void lr_settings_print(FILE *f, const LrSettings *s, long global_b
 }
 
 // ----------------------------------------------------------------------------
-// The dynamic loss scaler (DESIGN section 3; Micikevicius et al. 2018, with the
+// The dynamic loss scaler (doc/design.md, "The training step"; Micikevicius et al. 2018, with the
 // skip semantics of NVIDIA's sentiment-discovery): the loss is multiplied by S
 // before backward so small FP16 gradients do not flush to zero. An inf/NaN in the
 // reduced gradients means S was too big: skip the step and halve S. After
@@ -363,7 +364,7 @@ static inline int loss_scaler_deserialize(LossScaler *ls, const unsigned char in
 }
 
 // ----------------------------------------------------------------------------
-// The step decision, DESIGN section 3 items 5-7, in one place for both trainers:
+// The step decision, doc/design.md, "The training step", steps 5-7, in one place for both trainers:
 // after the overflow check on the reduced gradients,
 //   StepDecision d = decide_step(&scaler, &lr, &applied_steps, global_batch, overflow);
 //   if (d.apply) adam_update(..., d.lr, d.inv_scale);   // unscale by the S backward used

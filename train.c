@@ -44,7 +44,7 @@ static Mlstm *model_host(Model *md) { return &md->m; }
 static void model_state(Model *md, real **h, real **c) { *h = md->h; *c = md->c; }
 static void model_loaded(Model *md) { (void)md; }
 
-// DESIGN section 3 items 2-3: forward from the carried state, backward seeded with
+// doc/design.md, "The training step", steps 2-3: forward from the carried state, backward seeded with
 // the loss scale S. Returns this rank's mean loss; the gradients stay in the model.
 static double model_step(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, double scale) {
     double loss = mlstm_forward(&md->m, in, tg, rs, md->h, md->c, md->B, md->T);

@@ -401,7 +401,7 @@ template <typename R> static __device__ R block_reduce(R v, bool is_max) {
 }
 
 // ----------------------------------------------------------------------------
-// Weight norm (DESIGN section 2), one warp per row, FP32: W = g V / ||V|| into the
+// Weight norm (doc/design.md, "The model"), one warp per row, FP32: W = g V / ||V|| into the
 // FP16 copy and the row norms for backward; without weight norm a plain copy.
 
 __global__ void weightnorm_forward_kernel(floatX *W, float *norms, const float *Vd, const float *g, int rows, int cols) {
@@ -741,7 +741,7 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
     if (cfg.wnorm) { md->dWx = dW; md->dWh = dW + 4 * H * D; md->dWmx = md->dWh + 4 * H * H; md->dWmh = md->dWmx + H * D; }
     else { md->dWx = md->g.t[P_WX]; md->dWh = md->g.t[P_WH]; md->dWmx = md->g.t[P_WMX]; md->dWmh = md->g.t[P_WMH]; }
 #if GPU_NCCL
-    if (world > 1) {  // rank 0 makes the id, MPI carries it to the others (DESIGN section 6)
+    if (world > 1) {  // rank 0 makes the id, MPI carries it to the others (doc/design.md, "Distributed")
         ncclUniqueId id;
         if (rank == 0) ncclCheck(ncclGetUniqueId(&id));
         MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
@@ -888,7 +888,7 @@ static void backward(Model *md) {
     }
 }
 
-// DESIGN section 3 items 2-3: forward from the carried state, backward seeded with S.
+// doc/design.md, "The training step", steps 2-3: forward from the carried state, backward seeded with S.
 static double model_step(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, double scale) {
     upload_batch(md, in, tg, rs);
     double loss = forward(md, md->hc, md->cc, scale);

@@ -250,7 +250,7 @@ static void dist_finish(void) {
     if (world > 1 || getenv("OMPI_COMM_WORLD_SIZE")) MPI_Finalize();
 #endif
 }
-// In-place sum over ranks (DESIGN section 3 item 4; the GPU trainer uses NCCL).
+// In-place sum over ranks (doc/design.md, "The training step", step 4; the GPU trainer uses NCCL).
 static void dist_sum(real *x, size_t n) {
 #ifdef USE_MPI
     if (world > 1) MPI_Allreduce(MPI_IN_PLACE, x, (int)n, sizeof(real) == 4 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -436,7 +436,7 @@ static void print_settings(const Options *o, Model *md, const char *precision, c
 }
 
 // ----------------------------------------------------------------------------
-// The loop: DESIGN section 3, one step at a time, then progress, log, validation,
+// The loop: doc/design.md, "The training step", one step at a time, then progress, log, validation,
 // samples and checkpoints.
 
 static int train_main(int argc, char **argv) {

@@ -7,7 +7,7 @@
 # package such as site-packages/nvidia/nccl; builds without it if there is none);
 # 3. test_gpu in the FP16 and the FP32 build (GPU vs the CPU reference); 4. a
 # benchmark table: the full training step at H=4096 D=64 T=256, B = 128, 256, 512,
-# FP16 and FP32 (chars/s, TFLOP/s with DESIGN's count 3 * 2(5HD + 5H^2 + VH) per
+# FP16 and FP32 (chars/s, TFLOP/s with doc/design.md's count 3 * 2(5HD + 5H^2 + VH) per
 # char, MFU against the card's dense FP16 rate), and the hand-written matmul vs
 # cuBLAS on every shape of the model. Every GPU command has a timeout; benchmarks
 # are capped by step counts. Exit status: 0 only if the build and both test runs pass.

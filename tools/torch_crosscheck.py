@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Independent PyTorch cross-check for mlstm.c: writes test/fixtures/crosscheck.bin.
 
-Built from DESIGN.md section 2 only (no code or numbers shared with the C side):
+Built from doc/design.md, "The model" only (no code or numbers shared with the C side):
 autograd in float64 on float32-rounded initial values. Layout: test/fixtures/README.md.
 Run with Debian's torch (1.13):  /usr/bin/python3 tools/torch_crosscheck.py [out.bin]
 """
@@ -17,7 +17,7 @@ OUT = sys.argv[1] if len(sys.argv) > 1 else \
 rng = np.random.default_rng(20160807)
 f32 = lambda a: np.asarray(a, dtype=np.float32)  # every stored input is float32-exact
 
-# Parameter buffer order (DESIGN section 2): name -> shape
+# Parameter buffer order (doc/design.md, "The model"): name -> shape
 SHAPES = [("E", (Vv, D)), ("Wx", (4 * H, D)), ("gx", (4 * H,)), ("Wh", (4 * H, H)), ("gh", (4 * H,)),
           ("Wmx", (H, D)), ("gmx", (H,)), ("Wmh", (H, H)), ("gmh", (H,)), ("b", (4 * H,)),
           ("Wout", (Vv, H)), ("bout", (Vv,))]
