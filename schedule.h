@@ -331,9 +331,8 @@ static inline int loss_scaler_update(LossScaler *ls, int overflow) {
 // factor f64, floor f64, ceiling f64. The settings travel with the state so a
 // resumed run behaves exactly as one that never stopped.
 #define LOSS_SCALER_BYTES 40
-static inline size_t loss_scaler_serialized_size(void) { return LOSS_SCALER_BYTES; }
 
-// f64 fields as their IEEE-754 bits, through mlstm.h's little-endian put64/get64
+// f64 fields as their IEEE-754 bits, through util.h's little-endian put64/get64
 static inline void put_f64(unsigned char *p, double d) { uint64_t x; memcpy(&x, &d, 8); put64(p, x); }
 static inline double get_f64(const unsigned char *p) { uint64_t x = get64(p); double d; memcpy(&d, &x, 8); return d; }
 

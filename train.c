@@ -11,25 +11,31 @@
 // The CPU backend: mlstm.h's model is both the computation and the host copy.
 
 struct Model {
-    Mlstm m;            // the model, its gradients and activations
+    Mlstm m;                    // the model, its gradients and activations
     int B, T;
-    real *h, *c;        // (B,H) carried training state
-    real *vh, *vc;      // (B,H) validation state
+    real *train_h, *train_c;    // (B,H) carried training state
+    real *val_h, *val_c;        // (B,H) validation state
 };
 
 static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
     Model *md = (Model *)mallocCheck(sizeof(Model));
     mlstm_build(&md->m, cfg, B, T);
     mlstm_init(&md->m, seed);
-    md->B = B; md->T = T;
+    md->B = B;
+    md->T = T;
     size_t n = (size_t)B * cfg.H * sizeof(real);
-    md->h = (real *)mallocCheck(n); md->c = (real *)mallocCheck(n);
-    md->vh = (real *)mallocCheck(n); md->vc = (real *)mallocCheck(n);
+    md->train_h = (real *)mallocCheck(n);
+    md->train_c = (real *)mallocCheck(n);
+    md->val_h = (real *)mallocCheck(n);
+    md->val_c = (real *)mallocCheck(n);
     return md;
 }
 static void model_free(Model *md) {
     mlstm_free(&md->m);
-    free(md->h); free(md->c); free(md->vh); free(md->vc);
+    free(md->train_h);
+    free(md->train_c);
+    free(md->val_h);
+    free(md->val_c);
     free(md);
 }
 // FP32 throughout; --fp16 simulates FP16 gradients: the loss is scaled, and a
@@ -41,27 +47,31 @@ static int model_precision(int fp16_requested, const char **description) {
 
 // On the CPU the host views are the model itself.
 static Mlstm *model_host(Model *md) { return &md->m; }
-static void model_state(Model *md, real **h, real **c) { *h = md->h; *c = md->c; }
+static void model_state(Model *md, real **h, real **c) {
+    *h = md->train_h;
+    *c = md->train_c;
+}
 static void model_loaded(Model *md) { (void)md; }
 
-// doc/design.md, "The training step", steps 2-3: forward from the carried state, backward seeded with
-// the loss scale S. Returns this rank's mean loss; the gradients stay in the model.
+// Steps 2-3 of doc/design.md, "The training step": forward from the carried state,
+// backward seeded with the loss scale S. Returns this rank's mean loss; the
+// gradients stay in the model.
 static double model_step(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, double scale) {
-    double loss = mlstm_forward(&md->m, in, tg, rs, md->h, md->c, md->B, md->T);
+    double loss = mlstm_forward(&md->m, in, tg, rs, md->train_h, md->train_c, md->B, md->T);
     mlstm_backward(&md->m, (real)scale);
-    carry(&md->m, md->h, md->c);
+    carry(&md->m, md->train_h, md->train_c);
     return loss;
 }
 static void model_inject_overflow(Model *md) { md->m.grads[0] = (real)INFINITY; }
 
-// Item 4: all-reduce, the mean over ranks.
+// Step 4: all-reduce, the mean over ranks.
 static void model_allreduce(Model *md) {
     if (world == 1) return;
     dist_sum(md->m.grads, md->m.nparams);
     for (size_t i = 0; i < md->m.nparams; i++) md->m.grads[i] /= world;
 }
 
-// Item 5: inf/NaN in the reduced gradients. In the simulated-FP16 mode a value
+// Step 5: inf/NaN in the reduced gradients. In the simulated-FP16 mode a value
 // beyond FP16's largest finite number (FP16_MAX) counts too.
 static int model_overflow(Model *md, int fp16) {
     const real *g = md->m.grads;
@@ -72,7 +82,7 @@ static int model_overflow(Model *md, int fp16) {
     return bad;
 }
 
-// Item 7: unscale by 1/S into FP32, clip the global norm, Adam. Returns the norm before clipping.
+// Step 7: unscale by 1/S into FP32, clip the global norm, Adam. Returns the norm before clipping.
 static double model_apply(Model *md, const StepDecision *d, double clip, long applied) {
     Mlstm *m = &md->m;
     for (size_t i = 0; i < m->nparams; i++) m->grads[i] *= (real)d->inv_scale;
@@ -88,11 +98,11 @@ static double model_apply(Model *md, const StepDecision *d, double clip, long ap
 // Validation: forward only, on the validation state (first = 1 zeroes it).
 static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, int first) {
     if (first) {
-        memset(md->vh, 0, sizeof(real) * md->B * md->m.cfg.H);
-        memset(md->vc, 0, sizeof(real) * md->B * md->m.cfg.H);
+        memset(md->val_h, 0, sizeof(real) * md->B * md->m.cfg.H);
+        memset(md->val_c, 0, sizeof(real) * md->B * md->m.cfg.H);
     }
-    double loss = mlstm_forward(&md->m, in, tg, rs, md->vh, md->vc, md->B, md->T);
-    carry(&md->m, md->vh, md->vc);
+    double loss = mlstm_forward(&md->m, in, tg, rs, md->val_h, md->val_c, md->B, md->T);
+    carry(&md->m, md->val_h, md->val_c);
     return loss;
 }
 

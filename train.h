@@ -9,6 +9,7 @@
 #include "mlstm.h"     // defines: MlstmConfig, Mlstm, mlstm_forward, checkpoint_save/load, real
 #include "data.h"      // defines: Stream, Loader, loader_batch, corpus_stream
 #include "schedule.h"  // defines: LrSettings, LossScaler, StepDecision, decide_step
+#include <assert.h>
 #include <getopt.h>
 #include <signal.h>
 #include <time.h>
@@ -18,6 +19,8 @@
 
 // FP16's largest finite value: a gradient beyond it has overflowed in FP16.
 #define FP16_MAX 65504.0
+// The loss scaler's state (schedule.h) travels in the checkpoint's scaler field (mlstm.h).
+static_assert(LOSS_SCALER_BYTES <= CKPT_SCALER_BYTES, "the loss scaler must fit its checkpoint field");
 
 // ----------------------------------------------------------------------------
 // The backend contract. The loop owns the data, the schedule, the loss scaler and
@@ -75,7 +78,7 @@ typedef struct {
     long steps;                // stop when this many batches have been read (skipped steps count)
     LrSettings lr;
     double clip;               // global gradient-norm clip, 0: off
-    int fp16;                  // --fp16 asked for; after options_parse, what the backend computes in (model_precision)
+    int fp16;                  // --fp16 given; then, from model_precision, whether gradients are FP16
     long inject_overflow;      // make this data step overflow (tests), -1: never
     const char *train, *val;   // shard directory or comma-separated shard files; NULL: built-in corpus
     long corpus_bytes;         // built-in corpus: training bytes (val is 1/20 of it)
@@ -134,7 +137,8 @@ static void usage(FILE *f, const char *prog) {
     for (int i = 0; i < NFLAGS; i++) {
         if (!flags[i].help) continue;
         char lhs[64];
-        snprintf(lhs, sizeof lhs, "--%s%s%s", flags[i].name, flags[i].arg ? " " : "", flags[i].arg ? flags[i].arg : "");
+        const char *arg = flags[i].arg ? flags[i].arg : "";
+        snprintf(lhs, sizeof lhs, "--%s%s%s", flags[i].name, flags[i].arg ? " " : "", arg);
         fprintf(f, "  %-22s %s\n", lhs, flags[i].help);
     }
     fprintf(f, "\n");
@@ -163,17 +167,27 @@ static double parse_double(const char *flag, const char *v, double min) {
 static void options_defaults(Options *o) {
     memset(o, 0, sizeof *o);
     o->model = (MlstmConfig){256, 64, 256, 1};
-    o->B = 32; o->T = 64; o->steps = 800;
+    o->B = 32;
+    o->T = 64;
+    o->steps = 800;
     // The small CPU model learns faster than the paper's recipe (5e-4 at 128) allows, so
     // without --lr-schedule the default is LEGW at 2e-3 tuned for batch 32. Not marked
     // as given: a named preset brings its own reference-recipe values.
     lr_preset(&o->lr, LR_LEGW);
     o->lr.base_lr = 2e-3;
     o->lr.base_batch = 32;
-    o->clip = 1.0; o->inject_overflow = -1;
-    o->corpus_bytes = 4000000; o->reset_docs = 1; o->seed = 1;
-    o->val_every = 200; o->sample_len = 200; o->prompt = "\n This "; o->temperature = 0.8;
-    o->ckpt = "out/model.ckpt"; o->log = "out/train.log"; o->print_every = 10;
+    o->clip = 1.0;
+    o->inject_overflow = -1;
+    o->corpus_bytes = 4000000;
+    o->reset_docs = 1;
+    o->seed = 1;
+    o->val_every = 200;
+    o->sample_len = 200;
+    o->prompt = "\n This ";
+    o->temperature = 0.8;
+    o->ckpt = "out/model.ckpt";
+    o->log = "out/train.log";
+    o->print_every = 10;
 }
 
 static void apply_flag(Options *o, const char *name, const char *v) {
@@ -242,7 +256,8 @@ static void dist_init(int *argc, char ***argv) {
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     }
 #else
-    (void)argc; (void)argv;
+    (void)argc;
+    (void)argv;
 #endif
 }
 static void dist_finish(void) {
@@ -253,9 +268,11 @@ static void dist_finish(void) {
 // In-place sum over ranks (doc/design.md, "The training step", step 4; the GPU trainer uses NCCL).
 static void dist_sum(real *x, size_t n) {
 #ifdef USE_MPI
-    if (world > 1) MPI_Allreduce(MPI_IN_PLACE, x, (int)n, sizeof(real) == 4 ? MPI_FLOAT : MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Datatype type = sizeof(real) == 4 ? MPI_FLOAT : MPI_DOUBLE;
+    if (world > 1) MPI_Allreduce(MPI_IN_PLACE, x, (int)n, type, MPI_SUM, MPI_COMM_WORLD);
 #else
-    (void)x; (void)n;
+    (void)x;
+    (void)n;
 #endif
 }
 static double dist_sum1(double x) {
@@ -355,46 +372,58 @@ static void sample(Mlstm *m, const char *prompt, int len, double temperature, ui
         fputc(x, out);
     }
     fprintf(out, "\n----------------\n");
-    free(h); free(c);
+    free(h);
+    free(c);
 }
 
 // ----------------------------------------------------------------------------
 // Checkpoints: rank 0 gathers the carried state of all G rows and writes;
 // every rank reads the whole file and keeps its own rows.
 
-static void save(const char *path, Model *md, int B, const LossScaler *ls, long applied, long data_step, uint64_t rng) {
+static void save_checkpoint(const char *path, Model *md, int B, const LossScaler *ls, long applied, long data_step,
+                            uint64_t rng) {
     Mlstm *m = model_host(md);
     real *h, *c;
     model_state(md, &h, &c);
     int H = m->cfg.H, G = world * B;
-    real *hall = (real *)mallocCheck(sizeof(real) * G * H), *call = (real *)mallocCheck(sizeof(real) * G * H);
+    real *hall = (real *)mallocCheck(sizeof(real) * G * H);
+    real *call = (real *)mallocCheck(sizeof(real) * G * H);
     dist_gather(h, hall, (size_t)B * H);
     dist_gather(c, call, (size_t)B * H);
     if (rank == 0) {
         TrainState st;
         memset(&st, 0, sizeof st);
-        st.step = applied; st.data_step = data_step; st.rng = rng; st.G = G;
+        st.step = applied;
+        st.data_step = data_step;
+        st.rng = rng;
+        st.G = G;
         loss_scaler_serialize(ls, st.scaler);
         checkpoint_save(path, m, &st, hall, call);
     }
-    free(hall); free(call);
+    free(hall);
+    free(call);
 }
 
-static void load(const char *path, Model *md, int B, LossScaler *ls, long *applied, long *data_step, uint64_t *rng, int fp16) {
+static void load_checkpoint(const char *path, Model *md, int B, LossScaler *ls, long *applied, long *data_step,
+                            uint64_t *rng, int fp16) {
     Mlstm *m = model_host(md);
     real *h, *c;
     model_state(md, &h, &c);
     int H = m->cfg.H, G = world * B;
     TrainState st;
-    real *hall = (real *)mallocCheck(sizeof(real) * G * H), *call = (real *)mallocCheck(sizeof(real) * G * H);
+    real *hall = (real *)mallocCheck(sizeof(real) * G * H);
+    real *call = (real *)mallocCheck(sizeof(real) * G * H);
     checkpoint_load(path, m, &st, hall, call, G);
     memcpy(h, hall + (size_t)rank * B * H, sizeof(real) * B * H);
     memcpy(c, call + (size_t)rank * B * H, sizeof(real) * B * H);
-    free(hall); free(call);
+    free(hall);
+    free(call);
     if (loss_scaler_deserialize(ls, st.scaler) != 0) fail("checkpoint %s: the loss scaler state is invalid", path);
     if ((ls->ceiling > 1.0) != (fp16 != 0))
         fail("checkpoint %s was written %s --fp16; resume with the same mode", path, fp16 ? "without" : "with");
-    *applied = (long)st.step; *data_step = (long)st.data_step; *rng = st.rng;
+    *applied = (long)st.step;
+    *data_step = (long)st.data_step;
+    *rng = st.rng;
     model_loaded(md);
 }
 
@@ -407,12 +436,19 @@ static void make_parent_dir(const char *path) {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) fail("cannot create directory %s: %s", dir, strerror(errno));
 }
 
-static void print_settings(const Options *o, Model *md, const char *precision, const Stream *train_s, const Stream *val_s,
-                           const Loader *train) {
+static void print_settings(const Options *o, Model *md, const char *precision, const Stream *train_s,
+                           const Stream *val_s, const Loader *train) {
     int B = o->B, G = world * B;
-    printf("| %-24s | %-40s |\n|%s|%s|\n", "setting", "value", "--------------------------", "------------------------------------------");
-#define ROW(name, ...) do { char v_[128]; snprintf(v_, sizeof v_, __VA_ARGS__); printf("| %-24s | %-40s |\n", name, v_); } while (0)
-    ROW("model", "mLSTM V=%d D=%d H=%d, weight norm %s", o->model.V, o->model.D, o->model.H, o->model.wnorm ? "on" : "off");
+    printf("| %-24s | %-40s |\n", "setting", "value");
+    printf("|%s|%s|\n", "--------------------------", "------------------------------------------");
+#define ROW(name, ...)                                 \
+    do {                                               \
+        char v_[128];                                  \
+        snprintf(v_, sizeof v_, __VA_ARGS__);          \
+        printf("| %-24s | %-40s |\n", name, v_);       \
+    } while (0)
+    const MlstmConfig *c = &o->model;
+    ROW("model", "mLSTM V=%d D=%d H=%d, weight norm %s", c->V, c->D, c->H, c->wnorm ? "on" : "off");
     ROW("parameters", "%zu", model_host(md)->nparams);
     ROW("FLOPs per char (fwd)", "%.3g (training ~3x)", flops_per_char(&o->model));
 #ifdef _OPENMP
@@ -422,9 +458,11 @@ static void print_settings(const Options *o, Model *md, const char *precision, c
 #endif
     ROW("batch", "%d rows/rank x %d ranks = %d, T = %d", B, world, G, o->T);
     ROW("train data", "%s, %lld bytes", o->train ? o->train : "built-in corpus", (long long)train_s->size);
-    ROW("val data", "%s, %lld bytes", o->val ? o->val : o->train ? o->train : "built-in corpus", (long long)val_s->size);
+    const char *val_name = o->val ? o->val : o->train ? o->train : "built-in corpus";
+    ROW("val data", "%s, %lld bytes", val_name, (long long)val_s->size);
     ROW("steps per epoch", "%ld", loader_steps_per_epoch(train));
-    ROW("steps", "%ld (%.2f epochs)%s", o->steps, (double)o->steps / loader_steps_per_epoch(train), o->resume ? ", resuming" : "");
+    double epochs = (double)o->steps / loader_steps_per_epoch(train);
+    ROW("steps", "%ld (%.2f epochs)%s", o->steps, epochs, o->resume ? ", resuming" : "");
     ROW("state reset", "%s", train->reset_docs ? "at document, shard and epoch starts" : "at shard and epoch starts");
     lr_settings_print(stdout, &o->lr, G);
     ROW("optimizer", "Adam b1 0.9 b2 0.999 eps 1e-8, clip %g", o->clip);
@@ -459,19 +497,22 @@ static int train_main(int argc, char **argv) {
     lr_settings_check(&o.lr);
 
     Model *md = model_create(o.model, B, T, o.seed);
-    uint8_t *in = (uint8_t *)mallocCheck(B * T), *tg = (uint8_t *)mallocCheck(B * T), *rs = (uint8_t *)mallocCheck(B * T);
+    uint8_t *in = (uint8_t *)mallocCheck(B * T);  // (B,T) inputs, targets, state resets
+    uint8_t *tg = (uint8_t *)mallocCheck(B * T);
+    uint8_t *rs = (uint8_t *)mallocCheck(B * T);
     LossScaler scaler;
     loss_scaler_init(&scaler, o.fp16);
     long applied = 0, data_step = 0;
     uint64_t rng = o.seed ^ 0x5eed5eed5eed5eedULL;
-    if (o.resume) load(o.resume, md, B, &scaler, &applied, &data_step, &rng, o.fp16);
+    if (o.resume) load_checkpoint(o.resume, md, B, &scaler, &applied, &data_step, &rng, o.fp16);
     FILE *log = NULL;
     if (rank == 0) {
         make_parent_dir(o.ckpt);
         make_parent_dir(o.log);
         log = fopen(o.log, o.resume ? "a" : "w");
         if (!log) fail("--log: cannot write %s: %s", o.log, strerror(errno));
-        if (!o.resume) fprintf(log, "# train step epoch lr loss bpc scale skipped gnorm chars_per_s | val step epoch loss bpc\n");
+        if (!o.resume)
+            fprintf(log, "# train step epoch lr loss bpc scale skipped gnorm chars_per_s | val step epoch loss bpc\n");
         print_settings(&o, md, precision, &train_s, &val_s, &train);
     }
 
@@ -491,7 +532,7 @@ static int train_main(int argc, char **argv) {
     double fpc = flops_per_char(&o.model), t_start = now_seconds(), train_seconds = 0, loss_avg = 0;
     long start_step = data_step, n_avg = 0;
     while (data_step < o.steps) {
-        // 1-3: read the batch, forward, backward seeded with S
+        // steps 1-3 of doc/design.md, "The training step": read the batch, forward, backward seeded with S
         double t0 = now_seconds();
         loader_batch(&train, data_step, in, tg, rs);
         double scale = scaler.scale;
@@ -509,20 +550,25 @@ static int train_main(int argc, char **argv) {
         // progress and log (rank 0); throughput counts training time only, not validation or sampling
         double t = now_seconds(), cps = (double)G * T / (t - t0);
         train_seconds += t - t0;
-        loss_avg += loss; n_avg++;
+        loss_avg += loss;
+        n_avg++;
         double epoch = (double)data_step / loader_steps_per_epoch(&train);
         if (rank == 0) {
-            fprintf(log, "train %ld %.4f %.6e %.6f %.6f %g %d %.6e %.0f\n", data_step, epoch, d.lr, loss, loss / M_LN2,
-                    scale, !d.apply, gnorm, cps);
+            fprintf(log, "train %ld %.4f %.6e %.6f %.6f %g %d %.6e %.0f\n", data_step, epoch, d.lr, loss,
+                    loss / M_LN2, scale, !d.apply, gnorm, cps);
             fflush(log);
             if (data_step % o.print_every == 0 || data_step == o.steps || !d.apply) {
-                double elapsed = t - t_start, eta = elapsed / (data_step - start_step) * (o.steps - data_step);
+                double elapsed = t - t_start;
+                double eta = elapsed / (data_step - start_step) * (o.steps - data_step);
                 double chars = (double)G * T * (data_step - start_step);
-                printf("step %6ld/%ld | epoch %.2f | bpc %.3f | lr %.2e | scale %g | %s%.0f chars/s | %.1f GFLOP/s | ETA %02d:%02d\n",
-                       data_step, o.steps, epoch, loss_avg / n_avg / M_LN2, d.lr, d.scale, d.apply ? "" : "SKIPPED (overflow) | ",
-                       chars / train_seconds, 3 * fpc * chars / train_seconds / 1e9, (int)(eta / 60), (int)eta % 60);
+                double chars_per_s = chars / train_seconds;
+                printf("step %6ld/%ld | epoch %.2f | bpc %.3f | lr %.2e | scale %g | ", data_step, o.steps, epoch,
+                       loss_avg / n_avg / M_LN2, d.lr, d.scale);
+                printf("%s%.0f chars/s | %.1f GFLOP/s | ETA %02d:%02d\n", d.apply ? "" : "SKIPPED (overflow) | ",
+                       chars_per_s, 3 * fpc * chars_per_s / 1e9, (int)(eta / 60), (int)eta % 60);
                 fflush(stdout);
-                loss_avg = 0; n_avg = 0;
+                loss_avg = 0;
+                n_avg = 0;
             }
         }
         int last = data_step == o.steps;
@@ -540,8 +586,11 @@ static int train_main(int argc, char **argv) {
         // SIGINT/SIGTERM on any rank stops every rank after this step
         int stop = (int)dist_sum1(stop_requested);
         if ((o.ckpt_every && data_step % o.ckpt_every == 0) || last || stop) {
-            save(o.ckpt, md, B, &scaler, applied, data_step, rng);
-            if (rank == 0) { printf("step %6ld | checkpoint %s\n", data_step, o.ckpt); fflush(stdout); }
+            save_checkpoint(o.ckpt, md, B, &scaler, applied, data_step, rng);
+            if (rank == 0) {
+                printf("step %6ld | checkpoint %s\n", data_step, o.ckpt);
+                fflush(stdout);
+            }
         }
         if (stop) {
             if (rank == 0) printf("stopped by a signal at step %ld; resume with --resume %s\n", data_step, o.ckpt);
@@ -550,8 +599,11 @@ static int train_main(int argc, char **argv) {
     }
     if (rank == 0) fclose(log);
     model_free(md);
-    stream_free(&train_s); stream_free(&val_s);
-    free(in); free(tg); free(rs);
+    stream_free(&train_s);
+    stream_free(&val_s);
+    free(in);
+    free(tg);
+    free(rs);
     dist_finish();
     return 0;
 }
