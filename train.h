@@ -235,7 +235,10 @@ static void options_parse(Options *o, int argc, char **argv) {
         if (c == '?') fail("unknown flag %s (see --help)", argv[optind - 1]);
         if (c == ':') fail("%s needs a value (see --help)", argv[optind - 1]);
         const Flag *f = &flags[c - 1000];
-        if (!strcmp(f->name, "help")) { usage(stdout, argv[0]); exit(0); }
+        if (!strcmp(f->name, "help")) {
+            usage(stdout, argv[0]);
+            exit(0);
+        }
         apply_flag(o, f->name, optarg);
     }
     if (optind < argc) fail("unexpected argument \"%s\" (flags are --name value; see --help)", argv[optind]);
@@ -297,7 +300,10 @@ static void dist_gather(const real *mine, real *all, size_t n) {
 // Signals: SIGINT/SIGTERM ask the loop to finish the step, checkpoint and exit 0.
 
 static volatile sig_atomic_t stop_requested = 0;
-static void on_signal(int sig) { (void)sig; stop_requested = 1; }
+static void on_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -310,7 +316,10 @@ static double now_seconds(void) {
 
 static void open_stream(Stream *s, const char *spec, const char *split) {
     struct stat sb;
-    if (stat(spec, &sb) == 0 && S_ISDIR(sb.st_mode)) { stream_open_dir(s, spec, split, 1); return; }
+    if (stat(spec, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        stream_open_dir(s, spec, split, 1);
+        return;
+    }
     char *copy = strdup(spec), *save = NULL;
     const char *paths[4096];
     int n = 0;
@@ -361,7 +370,10 @@ static void sample(Mlstm *m, const char *prompt, int len, double temperature, ui
     for (size_t i = 1; i < np + (size_t)len; i++) {
         mlstm_forward(m, &x, &dummy, NULL, h, c, 1, 1);
         carry(m, h, c);
-        if (i < np) { x = (uint8_t)prompt[i]; continue; }
+        if (i < np) {  // still reading the prompt
+            x = (uint8_t)prompt[i];
+            continue;
+        }
         // p^(1/temperature), renormalised, from the softmax the forward left in probs
         double w[256], sum = 0;
         for (int v = 0; v < V; v++) sum += w[v] = pow((double)m->probs[v], 1.0 / temperature);
@@ -512,7 +524,8 @@ static int train_main(int argc, char **argv) {
         log = fopen(o.log, o.resume ? "a" : "w");
         if (!log) fail("--log: cannot write %s: %s", o.log, strerror(errno));
         if (!o.resume)
-            fprintf(log, "# train step epoch lr loss bpc scale skipped gnorm chars_per_s | val step epoch loss bpc\n");
+            fprintf(log, "# train step epoch lr loss bpc scale skipped gnorm chars_per_s"
+                         " | val step epoch loss bpc\n");
         print_settings(&o, md, precision, &train_s, &val_s, &train);
     }
 

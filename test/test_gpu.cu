@@ -425,7 +425,7 @@ static void matmul_shape(const Shape *s, int bench_reps) {
 static int model_shapes(Shape *s, int H, int D, int B, int T) {
     const int V = 256, N = B * T;
     Shape t[] = {
-        {"zx", MM_NT, N, 4 * H, D},   {"mx", MM_NT, N, H, D},      {"mh", MM_NT, B, H, H},
+        {"gates", MM_NT, N, 4 * H, D},  {"mx", MM_NT, N, H, D},      {"mh", MM_NT, B, H, H},
         {"z", MM_NT, B, 4 * H, H},    {"logits", MM_NT, N, V, H},  {"dW_out", MM_TN, V, H, N},
         {"dhs", MM_NN, N, H, V},      {"dm", MM_NN, B, H, 4 * H},  {"dh", MM_NN, B, H, H},
         {"dW_h", MM_TN, 4 * H, H, N}, {"dW_x", MM_TN, 4 * H, D, N}, {"dW_mx", MM_TN, H, D, N},
