@@ -1,11 +1,14 @@
 // mlstm.h: the pure-C reference of the multiplicative LSTM language model of
 // Krause et al. 2016 as trained at scale by Radford et al. 2017 and Puri et al. 2018.
-// It is the truth that every other number in this project is checked against:
-// config, one contiguous parameter buffer, initialisation, forward over T steps
-// from a carried state, mean cross-entropy, backward through time (weight norm
-// included), Adam, and the checkpoint file. Plain C11; gcc, clang and nvcc's host
-// compiler all build it. Define MLSTM_REAL as double before including it to build
-// the same code in double precision (the gradient check does).
+// It is the truth that every other number in this project is checked against.
+// Top to bottom: the config and the parameter layout (one contiguous buffer; the
+// table of the four weight-normed matrices), the model's buffers and initialisation,
+// the matmuls, the cell and the other pointwise math shared with the GPU, weight
+// norm, the forward pass over T steps from a carried state (the model's equations
+// stand above it, each tagged with its function), backward through time, Adam, and
+// the checkpoint file. Plain C11; gcc, clang and nvcc's host compiler all build it.
+// Define MLSTM_REAL as double before including it to build the same code in double
+// precision (the gradient check does).
 #pragma once
 #include "util.h"     // defines: fail, mallocCheck, checksum_*, put32/get32, rng_*, AtomicFile
 #ifdef __cplusplus
