@@ -109,8 +109,13 @@ static inline double lr_peak(const LrSettings *s, long global_batch) {
     // large batch; the run used 3e-3 with a linear decay over a fixed horizon. The
     // formula below (linear scaling capped at lr_cap) is our RECONSTRUCTION from the
     // paper's text and the public sentiment-discovery notes, not a published equation.
-    case LR_PURI: { double p = s->base_lr * k; return p < s->lr_cap ? p : s->lr_cap; }
-    default: fail("schedule: unknown rule %d", (int)s->rule); return 0.0;
+    case LR_PURI: {
+        double p = s->base_lr * k;
+        return p < s->lr_cap ? p : s->lr_cap;
+    }
+    default:
+        fail("schedule: unknown rule %d", (int)s->rule);
+        return 0.0;
     }
 }
 
@@ -145,7 +150,9 @@ static inline double lr_decay_factor(const LrSettings *s, double p) {
     case DECAY_COSINE: return 0.5 * (1.0 + cos(3.14159265358979323846 * p));
     case DECAY_EXPONENTIAL: return pow(s->decay_rate, p);
     case DECAY_POLYNOMIAL: return pow(1.0 - p, s->decay_power);
-    default: fail("schedule: unknown decay %d", (int)s->decay); return 0.0;
+    default:
+        fail("schedule: unknown decay %d", (int)s->decay);
+        return 0.0;
     }
 }
 
@@ -196,34 +203,55 @@ static inline double lr_parse_whole(const char *flag, const char *value, int all
 static inline int lr_settings_set(LrSettings *s, const char *flag, const char *value) {
     if (strcmp(flag, "--lr-schedule") == 0) {
         for (int r = 0; r < LR_NRULES; r++)
-            if (strcmp(value, lr_rule_names[r]) == 0) { lr_preset(s, (LrRule)r); return 1; }
+            if (strcmp(value, lr_rule_names[r]) == 0) {
+                lr_preset(s, (LrRule)r);
+                return 1;
+            }
         fail("--lr-schedule: unknown schedule \"%s\" (expected puri, legw, linear, sqrt or constant)", value);
     } else if (strcmp(flag, "--decay") == 0) {
         for (int d = 0; d < DECAY_NSHAPES; d++)
-            if (strcmp(value, decay_names[d]) == 0) { s->decay = (DecayShape)d; s->given |= GIVEN_DECAY; return 1; }
+            if (strcmp(value, decay_names[d]) == 0) {
+                s->decay = (DecayShape)d;
+                s->given |= GIVEN_DECAY;
+                return 1;
+            }
         fail("--decay: unknown decay \"%s\" (expected none, linear, cosine, exponential or polynomial)", value);
     } else if (strcmp(flag, "--lr") == 0) {
-        s->base_lr = lr_parse_positive(flag, value); s->given |= GIVEN_LR;
+        s->base_lr = lr_parse_positive(flag, value);
+        s->given |= GIVEN_LR;
     } else if (strcmp(flag, "--base-batch") == 0) {
-        s->base_batch = (long)lr_parse_whole(flag, value, 0); s->given |= GIVEN_BASE_BATCH;
+        s->base_batch = (long)lr_parse_whole(flag, value, 0);
+        s->given |= GIVEN_BASE_BATCH;
     } else if (strcmp(flag, "--warmup-epochs") == 0) {
-        s->warmup = lr_parse_nonnegative(flag, value); s->warmup_in_epochs = 1; s->given |= GIVEN_WARMUP;
+        s->warmup = lr_parse_nonnegative(flag, value);
+        s->warmup_in_epochs = 1;
+        s->given |= GIVEN_WARMUP;
     } else if (strcmp(flag, "--warmup-steps") == 0) {
-        s->warmup = lr_parse_whole(flag, value, 1); s->warmup_in_epochs = 0; s->given |= GIVEN_WARMUP;
+        s->warmup = lr_parse_whole(flag, value, 1);
+        s->warmup_in_epochs = 0;
+        s->given |= GIVEN_WARMUP;
     } else if (strcmp(flag, "--decay-epochs") == 0) {
-        s->horizon = lr_parse_positive(flag, value); s->horizon_in_epochs = 1; s->given |= GIVEN_HORIZON;
+        s->horizon = lr_parse_positive(flag, value);
+        s->horizon_in_epochs = 1;
+        s->given |= GIVEN_HORIZON;
     } else if (strcmp(flag, "--decay-steps") == 0) {
-        s->horizon = lr_parse_whole(flag, value, 0); s->horizon_in_epochs = 0; s->given |= GIVEN_HORIZON;
+        s->horizon = lr_parse_whole(flag, value, 0);
+        s->horizon_in_epochs = 0;
+        s->given |= GIVEN_HORIZON;
     } else if (strcmp(flag, "--decay-power") == 0) {
-        s->decay_power = lr_parse_positive(flag, value); s->given |= GIVEN_DECAY_POWER;
+        s->decay_power = lr_parse_positive(flag, value);
+        s->given |= GIVEN_DECAY_POWER;
     } else if (strcmp(flag, "--decay-rate") == 0) {
         double x = lr_parse_number(flag, value);
         if (!(x > 0.0 && x < 1.0)) fail("%s: must be between 0 and 1 (exclusive), got %s", flag, value);
-        s->decay_rate = x; s->given |= GIVEN_DECAY_RATE;
+        s->decay_rate = x;
+        s->given |= GIVEN_DECAY_RATE;
     } else if (strcmp(flag, "--min-lr") == 0) {
-        s->min_lr = lr_parse_nonnegative(flag, value); s->given |= GIVEN_MIN_LR;
+        s->min_lr = lr_parse_nonnegative(flag, value);
+        s->given |= GIVEN_MIN_LR;
     } else if (strcmp(flag, "--lr-cap") == 0) {
-        s->lr_cap = lr_parse_positive(flag, value); s->given |= GIVEN_LR_CAP;
+        s->lr_cap = lr_parse_positive(flag, value);
+        s->given |= GIVEN_LR_CAP;
     } else {
         return 0;
     }
@@ -333,8 +361,17 @@ static inline int loss_scaler_update(LossScaler *ls, int overflow) {
 #define LOSS_SCALER_BYTES 40
 
 // f64 fields as their IEEE-754 bits, through util.h's little-endian put64/get64
-static inline void put_f64(unsigned char *p, double d) { uint64_t x; memcpy(&x, &d, 8); put64(p, x); }
-static inline double get_f64(const unsigned char *p) { uint64_t x = get64(p); double d; memcpy(&d, &x, 8); return d; }
+static inline void put_f64(unsigned char *p, double d) {
+    uint64_t x;
+    memcpy(&x, &d, 8);
+    put64(p, x);
+}
+static inline double get_f64(const unsigned char *p) {
+    uint64_t x = get64(p);
+    double d;
+    memcpy(&d, &x, 8);
+    return d;
+}
 
 static inline void loss_scaler_serialize(const LossScaler *ls, unsigned char out[LOSS_SCALER_BYTES]) {
     put_f64(out, ls->scale);
