@@ -4,7 +4,7 @@
 // the in-process run writes the same checkpoint bytes as the build/train program,
 // and the CPU backend's side of the contract in train.h (precision, host copies).
 #define TRAIN_NO_MAIN
-#include "train.c"
+#include "train.c"  // defines: the CPU backend (model_*), train_main and all it includes; no main
 #include "test/test.h"
 #include <libgen.h>
 
