@@ -38,7 +38,7 @@ $(shell rm -rf $(PROBE_DIR))
 
 TOOL_LDLIBS_prepare := -ljansson -lz
 TOOL_LDLIBS_transfer := -ljansson -llinear
-HEADERS := mlstm.h $(wildcard data.h schedule.h test/test.h)
+HEADERS := util.h mlstm.h data.h schedule.h test/test.h
 TESTS   := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/test_*.c))
 # test/test_*.py: run by python3 from the repository root (the performance and scaling models)
 PY_TESTS := $(wildcard test/test_*.py)
@@ -51,7 +51,7 @@ ifeq ($(MPI_OK),yes)
 else
   TRAIN_CC := $(CC)
 endif
-TRAIN_HEADERS := mlstm.h data.h schedule.h
+TRAIN_HEADERS := train.h util.h mlstm.h data.h schedule.h
 
 .PHONY: all test test-san clean probe run
 all: probe train $(TESTS) $(TOOLS)
@@ -74,6 +74,9 @@ probe:
 
 $(BUILD)/%: test/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+# test_backend includes train.c (without its main) and calls train_main in-process
+$(BUILD)/test_backend: train.c $(TRAIN_HEADERS)
 
 $(BUILD)/%: tools/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS) $(TOOL_LDLIBS_$*)
@@ -126,7 +129,7 @@ endif
 ifeq ($(USE_CUBLAS),1)
   GPU_DEFS += -DUSE_CUBLAS
 endif
-GPU_DEPS := train.cu train.c $(TRAIN_HEADERS)
+GPU_DEPS := train.cu $(TRAIN_HEADERS)
 GPU_BINS := train_gpu train_gpu_fp32 $(BUILD)/test_gpu $(BUILD)/test_gpu_fp32
 
 .PHONY: gpu gpu-regs clean-gpu

@@ -1,7 +1,7 @@
 // data.h: the training data. Three parts, shared by train.c, train.cu and tools/:
 //   1. shards: a 32-byte versioned header and raw bytes, read through mmap
 //      (doc/formats.md, "Shard format", is the spec a port implements from);
-//   2. streams and the global-batch loader (DESIGN.md section 5): shards concatenate
+//   2. streams and the global-batch loader (doc/design.md, "Data and batching"): shards concatenate
 //      into one logical byte stream; the G = world*B rows of the global batch each own
 //      one of G equal contiguous slices of it;
 //   3. the built-in corpus: seeded review-like English with a 1-5 star rating that the
@@ -11,7 +11,7 @@
 // 2017): "\n " before the text, " " after, and no newline inside, so a '\n' byte marks
 // exactly the start of a document.
 #pragma once
-#include "mlstm.h"
+#include "util.h"  // defines: fail, mallocCheck, checksum_*, put32/get32, AtomicFile
 #include <sys/mman.h>
 
 // ----------------------------------------------------------------------------
@@ -263,7 +263,7 @@ static inline void stream_read(const Stream *s, int64_t off, int64_t n, uint8_t 
 }
 
 // ----------------------------------------------------------------------------
-// The global-batch loader (DESIGN.md section 5).
+// The global-batch loader (doc/design.md, "Data and batching").
 //
 // G = world*B rows. slice = (N - 1) / G bytes (integer division) for a stream of N
 // bytes; row g owns stream bytes [g*slice, (g+1)*slice) as inputs. Step s gives row g

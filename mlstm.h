@@ -1,26 +1,21 @@
 // mlstm.h: the pure-C reference of the multiplicative LSTM language model of
 // Krause et al. 2016 as trained at scale by Radford et al. 2017 and Puri et al. 2018.
-// It is the truth that every other number in this project is checked against:
-// config, one contiguous parameter buffer, initialisation, forward over T steps
-// from a carried state, mean cross-entropy, backward through time (weight norm
-// included), Adam, and the checkpoint file. Plain C11; gcc, clang and nvcc's host
-// compiler all build it. Define MLSTM_REAL as double before including it to build
-// the same code in double precision (the gradient check does).
+// It is the truth that every other number in this project is checked against.
+// Top to bottom: the config and the parameter layout (one contiguous buffer; the
+// table of the four weight-normed matrices), the model's buffers and initialisation,
+// the matmuls, the cell and the other pointwise math shared with the GPU, weight
+// norm, the forward pass over T steps from a carried state (the model's equations
+// stand above it, each tagged with its function), backward through time, Adam, and
+// the checkpoint file. Plain C11; gcc, clang and nvcc's host compiler all build it.
+// Define MLSTM_REAL as double before including it to build the same code in double
+// precision (the gradient check does).
 #pragma once
-#include <stdio.h>
-#include <stdlib.h>
-#include <stdint.h>
-#include <string.h>
-#include <stdarg.h>
+#include "util.h"     // defines: fail, mallocCheck, checksum_*, put32/get32, rng_*, AtomicFile
 #ifdef __cplusplus
 #include <cmath>
 #else
 #include <tgmath.h>  // exp, tanh, sqrt in the precision of `real`
 #endif
-#include <errno.h>
-#include <unistd.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -31,136 +26,7 @@
 typedef MLSTM_REAL real;
 
 // ----------------------------------------------------------------------------
-// Errors. Bad input (a flag, a file) is the user's to fix: say what and where,
-// exit 2, and leave nothing half-written. Internal failures (out of memory) exit 1.
-
-#define EXIT_BAD_INPUT 2
-
-static inline void fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(EXIT_BAD_INPUT);
-}
-
-static inline void *malloc_check(size_t size, const char *file, int line) {
-    void *p = calloc(1, size ? size : 1);
-    if (!p) {
-        fprintf(stderr, "error: out of memory allocating %zu bytes at %s:%d\n"
-                        "HINT: use a smaller --hidden, --batch or --seq-len\n", size, file, line);
-        exit(1);
-    }
-    return p;
-}
-#define mallocCheck(size) malloc_check((size), __FILE__, __LINE__)
-
-// ----------------------------------------------------------------------------
-// A 64-bit checksum for checkpoints and data shards: FNV-1a's multiply-xor over
-// 8-byte little-endian words (fast enough for tens of GB), then a final mix.
-// Streaming: pass the previous result as `h` (start with CHECKSUM_INIT). Chunks
-// other than the last must be a multiple of 8 bytes long.
-
-#define CHECKSUM_INIT 0xcbf29ce484222325ULL
-static inline uint64_t checksum_update(uint64_t h, const void *data, size_t n) {
-    const unsigned char *p = (const unsigned char *)data;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);  // the project assumes a little-endian host
-        h = (h ^ w) * 0x100000001b3ULL;
-    }
-    if (i < n) {
-        uint64_t w = 0;
-        memcpy(&w, p + i, n - i);
-        h = (h ^ w ^ ((uint64_t)(n - i) << 56)) * 0x100000001b3ULL;
-    }
-    return h;
-}
-static inline uint64_t checksum_final(uint64_t h) {  // murmur3's finaliser spreads every bit
-    h ^= h >> 33; h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33; h *= 0xc4ceb9fe1a85ec53ULL;
-    return h ^ (h >> 33);
-}
-
-// OpenMP threads that wait spin by default (libgomp), and when another process
-// shares the cores a spinning thread steals the time its partner needs: seen here,
-// 2 threads at 780 chars/s against 6,100 with passive waiting, with one other busy
-// process on 2 cores. Passive waiting costs little because the time loops have no
-// per-step barrier. The runtime reads the policy when it loads, before main, so a
-// program that has not been given one sets it and executes itself again, once.
-static inline void openmp_prefer_passive_wait(char **argv) {
-#ifdef _OPENMP
-    if (getenv("OMP_WAIT_POLICY")) return;
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);  // returns only if that failed: then carry on as we are
-#else
-    (void)argv;
-#endif
-}
-
-// Little-endian fields of the file formats (doc/formats.md), whatever the host.
-static inline void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static inline void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static inline uint32_t get32(const uint8_t *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
-static inline uint64_t get64(const uint8_t *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
-
-// ----------------------------------------------------------------------------
-// Random numbers: splitmix64, one 64-bit state that goes into the checkpoint.
-
-static inline uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-static inline double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }  // [0, 1)
-static inline double rng_normal(uint64_t *s) {  // Box-Muller; one draw per call keeps the stream simple
-    double u1 = 1.0 - rng_uniform(s), u2 = rng_uniform(s);
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
-// ----------------------------------------------------------------------------
-// Whole-or-nothing output files: write to "<path>.tmp.<pid>", then flush, fsync
-// and rename over the final name. A crash or kill -9 at any point leaves either
-// the previous file or the new one, never a torn file.
-
-typedef struct { FILE *f; char path[4096], tmp[4200]; } AtomicFile;
-
-static inline void atomic_open(AtomicFile *af, const char *path) {
-    size_t n = strlen(path);
-    if (n >= sizeof af->path) fail("output path too long: %s", path);
-    memcpy(af->path, path, n + 1);
-    snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld", af->path, (long)getpid());
-    af->f = fopen(af->tmp, "wb");
-    if (!af->f) fail("cannot write %s: %s", path, strerror(errno));
-}
-static inline void atomic_write(AtomicFile *af, const void *p, size_t n) {
-    if (n && fwrite(p, 1, n, af->f) != n) {
-        int e = errno;
-        fclose(af->f); unlink(af->tmp);
-        fail("cannot write %s: %s", af->path, strerror(e));
-    }
-}
-static inline void atomic_abort(AtomicFile *af) { fclose(af->f); unlink(af->tmp); }
-static inline void atomic_commit(AtomicFile *af) {
-    if (fflush(af->f) != 0 || fsync(fileno(af->f)) != 0) {
-        int e = errno;
-        atomic_abort(af);
-        fail("cannot write %s: %s", af->path, strerror(e));
-    }
-    fclose(af->f);
-    if (rename(af->tmp, af->path) != 0) {
-        int e = errno;
-        unlink(af->tmp);
-        fail("cannot rename %s to %s: %s", af->tmp, af->path, strerror(e));
-    }
-}
-
-// ----------------------------------------------------------------------------
-// Config and the parameter layout (DESIGN section 2). Weights are row-major
+// Config and the parameter layout (doc/design.md, "The model"). Weights are row-major
 // [out, in], so y = x W^T. Weight norm (Salimans and Kingma 2016), on in the
 // reference models, stores a direction V and a gain g per output row of W_x,
 // W_h, W_mx, W_mh; the matrix the cell uses is W[j,:] = g[j] V[j,:] / ||V[j,:]||.
@@ -182,7 +48,10 @@ static inline void param_shapes(const MlstmConfig *c, size_t rows[NPARAM], size_
     size_t V = c->V, D = c->D, H = c->H, g = c->wnorm ? 1 : 0;
     size_t r[NPARAM] = {V, 4 * H, 4 * H * g, 4 * H, 4 * H * g, H, H * g, H, H * g, 4 * H, V, V};
     size_t k[NPARAM] = {D, D, 1, H, 1, D, 1, H, 1, 1, H, 1};
-    for (int i = 0; i < NPARAM; i++) { rows[i] = r[i]; cols[i] = k[i]; }
+    for (int i = 0; i < NPARAM; i++) {
+        rows[i] = r[i];
+        cols[i] = k[i];
+    }
 }
 static inline size_t param_count(const MlstmConfig *c) {
     size_t rows[NPARAM], cols[NPARAM], n = 0;
@@ -190,25 +59,68 @@ static inline size_t param_count(const MlstmConfig *c) {
     for (int i = 0; i < NPARAM; i++) n += rows[i] * cols[i];
     return n;
 }
-// Forward FLOPs per character (DESIGN section 2); training is about 3x this.
+// Forward FLOPs per character (doc/design.md, "The model"); training is about 3x this.
 static inline double flops_per_char(const MlstmConfig *c) {
     double D = c->D, H = c->H, V = c->V;
     return 2.0 * (5 * H * D + 5 * H * H + V * H);
 }
 
 // A pointer table into one buffer: t[P_WX] etc. Used for parameters and gradients alike.
-typedef struct { real *t[NPARAM]; size_t n[NPARAM]; } ParamTable;
+typedef struct {
+    real *t[NPARAM];
+    size_t n[NPARAM];
+} ParamTable;
 static inline void param_table(ParamTable *pt, const MlstmConfig *c, real *base) {
     size_t rows[NPARAM], cols[NPARAM], off = 0;
     param_shapes(c, rows, cols);
-    for (int i = 0; i < NPARAM; i++) { pt->t[i] = base + off; pt->n[i] = rows[i] * cols[i]; off += pt->n[i]; }
+    for (int i = 0; i < NPARAM; i++) {
+        pt->t[i] = base + off;
+        pt->n[i] = rows[i] * cols[i];
+        off += pt->n[i];
+    }
+}
+
+// The four matrices of the cell, the ones weight norm applies to, as one table that
+// every place handling them loops over: the direction V (parameter), its gain
+// (parameter + 1), rows x cols, where the matrix starts in a buffer holding all four
+// back to back (the effective weights and their gradients), and where its row norms
+// start in `norms` (10H: x 4H, h 4H, mx H, mh H).
+enum { WN_X, WN_H, WN_MX, WN_MH, NWN };
+typedef struct {
+    int param, gain;   // P_WX, P_GX etc.
+    size_t rows, cols;
+    size_t offset;     // in the (weightnorm_elems,) buffer of all four
+    size_t norm_offset;
+} WnMat;
+static inline void weightnorm_mats(const MlstmConfig *c, WnMat wn[NWN]) {
+    static const int params[NWN] = {P_WX, P_WH, P_WMX, P_WMH};
+    size_t rows[NPARAM], cols[NPARAM], offset = 0, norm_offset = 0;
+    param_shapes(c, rows, cols);
+    for (int k = 0; k < NWN; k++) {
+        int p = params[k];
+        wn[k] = (WnMat){p, p + 1, rows[p], cols[p], offset, norm_offset};
+        offset += rows[p] * cols[p];
+        norm_offset += rows[p];
+    }
+}
+// Elements of all four matrices (4HD + 4HH + HD + HH), and rows of all four (10H).
+static inline size_t weightnorm_elems(const MlstmConfig *c) {
+    WnMat wn[NWN];
+    weightnorm_mats(c, wn);
+    return wn[NWN - 1].offset + wn[NWN - 1].rows * wn[NWN - 1].cols;
+}
+static inline size_t weightnorm_rows(const MlstmConfig *c) {
+    WnMat wn[NWN];
+    weightnorm_mats(c, wn);
+    return wn[NWN - 1].norm_offset + wn[NWN - 1].rows;
 }
 
 // ----------------------------------------------------------------------------
 // The model: parameters, gradients, Adam moments, effective weights and every
 // activation the backward pass needs, all allocated once for at most B rows and
 // T steps. Activations are time-major, (T, B, ...), so the input projections and
-// the weight gradients are single matmuls over all T*B rows.
+// the weight gradients are single matmuls over all T*B rows. `m` is always an
+// Mlstm in this file; the activation m_t is `mt`.
 
 typedef struct {
     MlstmConfig cfg;
@@ -217,16 +129,18 @@ typedef struct {
     real *params, *grads;     // (nparams,) each; params are the FP32 master weights
     real *adam_m, *adam_v;    // (nparams,) Adam moments
     ParamTable p, g;          // named views of params and grads
-    // effective weights: with weight norm these are computed from (V, g); without, they alias the params
-    real *Wx, *Wh, *Wmx, *Wmh;     // (4H,D) (4H,H) (H,D) (H,H)
-    real *dWx, *dWh, *dWmx, *dWmh; // their gradients (alias grads without weight norm)
-    real *norms;              // (10H,) ||V_j|| of every normalised row: x 4H, h 4H, mx H, mh H
+    // effective weights W[WN_X] (4H,D), W[WN_H] (4H,H), W[WN_MX] (H,D), W[WN_MH] (H,H): with
+    // weight norm computed from (V, g) into one buffer; without, they alias the params
+    real *W[NWN];
+    real *dW[NWN];            // their gradients (alias grads without weight norm)
+    real *norms;              // (10H,) ||V_j|| of every normalised row, at WnMat.norm_offset
     // forward activations
     const uint8_t *inputs, *targets, *reset;  // (B,T) each, kept from forward for backward
     int b, t;                 // rows and steps of the last forward
     real *xe;                 // (T,B,D) embedded inputs
-    real *zx;                 // (T,B,4H) x W_x^T + b, then z; holds gate activations i,f,o,u after the step
-    real *mx, *mh, *m;        // (T,B,H) e W_mx^T, h_{t-1} W_mh^T, their product
+    real *gates;              // (T,B,4H) x W_x^T + b; step t adds m_t W_h^T (z_t), then stores the gates i,f,o,u
+    real *mx, *mh;            // (T,B,H) e W_mx^T and h_{t-1} W_mh^T
+    real *mt;                 // (T,B,H) m_t, their product
     real *hs, *cs;            // (T+1,B,H) state entering step t at index t (index 0: carried in; T: out)
     real *probs;              // (T,B,V) softmax, then dlogits in backward
     double *losses;           // (T*B,) cross-entropy of each prediction
@@ -234,10 +148,107 @@ typedef struct {
     real *dz;                 // (T,B,4H) gradient of the gate pre-activations
     real *dmx, *dmh;          // (T,B,H)
     real *dhs;                // (T,B,H) gradient into h_t from the output layer
-    real *dh, *dc, *dm;       // (B,H) running gradients, and dm of one step
+    real *dh, *dc;            // (B,H) running gradients of the time loop
+    real *dm;                 // (B,H) gradient of m_t, one step
     real *dxe;                // (T,B,D)
     real *dh0, *dc0;          // (B,H) gradient into the carried-in state
 } Mlstm;
+
+// ----------------------------------------------------------------------------
+// Construction and initialisation
+
+// 64-byte aligned and zeroed: vector loops then split the same way in every run,
+// whatever else the process allocated first, so results repeat bit for bit.
+static inline real *mlstm_alloc(size_t n) {
+    void *p = NULL;
+    size_t bytes = (n * sizeof(real) + 63) / 64 * 64;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) p = mallocCheck((size_t)-1 / 2);  // reports and exits
+    memset(p, 0, bytes);
+    return (real *)p;
+}
+
+static inline void mlstm_build(Mlstm *m, MlstmConfig cfg, int B, int T) {
+    memset(m, 0, sizeof *m);
+    if (cfg.V != 256 || cfg.D < 1 || cfg.H < 1 || B < 1 || T < 1)
+        fail("bad model size V=%d D=%d H=%d B=%d T=%d (V must be 256, the rest positive)", cfg.V, cfg.D, cfg.H, B, T);
+    m->cfg = cfg;
+    m->B = B;
+    m->T = T;
+    size_t V = cfg.V, D = cfg.D, H = cfg.H, BT = (size_t)B * T;
+    m->nparams = param_count(&cfg);
+    m->params = mlstm_alloc(m->nparams);
+    m->grads = mlstm_alloc(m->nparams);
+    m->adam_m = mlstm_alloc(m->nparams);
+    m->adam_v = mlstm_alloc(m->nparams);
+    param_table(&m->p, &cfg, m->params);
+    param_table(&m->g, &cfg, m->grads);
+    WnMat wn[NWN];
+    weightnorm_mats(&cfg, wn);
+    size_t nW = weightnorm_elems(&cfg);
+    real *w = cfg.wnorm ? mlstm_alloc(2 * nW) : NULL;  // the effective weights, then their gradients
+    for (int k = 0; k < NWN; k++) {
+        m->W[k] = cfg.wnorm ? w + wn[k].offset : m->p.t[wn[k].param];
+        m->dW[k] = cfg.wnorm ? w + nW + wn[k].offset : m->g.t[wn[k].param];
+    }
+    if (cfg.wnorm) m->norms = mlstm_alloc(weightnorm_rows(&cfg));
+    m->xe = mlstm_alloc(BT * D);
+    m->gates = mlstm_alloc(BT * 4 * H);
+    m->mx = mlstm_alloc(BT * H);
+    m->mh = mlstm_alloc(BT * H);
+    m->mt = mlstm_alloc(BT * H);
+    m->hs = mlstm_alloc(BT * H + B * H);
+    m->cs = mlstm_alloc(BT * H + B * H);
+    m->probs = mlstm_alloc(BT * V);
+    m->losses = (double *)mallocCheck(BT * sizeof(double));
+    m->dz = mlstm_alloc(BT * 4 * H);
+    m->dmx = mlstm_alloc(BT * H);
+    m->dmh = mlstm_alloc(BT * H);
+    m->dhs = mlstm_alloc(BT * H);
+    m->dh = mlstm_alloc(B * H);
+    m->dc = mlstm_alloc(B * H);
+    m->dm = mlstm_alloc(B * H);
+    m->dxe = mlstm_alloc(BT * D);
+    m->dh0 = mlstm_alloc(B * H);
+    m->dc0 = mlstm_alloc(B * H);
+}
+
+static inline void mlstm_free(Mlstm *m) {
+    real *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->norms, m->xe, m->gates, m->mx, m->mh, m->mt,
+                    m->hs, m->cs, m->probs, m->dz, m->dmx, m->dmh, m->dhs, m->dh, m->dc, m->dm, m->dxe,
+                    m->dh0, m->dc0};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    if (m->cfg.wnorm) free(m->W[WN_X]);  // the start of the one buffer of all four
+    free(m->losses);
+    memset(m, 0, sizeof *m);
+}
+
+// Initialisation (seeded, splitmix64): E ~ N(0, 1) like torch.nn.Embedding; every
+// matrix ~ U(-1/sqrt(in), 1/sqrt(in)) with in = its input width (PyTorch's Linear
+// and LSTM default scale); gains g = the initial row norms, so W starts equal to
+// V (Salimans and Kingma 2016); biases b and b_out zero. Adam moments zero.
+static inline void mlstm_init(Mlstm *m, uint64_t seed) {
+    const MlstmConfig *c = &m->cfg;
+    uint64_t s = seed;
+    size_t rows[NPARAM], cols[NPARAM];
+    param_shapes(c, rows, cols);
+    memset(m->params, 0, m->nparams * sizeof(real));
+    for (size_t i = 0; i < m->p.n[P_E]; i++) m->p.t[P_E][i] = (real)rng_normal(&s);
+    const int mats[] = {P_WX, P_WH, P_WMX, P_WMH, P_WOUT};
+    for (int k = 0; k < 5; k++) {
+        int id = mats[k];
+        double a = 1.0 / sqrt((double)cols[id]);
+        for (size_t i = 0; i < m->p.n[id]; i++) m->p.t[id][i] = (real)(a * (2 * rng_uniform(&s) - 1));
+        if (c->wnorm && id != P_WOUT)
+            for (size_t j = 0; j < rows[id]; j++) {  // the gain after V: param + 1
+                const real *v = m->p.t[id] + j * cols[id];
+                double n2 = 0;
+                for (size_t q = 0; q < cols[id]; q++) n2 += (double)v[q] * v[q];
+                m->p.t[id + 1][j] = (real)sqrt(n2);
+            }
+    }
+    memset(m->adam_m, 0, m->nparams * sizeof(real));
+    memset(m->adam_v, 0, m->nparams * sizeof(real));
+}
 
 // ----------------------------------------------------------------------------
 // Matmuls. Three layouts cover the model (the same three the GPU trainer writes
@@ -245,6 +256,8 @@ typedef struct {
 // parallel wrapper over all rows. Every output element is computed by one thread
 // in a fixed order, so results do not depend on the number of threads (bit-exact
 // resume, MPI ranks vs one process).
+
+#define MM_ROW_BLOCK 16  // rows per parallel task: 4 blocks of the 4-row kernels
 
 // out[n0:n1, :] (N,O) = [out +] in (N,K) . W (O,K)^T [+ bias (O,)]
 // Four rows at a time share each load of a W row (dot products along K).
@@ -257,7 +270,12 @@ static inline void mm_nt_rows(real *out, const real *in, const real *W, const re
             const real *w = W + (size_t)o * K;
             real a0 = 0, a1 = 0, a2 = 0, a3 = 0;
             #pragma omp simd reduction(+ : a0, a1, a2, a3)
-            for (int k = 0; k < K; k++) { a0 += x0[k] * w[k]; a1 += x1[k] * w[k]; a2 += x2[k] * w[k]; a3 += x3[k] * w[k]; }
+            for (int k = 0; k < K; k++) {
+                a0 += x0[k] * w[k];
+                a1 += x1[k] * w[k];
+                a2 += x2[k] * w[k];
+                a3 += x3[k] * w[k];
+            }
             real bo = bias ? bias[o] : 0, *y = out + (size_t)n * O + o;
             y[0] = (accumulate ? y[0] : 0) + a0 + bo;
             y[O] = (accumulate ? y[O] : 0) + a1 + bo;
@@ -277,14 +295,19 @@ static inline void mm_nt_rows(real *out, const real *in, const real *W, const re
         }
     }
 }
-static inline void matmul_nt(real *out, const real *in, const real *W, const real *bias, int N, int K, int O, int accumulate) {
+static inline void matmul_nt(real *out, const real *in, const real *W, const real *bias, int N, int K, int O,
+                             int accumulate) {
     #pragma omp parallel for schedule(static)
-    for (int n0 = 0; n0 < N; n0 += 16) mm_nt_rows(out, in, W, bias, n0, n0 + 16 < N ? n0 + 16 : N, K, O, accumulate);
+    for (int n0 = 0; n0 < N; n0 += MM_ROW_BLOCK) {
+        int n1 = n0 + MM_ROW_BLOCK < N ? n0 + MM_ROW_BLOCK : N;
+        mm_nt_rows(out, in, W, bias, n0, n1, K, O, accumulate);
+    }
 }
 
 // dIn[n0:n1, :] (N,K) = [dIn +] dOut (N,O) . W (O,K): rows of W scaled and added
 // (axpy along K), four rows of dIn per pass over W.
-static inline void mm_nn_rows(real *dIn, const real *dOut, const real *W, int n0, int n1, int O, int K, int accumulate) {
+static inline void mm_nn_rows(real *dIn, const real *dOut, const real *W, int n0, int n1, int O, int K,
+                              int accumulate) {
     if (!accumulate) memset(dIn + (size_t)n0 * K, 0, sizeof(real) * (size_t)(n1 - n0) * K);
     for (int n = n0; n < n1; n += 4) {
         int r = n1 - n < 4 ? n1 - n : 4;
@@ -296,7 +319,12 @@ static inline void mm_nn_rows(real *dIn, const real *dOut, const real *W, int n0
                 real a0 = d[o], a1 = d[O + o], a2 = d[2 * (size_t)O + o], a3 = d[3 * (size_t)O + o];
                 real *y1 = y0 + K, *y2 = y1 + K, *y3 = y2 + K;
                 #pragma omp simd
-                for (int k = 0; k < K; k++) { y0[k] += a0 * w[k]; y1[k] += a1 * w[k]; y2[k] += a2 * w[k]; y3[k] += a3 * w[k]; }
+                for (int k = 0; k < K; k++) {
+                    y0[k] += a0 * w[k];
+                    y1[k] += a1 * w[k];
+                    y2[k] += a2 * w[k];
+                    y3[k] += a3 * w[k];
+                }
             } else {
                 for (int i = 0; i < r; i++) {
                     real a = d[(size_t)i * O + o], *y = y0 + (size_t)i * K;
@@ -309,7 +337,10 @@ static inline void mm_nn_rows(real *dIn, const real *dOut, const real *W, int n0
 }
 static inline void matmul_nn(real *dIn, const real *dOut, const real *W, int N, int O, int K, int accumulate) {
     #pragma omp parallel for schedule(static)
-    for (int n0 = 0; n0 < N; n0 += 16) mm_nn_rows(dIn, dOut, W, n0, n0 + 16 < N ? n0 + 16 : N, O, K, accumulate);
+    for (int n0 = 0; n0 < N; n0 += MM_ROW_BLOCK) {
+        int n1 = n0 + MM_ROW_BLOCK < N ? n0 + MM_ROW_BLOCK : N;
+        mm_nn_rows(dIn, dOut, W, n0, n1, O, K, accumulate);
+    }
 }
 
 // dW (O,K) += dOut (N,O)^T . in (N,K), summed over all N rows in order
@@ -355,11 +386,17 @@ static inline void thread_rows(int B, int *b0, int *b1) {
 #endif
 static inline HOSTDEV real sigmoidr(real x) { return 1 / (1 + exp(-x)); }
 
-// One mLSTM cell update for one unit (DESIGN section 2, gate order i, f, o, u).
+// One mLSTM cell update for one unit (doc/design.md, "The model", gate order i, f, o, u).
 // z: pre-activations in, gates out (i,f,o,u at stride H); returns c, writes h.
 static inline HOSTDEV real cell_forward(real *z, size_t H, real c_prev, real *h) {
-    real i = sigmoidr(z[0]), f = sigmoidr(z[H]), o = sigmoidr(z[2 * H]), u = tanh(z[3 * H]);
-    z[0] = i; z[H] = f; z[2 * H] = o; z[3 * H] = u;
+    real i = sigmoidr(z[0]);
+    real f = sigmoidr(z[H]);
+    real o = sigmoidr(z[2 * H]);
+    real u = tanh(z[3 * H]);
+    z[0] = i;
+    z[H] = f;
+    z[2 * H] = o;
+    z[3 * H] = u;
     real c = f * c_prev + i * u;
     *h = o * tanh(c);
     return c;
@@ -376,92 +413,18 @@ static inline HOSTDEV real cell_backward(const real *g, size_t H, real c_prev, r
     return dc * f;
 }
 
-// ----------------------------------------------------------------------------
-// Construction and initialisation
-
-// 64-byte aligned and zeroed: vector loops then split the same way in every run,
-// whatever else the process allocated first, so results repeat bit for bit.
-static inline real *mlstm_alloc(size_t n) {
-    void *p = NULL;
-    size_t bytes = (n * sizeof(real) + 63) / 64 * 64;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) p = mallocCheck((size_t)-1 / 2);  // reports and exits
-    memset(p, 0, bytes);
-    return (real *)p;
-}
-
-static inline void mlstm_build(Mlstm *m, MlstmConfig cfg, int B, int T) {
-    memset(m, 0, sizeof *m);
-    if (cfg.V != 256 || cfg.D < 1 || cfg.H < 1 || B < 1 || T < 1)
-        fail("bad model size V=%d D=%d H=%d B=%d T=%d (V must be 256, the rest positive)", cfg.V, cfg.D, cfg.H, B, T);
-    m->cfg = cfg; m->B = B; m->T = T;
-    size_t V = cfg.V, D = cfg.D, H = cfg.H, BT = (size_t)B * T;
-    m->nparams = param_count(&cfg);
-    m->params = mlstm_alloc(m->nparams); m->grads = mlstm_alloc(m->nparams);
-    m->adam_m = mlstm_alloc(m->nparams); m->adam_v = mlstm_alloc(m->nparams);
-    param_table(&m->p, &cfg, m->params);
-    param_table(&m->g, &cfg, m->grads);
-    if (cfg.wnorm) {
-        size_t nW = 4 * H * D + 4 * H * H + H * D + H * H;
-        real *w = mlstm_alloc(2 * nW);
-        m->Wx = w; m->Wh = m->Wx + 4 * H * D; m->Wmx = m->Wh + 4 * H * H; m->Wmh = m->Wmx + H * D;
-        m->dWx = w + nW; m->dWh = m->dWx + 4 * H * D; m->dWmx = m->dWh + 4 * H * H; m->dWmh = m->dWmx + H * D;
-        m->norms = mlstm_alloc(10 * H);
-    } else {
-        m->Wx = m->p.t[P_WX]; m->Wh = m->p.t[P_WH]; m->Wmx = m->p.t[P_WMX]; m->Wmh = m->p.t[P_WMH];
-        m->dWx = m->g.t[P_WX]; m->dWh = m->g.t[P_WH]; m->dWmx = m->g.t[P_WMX]; m->dWmh = m->g.t[P_WMH];
-    }
-    m->xe = mlstm_alloc(BT * D);
-    m->zx = mlstm_alloc(BT * 4 * H);
-    m->mx = mlstm_alloc(BT * H); m->mh = mlstm_alloc(BT * H); m->m = mlstm_alloc(BT * H);
-    m->hs = mlstm_alloc(BT * H + B * H); m->cs = mlstm_alloc(BT * H + B * H);
-    m->probs = mlstm_alloc(BT * V);
-    m->losses = (double *)mallocCheck(BT * sizeof(double));
-    m->dz = mlstm_alloc(BT * 4 * H);
-    m->dmx = mlstm_alloc(BT * H); m->dmh = mlstm_alloc(BT * H); m->dhs = mlstm_alloc(BT * H);
-    m->dh = mlstm_alloc(B * H); m->dc = mlstm_alloc(B * H); m->dm = mlstm_alloc(B * H);
-    m->dxe = mlstm_alloc(BT * D);
-    m->dh0 = mlstm_alloc(B * H); m->dc0 = mlstm_alloc(B * H);
-}
-
-static inline void mlstm_free(Mlstm *m) {
-    real *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->norms, m->xe, m->zx, m->mx, m->mh, m->m,
-                    m->hs, m->cs, m->probs, m->dz, m->dmx, m->dmh, m->dhs, m->dh, m->dc, m->dm, m->dxe, m->dh0, m->dc0};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
-    if (m->cfg.wnorm) free(m->Wx);
-    free(m->losses);
-    memset(m, 0, sizeof *m);
-}
-
-// Initialisation (seeded, splitmix64): E ~ N(0, 1) like torch.nn.Embedding; every
-// matrix ~ U(-1/sqrt(in), 1/sqrt(in)) with in = its input width (PyTorch's Linear
-// and LSTM default scale); gains g = the initial row norms, so W starts equal to
-// V (Salimans and Kingma 2016); biases b and b_out zero. Adam moments zero.
-static inline void mlstm_init(Mlstm *m, uint64_t seed) {
-    const MlstmConfig *c = &m->cfg;
-    uint64_t s = seed;
-    size_t rows[NPARAM], cols[NPARAM];
-    param_shapes(c, rows, cols);
-    memset(m->params, 0, m->nparams * sizeof(real));
-    for (size_t i = 0; i < m->p.n[P_E]; i++) m->p.t[P_E][i] = (real)rng_normal(&s);
-    const int mats[] = {P_WX, P_WH, P_WMX, P_WMH, P_WOUT};
-    for (int k = 0; k < 5; k++) {
-        int id = mats[k];
-        double a = 1.0 / sqrt((double)cols[id]);
-        for (size_t i = 0; i < m->p.n[id]; i++) m->p.t[id][i] = (real)(a * (2 * rng_uniform(&s) - 1));
-        if (c->wnorm && id != P_WOUT)
-            for (size_t j = 0; j < rows[id]; j++) {
-                double n2 = 0;
-                for (size_t q = 0; q < cols[id]; q++) n2 += (double)m->p.t[id][j * cols[id] + q] * m->p.t[id][j * cols[id] + q];
-                m->p.t[id + 1][j] = (real)sqrt(n2);
-            }
-    }
-    memset(m->adam_m, 0, m->nparams * sizeof(real));
-    memset(m->adam_v, 0, m->nparams * sizeof(real));
+// Weight norm of one row j, once the row's sums are done (the CPU sums a row
+// serially, the GPU across a warp), with n = ||V[j,:]||:
+//   forward   W[j,k] = scale V[j,k],  scale = g[j] / n
+//   backward  dg[j] = (dW[j,:] . V[j,:]) / n,  dV[j,k] = scale (dW[j,k] - dg[j] V[j,k] / n)
+static inline HOSTDEV real weightnorm_scale(real g, real n) { return g / n; }
+static inline HOSTDEV real weightnorm_dv(real scale, real dw, real dg, real v, real n) {
+    return scale * (dw - dg * v / n);
 }
 
 // ----------------------------------------------------------------------------
-// Weight norm: W[j,:] = g[j] V[j,:] / ||V[j,:]||, and its backward
-// dg[j] = dW[j,:].V[j,:] / ||V_j||,  dV[j,:] = (g[j]/||V_j||) (dW[j,:] - dg[j] V[j,:]/||V_j||).
+// Weight norm on the CPU, one row per iteration: the row's sums here, the rest in
+// weightnorm_scale / weightnorm_dv above. One call per matrix of the WnMat table.
 
 static inline void weightnorm_forward(real *W, real *norms, const real *Vd, const real *g, int rows, int cols) {
     #pragma omp parallel for schedule(static)
@@ -469,26 +432,47 @@ static inline void weightnorm_forward(real *W, real *norms, const real *Vd, cons
         const real *v = Vd + (size_t)j * cols;
         real n2 = 0;
         for (int k = 0; k < cols; k++) n2 += v[k] * v[k];
-        real n = sqrt(n2), s = g[j] / n;
+        real n = sqrt(n2);
+        real s = weightnorm_scale(g[j], n);
         norms[j] = n;
         for (int k = 0; k < cols; k++) W[(size_t)j * cols + k] = s * v[k];
     }
 }
-static inline void weightnorm_backward(real *dV, real *dg, const real *dW, const real *Vd, const real *g, const real *norms,
-                                int rows, int cols) {
+static inline void weightnorm_backward(real *dV, real *dg, const real *dW, const real *Vd, const real *g,
+                                       const real *norms, int rows, int cols) {
     #pragma omp parallel for schedule(static)
     for (int j = 0; j < rows; j++) {
         const real *v = Vd + (size_t)j * cols, *dw = dW + (size_t)j * cols;
         real n = norms[j], dot = 0;
         for (int k = 0; k < cols; k++) dot += dw[k] * v[k];
-        real dgj = dot / n, s = g[j] / n;
+        real dgj = dot / n;
+        real s = weightnorm_scale(g[j], n);
         dg[j] += dgj;
-        for (int k = 0; k < cols; k++) dV[(size_t)j * cols + k] += s * (dw[k] - dgj * v[k] / n);
+        for (int k = 0; k < cols; k++) dV[(size_t)j * cols + k] += weightnorm_dv(s, dw[k], dgj, v[k], n);
     }
 }
 
 // ----------------------------------------------------------------------------
-// Forward over T steps.
+// The forward pass. The model's equations (doc/design.md, "The model"), for one row
+// with input bytes x_t and the state (h_0, c_0) carried in, each tagged with the
+// function that computes it (y = x W^T throughout; * is the element-wise product):
+//
+//   W   = g V / ||V||, per row of W_x, W_h, W_mx, W_mh     weightnorm_forward, weightnorm_scale
+//   e_t = E[x_t]                                           mlstm_forward: embedding gather
+//   e_t W_x^T + b  and  e_t W_mx^T, all t at once          mlstm_forward: matmul_nt (before the time loop)
+//   m_t = (e_t W_mx^T) * (h_{t-1} W_mh^T)                  time loop: mm_nt_rows, then the product
+//   z_t = e_t W_x^T + m_t W_h^T + b                        time loop: mm_nt_rows(..., accumulate = 1)
+//   i = sigmoid(z_i), f = sigmoid(z_f), o = sigmoid(z_o)   cell_forward
+//   u = tanh(z_u)                                          cell_forward
+//   c_t = f * c_{t-1} + i * u,  h_t = o * tanh(c_t)        cell_forward
+//   p_t = softmax(h_t W_out^T + b_out)                     matmul_nt and the softmax loop (after the time loop)
+//   loss = mean over t, b of -log p_t[x_{t+1}]             the softmax loop; summed in order, in double
+//
+// Gate order along the 4H rows of W_x, W_h, b and z: i, f, o, u (input, forget,
+// output, candidate), as in Radford et al.'s TensorFlow code. PyTorch's LSTM and
+// the PyTorch mLSTM of sentiment-discovery order them i, f, u, o: weights ported
+// from there swap the last two quarters.
+//
 // inputs, targets: (B,T) bytes, row-major (inputs[b*T+t]); reset: (B,T) or NULL,
 // reset[b*T+t] = 1 zeroes row b's state before step t (a document boundary).
 // h0, c0: (B,H) carried-in state. Returns the mean cross-entropy (nats) over all
@@ -507,20 +491,27 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
     const MlstmConfig *c = &m->cfg;
     if (B > m->B || T > m->T) fail("mlstm_forward: B=%d T=%d exceed the buffers' B=%d T=%d", B, T, m->B, m->T);
     const int D = c->D, H = c->H, V = c->V, N = B * T;
-    m->inputs = inputs; m->targets = targets; m->reset = reset; m->b = B; m->t = T;
+    m->inputs = inputs;
+    m->targets = targets;
+    m->reset = reset;
+    m->b = B;
+    m->t = T;
     if (c->wnorm) {  // W = g V / ||V|| for the four cell matrices
-        weightnorm_forward(m->Wx, m->norms, m->p.t[P_WX], m->p.t[P_GX], 4 * H, D);
-        weightnorm_forward(m->Wh, m->norms + 4 * H, m->p.t[P_WH], m->p.t[P_GH], 4 * H, H);
-        weightnorm_forward(m->Wmx, m->norms + 8 * H, m->p.t[P_WMX], m->p.t[P_GMX], H, D);
-        weightnorm_forward(m->Wmh, m->norms + 9 * H, m->p.t[P_WMH], m->p.t[P_GMH], H, H);
+        WnMat wn[NWN];
+        weightnorm_mats(c, wn);
+        for (int k = 0; k < NWN; k++)
+            weightnorm_forward(m->W[k], m->norms + wn[k].norm_offset, m->p.t[wn[k].param], m->p.t[wn[k].gain],
+                               (int)wn[k].rows, (int)wn[k].cols);
     }
     // embedding gather, time-major: xe[t,b,:] = E[inputs[b,t],:]
     for (int t = 0; t < T; t++)
-        for (int b = 0; b < B; b++)
-            memcpy(m->xe + ((size_t)t * B + b) * D, m->p.t[P_E] + (size_t)inputs[b * T + t] * D, D * sizeof(real));
-    // input projections for all T steps at once: zx = e W_x^T + b (N,4H), mx = e W_mx^T (N,H)
-    matmul_nt(m->zx, m->xe, m->Wx, m->p.t[P_B], N, D, 4 * H, 0);
-    matmul_nt(m->mx, m->xe, m->Wmx, NULL, N, D, H, 0);
+        for (int b = 0; b < B; b++) {
+            const real *row = m->p.t[P_E] + (size_t)inputs[b * T + t] * D;
+            memcpy(m->xe + ((size_t)t * B + b) * D, row, D * sizeof(real));
+        }
+    // input projections for all T steps at once: gates = e W_x^T + b (N,4H), mx = e W_mx^T (N,H)
+    matmul_nt(m->gates, m->xe, m->W[WN_X], m->p.t[P_B], N, D, 4 * H, 0);
+    matmul_nt(m->mx, m->xe, m->W[WN_MX], NULL, N, D, H, 0);
     memcpy(m->hs, h0, sizeof(real) * B * H);
     memcpy(m->cs, c0, sizeof(real) * B * H);
     #pragma omp parallel
@@ -530,15 +521,16 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
         for (int t = 0; t < T; t++) {
             const size_t s = (size_t)t * B * H;  // offset of step t in (T,B,H) arrays
             const real *hp = m->hs + s, *cp = m->cs + s, *mx = m->mx + s;
-            real *mh = m->mh + s, *mm = m->m + s, *hn = m->hs + s + (size_t)B * H, *cn = m->cs + s + (size_t)B * H;
-            real *z = m->zx + (size_t)t * B * 4 * H;
-            mm_nt_rows(mh, hp, m->Wmh, NULL, b0, b1, H, H, 0);          // h_{t-1} W_mh^T   (B,H)
+            real *mh = m->mh + s, *mt = m->mt + s;
+            real *hn = m->hs + s + (size_t)B * H, *cn = m->cs + s + (size_t)B * H;
+            real *z = m->gates + (size_t)t * B * 4 * H;  // holds e W_x^T + b; becomes z_t, then the gates
+            mm_nt_rows(mh, hp, m->W[WN_MH], NULL, b0, b1, H, H, 0);     // h_{t-1} W_mh^T   (B,H)
             for (int b = b0; b < b1; b++) {
                 real *mhb = mh + (size_t)b * H;
                 if (is_reset(m, b, t)) memset(mhb, 0, H * sizeof(real));  // a boundary: h = c = 0
-                for (int j = 0; j < H; j++) mm[(size_t)b * H + j] = mx[(size_t)b * H + j] * mhb[j];  // m = (W_mx e) * (W_mh h)
+                for (int j = 0; j < H; j++) mt[(size_t)b * H + j] = mx[(size_t)b * H + j] * mhb[j];  // m_t
             }
-            mm_nt_rows(z, mm, m->Wh, NULL, b0, b1, H, 4 * H, 1);        // z += m_t W_h^T   (B,4H)
+            mm_nt_rows(z, mt, m->W[WN_H], NULL, b0, b1, H, 4 * H, 1);   // z += m_t W_h^T   (B,4H)
             for (int b = b0; b < b1; b++)
                 for (int j = 0; j < H; j++) {
                     size_t i = (size_t)b * H + j;
@@ -557,7 +549,10 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
         int t = n / B, b = n % B;
         for (int v = 1; v < V; v++) mx = p[v] > mx ? p[v] : mx;
         real target_logit = p[targets[b * T + t]];
-        for (int v = 0; v < V; v++) { p[v] = exp(p[v] - mx); sum += p[v]; }
+        for (int v = 0; v < V; v++) {
+            p[v] = exp(p[v] - mx);
+            sum += p[v];
+        }
         for (int v = 0; v < V; v++) p[v] /= sum;
         m->losses[n] = (double)mx + log((double)sum) - (double)target_logit;  // -log softmax, without log(0)
     }
@@ -566,9 +561,9 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
 }
 
 // ----------------------------------------------------------------------------
-// Backward through time for the last forward. Seeds d(loss)/d(loss) = scale
-// (the loss scale S of DESIGN section 3; 1 in FP32), overwrites m->grads with
-// scale * d(mean loss)/d(params), and writes scale * d(loss)/d(h0, c0) into
+// Backward through time for the last forward. Seeds d(loss)/d(loss) = scale (the
+// loss scale S of doc/design.md, "The training step"; 1 in FP32), overwrites
+// m->grads with scale * d(mean loss)/d(params), and writes scale * d(loss)/d(h0, c0) into
 // m->dh0, m->dc0. The weight gradients are single products over all T*B rows
 // after the time loop; inside the loop only the two (B,H)x(H,*) products remain.
 
@@ -576,7 +571,7 @@ static inline void mlstm_backward(Mlstm *m, real scale) {
     const MlstmConfig *c = &m->cfg;
     const int D = c->D, H = c->H, V = c->V, B = m->b, T = m->t, N = B * T;
     memset(m->grads, 0, m->nparams * sizeof(real));
-    if (c->wnorm) memset(m->dWx, 0, sizeof(real) * ((size_t)4 * H * D + (size_t)4 * H * H + (size_t)H * D + (size_t)H * H));
+    if (c->wnorm) memset(m->dW[WN_X], 0, sizeof(real) * weightnorm_elems(c));  // all four, back to back
     // softmax + cross-entropy: dlogits = (p - onehot) * scale / N, in place of probs
     real s = scale / N;
     #pragma omp parallel for schedule(static)
@@ -598,49 +593,52 @@ static inline void mlstm_backward(Mlstm *m, real scale) {
         thread_rows(B, &b0, &b1);
         for (int t = T - 1; t >= 0; t--) {
             const size_t s = (size_t)t * B * H;
-            const real *gates = m->zx + (size_t)t * B * 4 * H, *cp = m->cs + s, *cn = cp + (size_t)B * H;
+            const real *gates = m->gates + (size_t)t * B * 4 * H, *cp = m->cs + s, *cn = cp + (size_t)B * H;
             const real *dhs = m->dhs + s, *mx = m->mx + s, *mh = m->mh + s;
             real *dz = m->dz + (size_t)t * B * 4 * H, *dmx = m->dmx + s, *dmh = m->dmh + s;
             for (int b = b0; b < b1; b++)
                 for (int j = 0; j < H; j++) {
                     size_t i = (size_t)b * H + j, i4 = (size_t)b * 4 * H + j;
-                    real dc = cell_backward(gates + i4, H, is_reset(m, b, t) ? 0 : cp[i], cn[i], m->dh[i] + dhs[i], m->dc[i], dz + i4);
-                    m->dc[i] = is_reset(m, b, t) ? 0 : dc;  // a reset cuts the state: nothing flows back
+                    int reset = is_reset(m, b, t);
+                    real dh = m->dh[i] + dhs[i];  // from step t+1 and from the output layer
+                    real dc = cell_backward(gates + i4, H, reset ? 0 : cp[i], cn[i], dh, m->dc[i], dz + i4);
+                    m->dc[i] = reset ? 0 : dc;  // a reset cuts the state: nothing flows back
                 }
-            mm_nn_rows(m->dm, dz, m->Wh, b0, b1, 4 * H, H, 0);          // dm = dz W_h   (B,H)
+            mm_nn_rows(m->dm, dz, m->W[WN_H], b0, b1, 4 * H, H, 0);     // dm = dz W_h   (B,H)
             for (int b = b0; b < b1; b++)
                 for (int j = 0; j < H; j++) {  // after a reset mh = 0 and h_{t-1} is a constant zero
                     size_t i = (size_t)b * H + j;
                     dmx[i] = m->dm[i] * mh[i];
                     dmh[i] = is_reset(m, b, t) ? 0 : m->dm[i] * mx[i];
                 }
-            mm_nn_rows(m->dh, dmh, m->Wmh, b0, b1, H, H, 0);            // dh_{t-1} = dmh W_mh
+            mm_nn_rows(m->dh, dmh, m->W[WN_MH], b0, b1, H, H, 0);       // dh_{t-1} = dmh W_mh
         }
     }
     memcpy(m->dh0, m->dh, sizeof(real) * B * H);
     memcpy(m->dc0, m->dc, sizeof(real) * B * H);
     // weight gradients over all T*B rows. hs[0..T-1] are the states entering each
     // step; where a row was reset its dmh is zero, so dW_mh needs no special case.
-    matmul_tn(m->dWh, m->dz, m->m, N, 4 * H, H);     // dW_h  = dz^T m
-    matmul_tn(m->dWx, m->dz, m->xe, N, 4 * H, D);    // dW_x  = dz^T e
-    matmul_tn(m->dWmx, m->dmx, m->xe, N, H, D);      // dW_mx = dmx^T e
-    matmul_tn(m->dWmh, m->dmh, m->hs, N, H, H);      // dW_mh = dmh^T h_{t-1}
+    matmul_tn(m->dW[WN_H], m->dz, m->mt, N, 4 * H, H);    // dW_h  = dz^T m
+    matmul_tn(m->dW[WN_X], m->dz, m->xe, N, 4 * H, D);    // dW_x  = dz^T e
+    matmul_tn(m->dW[WN_MX], m->dmx, m->xe, N, H, D);      // dW_mx = dmx^T e
+    matmul_tn(m->dW[WN_MH], m->dmh, m->hs, N, H, H);      // dW_mh = dmh^T h_{t-1}
     for (int n = 0; n < N; n++)
         for (int j = 0; j < 4 * H; j++) m->g.t[P_B][j] += m->dz[(size_t)n * 4 * H + j];
     // embedding: scatter-add dxe = dz W_x + dmx W_mx into the rows of E
-    matmul_nn(m->dxe, m->dz, m->Wx, N, 4 * H, D, 0);
-    matmul_nn(m->dxe, m->dmx, m->Wmx, N, H, D, 1);
+    matmul_nn(m->dxe, m->dz, m->W[WN_X], N, 4 * H, D, 0);
+    matmul_nn(m->dxe, m->dmx, m->W[WN_MX], N, H, D, 1);
     for (int t = 0; t < T; t++)
         for (int b = 0; b < B; b++) {
             real *dE = m->g.t[P_E] + (size_t)m->inputs[b * T + t] * D;
             const real *d = m->dxe + ((size_t)t * B + b) * D;
             for (int k = 0; k < D; k++) dE[k] += d[k];
         }
-    if (c->wnorm) {
-        weightnorm_backward(m->g.t[P_WX], m->g.t[P_GX], m->dWx, m->p.t[P_WX], m->p.t[P_GX], m->norms, 4 * H, D);
-        weightnorm_backward(m->g.t[P_WH], m->g.t[P_GH], m->dWh, m->p.t[P_WH], m->p.t[P_GH], m->norms + 4 * H, 4 * H, H);
-        weightnorm_backward(m->g.t[P_WMX], m->g.t[P_GMX], m->dWmx, m->p.t[P_WMX], m->p.t[P_GMX], m->norms + 8 * H, H, D);
-        weightnorm_backward(m->g.t[P_WMH], m->g.t[P_GMH], m->dWmh, m->p.t[P_WMH], m->p.t[P_GMH], m->norms + 9 * H, H, H);
+    if (c->wnorm) {  // dW into the gradients of V and g
+        WnMat wn[NWN];
+        weightnorm_mats(c, wn);
+        for (int k = 0; k < NWN; k++)
+            weightnorm_backward(m->g.t[wn[k].param], m->g.t[wn[k].gain], m->dW[k], m->p.t[wn[k].param],
+                                m->p.t[wn[k].gain], m->norms + wn[k].norm_offset, (int)wn[k].rows, (int)wn[k].cols);
     }
 }
 
@@ -649,39 +647,54 @@ static inline void mlstm_backward(Mlstm *m, real scale) {
 // 1-based count of applied updates (the bias correction); grads are already
 // unscaled and clipped by the caller.
 
-typedef struct { double lr, beta1, beta2, eps; } AdamConfig;
+typedef struct {
+    double lr, beta1, beta2, eps;
+} AdamConfig;
 static const AdamConfig adam_defaults = {5e-4, 0.9, 0.999, 1e-8};
 
-static inline void adam_update(real *params, const real *grads, real *mom1, real *mom2, size_t n, AdamConfig a, long step) {
-    double bc1 = 1 - pow(a.beta1, (double)step), bc2 = 1 - pow(a.beta2, (double)step);
-    real lr_t = (real)(a.lr / bc1), b1 = (real)a.beta1, b2 = (real)a.beta2;
-    real eps = (real)a.eps, rbc2 = (real)(1 / sqrt(bc2));
-    #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) {
-        real g = grads[i];
-        mom1[i] = b1 * mom1[i] + (1 - b1) * g;
-        mom2[i] = b2 * mom2[i] + (1 - b2) * g * g;
-        params[i] -= lr_t * mom1[i] / (sqrt(mom2[i]) * rbc2 + eps);
-    }
+// The constants of update number `step`, the bias corrections folded in:
+// lr_t = lr / (1 - beta1^step), rbc2 = 1 / sqrt(1 - beta2^step).
+typedef struct {
+    real lr_t, b1, b2, eps, rbc2;
+} AdamStep;
+static inline AdamStep adam_step(AdamConfig a, long step) {
+    double bc1 = 1 - pow(a.beta1, (double)step);
+    double bc2 = 1 - pow(a.beta2, (double)step);
+    AdamStep s = {(real)(a.lr / bc1), (real)a.beta1, (real)a.beta2, (real)a.eps, (real)(1 / sqrt(bc2))};
+    return s;
+}
+// One parameter's update from its gradient g: one definition for the CPU and the
+// GPU (train.cu's Adam kernel calls it after unscaling and clipping g).
+static inline HOSTDEV void adam_element(real *param, real *mom1, real *mom2, real g, AdamStep s) {
+    *mom1 = s.b1 * *mom1 + (1 - s.b1) * g;
+    *mom2 = s.b2 * *mom2 + (1 - s.b2) * g * g;
+    *param -= s.lr_t * *mom1 / (sqrt(*mom2) * s.rbc2 + s.eps);
 }
 
-// Global L2 norm of a gradient buffer, accumulated in double.
-// Global L2 norm of a gradient buffer, in double: 256 fixed chunks summed in
-// order, so the clip factor (and so the weights) do not depend on the threads.
-static inline double grad_norm(const real *g, size_t n) {
-    double part[256] = {0}, s = 0;
-    size_t chunk = (n + 255) / 256;
+static inline void adam_update(real *params, const real *grads, real *mom1, real *mom2, size_t n, AdamConfig a,
+                               long step) {
+    AdamStep s = adam_step(a, step);
     #pragma omp parallel for schedule(static)
-    for (int c = 0; c < 256; c++) {
+    for (size_t i = 0; i < n; i++) adam_element(&params[i], &mom1[i], &mom2[i], grads[i], s);
+}
+
+// Global L2 norm of a gradient buffer, in double: fixed chunks summed in order,
+// so the clip factor (and so the weights) do not depend on the threads.
+#define GRAD_NORM_CHUNKS 256
+static inline double grad_norm(const real *g, size_t n) {
+    double part[GRAD_NORM_CHUNKS] = {0}, s = 0;
+    size_t chunk = (n + GRAD_NORM_CHUNKS - 1) / GRAD_NORM_CHUNKS;
+    #pragma omp parallel for schedule(static)
+    for (int c = 0; c < GRAD_NORM_CHUNKS; c++) {
         size_t i1 = (c + 1) * chunk < n ? (c + 1) * chunk : n;
         for (size_t i = c * chunk; i < i1; i++) part[c] += (double)g[i] * g[i];
     }
-    for (int c = 0; c < 256; c++) s += part[c];
+    for (int c = 0; c < GRAD_NORM_CHUNKS; c++) s += part[c];
     return sqrt(s);
 }
 
 // ----------------------------------------------------------------------------
-// Checkpoints (DESIGN section 7; byte layout in doc/formats.md). A 256-byte
+// Checkpoints (doc/design.md, "Checkpoints"; byte layout in doc/formats.md). A 256-byte
 // little-endian header, then FP32 master weights, Adam moments, and the carried
 // state of all G rows of the global batch. The checksum covers the header (with
 // its checksum field zero) and the payload. Written whole or not at all.
@@ -689,7 +702,26 @@ static inline double grad_norm(const real *g, size_t n) {
 #define CKPT_MAGIC "MLSTMCKP"
 #define CKPT_VERSION 1
 #define CKPT_HEADER_BYTES 256
-#define CKPT_SCALER_BYTES 48
+#define CKPT_SCALER_BYTES 48  // the scaler's field; schedule.h's LOSS_SCALER_BYTES of it are used, the rest 0
+
+// The header, little-endian: the byte offset of each field (doc/formats.md has the table).
+enum {
+    CKPT_AT_MAGIC = 0,         // char[8] CKPT_MAGIC
+    CKPT_AT_VERSION = 8,       // u32 CKPT_VERSION
+    CKPT_AT_HEADER_SIZE = 12,  // u32 CKPT_HEADER_BYTES
+    CKPT_AT_V = 16,            // u32 vocabulary
+    CKPT_AT_D = 20,            // u32 embedding width
+    CKPT_AT_H = 24,            // u32 hidden width
+    CKPT_AT_WNORM = 28,        // u32 weight norm 0/1
+    CKPT_AT_NPARAMS = 32,      // u64 parameter count
+    CKPT_AT_G = 40,            // u32 rows of carried state; 44..47 reserved, 0
+    CKPT_AT_STEP = 48,         // u64 applied steps
+    CKPT_AT_DATA_STEP = 56,    // u64 batches read
+    CKPT_AT_RNG = 64,          // u64 the trainer's RNG state
+    CKPT_AT_SCALER = 72,       // CKPT_SCALER_BYTES of loss scaler state
+    CKPT_AT_PAYLOAD = 120,     // u64 payload bytes
+    CKPT_AT_CHECKSUM = 128,    // u64 checksum; 136..255 reserved, 0
+};
 
 typedef struct {
     uint64_t step;       // applied (non-skipped) updates: Adam's step and the schedule's
@@ -705,16 +737,16 @@ typedef struct {
     TrainState st;
 } CkptHeader;
 
-
 static inline uint64_t ckpt_payload_bytes(const MlstmConfig *c, uint64_t nparams, int G) {
     return 4 * (3 * nparams + 2 * (uint64_t)G * c->H);
 }
 
 // Writes a real array as FP32, feeding the checksum.
+#define CKPT_CHUNK 4096
 static inline void ckpt_write_f32(AtomicFile *af, uint64_t *h, const real *x, size_t n) {
-    float buf[4096];
-    for (size_t i = 0; i < n; i += 4096) {
-        size_t k = n - i < 4096 ? n - i : 4096;
+    float buf[CKPT_CHUNK];
+    for (size_t i = 0; i < n; i += CKPT_CHUNK) {
+        size_t k = n - i < CKPT_CHUNK ? n - i : CKPT_CHUNK;
         for (size_t j = 0; j < k; j++) buf[j] = (float)x[i + j];
         *h = checksum_update(*h, buf, k * 4);
         atomic_write(af, buf, k * 4);
@@ -722,16 +754,24 @@ static inline void ckpt_write_f32(AtomicFile *af, uint64_t *h, const real *x, si
 }
 
 // h, c: (G,H) carried state of the whole global batch.
-static inline void checkpoint_save(const char *path, const Mlstm *m, const TrainState *st, const real *h, const real *c) {
+static inline void checkpoint_save(const char *path, const Mlstm *m, const TrainState *st, const real *h,
+                                   const real *c) {
     uint8_t hd[CKPT_HEADER_BYTES] = {0};
-    memcpy(hd, CKPT_MAGIC, 8);
-    put32(hd + 8, CKPT_VERSION); put32(hd + 12, CKPT_HEADER_BYTES);
-    put32(hd + 16, m->cfg.V); put32(hd + 20, m->cfg.D); put32(hd + 24, m->cfg.H); put32(hd + 28, m->cfg.wnorm);
-    put64(hd + 32, m->nparams); put32(hd + 40, st->G);
-    put64(hd + 48, st->step); put64(hd + 56, st->data_step); put64(hd + 64, st->rng);
-    memcpy(hd + 72, st->scaler, CKPT_SCALER_BYTES);
-    put64(hd + 120, ckpt_payload_bytes(&m->cfg, m->nparams, st->G));
-    // the checksum (bytes 128..135) is computed with its own field zero, then patched in
+    memcpy(hd + CKPT_AT_MAGIC, CKPT_MAGIC, 8);
+    put32(hd + CKPT_AT_VERSION, CKPT_VERSION);
+    put32(hd + CKPT_AT_HEADER_SIZE, CKPT_HEADER_BYTES);
+    put32(hd + CKPT_AT_V, m->cfg.V);
+    put32(hd + CKPT_AT_D, m->cfg.D);
+    put32(hd + CKPT_AT_H, m->cfg.H);
+    put32(hd + CKPT_AT_WNORM, m->cfg.wnorm);
+    put64(hd + CKPT_AT_NPARAMS, m->nparams);
+    put32(hd + CKPT_AT_G, st->G);
+    put64(hd + CKPT_AT_STEP, st->step);
+    put64(hd + CKPT_AT_DATA_STEP, st->data_step);
+    put64(hd + CKPT_AT_RNG, st->rng);
+    memcpy(hd + CKPT_AT_SCALER, st->scaler, CKPT_SCALER_BYTES);
+    put64(hd + CKPT_AT_PAYLOAD, ckpt_payload_bytes(&m->cfg, m->nparams, st->G));
+    // the checksum is computed with its own field zero, then patched in
     AtomicFile af;
     atomic_open(&af, path);
     uint64_t sum = checksum_update(CHECKSUM_INIT, hd, CKPT_HEADER_BYTES);
@@ -741,9 +781,12 @@ static inline void checkpoint_save(const char *path, const Mlstm *m, const Train
     ckpt_write_f32(&af, &sum, m->adam_v, m->nparams);
     ckpt_write_f32(&af, &sum, h, (size_t)st->G * m->cfg.H);
     ckpt_write_f32(&af, &sum, c, (size_t)st->G * m->cfg.H);
-    put64(hd + 128, checksum_final(sum));
-    if (fseek(af.f, 128, SEEK_SET) != 0) { atomic_abort(&af); fail("cannot write %s: seek failed", path); }
-    atomic_write(&af, hd + 128, 8);
+    put64(hd + CKPT_AT_CHECKSUM, checksum_final(sum));
+    if (fseek(af.f, CKPT_AT_CHECKSUM, SEEK_SET) != 0) {
+        atomic_abort(&af);
+        fail("cannot write %s: seek failed", path);
+    }
+    atomic_write(&af, hd + CKPT_AT_CHECKSUM, 8);
     atomic_commit(&af);
 }
 
@@ -754,39 +797,60 @@ static inline void checkpoint_header(const char *path, CkptHeader *out) {
     if (!f) fail("cannot open checkpoint %s: %s", path, strerror(errno));
     uint8_t hd[CKPT_HEADER_BYTES];
     size_t got = fread(hd, 1, CKPT_HEADER_BYTES, f);
-    if (got >= 8 && memcmp(hd, CKPT_MAGIC, 8) != 0) { fclose(f); fail("%s is not an mlstm checkpoint (bad magic)", path); }
-    if (got < CKPT_HEADER_BYTES) { fclose(f); fail("checkpoint %s is truncated: %zu bytes, the header alone is %d", path, got, CKPT_HEADER_BYTES); }
-    uint32_t version = get32(hd + 8);
-    if (version != CKPT_VERSION) { fclose(f); fail("checkpoint %s has format version %u; this build reads version %d", path, version, CKPT_VERSION); }
-    out->cfg.V = (int)get32(hd + 16); out->cfg.D = (int)get32(hd + 20); out->cfg.H = (int)get32(hd + 24); out->cfg.wnorm = (int)get32(hd + 28);
-    out->nparams = get64(hd + 32);
-    out->st.G = (int)get32(hd + 40);
-    out->st.step = get64(hd + 48); out->st.data_step = get64(hd + 56); out->st.rng = get64(hd + 64);
-    memcpy(out->st.scaler, hd + 72, CKPT_SCALER_BYTES);
-    out->payload_bytes = get64(hd + 120);
-    uint64_t want_sum = get64(hd + 128);
-    if (out->cfg.V != 256 || out->cfg.D < 1 || out->cfg.H < 1 || out->st.G < 1 || (out->cfg.wnorm & ~1) ||
-        out->nparams != param_count(&out->cfg) || out->payload_bytes != ckpt_payload_bytes(&out->cfg, out->nparams, out->st.G)) {
-        fclose(f); fail("checkpoint %s has an inconsistent header (corrupt file)", path);
+    if (got >= 8 && memcmp(hd + CKPT_AT_MAGIC, CKPT_MAGIC, 8) != 0) {
+        fclose(f);
+        fail("%s is not an mlstm checkpoint (bad magic)", path);
     }
-    put64(hd + 128, 0);
+    if (got < CKPT_HEADER_BYTES) {
+        fclose(f);
+        fail("checkpoint %s is truncated: %zu bytes, the header alone is %d", path, got, CKPT_HEADER_BYTES);
+    }
+    uint32_t version = get32(hd + CKPT_AT_VERSION);
+    if (version != CKPT_VERSION) {
+        fclose(f);
+        fail("checkpoint %s has format version %u; this build reads version %d", path, version, CKPT_VERSION);
+    }
+    out->cfg.V = (int)get32(hd + CKPT_AT_V);
+    out->cfg.D = (int)get32(hd + CKPT_AT_D);
+    out->cfg.H = (int)get32(hd + CKPT_AT_H);
+    out->cfg.wnorm = (int)get32(hd + CKPT_AT_WNORM);
+    out->nparams = get64(hd + CKPT_AT_NPARAMS);
+    out->st.G = (int)get32(hd + CKPT_AT_G);
+    out->st.step = get64(hd + CKPT_AT_STEP);
+    out->st.data_step = get64(hd + CKPT_AT_DATA_STEP);
+    out->st.rng = get64(hd + CKPT_AT_RNG);
+    memcpy(out->st.scaler, hd + CKPT_AT_SCALER, CKPT_SCALER_BYTES);
+    out->payload_bytes = get64(hd + CKPT_AT_PAYLOAD);
+    uint64_t want_sum = get64(hd + CKPT_AT_CHECKSUM);
+    int sane = out->cfg.V == 256 && out->cfg.D >= 1 && out->cfg.H >= 1 && out->st.G >= 1 && !(out->cfg.wnorm & ~1);
+    sane = sane && out->nparams == param_count(&out->cfg);
+    sane = sane && out->payload_bytes == ckpt_payload_bytes(&out->cfg, out->nparams, out->st.G);
+    if (!sane) {
+        fclose(f);
+        fail("checkpoint %s has an inconsistent header (corrupt file)", path);
+    }
+    put64(hd + CKPT_AT_CHECKSUM, 0);
     uint64_t sum = checksum_update(CHECKSUM_INIT, hd, CKPT_HEADER_BYTES), total = 0;
     static uint8_t buf[1 << 16];
     size_t k;
-    while ((k = fread(buf, 1, sizeof buf, f)) > 0) { sum = checksum_update(sum, buf, k); total += k; }
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0) {
+        sum = checksum_update(sum, buf, k);
+        total += k;
+    }
     fclose(f);
     if (total < out->payload_bytes)
         fail("checkpoint %s is truncated: payload %llu bytes, the header says %llu", path,
              (unsigned long long)total, (unsigned long long)out->payload_bytes);
     if (total > out->payload_bytes)
-        fail("checkpoint %s has %llu bytes after the payload (corrupt file)", path, (unsigned long long)(total - out->payload_bytes));
+        fail("checkpoint %s has %llu bytes after the payload (corrupt file)", path,
+             (unsigned long long)(total - out->payload_bytes));
     if (checksum_final(sum) != want_sum) fail("checkpoint %s fails its checksum (corrupt file)", path);
 }
 
 static inline void ckpt_read_f32(FILE *f, real *x, size_t n) {
-    float buf[4096];
-    for (size_t i = 0; i < n; i += 4096) {
-        size_t k = n - i < 4096 ? n - i : 4096;
+    float buf[CKPT_CHUNK];
+    for (size_t i = 0; i < n; i += CKPT_CHUNK) {
+        size_t k = n - i < CKPT_CHUNK ? n - i : CKPT_CHUNK;
         if (fread(buf, 4, k, f) != k) fail("checkpoint changed while being read");
         for (size_t j = 0; j < k; j++) x[i + j] = buf[j];
     }
@@ -800,11 +864,12 @@ static inline void checkpoint_load(const char *path, Mlstm *m, TrainState *st, r
     checkpoint_header(path, &hd);
     const MlstmConfig *w = &m->cfg;
     if (hd.cfg.D != w->D || hd.cfg.H != w->H || hd.cfg.wnorm != w->wnorm)
-        fail("checkpoint %s is a model with D=%d H=%d weight-norm=%d; the command line asks for D=%d H=%d weight-norm=%d",
+        fail("checkpoint %s is a model with D=%d H=%d weight-norm=%d; "
+             "the command line asks for D=%d H=%d weight-norm=%d",
              path, hd.cfg.D, hd.cfg.H, hd.cfg.wnorm, w->D, w->H, w->wnorm);
     if (hd.st.G != G)
-        fail("checkpoint %s carries state for a global batch of %d rows; the command line asks for %d (world x --batch)",
-             path, hd.st.G, G);
+        fail("checkpoint %s carries state for a global batch of %d rows; "
+             "the command line asks for %d (world x --batch)", path, hd.st.G, G);
     FILE *f = fopen(path, "rb");
     if (!f || fseek(f, CKPT_HEADER_BYTES, SEEK_SET) != 0) fail("cannot read checkpoint %s", path);
     ckpt_read_f32(f, m->params, m->nparams);

@@ -1,12 +1,13 @@
 // schedule.h: the learning rate as a pure function of (settings, successful
 // step, global batch), and the dynamic loss scaler of mixed-precision training.
-// Shared by train.c and train.cu (DESIGN sections 3 and 4; doc/schedules.md).
+// Used by the loop in train.h (doc/design.md, "The training step" and "Schedules";
+// doc/schedules.md).
 //
 // Vocabulary. B is the global batch in sequences (all ranks together), B0 the
 // batch at which base_lr was tuned (128 in the reference recipe), k = B / B0.
 // An epoch is `epoch_sequences` sequences, so it lasts epoch_sequences / B steps
 // at batch B. `step` counts *applied* optimizer steps: a step skipped for a
-// loss-scale overflow does not advance the schedule (DESIGN section 3, item 6).
+// loss-scale overflow does not advance the schedule (doc/design.md, "The training step", step 6).
 //
 // Every rule is the same three pieces, written once:
 //   peak(B)      what the rule scales: the only per-rule code (lr_peak)
@@ -17,7 +18,7 @@
 //                f one of none, linear, cosine, exponential, polynomial; held
 //                at f(1) past H. If H <= W the decay is already over at W.
 #pragma once
-#include "mlstm.h"
+#include "util.h"  // defines: fail (one-line errors, exit 2)
 #include <float.h>
 
 // false for inf and NaN (isfinite is a macro in C and std:: in C++; this is both)
@@ -108,8 +109,13 @@ static inline double lr_peak(const LrSettings *s, long global_batch) {
     // large batch; the run used 3e-3 with a linear decay over a fixed horizon. The
     // formula below (linear scaling capped at lr_cap) is our RECONSTRUCTION from the
     // paper's text and the public sentiment-discovery notes, not a published equation.
-    case LR_PURI: { double p = s->base_lr * k; return p < s->lr_cap ? p : s->lr_cap; }
-    default: fail("schedule: unknown rule %d", (int)s->rule); return 0.0;
+    case LR_PURI: {
+        double p = s->base_lr * k;
+        return p < s->lr_cap ? p : s->lr_cap;
+    }
+    default:
+        fail("schedule: unknown rule %d", (int)s->rule);
+        return 0.0;
     }
 }
 
@@ -144,7 +150,9 @@ static inline double lr_decay_factor(const LrSettings *s, double p) {
     case DECAY_COSINE: return 0.5 * (1.0 + cos(3.14159265358979323846 * p));
     case DECAY_EXPONENTIAL: return pow(s->decay_rate, p);
     case DECAY_POLYNOMIAL: return pow(1.0 - p, s->decay_power);
-    default: fail("schedule: unknown decay %d", (int)s->decay); return 0.0;
+    default:
+        fail("schedule: unknown decay %d", (int)s->decay);
+        return 0.0;
     }
 }
 
@@ -195,34 +203,55 @@ static inline double lr_parse_whole(const char *flag, const char *value, int all
 static inline int lr_settings_set(LrSettings *s, const char *flag, const char *value) {
     if (strcmp(flag, "--lr-schedule") == 0) {
         for (int r = 0; r < LR_NRULES; r++)
-            if (strcmp(value, lr_rule_names[r]) == 0) { lr_preset(s, (LrRule)r); return 1; }
+            if (strcmp(value, lr_rule_names[r]) == 0) {
+                lr_preset(s, (LrRule)r);
+                return 1;
+            }
         fail("--lr-schedule: unknown schedule \"%s\" (expected puri, legw, linear, sqrt or constant)", value);
     } else if (strcmp(flag, "--decay") == 0) {
         for (int d = 0; d < DECAY_NSHAPES; d++)
-            if (strcmp(value, decay_names[d]) == 0) { s->decay = (DecayShape)d; s->given |= GIVEN_DECAY; return 1; }
+            if (strcmp(value, decay_names[d]) == 0) {
+                s->decay = (DecayShape)d;
+                s->given |= GIVEN_DECAY;
+                return 1;
+            }
         fail("--decay: unknown decay \"%s\" (expected none, linear, cosine, exponential or polynomial)", value);
     } else if (strcmp(flag, "--lr") == 0) {
-        s->base_lr = lr_parse_positive(flag, value); s->given |= GIVEN_LR;
+        s->base_lr = lr_parse_positive(flag, value);
+        s->given |= GIVEN_LR;
     } else if (strcmp(flag, "--base-batch") == 0) {
-        s->base_batch = (long)lr_parse_whole(flag, value, 0); s->given |= GIVEN_BASE_BATCH;
+        s->base_batch = (long)lr_parse_whole(flag, value, 0);
+        s->given |= GIVEN_BASE_BATCH;
     } else if (strcmp(flag, "--warmup-epochs") == 0) {
-        s->warmup = lr_parse_nonnegative(flag, value); s->warmup_in_epochs = 1; s->given |= GIVEN_WARMUP;
+        s->warmup = lr_parse_nonnegative(flag, value);
+        s->warmup_in_epochs = 1;
+        s->given |= GIVEN_WARMUP;
     } else if (strcmp(flag, "--warmup-steps") == 0) {
-        s->warmup = lr_parse_whole(flag, value, 1); s->warmup_in_epochs = 0; s->given |= GIVEN_WARMUP;
+        s->warmup = lr_parse_whole(flag, value, 1);
+        s->warmup_in_epochs = 0;
+        s->given |= GIVEN_WARMUP;
     } else if (strcmp(flag, "--decay-epochs") == 0) {
-        s->horizon = lr_parse_positive(flag, value); s->horizon_in_epochs = 1; s->given |= GIVEN_HORIZON;
+        s->horizon = lr_parse_positive(flag, value);
+        s->horizon_in_epochs = 1;
+        s->given |= GIVEN_HORIZON;
     } else if (strcmp(flag, "--decay-steps") == 0) {
-        s->horizon = lr_parse_whole(flag, value, 0); s->horizon_in_epochs = 0; s->given |= GIVEN_HORIZON;
+        s->horizon = lr_parse_whole(flag, value, 0);
+        s->horizon_in_epochs = 0;
+        s->given |= GIVEN_HORIZON;
     } else if (strcmp(flag, "--decay-power") == 0) {
-        s->decay_power = lr_parse_positive(flag, value); s->given |= GIVEN_DECAY_POWER;
+        s->decay_power = lr_parse_positive(flag, value);
+        s->given |= GIVEN_DECAY_POWER;
     } else if (strcmp(flag, "--decay-rate") == 0) {
         double x = lr_parse_number(flag, value);
         if (!(x > 0.0 && x < 1.0)) fail("%s: must be between 0 and 1 (exclusive), got %s", flag, value);
-        s->decay_rate = x; s->given |= GIVEN_DECAY_RATE;
+        s->decay_rate = x;
+        s->given |= GIVEN_DECAY_RATE;
     } else if (strcmp(flag, "--min-lr") == 0) {
-        s->min_lr = lr_parse_nonnegative(flag, value); s->given |= GIVEN_MIN_LR;
+        s->min_lr = lr_parse_nonnegative(flag, value);
+        s->given |= GIVEN_MIN_LR;
     } else if (strcmp(flag, "--lr-cap") == 0) {
-        s->lr_cap = lr_parse_positive(flag, value); s->given |= GIVEN_LR_CAP;
+        s->lr_cap = lr_parse_positive(flag, value);
+        s->given |= GIVEN_LR_CAP;
     } else {
         return 0;
     }
@@ -287,7 +316,7 @@ static inline void lr_settings_print(FILE *f, const LrSettings *s, long global_b
 }
 
 // ----------------------------------------------------------------------------
-// The dynamic loss scaler (DESIGN section 3; Micikevicius et al. 2018, with the
+// The dynamic loss scaler (doc/design.md, "The training step"; Micikevicius et al. 2018, with the
 // skip semantics of NVIDIA's sentiment-discovery): the loss is multiplied by S
 // before backward so small FP16 gradients do not flush to zero. An inf/NaN in the
 // reduced gradients means S was too big: skip the step and halve S. After
@@ -330,11 +359,19 @@ static inline int loss_scaler_update(LossScaler *ls, int overflow) {
 // factor f64, floor f64, ceiling f64. The settings travel with the state so a
 // resumed run behaves exactly as one that never stopped.
 #define LOSS_SCALER_BYTES 40
-static inline size_t loss_scaler_serialized_size(void) { return LOSS_SCALER_BYTES; }
 
-// f64 fields as their IEEE-754 bits, through mlstm.h's little-endian put64/get64
-static inline void put_f64(unsigned char *p, double d) { uint64_t x; memcpy(&x, &d, 8); put64(p, x); }
-static inline double get_f64(const unsigned char *p) { uint64_t x = get64(p); double d; memcpy(&d, &x, 8); return d; }
+// f64 fields as their IEEE-754 bits, through util.h's little-endian put64/get64
+static inline void put_f64(unsigned char *p, double d) {
+    uint64_t x;
+    memcpy(&x, &d, 8);
+    put64(p, x);
+}
+static inline double get_f64(const unsigned char *p) {
+    uint64_t x = get64(p);
+    double d;
+    memcpy(&d, &x, 8);
+    return d;
+}
 
 static inline void loss_scaler_serialize(const LossScaler *ls, unsigned char out[LOSS_SCALER_BYTES]) {
     put_f64(out, ls->scale);
@@ -363,7 +400,7 @@ static inline int loss_scaler_deserialize(LossScaler *ls, const unsigned char in
 }
 
 // ----------------------------------------------------------------------------
-// The step decision, DESIGN section 3 items 5-7, in one place for both trainers:
+// The step decision, doc/design.md, "The training step", steps 5-7, in one place for both trainers:
 // after the overflow check on the reduced gradients,
 //   StepDecision d = decide_step(&scaler, &lr, &applied_steps, global_batch, overflow);
 //   if (d.apply) adam_update(..., d.lr, d.inv_scale);   // unscale by the S backward used

@@ -1,16 +1,17 @@
-// train.cu: the GPU trainer. The training step of DESIGN section 3 on one GPU per
+// train.cu: the GPU trainer. The GPU backend of train.h's contract, one GPU per
 // process: a hand-written tensor-core matmul, fused mLSTM cell kernels, FP16
 // weights and activations with FP32 master weights, Adam and dynamic loss scaling,
-// NCCL all-reduce across processes started by mpirun. Options, data, the loop,
-// the log and the checkpoint files are train.c's (included below), so a run can
-// move between the CPU and the GPU trainer.
+// NCCL all-reduce across processes started by mpirun; and main. Options, data, the
+// loop, the log and the checkpoint files are train.h's, the same as the CPU
+// trainer's, so a run can move between the CPU and the GPU trainer.
 //
 //   make gpu && ./train_gpu --hidden 4096 --batch 128 --seq-len 256
 //   mpirun -np 8 ./train_gpu ...            one process per GPU, NCCL all-reduce
 //
 // Build-time switches: -DPRECISION_FP32 (everything FP32, the comparison of the
 // paper's 4.2x), -DUSE_CUBLAS (cuBLAS instead of the hand-written matmul, for
-// comparison only), -DUSE_NCCL (multi-process), -DUSE_MPI (from train.c).
+// comparison only), -DUSE_NCCL (multi-process), -DUSE_MPI (as train.c),
+// -DTRAIN_NO_MAIN (no main: test/test_gpu.cu includes this file).
 //
 // What is FP16 in the FP16 build, and why that loses nothing that matters:
 //   FP16: the effective weights the matmuls read (W_x, W_h, W_mx, W_mh after weight
@@ -24,17 +25,14 @@
 //     from the FP32 accumulators), the cell state c (it integrates over many steps),
 //     the pre-activations z, logits, softmax and loss, the running dh/dc of the
 //     time loop, every sum, norm and reduction, and the carried state.
-#define TRAIN_GPU
 #define OMPI_SKIP_MPICXX 1  // mpi.h's C++ bindings: not used, and they warn under nvcc
 #define MPICH_SKIP_MPICXX 1
 #ifdef PRECISION_FP32
 #define GPU_FP16 0
-#define TRAIN_PRECISION(fp16) "FP32 everywhere (PRECISION=FP32 build), S = 1"
 #else
 #define GPU_FP16 1
-#define TRAIN_PRECISION(fp16) "FP16 weights+activations, FP32 master+Adam, dynamic loss scale"
 #endif
-#include "train.c"
+#include "train.h"  // defines: train_main, the model_* contract, Options, and via it mlstm.h, data.h, schedule.h
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <mma.h>
@@ -71,35 +69,51 @@ static void cuda_check(cudaError_t e, const char *file, int line) {
 #define cudaCheck(x) cuda_check((x), __FILE__, __LINE__)
 #define launchCheck() cudaCheck(cudaGetLastError())
 #if GPU_NCCL
-#define ncclCheck(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) { \
-    fprintf(stderr, "error: NCCL: %s at %s:%d\nHINT: NCCL_DEBUG=INFO says more\n", ncclGetErrorString(r_), __FILE__, __LINE__); exit(1); } } while (0)
+static void nccl_check(ncclResult_t r, const char *file, int line) {
+    if (r == ncclSuccess) return;
+    fprintf(stderr, "error: NCCL: %s at %s:%d\n", ncclGetErrorString(r), file, line);
+    fprintf(stderr, "HINT: NCCL_DEBUG=INFO says more\n");
+    exit(1);
+}
+#define ncclCheck(x) nccl_check((x), __FILE__, __LINE__)
 #endif
 static int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
 static int num_sms = 1;
+
+// Launch shapes. Pointwise kernels run BLOCK_THREADS threads a block; the row
+// kernels (weight norm) give each row one warp, WARPS_PER_BLOCK rows a block.
+#define WARP_SIZE 32
+#define BLOCK_THREADS 256
+#define WARPS_PER_BLOCK (BLOCK_THREADS / WARP_SIZE)
+#define ALL_LANES 0xffffffffu  // shuffle mask: every lane of the warp takes part
 
 // ----------------------------------------------------------------------------
 // Matmul epilogue: what happens to one FP32 accumulator acc = (A.B)[r,c] on its way
 // out, in this order. Every tensor it touches is (rows, ld), indexed like `out`.
 
 typedef struct {
-    float *outf; floatX *outx; int ld;  // the output, FP32 or floatX (exactly one)
-    int accumulate;                     // out += result
-    const uint8_t *mask; int mask_stride;  // acc = 0 in rows r with mask[r * mask_stride] (reset rows)
-    const float *bias;                  // acc += bias[c]
-    const floatX *add;                  // acc += add[r,c]               (z = zx + m W_h^T)
-    floatX *raw;                        // raw[r,c] = acc                (mh)
-    const floatX *mul2; floatX *out2;   // out2[r,c] = acc * mul2[r,c]   (dmh = dm * mx)
-    const floatX *mul;                  // out = acc * mul[r,c]          (m = mx * mh; dmx = dm * mh)
+    float *outf;                 // the output in FP32 ...
+    floatX *outx;                // ... or in the storage type (exactly one of the two)
+    int ld;                      // columns of every tensor below
+    int accumulate;              // out += result
+    const uint8_t *reset_rows;   // acc = 0 in rows r with reset_rows[r * reset_stride] (reset rows)
+    int reset_stride;
+    const float *bias;           // acc += bias[c]
+    const floatX *addend;        // acc += addend[r,c]                    (z = x part + m W_h^T)
+    floatX *acc_out;             // acc_out[r,c] = acc, before the product  (mh, kept for backward)
+    const floatX *side_factor;   // side_out[r,c] = acc * side_factor[r,c]  (dmh = dm * mx)
+    floatX *side_out;
+    const floatX *out_factor;    // out = acc * out_factor[r,c]             (m_t = mx * mh; dmx = dm * mh)
 } Epilogue;
 
 static __device__ inline void epilogue_store(const Epilogue &e, int r, int c, float acc) {
     size_t i = (size_t)r * e.ld + c;
-    if (e.mask && e.mask[(size_t)r * e.mask_stride]) acc = 0.f;
+    if (e.reset_rows && e.reset_rows[(size_t)r * e.reset_stride]) acc = 0.f;
     if (e.bias) acc += e.bias[c];
-    if (e.add) acc += tof(e.add[i]);
-    if (e.raw) e.raw[i] = tox(acc);
-    if (e.out2) e.out2[i] = tox(acc * tof(e.mul2[i]));
-    if (e.mul) acc *= tof(e.mul[i]);
+    if (e.addend) acc += tof(e.addend[i]);
+    if (e.acc_out) e.acc_out[i] = tox(acc);
+    if (e.side_out) e.side_out[i] = tox(acc * tof(e.side_factor[i]));
+    if (e.out_factor) acc *= tof(e.out_factor[i]);
     if (e.outf) e.outf[i] = e.accumulate ? e.outf[i] + acc : acc;
     else e.outx[i] = tox(e.accumulate ? tof(e.outx[i]) + acc : acc);
 }
@@ -144,52 +158,61 @@ template <int N> static __device__ inline void copy_wait() {
 #endif
 }
 
+#define FRAG 16                  // WMMA fragments are FRAG x FRAG x FRAG
+#define FRAG_ELEMS (FRAG * FRAG)  // one accumulator fragment, staged in shared memory by the epilogue
+#define HALVES_PER_COPY 8         // 16 bytes, one cp.async
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL> struct WmmaTile {
-    static constexpr int BK = 32, PAD = 8, STAGES = 3, THREADS = (BM / WM) * (BN / WN) * 32;
+    static constexpr int BK = 32, PAD = 8, STAGES = 3;
+    static constexpr int THREADS = (BM / WM) * (BN / WN) * WARP_SIZE;  // one warp per WM x WN
     static constexpr int A_ROWS = ACOL ? BK : BM, A_COLS = ACOL ? BM : BK;  // a slab as stored
     static constexpr int B_ROWS = BCOL ? BN : BK, B_COLS = BCOL ? BK : BN;
     static constexpr int A_SIZE = A_ROWS * (A_COLS + PAD), B_SIZE = B_ROWS * (B_COLS + PAD);  // halves
     static constexpr int SMEM = STAGES * (A_SIZE + B_SIZE) * 2;  // bytes; reused by the epilogue
-    static_assert(SMEM >= THREADS / 32 * 256 * 4, "epilogue staging must fit");
+    static_assert(SMEM >= THREADS / WARP_SIZE * FRAG_ELEMS * 4, "epilogue staging must fit");
 };
 
 // One BK-slab (k0 .. k0+BK) of the A and B tiles into shared memory, 16 bytes a copy.
 template <typename P, bool ACOL, bool BCOL>
-static __device__ inline void load_slab(half *as, half *bs, const half *A, const half *B, int lda, int ldb, int m0, int n0, int k0) {
+static __device__ inline void load_slab(half *as, half *bs, const half *A, const half *B, int lda, int ldb, int m0,
+                                        int n0, int k0) {
     const half *ag = ACOL ? A + (size_t)k0 * lda + m0 : A + (size_t)m0 * lda + k0;
     const half *bg = BCOL ? B + (size_t)n0 * ldb + k0 : B + (size_t)k0 * ldb + n0;
-    static_assert(P::A_ROWS * P::A_COLS % (8 * P::THREADS) == 0 && P::B_ROWS * P::B_COLS % (8 * P::THREADS) == 0, "");
+    constexpr int H8 = HALVES_PER_COPY;
+    static_assert(P::A_ROWS * P::A_COLS % (H8 * P::THREADS) == 0, "A slab: whole copies per thread");
+    static_assert(P::B_ROWS * P::B_COLS % (H8 * P::THREADS) == 0, "B slab: whole copies per thread");
     #pragma unroll
-    for (int it = 0; it < P::A_ROWS * P::A_COLS / (8 * P::THREADS); it++) {
-        int i = threadIdx.x + it * P::THREADS, r = i / (P::A_COLS / 8), c = i % (P::A_COLS / 8) * 8;
+    for (int it = 0; it < P::A_ROWS * P::A_COLS / (H8 * P::THREADS); it++) {
+        int i = threadIdx.x + it * P::THREADS;
+        int r = i / (P::A_COLS / H8), c = i % (P::A_COLS / H8) * H8;
         copy16(as + r * (P::A_COLS + P::PAD) + c, ag + (size_t)r * lda + c);
     }
     #pragma unroll
-    for (int it = 0; it < P::B_ROWS * P::B_COLS / (8 * P::THREADS); it++) {
-        int i = threadIdx.x + it * P::THREADS, r = i / (P::B_COLS / 8), c = i % (P::B_COLS / 8) * 8;
+    for (int it = 0; it < P::B_ROWS * P::B_COLS / (H8 * P::THREADS); it++) {
+        int i = threadIdx.x + it * P::THREADS;
+        int r = i / (P::B_COLS / H8), c = i % (P::B_COLS / H8) * H8;
         copy16(bs + r * (P::B_COLS + P::PAD) + c, bg + (size_t)r * ldb + c);
     }
 }
 
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * WARP_SIZE)
 matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e) {
     typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL> P;
     typedef typename std::conditional<ACOL, wmma::col_major, wmma::row_major>::type LayoutA;
     typedef typename std::conditional<BCOL, wmma::col_major, wmma::row_major>::type LayoutB;
-    constexpr int BK = P::BK, STAGES = P::STAGES, FM = WM / 16, FN = WN / 16;
+    constexpr int BK = P::BK, STAGES = P::STAGES, FM = WM / FRAG, FN = WN / FRAG;
     extern __shared__ __align__(128) unsigned char smem[];
     half *As = (half *)smem, *Bs = As + STAGES * P::A_SIZE;
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, lda = ACOL ? M : K, ldb = BCOL ? K : N;
-    const int warp = threadIdx.x / 32, wm = warp / (BN / WN), wn = warp % (BN / WN);
+    const int warp = threadIdx.x / WARP_SIZE, wm = warp / (BN / WN), wn = warp % (BN / WN);
 
-
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[FM][FN];
+    wmma::fragment<wmma::accumulator, FRAG, FRAG, FRAG, float> acc[FM][FN];
     for (int i = 0; i < FM; i++)
         for (int j = 0; j < FN; j++) wmma::fill_fragment(acc[i][j], 0.f);
     const int KT = K / BK;
     for (int s = 0; s < STAGES - 1; s++) {  // prologue; empty groups keep the wait count uniform
-        if (s < KT) load_slab<P, ACOL, BCOL>(As + s * P::A_SIZE, Bs + s * P::B_SIZE, A, B, lda, ldb, m0, n0, s * BK);
+        if (s < KT)
+            load_slab<P, ACOL, BCOL>(As + s * P::A_SIZE, Bs + s * P::B_SIZE, A, B, lda, ldb, m0, n0, s * BK);
         copy_commit();
     }
     for (int kt = 0; kt < KT; kt++) {
@@ -197,23 +220,24 @@ matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e
         __syncthreads();          // ... for every thread, and slab kt-1 is no longer being read
         if (kt + STAGES - 1 < KT) {
             int st = (kt + STAGES - 1) % STAGES;
-            load_slab<P, ACOL, BCOL>(As + st * P::A_SIZE, Bs + st * P::B_SIZE, A, B, lda, ldb, m0, n0, (kt + STAGES - 1) * BK);
+            int k0 = (kt + STAGES - 1) * BK;
+            load_slab<P, ACOL, BCOL>(As + st * P::A_SIZE, Bs + st * P::B_SIZE, A, B, lda, ldb, m0, n0, k0);
         }
         copy_commit();
         const half *as = As + (kt % STAGES) * P::A_SIZE, *bs = Bs + (kt % STAGES) * P::B_SIZE;
         #pragma unroll
-        for (int kk = 0; kk < BK; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, half, LayoutA> a[FM];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, half, LayoutB> b[FN];
+        for (int kk = 0; kk < BK; kk += FRAG) {
+            wmma::fragment<wmma::matrix_a, FRAG, FRAG, FRAG, half, LayoutA> a[FM];
+            wmma::fragment<wmma::matrix_b, FRAG, FRAG, FRAG, half, LayoutB> b[FN];
             #pragma unroll
             for (int i = 0; i < FM; i++) {
-                int m = wm * WM + i * 16;
+                int m = wm * WM + i * FRAG;
                 if (ACOL) wmma::load_matrix_sync(a[i], as + kk * (BM + P::PAD) + m, BM + P::PAD);
                 else wmma::load_matrix_sync(a[i], as + m * (BK + P::PAD) + kk, BK + P::PAD);
             }
             #pragma unroll
             for (int j = 0; j < FN; j++) {
-                int n = wn * WN + j * 16;
+                int n = wn * WN + j * FRAG;
                 if (BCOL) wmma::load_matrix_sync(b[j], bs + n * (BK + P::PAD) + kk, BK + P::PAD);
                 else wmma::load_matrix_sync(b[j], bs + kk * (BN + P::PAD) + n, BN + P::PAD);
             }
@@ -223,20 +247,23 @@ matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e
                 for (int j = 0; j < FN; j++) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
         }
     }
-    // epilogue: each warp stages one 16x16 fragment at a time in shared memory (the
-    // slabs' space, now free) and writes it through the epilogue, 16 columns per half-warp
+    // epilogue: each warp stages one FRAG x FRAG fragment at a time in shared memory
+    // (the slabs' space, now free) and writes it through the epilogue, a row of FRAG
+    // columns per half-warp
     copy_wait<0>();
     __syncthreads();
-    float *cs = (float *)smem + warp * 256;
-    const int lane = threadIdx.x % 32;
+    float *staged = (float *)smem + warp * FRAG_ELEMS;
+    const int lane = threadIdx.x % WARP_SIZE;
     #pragma unroll
     for (int i = 0; i < FM; i++)
         #pragma unroll
         for (int j = 0; j < FN; j++) {
-            wmma::store_matrix_sync(cs, acc[i][j], 16, wmma::mem_row_major);
+            wmma::store_matrix_sync(staged, acc[i][j], FRAG, wmma::mem_row_major);
             __syncwarp();
-            for (int q = lane; q < 256; q += 32)
-                epilogue_store(e, m0 + wm * WM + i * 16 + q / 16, n0 + wn * WN + j * 16 + q % 16, cs[q]);
+            for (int q = lane; q < FRAG_ELEMS; q += WARP_SIZE) {
+                int r = m0 + wm * WM + i * FRAG + q / FRAG, c = n0 + wn * WN + j * FRAG + q % FRAG;
+                epilogue_store(e, r, c, staged[q]);
+            }
             __syncwarp();
         }
 }
@@ -258,16 +285,21 @@ static void matmul_wmma(const half *A, const half *B, int M, int N, int K, const
 // ----------------------------------------------------------------------------
 // The SIMT matmul: any shape and alignment (bounds-checked), FP32 FMAs. The FP32
 // build's matmul, and the FP16 build's path for shapes that are not tile multiples.
-// A block computes a 64x64 tile, each of its 256 threads a 4x4 patch; BK = 16.
+// A block computes a SIMT_TILE x SIMT_TILE tile, each of its SIMT_THREADS threads a
+// 4x4 patch; BK = 16.
+#define SIMT_TILE 64
+#define SIMT_THREADS ((SIMT_TILE / 4) * (SIMT_TILE / 4))
 
 template <bool ACOL, bool BCOL>
-__global__ void __launch_bounds__(256) matmul_simt_kernel(const floatX *A, const floatX *B, int M, int N, int K, Epilogue e) {
-    constexpr int TS = 64, BK = 16;
+__global__ void __launch_bounds__(SIMT_THREADS)
+matmul_simt_kernel(const floatX *A, const floatX *B, int M, int N, int K, Epilogue e) {
+    constexpr int TS = SIMT_TILE, BK = 16;
     __shared__ __align__(16) float As[BK][TS + 4], Bs[BK][TS + 4];  // As[k][m], Bs[k][n]
-    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16, m0 = blockIdx.y * TS, n0 = blockIdx.x * TS;
+    const int tx = threadIdx.x % (TS / 4), ty = threadIdx.x / (TS / 4), m0 = blockIdx.y * TS, n0 = blockIdx.x * TS;
     float acc[4][4] = {};
     for (int k0 = 0; k0 < K; k0 += BK) {
-        for (int i = threadIdx.x; i < BK * TS; i += 256) {  // reads run along each operand's contiguous dimension
+        // reads run along each operand's contiguous dimension
+        for (int i = threadIdx.x; i < BK * TS; i += SIMT_THREADS) {
             int kk = ACOL ? i / TS : i % BK, mm = ACOL ? i % TS : i / BK, m = m0 + mm, k = k0 + kk;
             As[kk][mm] = m < M && k < K ? tof(ACOL ? A[(size_t)k * M + m] : A[(size_t)m * K + k]) : 0.f;
             int kb = BCOL ? i % BK : i / TS, nn = BCOL ? i / BK : i % TS, n = n0 + nn, kn = k0 + kb;
@@ -294,7 +326,8 @@ __global__ void __launch_bounds__(256) matmul_simt_kernel(const floatX *A, const
 
 template <bool ACOL, bool BCOL>
 static void matmul_simt(const floatX *A, const floatX *B, int M, int N, int K, const Epilogue &e) {
-    matmul_simt_kernel<ACOL, BCOL><<<dim3(ceil_div(N, 64), ceil_div(M, 64)), 256>>>(A, B, M, N, K, e);
+    dim3 grid(ceil_div(N, SIMT_TILE), ceil_div(M, SIMT_TILE));
+    matmul_simt_kernel<ACOL, BCOL><<<grid, SIMT_THREADS>>>(A, B, M, N, K, e);
     launchCheck();
 }
 
@@ -309,7 +342,9 @@ static float *cublas_scratch;
 static size_t cublas_scratch_n;
 
 static void cublas_check(cublasStatus_t s, const char *file, int line) {
-    if (s != CUBLAS_STATUS_SUCCESS) { fprintf(stderr, "error: cuBLAS status %d at %s:%d\n", (int)s, file, line); exit(1); }
+    if (s == CUBLAS_STATUS_SUCCESS) return;
+    fprintf(stderr, "error: cuBLAS status %d at %s:%d\n", (int)s, file, line);
+    exit(1);
 }
 #define cublasCheck(x) cublas_check((x), __FILE__, __LINE__)
 
@@ -319,9 +354,9 @@ static void cublas_gemm(int layout, int M, int N, int K, const floatX *A, const 
     bool acol = layout == MM_TN, bcol = layout == MM_NT;
     const float one = 1.f, zero = 0.f;
     cudaDataType_t t = GPU_FP16 ? CUDA_R_16F : CUDA_R_32F;
-    cublasCheck(cublasGemmEx(cublas_handle, bcol ? CUBLAS_OP_T : CUBLAS_OP_N, acol ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
-                             &one, B, t, bcol ? K : N, A, t, acol ? M : K, &zero, C, CUDA_R_32F, N,
-                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    cublasOperation_t op_b = bcol ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = acol ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasCheck(cublasGemmEx(cublas_handle, op_b, op_a, N, M, K, &one, B, t, bcol ? K : N, A, t, acol ? M : K, &zero,
+                             C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 __global__ void epilogue_kernel(const float *C, int M, int N, Epilogue e) {
@@ -336,7 +371,7 @@ static void matmul_cublas(int layout, int M, int N, int K, const floatX *A, cons
         cublas_scratch_n = n;
     }
     cublas_gemm(layout, M, N, K, A, B, cublas_scratch);
-    epilogue_kernel<<<ceil_div((long)n, 256), 256>>>(cublas_scratch, M, N, e);
+    epilogue_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS>>>(cublas_scratch, M, N, e);
     launchCheck();
 }
 #endif
@@ -346,33 +381,43 @@ static int matmul_use_cublas = 1;
 static int matmul_use_cublas = 0;
 #endif
 
-// Which kernel runs a shape (FP16 build): a 128x128 tile where that still gives a
-// full wave of blocks, else 64x64 (the per-step matmuls have only B rows), else SIMT.
+// Which kernel runs a shape (FP16 build): a TILE_BIG square tile where that still
+// gives a full wave of blocks, else TILE_SMALL (the per-step matmuls have only B
+// rows), else SIMT. K must be a multiple of the WMMA slab (32), operands 16-byte aligned.
 enum { MM_SIMT, MM_WMMA64, MM_WMMA128 };
+#define TILE_BIG 128
+#define TILE_SMALL 64
+#define WMMA_K_MULTIPLE 32
 static int matmul_plan(int M, int N, int K, const void *A, const void *B) {
-    if (!GPU_FP16 || K % 32 || ((uintptr_t)A | (uintptr_t)B) % 16) return MM_SIMT;
-    if (M % 128 == 0 && N % 128 == 0 && (long)(M / 128) * (N / 128) >= num_sms) return MM_WMMA128;
-    if (M % 64 == 0 && N % 64 == 0) return MM_WMMA64;
+    if (!GPU_FP16 || K % WMMA_K_MULTIPLE || ((uintptr_t)A | (uintptr_t)B) % 16) return MM_SIMT;
+    long big_blocks = (long)(M / TILE_BIG) * (N / TILE_BIG);
+    if (M % TILE_BIG == 0 && N % TILE_BIG == 0 && big_blocks >= num_sms) return MM_WMMA128;
+    if (M % TILE_SMALL == 0 && N % TILE_SMALL == 0) return MM_WMMA64;
     return MM_SIMT;
 }
 
 // C (M,N) = A . B through the epilogue e, for the layouts above.
 static void matmul(int layout, int M, int N, int K, const floatX *A, const floatX *B, const Epilogue &e) {
 #if defined(USE_CUBLAS) || defined(WITH_CUBLAS)
-    if (matmul_use_cublas) { matmul_cublas(layout, M, N, K, A, B, e); return; }
+    if (matmul_use_cublas) {
+        matmul_cublas(layout, M, N, K, A, B, e);
+        return;
+    }
 #endif
     int plan = matmul_plan(M, N, K, A, B);
 #if GPU_FP16
-    if (plan == MM_WMMA128) {
-        if (layout == MM_NT) matmul_wmma<128, 128, 64, 32, false, true>(A, B, M, N, K, e);
-        else if (layout == MM_NN) matmul_wmma<128, 128, 64, 32, false, false>(A, B, M, N, K, e);
-        else matmul_wmma<128, 128, 64, 32, true, false>(A, B, M, N, K, e);
+    if (plan == MM_WMMA128) {  // 8 warps of 64 x 32
+        const int T = TILE_BIG;
+        if (layout == MM_NT) matmul_wmma<T, T, 64, 32, false, true>(A, B, M, N, K, e);
+        else if (layout == MM_NN) matmul_wmma<T, T, 64, 32, false, false>(A, B, M, N, K, e);
+        else matmul_wmma<T, T, 64, 32, true, false>(A, B, M, N, K, e);
         return;
     }
-    if (plan == MM_WMMA64) {
-        if (layout == MM_NT) matmul_wmma<64, 64, 32, 32, false, true>(A, B, M, N, K, e);
-        else if (layout == MM_NN) matmul_wmma<64, 64, 32, 32, false, false>(A, B, M, N, K, e);
-        else matmul_wmma<64, 64, 32, 32, true, false>(A, B, M, N, K, e);
+    if (plan == MM_WMMA64) {  // 4 warps of 32 x 32
+        const int T = TILE_SMALL;
+        if (layout == MM_NT) matmul_wmma<T, T, 32, 32, false, true>(A, B, M, N, K, e);
+        else if (layout == MM_NN) matmul_wmma<T, T, 32, 32, false, false>(A, B, M, N, K, e);
+        else matmul_wmma<T, T, 32, 32, true, false>(A, B, M, N, K, e);
         return;
     }
 #endif
@@ -382,18 +427,64 @@ static void matmul(int layout, int M, int N, int K, const floatX *A, const float
     else matmul_simt<true, false>(A, B, M, N, K, e);
 }
 
-// Epilogue shorthands
-static Epilogue epi_f32(float *out, int ld) { Epilogue e; memset(&e, 0, sizeof e); e.outf = out; e.ld = ld; return e; }
-static Epilogue epi_x(floatX *out, int ld) { Epilogue e; memset(&e, 0, sizeof e); e.outx = out; e.ld = ld; return e; }
+// Epilogues by role. The plain ones write the product in FP32 or the storage type.
+static Epilogue epi_f32(float *out, int ld) {
+    Epilogue e;
+    memset(&e, 0, sizeof e);
+    e.outf = out;
+    e.ld = ld;
+    return e;
+}
+static Epilogue epi_x(floatX *out, int ld) {
+    Epilogue e;
+    memset(&e, 0, sizeof e);
+    e.outx = out;
+    e.ld = ld;
+    return e;
+}
+// The m_t product (forward, step t; the product is h_{t-1} W_mh^T): mh is kept for
+// backward and m_t = mx * mh, both (B,H); rows reset before step t (reset_t[b * T])
+// see h_{t-1} = 0.
+static Epilogue epi_mt_product(floatX *mt, floatX *mh, const floatX *mx, const uint8_t *reset_t, int T, int H) {
+    Epilogue e = epi_x(mt, H);
+    e.acc_out = mh;
+    e.out_factor = mx;
+    e.reset_rows = reset_t;
+    e.reset_stride = T;
+    return e;
+}
+// The z sum (forward, step t; the product is m_t W_h^T): z = (e W_x^T + b) + m_t W_h^T
+// (B,4H), in FP32 for the cell.
+static Epilogue epi_z_sum(float *z, const floatX *x_part, int H) {
+    Epilogue e = epi_f32(z, 4 * H);
+    e.addend = x_part;
+    return e;
+}
+// The dm split (backward, step t; the product is dm = dz W_h): dm flows into both
+// factors of m_t, dmx = dm * mh and dmh = dm * mx (B,H); zero in reset rows, where
+// h_{t-1} was the constant 0 (and mh was 0).
+static Epilogue epi_dm_split(floatX *dmx, floatX *dmh, const floatX *mh, const floatX *mx, const uint8_t *reset_t,
+                             int T, int H) {
+    Epilogue e = epi_x(dmx, H);
+    e.out_factor = mh;
+    e.side_factor = mx;
+    e.side_out = dmh;
+    e.reset_rows = reset_t;
+    e.reset_stride = T;
+    return e;
+}
 
 // ----------------------------------------------------------------------------
 // Reductions shared by the kernels below: fixed trees, so results are the same
 // bits on every run (bit-exact resume needs that; no atomics anywhere).
 
 template <typename R> static __device__ R block_reduce(R v, bool is_max) {
-    __shared__ R buf[32];
-    for (int o = 16; o > 0; o /= 2) { R w = __shfl_xor_sync(0xffffffff, v, o); v = is_max ? (w > v ? w : v) : v + w; }
-    int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nw = (blockDim.x + 31) / 32;
+    __shared__ R buf[WARP_SIZE];
+    for (int o = WARP_SIZE / 2; o > 0; o /= 2) {
+        R w = __shfl_xor_sync(ALL_LANES, v, o);
+        v = is_max ? (w > v ? w : v) : v + w;
+    }
+    int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, nw = (blockDim.x + WARP_SIZE - 1) / WARP_SIZE;
     __syncthreads();  // buf may still be read by a previous call
     if (lane == 0) buf[warp] = v;
     __syncthreads();
@@ -403,41 +494,48 @@ template <typename R> static __device__ R block_reduce(R v, bool is_max) {
 }
 
 // ----------------------------------------------------------------------------
-// Weight norm (DESIGN section 2), one warp per row, FP32: W = g V / ||V|| into the
-// FP16 copy and the row norms for backward; without weight norm a plain copy.
+// Weight norm (doc/design.md, "The model"), one warp per row, FP32: W = g V / ||V||
+// into the storage-type copy and the row norms for backward; without weight norm
+// (g NULL) a plain copy. The row's sums here, the rest in mlstm.h's weightnorm_scale
+// and weightnorm_dv, the same code as the CPU's.
 
-__global__ void weightnorm_forward_kernel(floatX *W, float *norms, const float *Vd, const float *g, int rows, int cols) {
-    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+__global__ void weightnorm_forward_kernel(floatX *W, float *norms, const float *Vd, const float *g, int rows,
+                                          int cols) {
+    int row = blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     if (row >= rows) return;
     const float *v = Vd + (size_t)row * cols;
     float n2 = 0.f;
-    for (int k = lane; k < cols; k += 32) n2 += v[k] * v[k];
-    for (int o = 16; o > 0; o /= 2) n2 += __shfl_xor_sync(0xffffffff, n2, o);
-    float n = sqrtf(n2), s = g ? g[row] / n : 1.f;
+    for (int k = lane; k < cols; k += WARP_SIZE) n2 += v[k] * v[k];
+    for (int o = WARP_SIZE / 2; o > 0; o /= 2) n2 += __shfl_xor_sync(ALL_LANES, n2, o);
+    float n = sqrtf(n2);
+    float s = g ? weightnorm_scale(g[row], n) : 1.f;
     if (g && lane == 0) norms[row] = n;
-    for (int k = lane; k < cols; k += 32) W[(size_t)row * cols + k] = tox(s * v[k]);
+    for (int k = lane; k < cols; k += WARP_SIZE) W[(size_t)row * cols + k] = tox(s * v[k]);
 }
 static void weightnorm_forward_gpu(floatX *W, float *norms, const float *Vd, const float *g, int rows, int cols) {
-    weightnorm_forward_kernel<<<ceil_div(rows, 8), 256>>>(W, norms, Vd, g, rows, cols);
+    weightnorm_forward_kernel<<<ceil_div(rows, WARPS_PER_BLOCK), BLOCK_THREADS>>>(W, norms, Vd, g, rows, cols);
     launchCheck();
 }
 
 // dg = dW.V / ||V||,  dV = (g / ||V||) (dW - dg V / ||V||), per row (mlstm.h's weightnorm_backward)
 __global__ void weightnorm_backward_kernel(float *dV, float *dg, const float *dW, const float *Vd, const float *g,
                                            const float *norms, int rows, int cols) {
-    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    int row = blockIdx.x * WARPS_PER_BLOCK + threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     if (row >= rows) return;
     const float *v = Vd + (size_t)row * cols, *dw = dW + (size_t)row * cols;
     float dot = 0.f;
-    for (int k = lane; k < cols; k += 32) dot += dw[k] * v[k];
-    for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffff, dot, o);
-    float n = norms[row], dgj = dot / n, s = g[row] / n;
+    for (int k = lane; k < cols; k += WARP_SIZE) dot += dw[k] * v[k];
+    for (int o = WARP_SIZE / 2; o > 0; o /= 2) dot += __shfl_xor_sync(ALL_LANES, dot, o);
+    float n = norms[row];
+    float dgj = dot / n;
+    float s = weightnorm_scale(g[row], n);
     if (lane == 0) dg[row] = dgj;
-    for (int k = lane; k < cols; k += 32) dV[(size_t)row * cols + k] = s * (dw[k] - dgj * v[k] / n);
+    for (int k = lane; k < cols; k += WARP_SIZE) dV[(size_t)row * cols + k] = weightnorm_dv(s, dw[k], dgj, v[k], n);
 }
-static void weightnorm_backward_gpu(float *dV, float *dg, const float *dW, const float *Vd, const float *g, const float *norms,
-                                int rows, int cols) {
-    weightnorm_backward_kernel<<<ceil_div(rows, 8), 256>>>(dV, dg, dW, Vd, g, norms, rows, cols);
+static void weightnorm_backward_gpu(float *dV, float *dg, const float *dW, const float *Vd, const float *g,
+                                    const float *norms, int rows, int cols) {
+    int blocks = ceil_div(rows, WARPS_PER_BLOCK);
+    weightnorm_backward_kernel<<<blocks, BLOCK_THREADS>>>(dV, dg, dW, Vd, g, norms, rows, cols);
     launchCheck();
 }
 
@@ -452,34 +550,35 @@ __global__ void embed_forward_kernel(floatX *xe, const float *E, const uint8_t *
     xe[i] = tox(E[(size_t)in[b * T + t] * D + d]);
 }
 static void embed_forward(floatX *xe, const float *E, const uint8_t *in, int B, int T, int D) {
-    embed_forward_kernel<<<ceil_div((long)B * T * D, 256), 256>>>(xe, E, in, B, T, D);
+    embed_forward_kernel<<<ceil_div((long)B * T * D, BLOCK_THREADS), BLOCK_THREADS>>>(xe, E, in, B, T, D);
     launchCheck();
 }
 
 // dE[v,:] = sum of dxe[n,:] over the positions n whose input is v. Deterministic and
-// sort-free: one block per byte value; its 32 x 32 threads own (column, position
-// residue mod 32) pairs, scan every position in a fixed order, and add their 32
+// sort-free: one block per byte value; its EMB x EMB threads own (column, position
+// residue mod EMB) pairs, scan every position in a fixed order, and add their EMB
 // partial sums in a fixed order. The scan re-reads the (small) token array per value.
+#define EMB 32
 __global__ void embed_backward_kernel(float *dE, const float *dxe, const uint8_t *in, int B, int T, int D) {
-    __shared__ float part[32][33];
+    __shared__ float part[EMB][EMB + 1];  // + 1: no bank conflicts on the column reads
     const int v = blockIdx.x, x = threadIdx.x, y = threadIdx.y, N = B * T;
-    for (int d0 = 0; d0 < D; d0 += 32) {
+    for (int d0 = 0; d0 < D; d0 += EMB) {
         int d = d0 + x;
         float s = 0.f;
-        for (int n = y; n < N; n += 32)
+        for (int n = y; n < N; n += EMB)
             if (in[(n % B) * T + n / B] == v && d < D) s += dxe[(size_t)n * D + d];
         part[y][x] = s;
         __syncthreads();
         if (y == 0 && d < D) {
             float tot = 0.f;
-            for (int k = 0; k < 32; k++) tot += part[k][x];
+            for (int k = 0; k < EMB; k++) tot += part[k][x];
             dE[(size_t)v * D + d] = tot;
         }
         __syncthreads();
     }
 }
 static void embed_backward(float *dE, const float *dxe, const uint8_t *in, int B, int T, int D, int V) {
-    embed_backward_kernel<<<V, dim3(32, 32)>>>(dE, dxe, in, B, T, D);
+    embed_backward_kernel<<<V, dim3(EMB, EMB)>>>(dE, dxe, in, B, T, D);
     launchCheck();
 }
 
@@ -488,7 +587,7 @@ static void embed_backward(float *dE, const float *dxe, const uint8_t *in, int B
 // mlstm.h's cell_forward / cell_backward (HOSTDEV), applied to the four gates of
 // the unit gathered into registers (stride 1).
 
-// z (B,4H) FP32 pre-activations -> gates (B,4H) into zx[t], c (B,H) FP32, h (B,H)
+// z (B,4H) FP32 pre-activations -> the gates (B,4H) at step t, c (B,H) FP32, h (B,H)
 __global__ void cell_forward_kernel(floatX *gates, floatX *h, float *c, const float *z, const float *c_prev,
                                     const uint8_t *rs, int t, int T, int B, int H) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -501,16 +600,18 @@ __global__ void cell_forward_kernel(floatX *gates, floatX *h, float *c, const fl
     floatX *gr = gates + (size_t)b * 4 * H + j;
     for (int q = 0; q < 4; q++) gr[q * H] = tox(g[q]);
 }
-static void cell_forward_step(floatX *gates, floatX *h, float *c, const float *z, const float *c_prev, const uint8_t *rs,
-                              int t, int T, int B, int H) {
-    cell_forward_kernel<<<ceil_div((long)B * H, 256), 256>>>(gates, h, c, z, c_prev, rs, t, T, B, H);
+static void cell_forward_step(floatX *gates, floatX *h, float *c, const float *z, const float *c_prev,
+                              const uint8_t *rs, int t, int T, int B, int H) {
+    int blocks = ceil_div((long)B * H, BLOCK_THREADS);
+    cell_forward_kernel<<<blocks, BLOCK_THREADS>>>(gates, h, c, z, c_prev, rs, t, T, B, H);
     launchCheck();
 }
 
 // dh (B,H) FP32 from step t+1 plus dhs[t] from the output layer; dc (B,H) FP32 in
 // place: from step t+1 in, into step t-1 out (zero across a reset); dz (B,4H).
 __global__ void cell_backward_kernel(floatX *dz, float *dc, const float *dh, const floatX *dhs, const floatX *gates,
-                                     const float *c_prev, const float *c, const uint8_t *rs, int t, int T, int B, int H) {
+                                     const float *c_prev, const float *c, const uint8_t *rs, int t, int T, int B,
+                                     int H) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= B * H) return;
     int b = i / H, j = i % H, reset = rs[b * T + t];
@@ -523,7 +624,8 @@ __global__ void cell_backward_kernel(floatX *dz, float *dc, const float *dh, con
 }
 static void cell_backward_step(floatX *dz, float *dc, const float *dh, const floatX *dhs, const floatX *gates,
                                const float *c_prev, const float *c, const uint8_t *rs, int t, int T, int B, int H) {
-    cell_backward_kernel<<<ceil_div((long)B * H, 256), 256>>>(dz, dc, dh, dhs, gates, c_prev, c, rs, t, T, B, H);
+    int blocks = ceil_div((long)B * H, BLOCK_THREADS);
+    cell_backward_kernel<<<blocks, BLOCK_THREADS>>>(dz, dc, dh, dhs, gates, c_prev, c, rs, t, T, B, H);
     launchCheck();
 }
 
@@ -545,8 +647,9 @@ __global__ void softmax_xent_kernel(floatX *dlogits, float *losses, const float 
         for (int v = threadIdx.x; v < V; v += blockDim.x)
             dlogits[(size_t)n * V + v] = tox((expf(x[v] - mx) / sum - (v == y ? 1.f : 0.f)) * s);
 }
-static void softmax_xent(floatX *dlogits, float *losses, const float *logits, const uint8_t *tg, int B, int T, int V, float s) {
-    softmax_xent_kernel<<<B * T, 256>>>(dlogits, losses, logits, tg, B, T, V, s);
+static void softmax_xent(floatX *dlogits, float *losses, const float *logits, const uint8_t *tg, int B, int T, int V,
+                         float s) {
+    softmax_xent_kernel<<<B * T, BLOCK_THREADS>>>(dlogits, losses, logits, tg, B, T, V, s);
     launchCheck();
 }
 
@@ -569,9 +672,10 @@ __global__ void colsum_finish_kernel(float *out, const float *part, int cols) {
     out[c] = s;
 }
 static void colsum(float *out, float *part /*(COLSUM_CHUNKS,cols)*/, const floatX *x, int rows, int cols) {
-    colsum_partial_kernel<<<dim3(ceil_div(cols, 256), COLSUM_CHUNKS), 256>>>(part, x, rows, cols);
+    dim3 grid(ceil_div(cols, BLOCK_THREADS), COLSUM_CHUNKS);
+    colsum_partial_kernel<<<grid, BLOCK_THREADS>>>(part, x, rows, cols);
     launchCheck();
-    colsum_finish_kernel<<<ceil_div(cols, 256), 256>>>(out, part, cols);
+    colsum_finish_kernel<<<ceil_div(cols, BLOCK_THREADS), BLOCK_THREADS>>>(out, part, cols);
     launchCheck();
 }
 
@@ -588,16 +692,22 @@ __global__ void reduce_kernel(double *part, int *bad, const float *x, size_t n, 
     }
     s = block_reduce(s, false);
     flag = __syncthreads_or(flag);
-    if (threadIdx.x == 0) { part[blockIdx.x] = s; bad[blockIdx.x] = flag; }
+    if (threadIdx.x == 0) {
+        part[blockIdx.x] = s;
+        bad[blockIdx.x] = flag;
+    }
 }
 static double reduce(double *part, int *bad, const float *x, size_t n, int square, float limit, int *any_bad) {
-    reduce_kernel<<<RED_BLOCKS, 256>>>(part, bad, x, n, square, limit);
+    reduce_kernel<<<RED_BLOCKS, BLOCK_THREADS>>>(part, bad, x, n, square, limit);
     launchCheck();
     double hp[RED_BLOCKS], s = 0;
     int hb[RED_BLOCKS], b = 0;
     cudaCheck(cudaMemcpy(hp, part, sizeof hp, cudaMemcpyDeviceToHost));
     cudaCheck(cudaMemcpy(hb, bad, sizeof hb, cudaMemcpyDeviceToHost));
-    for (int i = 0; i < RED_BLOCKS; i++) { s += hp[i]; b |= hb[i]; }
+    for (int i = 0; i < RED_BLOCKS; i++) {
+        s += hp[i];
+        b |= hb[i];
+    }
     if (any_bad) *any_bad = b;
     return s;
 }
@@ -605,19 +715,20 @@ static double reduce(double *part, int *bad, const float *x, size_t n, int squar
 // ----------------------------------------------------------------------------
 // Optimizer and small pointwise kernels.
 
-// Unscale (1/S), clip, Adam on the FP32 master weights: mlstm.h's adam_update, per element.
-__global__ void adam_kernel(float *p, float *m1, float *m2, const float *grads, size_t n, float inv_scale, float clipf,
-                            float lr_t, float b1, float b2, float eps, float rbc2) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+// Unscale (1/S), clip, Adam on the FP32 master weights, in one pass: the update of
+// each element is mlstm.h's adam_element, the CPU's own code.
+__global__ void adam_kernel(float *p, float *m1, float *m2, const float *grads, size_t n, float inv_scale,
+                            float clipf, AdamStep a) {
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
         float g = grads[i] * inv_scale;
         if (clipf != 1.f) g *= clipf;
-        m1[i] = b1 * m1[i] + (1 - b1) * g;
-        m2[i] = b2 * m2[i] + (1 - b2) * g * g;
-        p[i] -= lr_t * m1[i] / (sqrtf(m2[i]) * rbc2 + eps);
+        adam_element(&p[i], &m1[i], &m2[i], g, a);
     }
 }
 __global__ void divide_kernel(float *x, size_t n, float d) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] /= d;
+    size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) x[i] /= d;
 }
 __global__ void to_x_kernel(floatX *y, const float *x, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -627,8 +738,14 @@ __global__ void to_f32_kernel(float *y, const floatX *x, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = tof(x[i]);
 }
-static void to_x(floatX *y, const float *x, size_t n) { to_x_kernel<<<ceil_div((long)n, 256), 256>>>(y, x, n); launchCheck(); }
-static void to_f32(float *y, const floatX *x, size_t n) { to_f32_kernel<<<ceil_div((long)n, 256), 256>>>(y, x, n); launchCheck(); }
+static void to_x(floatX *y, const float *x, size_t n) {
+    to_x_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS>>>(y, x, n);
+    launchCheck();
+}
+static void to_f32(float *y, const floatX *x, size_t n) {
+    to_f32_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS>>>(y, x, n);
+    launchCheck();
+}
 
 // ----------------------------------------------------------------------------
 // The model on the device. One allocation holds the FP32 parameters, gradients and
@@ -639,23 +756,26 @@ struct Model {
     int B, T;
     size_t np;
     Mlstm host;            // host copy (built for B=1, T=1): checkpoints and sampling
-    real *h, *c;           // (B,H) host copy of the carried training state
-    int host_fresh;        // host copy equals the device
-    int weights_fresh;     // the FP16 copies equal the master weights
+    real *host_h, *host_c; // (B,H) host copy of the carried training state
+    int host_fresh;        // host.params and the moments equal the device's
+    int weights_fresh;     // the storage-type copies W, Wout equal the master weights
     int stats_fresh;       // sumsq is of the current gradients
     double sumsq;          // sum of squares of the (scaled, reduced) gradients
     // device: parameters
     float *params, *grads, *adam_m, *adam_v;  // (np,) each, one allocation
     ParamTable p, g;
-    floatX *Wx, *Wh, *Wmx, *Wmh, *Wout;       // effective weights, storage type: (4H,D) (4H,H) (H,D) (H,H) (V,H)
-    float *dWx, *dWh, *dWmx, *dWmh;           // their gradients (alias grads without weight norm)
-    float *norms;                             // (10H,) row norms: x 4H, h 4H, mx H, mh H
+    floatX *weights;       // the effective weights in the storage type: W[*] then Wout, one buffer
+    floatX *W[NWN];        // W[WN_X] (4H,D), W[WN_H] (4H,H), W[WN_MX] (H,D), W[WN_MH] (H,H)
+    floatX *Wout;          // (V,H)
+    float *dW[NWN];        // gradients of W[*] (alias grads without weight norm)
+    float *norms;          // (10H,) row norms, at WnMat.norm_offset
     // device: activations, time-major, N = B*T rows
     uint8_t *tok;          // (3,B,T) inputs, targets, resets
     floatX *xe;            // (N,D) embedded inputs
-    floatX *zx;            // (N,4H) x W_x^T + b, then the gates i,f,o,u after each step
-    float *zs;             // (B,4H) one step's pre-activations
-    floatX *mx, *mh, *m;   // (N,H) W_mx e, W_mh h_{t-1}, their product
+    floatX *gates;         // (N,4H) e W_x^T + b for all steps; step t overwrites its rows with its gates i,f,o,u
+    float *zs;             // (B,4H) one step's pre-activations z_t, FP32
+    floatX *mx, *mh;       // (N,H) e W_mx^T, h_{t-1} W_mh^T
+    floatX *mt;            // (N,H) m_t, their product
     floatX *hs;            // (T+1,B,H) state entering step t at index t
     float *cs;             // (T+1,B,H)
     float *logits;         // (N,V)
@@ -669,8 +789,8 @@ struct Model {
     float *colpart;        // (COLSUM_CHUNKS, max(4H,V))
     double *red;           // (RED_BLOCKS,)
     int *red_bad;          // (RED_BLOCKS,)
-    float *hc, *cc;        // (B,H) carried training state
-    float *vh, *vc;        // (B,H) validation state
+    float *train_h, *train_c;  // (B,H) carried training state
+    float *val_h, *val_c;      // (B,H) validation state
     void *pbase, *abase;
 #if GPU_NCCL
     ncclComm_t comm;
@@ -678,14 +798,23 @@ struct Model {
 };
 
 // Carves one allocation into the buffers of a table, 256-byte aligned.
-typedef struct { void **ptr; size_t bytes; } Buf;
+typedef struct {
+    void **ptr;
+    size_t bytes;
+} Buf;
+#define BUF_ALIGN 256
+static size_t buf_rounded(size_t bytes) { return (bytes + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN; }
 static void *alloc_bufs(Buf *b, int n) {
     size_t total = 0;
-    for (int i = 0; i < n; i++) total += (b[i].bytes + 255) / 256 * 256;
+    for (int i = 0; i < n; i++) total += buf_rounded(b[i].bytes);
     char *base;
     cudaCheck(cudaMalloc(&base, total));
     cudaCheck(cudaMemset(base, 0, total));
-    for (size_t i = 0, off = 0; i < (size_t)n; i++) { *b[i].ptr = base + off; off += (b[i].bytes + 255) / 256 * 256; }
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        *b[i].ptr = base + off;
+        off += buf_rounded(b[i].bytes);
+    }
     return base;
 }
 
@@ -693,7 +822,10 @@ static void *alloc_bufs(Buf *b, int n) {
 static void select_device(void) {
     int ndev = 0;
     cudaCheck(cudaGetDeviceCount(&ndev));
-    if (ndev < 1) { fprintf(stderr, "error: no CUDA device\nHINT: the CPU trainer is ./train\n"); exit(1); }
+    if (ndev < 1) {
+        fprintf(stderr, "error: no CUDA device\nHINT: the CPU trainer is ./train\n");
+        exit(1);
+    }
     const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     if (!lr) lr = getenv("MPI_LOCALRANKID");
     if (!lr) lr = getenv("SLURM_LOCALID");
@@ -703,55 +835,82 @@ static void select_device(void) {
     cudaCheck(cudaGetDeviceProperties(&prop, dev));
     num_sms = prop.multiProcessorCount;
     static int printed = 0;
+    const char *kind = GPU_FP16 ? "hand-written WMMA" : "hand-written SIMT FP32";
+    if (matmul_use_cublas) kind = "cuBLAS (USE_CUBLAS)";
     if (rank == 0 && !printed++)
         printf("GPU: %s (sm_%d%d, %d SMs, %.0f GiB) x %d ranks, matmul: %s\n", prop.name, prop.major, prop.minor,
-               prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, world,
-               matmul_use_cublas ? "cuBLAS (USE_CUBLAS)" : GPU_FP16 ? "hand-written WMMA" : "hand-written SIMT FP32");
+               prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, world, kind);
 }
 
 static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
     select_device();
     Model *md = (Model *)mallocCheck(sizeof(Model));
-    md->cfg = cfg; md->B = B; md->T = T;
+    md->cfg = cfg;
+    md->B = B;
+    md->T = T;
     mlstm_build(&md->host, cfg, 1, 1);
     mlstm_init(&md->host, seed);  // the same initial weights as the CPU trainer
     md->np = md->host.nparams;
-    const size_t V = cfg.V, D = cfg.D, H = cfg.H, N = (size_t)B * T, np = md->np, X = sizeof(floatX), F = 4;
-    md->h = (real *)mallocCheck(sizeof(real) * B * H);
-    md->c = (real *)mallocCheck(sizeof(real) * B * H);
+    const size_t V = cfg.V, D = cfg.D, H = cfg.H, N = (size_t)B * T, np = md->np;
+    const size_t X = sizeof(floatX), F = sizeof(float);
+    md->host_h = (real *)mallocCheck(sizeof(real) * B * H);
+    md->host_c = (real *)mallocCheck(sizeof(real) * B * H);
     Buf pb[] = {{(void **)&md->params, F * np}, {(void **)&md->grads, F * np},
                 {(void **)&md->adam_m, F * np}, {(void **)&md->adam_v, F * np}};
     md->pbase = alloc_bufs(pb, 4);
     param_table(&md->p, &cfg, md->params);
     param_table(&md->g, &cfg, md->grads);
-    size_t nW = 4 * H * D + 4 * H * H + H * D + H * H, wg = cfg.wnorm ? nW : 0;
-    float *dW = NULL;
+    WnMat wn[NWN];
+    weightnorm_mats(&cfg, wn);
+    size_t nW = weightnorm_elems(&cfg);
+    float *dW = NULL;  // with weight norm: the gradients of the four effective matrices, back to back
     Buf ab[] = {
-        {(void **)&md->Wx, X * (nW + V * H)}, {(void **)&dW, F * wg}, {(void **)&md->norms, F * 10 * H},
-        {(void **)&md->tok, 3 * N}, {(void **)&md->xe, X * N * D}, {(void **)&md->zx, X * N * 4 * H},
-        {(void **)&md->zs, F * B * 4 * H}, {(void **)&md->mx, X * N * H}, {(void **)&md->mh, X * N * H},
-        {(void **)&md->m, X * N * H}, {(void **)&md->hs, X * (N + B) * H}, {(void **)&md->cs, F * (N + B) * H},
-        {(void **)&md->logits, F * N * V}, {(void **)&md->dlogits, X * N * V}, {(void **)&md->losses, F * N},
-        {(void **)&md->dz, X * N * 4 * H}, {(void **)&md->dmx, X * N * H}, {(void **)&md->dmh, X * N * H},
-        {(void **)&md->dhs, X * N * H}, {(void **)&md->dh, F * B * H}, {(void **)&md->dc, F * B * H},
-        {(void **)&md->dxe, F * N * D}, {(void **)&md->colpart, F * COLSUM_CHUNKS * (4 * H > V ? 4 * H : V)},
-        {(void **)&md->red, sizeof(double) * RED_BLOCKS}, {(void **)&md->red_bad, sizeof(int) * RED_BLOCKS},
-        {(void **)&md->hc, F * B * H}, {(void **)&md->cc, F * B * H}, {(void **)&md->vh, F * B * H},
-        {(void **)&md->vc, F * B * H}};
+        {(void **)&md->weights, X * (nW + V * H)},
+        {(void **)&dW, cfg.wnorm ? F * nW : 0},
+        {(void **)&md->norms, F * weightnorm_rows(&cfg)},
+        {(void **)&md->tok, 3 * N},
+        {(void **)&md->xe, X * N * D},
+        {(void **)&md->gates, X * N * 4 * H},
+        {(void **)&md->zs, F * B * 4 * H},
+        {(void **)&md->mx, X * N * H},
+        {(void **)&md->mh, X * N * H},
+        {(void **)&md->mt, X * N * H},
+        {(void **)&md->hs, X * (N + B) * H},
+        {(void **)&md->cs, F * (N + B) * H},
+        {(void **)&md->logits, F * N * V},
+        {(void **)&md->dlogits, X * N * V},
+        {(void **)&md->losses, F * N},
+        {(void **)&md->dz, X * N * 4 * H},
+        {(void **)&md->dmx, X * N * H},
+        {(void **)&md->dmh, X * N * H},
+        {(void **)&md->dhs, X * N * H},
+        {(void **)&md->dh, F * B * H},
+        {(void **)&md->dc, F * B * H},
+        {(void **)&md->dxe, F * N * D},
+        {(void **)&md->colpart, F * COLSUM_CHUNKS * (4 * H > V ? 4 * H : V)},
+        {(void **)&md->red, sizeof(double) * RED_BLOCKS},
+        {(void **)&md->red_bad, sizeof(int) * RED_BLOCKS},
+        {(void **)&md->train_h, F * B * H},
+        {(void **)&md->train_c, F * B * H},
+        {(void **)&md->val_h, F * B * H},
+        {(void **)&md->val_c, F * B * H},
+    };
     md->abase = alloc_bufs(ab, sizeof ab / sizeof ab[0]);
-    md->Wh = md->Wx + 4 * H * D; md->Wmx = md->Wh + 4 * H * H; md->Wmh = md->Wmx + H * D; md->Wout = md->Wmh + H * H;
-    if (cfg.wnorm) { md->dWx = dW; md->dWh = dW + 4 * H * D; md->dWmx = md->dWh + 4 * H * H; md->dWmh = md->dWmx + H * D; }
-    else { md->dWx = md->g.t[P_WX]; md->dWh = md->g.t[P_WH]; md->dWmx = md->g.t[P_WMX]; md->dWmh = md->g.t[P_WMH]; }
+    for (int k = 0; k < NWN; k++) {
+        md->W[k] = md->weights + wn[k].offset;
+        md->dW[k] = cfg.wnorm ? dW + wn[k].offset : md->g.t[wn[k].param];
+    }
+    md->Wout = md->weights + nW;
 #if GPU_NCCL
-    if (world > 1) {  // rank 0 makes the id, MPI carries it to the others (DESIGN section 6)
+    if (world > 1) {  // rank 0 makes the id, MPI carries it to the others (doc/design.md, "Distributed")
         ncclUniqueId id;
         if (rank == 0) ncclCheck(ncclGetUniqueId(&id));
         MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
         ncclCheck(ncclCommInitRank(&md->comm, world, id, rank));
     }
 #endif
-    memset(md->h, 0, sizeof(real) * B * H);
-    memset(md->c, 0, sizeof(real) * B * H);
+    memset(md->host_h, 0, sizeof(real) * B * H);
+    memset(md->host_c, 0, sizeof(real) * B * H);
     model_loaded(md);
     return md;
 }
@@ -763,11 +922,14 @@ static void model_free(Model *md) {
     cudaCheck(cudaFree(md->pbase));
     cudaCheck(cudaFree(md->abase));
     mlstm_free(&md->host);
-    free(md->h); free(md->c);
+    free(md->host_h);
+    free(md->host_c);
     free(md);
 }
 
 // Host views: the FP32 master weights and Adam moments, and the carried state.
+// The device is the truth between steps; model_host copies back only when the
+// weights moved since the last copy (host_fresh), model_state every time.
 static Mlstm *model_host(Model *md) {
     if (!md->host_fresh) {
         size_t n = md->np * sizeof(float);
@@ -780,30 +942,37 @@ static Mlstm *model_host(Model *md) {
 }
 static void model_state(Model *md, real **h, real **c) {
     size_t n = sizeof(float) * md->B * md->cfg.H;
-    cudaCheck(cudaMemcpy(md->h, md->hc, n, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(md->c, md->cc, n, cudaMemcpyDeviceToHost));
-    *h = md->h; *c = md->c;
+    cudaCheck(cudaMemcpy(md->host_h, md->train_h, n, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpy(md->host_c, md->train_c, n, cudaMemcpyDeviceToHost));
+    *h = md->host_h;
+    *c = md->host_c;
 }
 static void model_loaded(Model *md) {  // the host copies are the truth: push them to the device
     size_t n = md->np * sizeof(float), s = sizeof(float) * md->B * md->cfg.H;
     cudaCheck(cudaMemcpy(md->params, md->host.params, n, cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(md->adam_m, md->host.adam_m, n, cudaMemcpyHostToDevice));
     cudaCheck(cudaMemcpy(md->adam_v, md->host.adam_v, n, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(md->hc, md->h, s, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(md->cc, md->c, s, cudaMemcpyHostToDevice));
-    md->host_fresh = 1; md->weights_fresh = 0; md->stats_fresh = 0;
+    cudaCheck(cudaMemcpy(md->train_h, md->host_h, s, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpy(md->train_c, md->host_c, s, cudaMemcpyHostToDevice));
+    md->host_fresh = 1;
+    md->weights_fresh = 0;
+    md->stats_fresh = 0;
 }
 
-// The storage-type copies of the effective weights, from the FP32 masters.
+// The storage-type copies of the effective weights, from the FP32 masters: weight
+// norm over the WnMat table (a plain copy without it), and W_out.
 static void refresh_weights(Model *md) {
     if (md->weights_fresh) return;
-    const int D = md->cfg.D, H = md->cfg.H, V = md->cfg.V, wn = md->cfg.wnorm;
+    const MlstmConfig *c = &md->cfg;
     const ParamTable *p = &md->p;
-    weightnorm_forward_gpu(md->Wx, md->norms, p->t[P_WX], wn ? p->t[P_GX] : NULL, 4 * H, D);
-    weightnorm_forward_gpu(md->Wh, md->norms + 4 * H, p->t[P_WH], wn ? p->t[P_GH] : NULL, 4 * H, H);
-    weightnorm_forward_gpu(md->Wmx, md->norms + 8 * H, p->t[P_WMX], wn ? p->t[P_GMX] : NULL, H, D);
-    weightnorm_forward_gpu(md->Wmh, md->norms + 9 * H, p->t[P_WMH], wn ? p->t[P_GMH] : NULL, H, H);
-    to_x(md->Wout, p->t[P_WOUT], (size_t)V * H);
+    WnMat wn[NWN];
+    weightnorm_mats(c, wn);
+    for (int k = 0; k < NWN; k++) {
+        const float *gain = c->wnorm ? p->t[wn[k].gain] : NULL;
+        weightnorm_forward_gpu(md->W[k], md->norms + wn[k].norm_offset, p->t[wn[k].param], gain, (int)wn[k].rows,
+                               (int)wn[k].cols);
+    }
+    to_x(md->Wout, p->t[P_WOUT], (size_t)c->V * c->H);
     md->weights_fresh = 1;
 }
 
@@ -817,34 +986,35 @@ static void upload_batch(Model *md, const uint8_t *in, const uint8_t *tg, const 
 
 // Forward over T steps from the state (h0, c0) (B,H), which it advances; with
 // scale > 0 also dlogits for backward, seeded with S. Returns the mean loss.
+// mlstm.h's mlstm_forward, equation by equation (the block above it).
 static double forward(Model *md, float *h0, float *c0, double scale) {
     const int D = md->cfg.D, H = md->cfg.H, V = md->cfg.V, B = md->B, T = md->T, N = B * T;
     const size_t BH = (size_t)B * H;
     const uint8_t *in = md->tok, *tg = md->tok + N, *rs = md->tok + 2 * N;
     refresh_weights(md);
     embed_forward(md->xe, md->p.t[P_E], in, B, T, D);
-    Epilogue e = epi_x(md->zx, 4 * H);  // input projections of all T steps: zx = e W_x^T + b (N,4H), mx = e W_mx^T (N,H)
+    // input projections of all T steps: gates = e W_x^T + b (N,4H), mx = e W_mx^T (N,H)
+    Epilogue e = epi_x(md->gates, 4 * H);
     e.bias = md->p.t[P_B];
-    matmul(MM_NT, N, 4 * H, D, md->xe, md->Wx, e);
-    matmul(MM_NT, N, H, D, md->xe, md->Wmx, epi_x(md->mx, H));
+    matmul(MM_NT, N, 4 * H, D, md->xe, md->W[WN_X], e);
+    matmul(MM_NT, N, H, D, md->xe, md->W[WN_MX], epi_x(md->mx, H));
     to_x(md->hs, h0, BH);
     cudaCheck(cudaMemcpy(md->cs, c0, sizeof(float) * BH, cudaMemcpyDeviceToDevice));
     for (int t = 0; t < T; t++) {
         size_t o = (size_t)t * BH;
-        e = epi_x(md->m + o, H);  // mh = h_{t-1} W_mh^T (zero in reset rows), m = mx * mh   (B,H)
-        e.raw = md->mh + o; e.mul = md->mx + o; e.mask = rs + t; e.mask_stride = T;
-        matmul(MM_NT, B, H, H, md->hs + o, md->Wmh, e);
-        e = epi_f32(md->zs, 4 * H);  // z = zx + m W_h^T   (B,4H)
-        e.add = md->zx + 4 * o;
-        matmul(MM_NT, B, 4 * H, H, md->m + o, md->Wh, e);
-        cell_forward_step(md->zx + 4 * o, md->hs + o + BH, md->cs + o + BH, md->zs, md->cs + o, rs, t, T, B, H);
+        floatX *gates_t = md->gates + 4 * o;  // holds e W_x^T + b until the cell overwrites it with the gates
+        Epilogue mt_product = epi_mt_product(md->mt + o, md->mh + o, md->mx + o, rs + t, T, H);
+        matmul(MM_NT, B, H, H, md->hs + o, md->W[WN_MH], mt_product);  // m_t = mx * (h_{t-1} W_mh^T)   (B,H)
+        matmul(MM_NT, B, 4 * H, H, md->mt + o, md->W[WN_H], epi_z_sum(md->zs, gates_t, H));  // z_t   (B,4H)
+        cell_forward_step(gates_t, md->hs + o + BH, md->cs + o + BH, md->zs, md->cs + o, rs, t, T, B, H);
     }
     e = epi_f32(md->logits, V);  // output layer over all T*B rows: logits = h W_out^T + b_out (N,V)
     e.bias = md->p.t[P_BOUT];
     matmul(MM_NT, N, V, H, md->hs + BH, md->Wout, e);
     softmax_xent(scale > 0 ? md->dlogits : NULL, md->losses, md->logits, tg, B, T, V, (float)scale / (float)N);
     double loss = reduce(md->red, md->red_bad, md->losses, N, 0, INFINITY, NULL) / N;
-    to_f32(h0, md->hs + (size_t)T * BH, BH);  // stateful truncated BPTT: the last state feeds the next batch
+    // stateful truncated BPTT: the last state feeds the next batch
+    to_f32(h0, md->hs + (size_t)T * BH, BH);
     cudaCheck(cudaMemcpy(c0, md->cs + (size_t)T * BH, sizeof(float) * BH, cudaMemcpyDeviceToDevice));
     return loss;
 }
@@ -857,7 +1027,8 @@ static void backward(Model *md) {
     const size_t BH = (size_t)B * H;
     const uint8_t *in = md->tok, *rs = md->tok + 2 * N;
     ParamTable *g = &md->g;
-    cudaCheck(cudaMemsetAsync(md->grads, 0, md->np * sizeof(float)));  // every tensor is overwritten; zero is the safe default
+    // every tensor is overwritten; zero is the safe default
+    cudaCheck(cudaMemsetAsync(md->grads, 0, md->np * sizeof(float)));
     matmul(MM_TN, V, H, N, md->dlogits, md->hs + BH, epi_f32(g->t[P_WOUT], H));  // dW_out = dlogits^T h
     colsum(g->t[P_BOUT], md->colpart, md->dlogits, N, V);
     matmul(MM_NN, N, H, V, md->dlogits, md->Wout, epi_x(md->dhs, H));  // dh_t from the output layer (N,H)
@@ -865,35 +1036,41 @@ static void backward(Model *md) {
     cudaCheck(cudaMemsetAsync(md->dc, 0, sizeof(float) * BH));
     for (int t = T - 1; t >= 0; t--) {
         size_t o = (size_t)t * BH;
-        cell_backward_step(md->dz + 4 * o, md->dc, md->dh, md->dhs + o, md->zx + 4 * o, md->cs + o, md->cs + o + BH, rs, t, T, B, H);
-        Epilogue e = epi_x(md->dmx + o, H);  // dm = dz W_h; dmx = dm * mh, dmh = dm * mx (zero in reset rows)   (B,H)
-        e.mul = md->mh + o; e.mul2 = md->mx + o; e.out2 = md->dmh + o; e.mask = rs + t; e.mask_stride = T;
-        matmul(MM_NN, B, H, 4 * H, md->dz + 4 * o, md->Wh, e);
-        matmul(MM_NN, B, H, H, md->dmh + o, md->Wmh, epi_f32(md->dh, H));  // dh_{t-1} = dmh W_mh
+        const floatX *gates_t = md->gates + 4 * o;
+        const float *c_prev = md->cs + o, *c = md->cs + o + BH;
+        cell_backward_step(md->dz + 4 * o, md->dc, md->dh, md->dhs + o, gates_t, c_prev, c, rs, t, T, B, H);
+        // dm = dz W_h, split into dmx = dm * mh and dmh = dm * mx   (B,H)
+        Epilogue split = epi_dm_split(md->dmx + o, md->dmh + o, md->mh + o, md->mx + o, rs + t, T, H);
+        matmul(MM_NN, B, H, 4 * H, md->dz + 4 * o, md->W[WN_H], split);
+        matmul(MM_NN, B, H, H, md->dmh + o, md->W[WN_MH], epi_f32(md->dh, H));  // dh_{t-1} = dmh W_mh
     }
-    matmul(MM_TN, 4 * H, H, N, md->dz, md->m, epi_f32(md->dWh, H));    // dW_h  = dz^T m
-    matmul(MM_TN, 4 * H, D, N, md->dz, md->xe, epi_f32(md->dWx, D));   // dW_x  = dz^T e
-    matmul(MM_TN, H, D, N, md->dmx, md->xe, epi_f32(md->dWmx, D));     // dW_mx = dmx^T e
-    matmul(MM_TN, H, H, N, md->dmh, md->hs, epi_f32(md->dWmh, H));     // dW_mh = dmh^T h_{t-1}
+    matmul(MM_TN, 4 * H, H, N, md->dz, md->mt, epi_f32(md->dW[WN_H], H));    // dW_h  = dz^T m
+    matmul(MM_TN, 4 * H, D, N, md->dz, md->xe, epi_f32(md->dW[WN_X], D));    // dW_x  = dz^T e
+    matmul(MM_TN, H, D, N, md->dmx, md->xe, epi_f32(md->dW[WN_MX], D));      // dW_mx = dmx^T e
+    matmul(MM_TN, H, H, N, md->dmh, md->hs, epi_f32(md->dW[WN_MH], H));      // dW_mh = dmh^T h_{t-1}
     colsum(g->t[P_B], md->colpart, md->dz, N, 4 * H);
-    matmul(MM_NN, N, D, 4 * H, md->dz, md->Wx, epi_f32(md->dxe, D));  // dxe = dz W_x + dmx W_mx   (N,D)
+    matmul(MM_NN, N, D, 4 * H, md->dz, md->W[WN_X], epi_f32(md->dxe, D));  // dxe = dz W_x + dmx W_mx   (N,D)
     Epilogue e = epi_f32(md->dxe, D);
     e.accumulate = 1;
-    matmul(MM_NN, N, D, H, md->dmx, md->Wmx, e);
+    matmul(MM_NN, N, D, H, md->dmx, md->W[WN_MX], e);
     embed_backward(g->t[P_E], md->dxe, in, B, T, D, V);
-    if (md->cfg.wnorm) {
+    if (md->cfg.wnorm) {  // dW into the gradients of V and g
         const ParamTable *p = &md->p;
-        weightnorm_backward_gpu(g->t[P_WX], g->t[P_GX], md->dWx, p->t[P_WX], p->t[P_GX], md->norms, 4 * H, D);
-        weightnorm_backward_gpu(g->t[P_WH], g->t[P_GH], md->dWh, p->t[P_WH], p->t[P_GH], md->norms + 4 * H, 4 * H, H);
-        weightnorm_backward_gpu(g->t[P_WMX], g->t[P_GMX], md->dWmx, p->t[P_WMX], p->t[P_GMX], md->norms + 8 * H, H, D);
-        weightnorm_backward_gpu(g->t[P_WMH], g->t[P_GMH], md->dWmh, p->t[P_WMH], p->t[P_GMH], md->norms + 9 * H, H, H);
+        WnMat wn[NWN];
+        weightnorm_mats(&md->cfg, wn);
+        for (int k = 0; k < NWN; k++) {
+            const float *norms = md->norms + wn[k].norm_offset;
+            weightnorm_backward_gpu(g->t[wn[k].param], g->t[wn[k].gain], md->dW[k], p->t[wn[k].param],
+                                    p->t[wn[k].gain], norms, (int)wn[k].rows, (int)wn[k].cols);
+        }
     }
 }
 
-// DESIGN section 3 items 2-3: forward from the carried state, backward seeded with S.
+// Steps 2-3 of doc/design.md, "The training step": forward from the carried state,
+// backward seeded with S.
 static double model_step(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, double scale) {
     upload_batch(md, in, tg, rs);
-    double loss = forward(md, md->hc, md->cc, scale);
+    double loss = forward(md, md->train_h, md->train_c, scale);
     backward(md);
     md->stats_fresh = 0;
     return loss;
@@ -905,11 +1082,11 @@ static void model_inject_overflow(Model *md) {
     md->stats_fresh = 0;
 }
 
-// Item 4: the mean over ranks. NCCL when built with it; otherwise through MPI on the host.
+// Step 4: the mean over ranks. NCCL when built with it; otherwise through MPI on the host.
 static void model_allreduce(Model *md) {
     if (world == 1) return;
 #if GPU_NCCL
-    (void)dist_sum;  // train.c's MPI path, not needed with NCCL
+    (void)dist_sum;  // train.h's MPI path, not needed with NCCL
     ncclCheck(ncclAllReduce(md->grads, md->grads, md->np, ncclFloat, ncclSum, md->comm, 0));
 #else
     size_t n = md->np * sizeof(float);
@@ -917,68 +1094,67 @@ static void model_allreduce(Model *md) {
     dist_sum(md->host.grads, md->np);
     cudaCheck(cudaMemcpy(md->grads, md->host.grads, n, cudaMemcpyHostToDevice));
 #endif
-    divide_kernel<<<4 * num_sms, 256>>>(md->grads, md->np, (float)world);  // as train.c: sum, then divide
+    divide_kernel<<<4 * num_sms, BLOCK_THREADS>>>(md->grads, md->np, (float)world);  // as train.c: sum, then divide
     launchCheck();
     md->stats_fresh = 0;
 }
 
-// Item 5, on the reduced gradients: inf/NaN, or beyond FP16's range when fp16 (as
+// Step 5, on the reduced gradients: inf/NaN, or beyond FP16's range when fp16 (as
 // train.c's simulated mode). The same pass keeps the sum of squares for the clip.
 static int model_overflow(Model *md, int fp16) {
     int bad = 0;
-    md->sumsq = reduce(md->red, md->red_bad, md->grads, md->np, 1, fp16 ? 65504.f : INFINITY, &bad);
+    md->sumsq = reduce(md->red, md->red_bad, md->grads, md->np, 1, fp16 ? (float)FP16_MAX : INFINITY, &bad);
     md->stats_fresh = 1;
     return bad;
 }
 
-// Item 7: unscale, clip the global norm, Adam. Returns the norm before clipping.
+// Step 7: unscale, clip the global norm, Adam, in one kernel. Returns the norm before clipping.
 static double model_apply(Model *md, const StepDecision *d, double clip, long applied) {
     if (!md->stats_fresh) model_overflow(md, 0);
     double gnorm = sqrt(md->sumsq) * d->inv_scale;
     float clipf = clip > 0 && gnorm > clip ? (float)(clip / gnorm) : 1.f;
     AdamConfig a = adam_defaults;
-    double bc1 = 1 - pow(a.beta1, (double)applied), bc2 = 1 - pow(a.beta2, (double)applied);
-    adam_kernel<<<8 * num_sms, 256>>>(md->params, md->adam_m, md->adam_v, md->grads, md->np, (float)d->inv_scale, clipf,
-                                      (float)(d->lr / bc1), (float)a.beta1, (float)a.beta2, (float)a.eps, (float)(1 / sqrt(bc2)));
+    a.lr = d->lr;
+    AdamStep s = adam_step(a, applied);
+    float inv_scale = (float)d->inv_scale;
+    int blocks = 8 * num_sms;  // a grid-stride loop: a few waves of blocks
+    adam_kernel<<<blocks, BLOCK_THREADS>>>(md->params, md->adam_m, md->adam_v, md->grads, md->np, inv_scale, clipf,
+                                           s);
     launchCheck();
-    md->host_fresh = md->weights_fresh = md->stats_fresh = 0;
+    md->host_fresh = 0;
+    md->weights_fresh = 0;
+    md->stats_fresh = 0;
     return gnorm;
 }
 
 // Validation: forward only, on the validation state (first = 1 zeroes it).
 static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, int first) {
     if (first) {
-        cudaCheck(cudaMemset(md->vh, 0, sizeof(float) * md->B * md->cfg.H));
-        cudaCheck(cudaMemset(md->vc, 0, sizeof(float) * md->B * md->cfg.H));
+        cudaCheck(cudaMemset(md->val_h, 0, sizeof(float) * md->B * md->cfg.H));
+        cudaCheck(cudaMemset(md->val_c, 0, sizeof(float) * md->B * md->cfg.H));
     }
     upload_batch(md, in, tg, rs);
-    return forward(md, md->vh, md->vc, 0);
+    return forward(md, md->val_h, md->val_c, 0);
 }
 
 // ----------------------------------------------------------------------------
-// The build fixes the precision, so --fp16 is implied by the FP16 build (dynamic
-// loss scaling always on) and dropped by the FP32 build (S = 1): the argument list
-// is rewritten before train.c parses it, and everything downstream (scaler,
-// overflow limit, checkpoint mode check) follows from that one flag.
-static int gpu_main(int argc, char **argv) {
-    char **args = (char **)mallocCheck(sizeof(char *) * (argc + 2));
-    int n = 0;
-    static char fp16_flag[] = "--fp16";
-    args[n++] = argv[0];
-    if (GPU_FP16) args[n++] = fp16_flag;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--fp16")) {
-            if (!GPU_FP16) fprintf(stderr, "note: --fp16 ignored: this is the FP32 build (train_gpu is the FP16 one)\n");
-            continue;
-        }
-        args[n++] = argv[i];
+// The build fixes the precision: the FP16 build always scales the loss (--fp16 is
+// implied), the FP32 build never does (S = 1; --fp16 is ignored with a note).
+// Everything downstream (scaler, overflow limit, checkpoint mode check) follows.
+static int model_precision(int fp16_requested, const char **description) {
+    if (GPU_FP16) {
+        *description = "FP16 weights+activations, FP32 master+Adam, dynamic loss scale";
+        return 1;
     }
-    args[n] = NULL;
-    int rc = train_main(n, args);
-    free(args);
-    return rc;
+    if (fp16_requested && rank == 0)
+        fprintf(stderr, "note: --fp16 ignored: this is the FP32 build (train_gpu is the FP16 one)\n");
+    *description = "FP32 everywhere (PRECISION=FP32 build), S = 1";
+    return 0;
 }
 
-#ifndef TRAIN_GPU_TEST
-int main(int argc, char **argv) { return gpu_main(argc, argv); }
+#ifndef TRAIN_NO_MAIN  // test/test_gpu.cu includes this file and has its own main
+int main(int argc, char **argv) {
+    openmp_prefer_passive_wait(argv);  // process-level, so here and not in train_main
+    return train_main(argc, argv);
+}
 #endif

@@ -25,7 +25,7 @@
 //                   that cancel, which magnifies relative error
 //   ten losses      5e-3  (10u): weights moved by Adam from FP16-noisy gradients
 // A bug (a wrong index, a missing term, a wrong row) gives errors of order 1.
-#define TRAIN_GPU_TEST
+#define TRAIN_NO_MAIN  // train.cu without its main: this file has its own
 #define WITH_CUBLAS
 #include "train.cu"
 #include "test/test.h"
@@ -226,7 +226,7 @@ static int run_trainer(const char *dir, const char *name, int steps, const char 
     args[n] = NULL;
     optind = 0;  // getopt_long starts afresh
     fflush(stdout);
-    return gpu_main(n, (char **)args);
+    return train_main(n, (char **)args);
 }
 static int read_file(const char *path, uint8_t **buf, size_t *n) {
     FILE *f = fopen(path, "rb");
@@ -425,7 +425,7 @@ static void matmul_shape(const Shape *s, int bench_reps) {
 static int model_shapes(Shape *s, int H, int D, int B, int T) {
     const int V = 256, N = B * T;
     Shape t[] = {
-        {"zx", MM_NT, N, 4 * H, D},   {"mx", MM_NT, N, H, D},      {"mh", MM_NT, B, H, H},
+        {"gates", MM_NT, N, 4 * H, D},  {"mx", MM_NT, N, H, D},      {"mh", MM_NT, B, H, H},
         {"z", MM_NT, B, 4 * H, H},    {"logits", MM_NT, N, V, H},  {"dW_out", MM_TN, V, H, N},
         {"dhs", MM_NN, N, H, V},      {"dm", MM_NN, B, H, 4 * H},  {"dh", MM_NN, B, H, H},
         {"dW_h", MM_TN, 4 * H, H, N}, {"dW_x", MM_TN, 4 * H, D, N}, {"dW_mx", MM_TN, H, D, N},

@@ -1,5 +1,5 @@
 // The backward pass against central finite differences, in double precision
-// (DESIGN section 8): T = 9 steps from a non-zero carried state, with and without
+// (doc/design.md, "Testing"): T = 9 steps from a non-zero carried state, with and without
 // weight norm, and once with state resets inside the window. Every parameter
 // tensor's gradient, and the gradient into the carried h and c, must agree to a
 // relative error below 1e-6.
@@ -77,7 +77,7 @@ static void gradcheck(int wnorm, int with_reset) {
         for (int i = 6; i < 12; i++) other = fmax(other, fabs(dh0[i]) + fabs(dc0[i]));
         CHECK(mx == 0 && other > 0, "a reset at step 0 stops the gradient into that row's carried state (max %.1e; other row %.1e)", mx, other);
     }
-    // the seed scales every gradient linearly (loss scaling, DESIGN section 3)
+    // the seed scales every gradient linearly (loss scaling, doc/design.md, "The training step")
     loss_at(&m, in, tg, reset, h0, c0);
     mlstm_backward(&m, 1024.0);
     double e = 0;

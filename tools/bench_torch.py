@@ -61,7 +61,7 @@ step(0); step(1)                                            # warm up
 t0 = time.perf_counter()
 for s in range(2, a.steps + 2): step(s)
 dt = time.perf_counter() - t0
-flops = 3 * 2 * (5 * H * D + 5 * H * H + V * H)             # DESIGN section 2, training
+flops = 3 * 2 * (5 * H * D + 5 * H * H + V * H)             # doc/design.md, "The model", training
 cps = B * T * a.steps / dt
 print(f"torch {torch.__version__} H={H} D={D} B={B} T={T} threads={a.threads}: "
       f"{cps:.0f} chars/s, {cps * flops / 1e9:.1f} GFLOP/s")

@@ -1,4 +1,4 @@
-// prepare: turns text into train/val shards for the trainers (DESIGN.md section 5).
+// prepare: turns text into train/val shards for the trainers (doc/design.md, "Data and batching").
 //
 //   build/prepare [options] -o DIR INPUT...
 //   build/prepare --builtin BYTES -o DIR         the built-in corpus, labelled

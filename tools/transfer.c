@@ -25,6 +25,7 @@
 //
 // Features file (.feat), little-endian: "MLSTMFEA", u32 version 1, u32 H, u64 n,
 // u64 0; then n i32 labels; then n x H f32 features (document-major).
+#include "mlstm.h"  // defines: Mlstm, mlstm_build/forward, checkpoint_header/load
 #include "data.h"
 #include <dirent.h>
 #include <time.h>

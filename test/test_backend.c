@@ -1,0 +1,96 @@
+// The CPU trainer in-process: train.c included without its main, train_main called
+// as a function. Checks that the loop (train.h) never re-executes its process (the
+// OpenMP wait-policy setup belongs to a program's main, not to the library), that
+// the in-process run writes the same checkpoint bytes as the build/train program,
+// and the CPU backend's side of the contract in train.h (precision, host copies).
+#define TRAIN_NO_MAIN
+#include "train.c"  // defines: the CPU backend (model_*), train_main and all it includes; no main
+#include "test/test.h"
+#include <libgen.h>
+
+static char dir[] = "/tmp/mlstm_backend_XXXXXX";
+#define TINY_ARGS "--hidden", "32", "--embed", "16", "--batch", "4", "--seq-len", "16", "--corpus-bytes", "60000", \
+                  "--val-every", "0", "--val-steps", "2", "--sample-len", "0", "--print-every", "1000", "--threads", "1", \
+                  "--steps", "6"
+#define TINY_FLAGS "--hidden 32 --embed 16 --batch 4 --seq-len 16 --corpus-bytes 60000 --val-every 0 --val-steps 2 " \
+                   "--sample-len 0 --print-every 1000 --threads 1 --steps 6"
+
+// train_main with OMP_WAIT_POLICY unset: a library that re-executed /proc/self/exe
+// here would restart this test with the trainer's flags (see main).
+static void test_no_reexec(const char *trainer) {
+    char ckpt[600], log[600];
+    snprintf(ckpt, sizeof ckpt, "%s/a.ckpt", dir);
+    snprintf(log, sizeof log, "%s/a.log", dir);
+    unsetenv("OMP_WAIT_POLICY");
+    const char *args[] = {"train", TINY_ARGS, "--ckpt", ckpt, "--log", log, NULL};
+    int argc = (int)(sizeof args / sizeof args[0]) - 1;
+    optind = 0;  // getopt_long starts afresh
+    fflush(stdout);
+    int saved = dup(1);
+    if (!freopen("/dev/null", "w", stdout)) return;  // the trainer's progress table
+    int rc = train_main(argc, (char **)args);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    CHECK(rc == 0 && file_size(ckpt) > 0, "train_main in-process: returns 0 without re-executing the test, writes %s", ckpt);
+    int r = test_system("%s " TINY_FLAGS " --ckpt %s/b.ckpt --log %s/b.log > %s/b.out 2>&1", trainer, dir, dir, dir);
+    char b[600];
+    snprintf(b, sizeof b, "%s/b.ckpt", dir);
+    CHECK(r == 0 && files_equal(ckpt, b), "train_main in-process and the build/train program write byte-identical checkpoints");
+}
+
+// The CPU backend: --fp16 is a simulation it offers, and its host views are the
+// model itself, so a change to them is what the next step computes from.
+static void test_cpu_backend(void) {
+    const char *d32 = NULL, *d16 = NULL;
+    int p32 = model_precision(0, &d32), p16 = model_precision(1, &d16);
+    CHECK(p32 == 0 && !strcmp(d32, "FP32"), "CPU backend: FP32 without --fp16 (%s)", d32);
+    CHECK(p16 == 1 && strstr(d16, "simulated FP16"), "CPU backend: --fp16 simulates FP16 (%s)", d16);
+    MlstmConfig cfg = {256, 8, 16, 1};
+    int B = 4, T = 5;
+    Model *md = model_create(cfg, B, T, 3);
+    uint8_t in[20], tg[20];
+    for (int i = 0; i < B * T; i++) {
+        in[i] = (uint8_t)('a' + i % 7);
+        tg[i] = (uint8_t)('a' + (i + 1) % 7);
+    }
+    real *h, *c;
+    model_state(md, &h, &c);
+    int zero = 1;
+    for (int i = 0; i < B * cfg.H; i++) zero &= h[i] == 0 && c[i] == 0;
+    double l1 = model_step(md, in, tg, NULL, 1.0);
+    model_state(md, &h, &c);
+    int moved = 0;
+    for (int i = 0; i < B * cfg.H; i++) moved |= h[i] != 0;
+    CHECK(zero && moved, "CPU backend: the carried state starts at zero and model_step advances it");
+    // overwrite the host state with zeros (a resume) and step again on the same batch: the same loss
+    memset(h, 0, sizeof(real) * B * cfg.H);
+    memset(c, 0, sizeof(real) * B * cfg.H);
+    model_loaded(md);
+    double l2 = model_step(md, in, tg, NULL, 1.0);
+    CHECK(l1 == l2, "CPU backend: after model_loaded the step starts from the host state (loss %.9f = %.9f)", l2, l1);
+    model_free(md);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) {  // only a re-executed test gets arguments: the trainer's (stdout may be /dev/null here)
+        fprintf(stderr, "FAIL  test_backend was re-executed with the trainer's flags (%s ...)\n", argv[1]);
+        fprintf(stderr, "test_backend: 0 passed, 1 failed\n");
+        return 1;
+    }
+    char self[1024], trainer[1100];
+    snprintf(self, sizeof self, "%s", argv[0]);
+    snprintf(trainer, sizeof trainer, "%s/train", dirname(self));
+    if (access(trainer, X_OK) != 0) {
+        printf("FAIL  %s not built\n", trainer);
+        return 1;
+    }
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_no_reexec(trainer);
+    test_cpu_backend();
+    test_system("rm -rf %s", dir);
+    return test_summary("test_backend");
+}
