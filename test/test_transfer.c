@@ -202,11 +202,11 @@ static void test_pipeline(void) {
 
 // Writes a .npy file (format 1.0, '<f4' or '<f8', C or Fortran order) of rows x cols
 // (cols = 0: 1-D). x is [rows][cols] row-major.
-static void npy_write(const char *dir, int index, const double *x, long rows, long cols, int f64, int fortran) {
-    char path[4300], hd[256], shape[64];
+// Opens DIR/INDEX.npy and writes a format 1.0 header with this dtype, order and shape text.
+static FILE *npy_header(const char *dir, int index, const char *descr, int fortran, const char *shape) {
+    char path[4300], hd[256];
     snprintf(path, sizeof path, "%s/%d.npy", dir, index);
-    if (cols) snprintf(shape, sizeof shape, "(%ld, %ld)", rows, cols); else snprintf(shape, sizeof shape, "(%ld,)", rows);
-    int n = snprintf(hd, sizeof hd, "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }", f64 ? "<f8" : "<f4", fortran ? "True" : "False", shape);
+    int n = snprintf(hd, sizeof hd, "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }", descr, fortran ? "True" : "False", shape);
     while ((10 + n + 1) % 64) hd[n++] = ' ';
     hd[n++] = '\n';
     FILE *f = fopen(path, "wb");
@@ -214,6 +214,13 @@ static void npy_write(const char *dir, int index, const double *x, long rows, lo
     uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (uint8_t)(n & 255), (uint8_t)(n >> 8)};
     fwrite(pre, 1, 10, f);
     fwrite(hd, 1, (size_t)n, f);
+    return f;
+}
+
+static void npy_write(const char *dir, int index, const double *x, long rows, long cols, int f64, int fortran) {
+    char shape[64];
+    if (cols) snprintf(shape, sizeof shape, "(%ld, %ld)", rows, cols); else snprintf(shape, sizeof shape, "(%ld,)", rows);
+    FILE *f = npy_header(dir, index, f64 ? "<f8" : "<f4", fortran, shape);
     long c = cols ? cols : 1;
     for (long q = 0; q < rows * c; q++) {
         long i = fortran ? q % rows : q / c, j = fortran ? q / rows : q % c;
@@ -390,6 +397,37 @@ static void test_import(void) {
     expect_fail("14.npy: No such file", "import_npy with a file missing", "%s/import_npy -o %s/x.ckpt %s", bin, tmp, dir2);
     write_text("npy_bad/0.npy", "not numpy at all");
     expect_fail("not a .npy file", "import_npy with a file that is not .npy", "%s/import_npy -o %s/x.ckpt %s", bin, tmp, dir2);
+    // a shape whose element count wraps past 2^64 (256 x (2^62 + 64) = 2^14 mod 2^64) must
+    // not match a small file: the files below are consistent with the wrapped sizes
+    test_system("rm -rf %s && cp -r %s %s", dir2, dir, dir2);
+    const unsigned long long Dw = (1ULL << 62) + 64;
+    char shp[64];
+    FILE *nf;
+    snprintf(shp, sizeof shp, "(256, %llu)", Dw);
+    nf = npy_header(dir2, 0, "<f4", 0, shp);  // 2^14 elements after the wrap
+    for (int i = 0; i < 1 << 14; i++) { float z = 0.5f; fwrite(&z, 4, 1, nf); }
+    fclose(nf);
+    snprintf(shp, sizeof shp, "(%llu, %d)", Dw, 4 * H);
+    nf = npy_header(dir2, 1, "<f4", 0, shp);
+    for (int i = 0; i < 64 * 4 * H; i++) { float z = 0.5f; fwrite(&z, 4, 1, nf); }
+    fclose(nf);
+    snprintf(shp, sizeof shp, "(%llu, %d)", Dw, H);
+    nf = npy_header(dir2, 6, "<f4", 0, shp);
+    for (int i = 0; i < 64 * H; i++) { float z = 0.5f; fwrite(&z, 4, 1, nf); }
+    fclose(nf);
+    expect_fail("0.npy: shape (256, 4611686018427387968) is too large", "import_npy with D = 2^62 + 64 (a wrapping size)",
+                "%s/import_npy -o %s/x.ckpt %s", bin, tmp, dir2);
+    test_system("rm -rf %s && cp -r %s %s", dir2, dir, dir2);
+    fclose(npy_header(dir2, 0, "<f4", 0, "(256, 0)"));  // and 1.npy, 6.npy consistent with D = 0
+    snprintf(shp, sizeof shp, "(0, %d)", 4 * H);
+    fclose(npy_header(dir2, 1, "<f4", 0, shp));
+    snprintf(shp, sizeof shp, "(0, %d)", H);
+    fclose(npy_header(dir2, 6, "<f4", 0, shp));
+    expect_fail("0.npy (embedding) has shape (256, 0): D must be", "import_npy with D = 0", "%s/import_npy -o %s/x.ckpt %s", bin, tmp, dir2);
+    test_system("rm -rf %s && cp -r %s %s && rm %s/3.npy && mkdir %s/3.npy", dir2, dir, dir2, dir2, dir2);
+    expect_fail("3.npy: not a regular file", "import_npy with 3.npy a directory", "%s/import_npy -o %s/x.ckpt %s", bin, tmp, dir2);
+    expect_fail("--hidden abc: want a positive integer", "import_npy --hidden abc", "%s/import_npy --hidden abc -o %s/x.ckpt %s", bin, tmp, dir);
+    expect_fail("--embed 4294967301: want a positive integer", "import_npy --embed 2^32 + 5", "%s/import_npy --embed 4294967301 -o %s/x.ckpt %s", bin, tmp, dir);
     struct stat sb;
     snprintf(ck, sizeof ck, "%s/x.ckpt", tmp);
     CHECK(stat(ck, &sb) != 0, "a failed import leaves no checkpoint behind");
