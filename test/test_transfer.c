@@ -509,6 +509,117 @@ static void test_inputs(void) {
     test_system("%s/%s %s %s -o %s/one.feat %s/one.csv >/dev/null 2>&1", bin, T, m, ck, tmp, tmp);
     expect_fail("only one class", "classify with one class in train", "%s/transfer classify %s/one.feat %s/ok.feat %s/ok.feat", bin, tmp, tmp, tmp);
     expect_fail("not a features file", "classify on a file that is not features", "%s/transfer classify %s/ok.csv %s/ok.feat %s/ok.feat", bin, tmp, tmp, tmp);
+
+    // a UTF-8 byte order mark before the header (spreadsheets write one) is not part of the first column's name
+    write_text("bom.csv", "\xEF\xBB\xBFlabel,sentence\n1,good\n0,bad\n");
+    rc = test_system("%s/%s %s %s -o %s/bom.feat %s/bom.csv >/dev/null 2>&1", bin, T, m, ck, tmp, tmp);
+    n = feats_count("bom.feat", &pos);
+    CHECK(rc == 0 && n == 2 && pos == 1, "CSV with a UTF-8 BOM: exit %d, %d documents, %d positive (want 0, 2, 1)", rc, n, pos);
+
+    // NaN or Inf features are refused, naming the file: one NaN made classify report 50% with thresholds "c > nan"
+    char fp[4200];
+    snprintf(fp, sizeof fp, "%s/ok.feat", tmp);
+    size_t fn = 0;
+    FILE *ff = fopen(fp, "rb");
+    uint8_t fbuf[4096];
+    if (ff) { fn = fread(fbuf, 1, sizeof fbuf, ff); fclose(ff); }
+    float qnan = NAN;
+    memcpy(fbuf + 32 + 4 * 3 + 4 * 5, &qnan, 4);  // 3 labels, then document 0's feature 5
+    snprintf(fp, sizeof fp, "%s/nan.feat", tmp);
+    ff = fopen(fp, "wb");
+    if (ff) { fwrite(fbuf, 1, fn, ff); fclose(ff); }
+    expect_fail("nan.feat: document 0, feature 5 is nan, not a finite number", "classify on features holding a NaN",
+                "%s/transfer classify %s/ok.feat %s/nan.feat %s/ok.feat", bin, tmp, tmp, tmp);
+    Mlstm nm;
+    TrainState nst;
+    MlstmConfig ncfg = {256, 5, 8, 1};
+    mlstm_build(&nm, ncfg, 1, 1);
+    real h8[8] = {0}, c8[8] = {0};
+    checkpoint_load(ck, &nm, &nst, h8, c8, 1);
+    nm.p.t[P_WMH][3] = NAN;  // a model that computes NaN
+    snprintf(fp, sizeof fp, "%s/nan.ckpt", tmp);
+    checkpoint_save(fp, &nm, &nst, h8, c8);
+    mlstm_free(&nm);
+    expect_fail("nan.ckpt", "featurize with a model whose weights hold a NaN", "%s/%s %s %s -o %s/x.feat %s/ok.csv", bin, T, m, fp, tmp, tmp);
+    snprintf(fp, sizeof fp, "%s/x.feat", tmp);
+    CHECK(access(fp, F_OK) != 0, "and writes no features file");
+
+    // integer flags never wrap or truncate, and a number is the whole value
+    const char *bad_flags[][2] = {
+        {"--batch 4294967298", "--batch 4294967298: want an integer from 1 to"}, {"--batch 2147483648", "--batch 2147483648: want an integer"},
+        {"--docs 4294967297", "--docs 4294967297: want an integer"}, {"--seq-len 99999999999999999999", "--seq-len 99999999999999999999: want an integer"},
+        {"--threads 100000", "--threads 100000: want an integer from 1 to 1024"}, {"--batch 4096 --seq-len 8192", "--batch 4096 x --seq-len 8192"}};
+    for (int k = 0; k < 6; k++)
+        expect_fail(bad_flags[k][1], bad_flags[k][0], "%s/%s %s %s %s -o %s/x.feat %s/ok.csv", bin, T, bad_flags[k][0], m, ck, tmp, tmp);
+    expect_fail("--eps 1e-4junk: want a finite number", "classify --eps 1e-4junk", "%s/transfer classify --eps 1e-4junk %s/ok.feat %s/ok.feat %s/ok.feat", bin, tmp, tmp, tmp);
+    expect_fail("--sign 1abc: want an integer", "heatmap --sign 1abc", "%s/transfer heatmap -m %s --unit 0 --sign 1abc -o %s/h %s/ok.csv", bin, ck, tmp, tmp);
+    expect_fail("--center nan: want a finite number", "heatmap --center nan", "%s/transfer heatmap -m %s --unit 0 --center nan -o %s/h %s/ok.csv", bin, ck, tmp, tmp);
+    expect_fail("--threshold inf: want a finite number", "featurize --threshold inf", "%s/%s %s %s --threshold inf -o %s/x.feat %s/ok.jsonl", bin, T, m, ck, tmp, tmp);
+
+    // shards made by build/prepare, read through their labels files (ratings 1-5: --threshold 3)
+    rc = test_system("%s/prepare --builtin 30000 --val-fraction 0.2 -o %s/prep >/dev/null 2>&1 && "
+                     "%s/%s %s %s -o %s/prep.feat --threshold 3 %s/prep/val_labels.tsv >/dev/null 2>&1", bin, tmp, bin, T, m, ck, tmp, tmp);
+    int want_n = 0, want_pos = 0;
+    snprintf(fp, sizeof fp, "%s/prep/val_labels.tsv", tmp);
+    ff = fopen(fp, "r");
+    char tl[256];
+    while (ff && fgets(tl, sizeof tl, ff)) {
+        long long o_, l_;
+        int stars;
+        if (sscanf(tl, "%lld\t%lld\t%d", &o_, &l_, &stars) == 3 && stars != 3) { want_n++; want_pos += stars > 3; }
+    }
+    if (ff) fclose(ff);
+    n = feats_count("prep.feat", &pos);
+    CHECK(rc == 0 && want_n > 5 && n == want_n && pos == want_pos, "prepared shards through val_labels.tsv --threshold 3: exit %d, %d documents, %d positive (want 0, %d, %d)",
+          rc, n, pos, want_n, want_pos);
+    write_text("prep/bad_labels.tsv", "offset\tlength\tlabel\n0\t99999999\t5\n");
+    test_system("cp %s/prep/val_000.bin %s/prep/bad_000.bin", tmp, tmp);
+    expect_fail("bad_labels.tsv:2: document at offset 0, length 99999999 is not inside", "a labels file pointing past its shards",
+                "%s/%s %s %s -o %s/x.feat --threshold 3 %s/prep/bad_labels.tsv", bin, T, m, ck, tmp, tmp);
+    write_text("prep/bad_labels.tsv", "offset\tlength\tlabel\n0\tx\t5\n");
+    expect_fail("bad_labels.tsv:2: bad length field", "a labels file with a bad length", "%s/%s %s %s -o %s/x.feat %s/prep/bad_labels.tsv", bin, T, m, ck, tmp, tmp);
+}
+
+// heatmap: names the user chose never reach gnuplot's or a shell's parser; many
+// documents; whole-or-nothing output
+static void test_heatmap(void) {
+    char ck[4200], fp[4300], csv[8192 * 4];
+    snprintf(ck, sizeof ck, "%s/imported.ckpt", tmp);
+    size_t k = (size_t)snprintf(csv, sizeof csv, "label,sentence\n");
+    for (int i = 0; i < 300; i++) k += (size_t)snprintf(csv + k, sizeof csv - k, "%d,review number %d was %s\n", i % 2, i, i % 2 ? "good" : "bad");
+    write_text("many.csv", csv);
+    int gnuplot = test_system("command -v gnuplot >/dev/null 2>&1") == 0;
+    // a prefix with a backquoted command and a double quote
+    int rc = test_system("cd %s && %s/transfer heatmap -m %s --unit 0 --reviews 4 -o 'h`touch PWNED`\"q' many.csv >heat2.out 2>&1",
+                         tmp, bin, ck);
+    snprintf(fp, sizeof fp, "%s/PWNED", tmp);
+    CHECK(rc == 0 && access(fp, F_OK) != 0, "heatmap -o 'h`touch PWNED`\"q': exit %d, the backquoted command did not run", rc);
+    snprintf(fp, sizeof fp, "%s/h`touch PWNED`\"q.html", tmp);
+    CHECK(file_size(fp) > 500, "and the HTML is there under that name (%ld bytes)", file_size(fp));
+    if (gnuplot) {
+        snprintf(fp, sizeof fp, "%s/h`touch PWNED`\"q.png", tmp);
+        CHECK(file_size(fp) > 1000, "and gnuplot drew the PNG under that name (%ld bytes)", file_size(fp));
+    }
+    // 300 documents: their labels overflowed a fixed 4 KB buffer of the gnuplot script
+    rc = test_system("%s/transfer heatmap -m %s --unit 0 --reviews 300 -o %s/h300 %s/many.csv >%s/heat3.out 2>&1", bin, ck, tmp, tmp, tmp);
+    snprintf(fp, sizeof fp, "%s/h300.gp", tmp);
+    int labels = 0;
+    FILE *f = fopen(fp, "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) labels += !strncmp(line, "set label \"", 11);
+    if (f) fclose(f);
+    CHECK(rc == 0 && labels == 300, "heatmap --reviews 300: exit %d, %d labels in the script (want 300)", rc, labels);
+    if (gnuplot) {
+        snprintf(fp, sizeof fp, "%s/h300.png", tmp);
+        CHECK(file_size(fp) > 1000, "heatmap --reviews 300: gnuplot drew the PNG (%ld bytes)", file_size(fp));
+    }
+    // a write that fails part way (files limited to 32 KB; the HTML of 300 documents is larger) leaves no HTML
+    rc = test_system("trap '' XFSZ; ulimit -f 64; %s/transfer heatmap -m %s --unit 0 --reviews 300 -o %s/hbig %s/many.csv >/dev/null 2>%s/err.txt",
+                     bin, ck, tmp, tmp, tmp);
+    snprintf(fp, sizeof fp, "%s/hbig.html", tmp);
+    CHECK(rc == 2 && access(fp, F_OK) != 0 && test_system("grep -q 'cannot write %s' %s/err.txt", fp, tmp) == 0,
+          "heatmap whose HTML cannot be written whole: exit %d (want 2), no hbig.html, the message names it", rc);
+    CHECK(test_system("ls %s | grep -q '\\.tmp\\.'", tmp) != 0, "no temporary file left behind");
 }
 
 int main(int argc, char **argv) {
@@ -522,6 +633,7 @@ int main(int argc, char **argv) {
     test_import();
     test_pipeline();
     test_inputs();
+    test_heatmap();
     int rc = test_summary("test_transfer");
     if (rc == 0) test_system("rm -rf %s", tmp);
     else printf("(files kept in %s)\n", tmp);
