@@ -77,7 +77,19 @@ static void test_shard_roundtrip(void) {
     free(b);
 }
 
-static void open_shard_child(void *path) { Shard sh; shard_open(&sh, (const char *)path, 1); }
+static void open_shard_child(void *path) { alarm(10); Shard sh; shard_open(&sh, (const char *)path, 1); }  // a hang ends as SIGALRM
+
+// Opens a 64 KB shard, truncates its file to 100 bytes (as a rerun of prepare into the
+// same directory could), then reads past the new end: the mapping raises SIGBUS.
+static void truncated_while_open_child(void *path) {
+    Stream s;
+    const char *p = (const char *)path;
+    stream_open(&s, &p, 1, 1);
+    if (truncate(p, 100) != 0) { perror("truncate"); exit(1); }
+    uint8_t buf[16];
+    stream_read(&s, 60000, 16, buf);
+    exit(0);
+}
 
 static void test_shard_errors(void) {
     char want[4400];
@@ -127,6 +139,30 @@ static void test_shard_errors(void) {
     free(extra);
     snprintf(want, sizeof want, "%s: 5 bytes after the payload", longer);
     EXPECT_EXIT(open_shard_child, (void *)longer, 2, want, "trailing bytes");
+
+    const char *flagged = tmp_path("flagged.bin");
+    good[12] = 0x03;  // bit 1: undefined in version 1
+    write_file(flagged, good, n);
+    good[12] = 0;
+    snprintf(want, sizeof want, "%s: unknown flag bits 0x2 in the header", flagged);
+    EXPECT_EXIT(open_shard_child, (void *)flagged, 2, want, "unknown flag bits");
+
+    const char *fifo = tmp_path("fifo.bin");
+    if (mkfifo(fifo, 0600) == 0) {
+        snprintf(want, sizeof want, "%s: not a regular file", fifo);
+        EXPECT_EXIT(open_shard_child, (void *)fifo, 2, want, "a FIFO as a shard (it hung in open)");
+    } else CHECK(0, "mkfifo %s: %s", fifo, strerror(errno));
+    const char *dir = tmp_path("dir.bin");
+    mkdir(dir, 0700);
+    snprintf(want, sizeof want, "%s: not a regular file", dir);
+    EXPECT_EXIT(open_shard_child, (void *)dir, 2, want, "a directory as a shard");
+
+    const char *shrinking = tmp_path("shrinking.bin");
+    uint8_t *big = (uint8_t *)mallocCheck(1 << 16);
+    shard_write(shrinking, big, 1 << 16, 0);
+    free(big);
+    snprintf(want, sizeof want, "error: %s was truncated or replaced while being read (SIGBUS)", shrinking);
+    EXPECT_EXIT(truncated_while_open_child, (void *)shrinking, 2, want, "a shard truncated while it is read");
 
     const char *corrupt = tmp_path("corrupt.bin");
     good[SHARD_HEADER_BYTES + 57] ^= 0x10;
