@@ -734,6 +734,8 @@ static void test_prepare_stdin_and_output(void) {
     CHECK(rc == 2 && file_contains(log, "--shard-mb expects a number above 0"), "--shard-mb inf: exit %d", rc);
     rc = prepare("--shard-mb 1e300 t.txt", "fi");
     CHECK(rc == 2 && file_contains(log, "--shard-mb expects a number above 0"), "--shard-mb 1e300: exit %d", rc);
+    rc = prepare("--builtin 99999999999999", "fi");
+    CHECK(rc == 2 && file_contains(log, "--builtin 99999999999999: at most"), "--builtin 10^14 (it would fill memory first): exit %d", rc);
     rc = prepare("--seed 5x t.txt", "fi");
     CHECK(rc == 2 && file_contains(log, "--seed expects a non-negative integer, got \"5x\""), "--seed 5x: exit %d", rc);
     // -o with missing parents (data/amazon on a fresh clone)

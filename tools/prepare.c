@@ -548,7 +548,10 @@ int main(int argc, char **argv) {
                 fail("--shard-mb expects a number above 0 and at most %d (1 PB), got \"%s\"", 1 << 30, v);
             cfg.shard_bytes = (int64_t)(mb * 1048576.0);
         }
-        else if (!strcmp(a, "--builtin")) cfg.builtin_bytes = parse_int(a, VALUE());
+        else if (!strcmp(a, "--builtin")) {
+            cfg.builtin_bytes = parse_int(a, VALUE());
+            if (cfg.builtin_bytes > 1LL << 40) fail("--builtin %lld: at most %lld bytes (1 TiB; it is all held in memory)", (long long)cfg.builtin_bytes, 1LL << 40);
+        }
         else if (!strcmp(a, "--val-fraction")) {
             const char *v = VALUE();
             char *end;
