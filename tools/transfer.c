@@ -436,10 +436,10 @@ static void feats_read(const char *path, Feats *f) {
         if (f->label[i] != 0 && f->label[i] != 1) fail("%s: document %d has label %d, not 0 or 1", path, i, f->label[i]);
     }
     memcpy(f->x, p + 32 + 4 * (size_t)f->n, sizeof(float) * (size_t)f->n * f->H);
+    free(buf);
     for (size_t i = 0; i < (size_t)f->n * f->H; i++)  // one NaN would make every fit and threshold meaningless
         if (!isfinite(f->x[i]))
             fail("%s: document %zu, feature %zu is %g, not a finite number (the model gives NaN or Inf)", path, i / f->H, i % f->H, f->x[i]);
-    free(buf);
 }
 
 static void featurize(const char *ckpt, const char *input, const char *out, const InputOptions *o, int B, int T) {
@@ -470,6 +470,7 @@ static void featurize(const char *ckpt, const char *input, const char *out, cons
             t_print = t;
         }
     }
+    free(fb); free(h); free(c); free(in);
     for (size_t i = 0; i < (size_t)d.n * H; i++)
         if (!isfinite(f.x[i]))
             fail("%s: the features of %s are not finite (document %zu, unit %zu: %g): the model's weights hold NaN or Inf, or overflow",
@@ -479,7 +480,7 @@ static void featurize(const char *ckpt, const char *input, const char *out, cons
     for (int i = 0; i < d.n; i++) pos += d.label[i];
     printf("featurize: %s -> %s: %d documents (%d positive, %d negative), %zu chars, H=%d, %.1f s (batch %d x %d steps)\n",
            input, out, d.n, pos, d.n - pos, d.n_text, H, now_s() - t_start, B, T);
-    free(fb); free(h); free(c); free(in); free(idx); free(f.x);
+    free(idx); free(f.x);
     free(d.text); free(d.off); free(d.len); free(d.label);
     mlstm_free(&m);
 }
