@@ -96,7 +96,7 @@ static void npy_load(Npy *a, const char *dir, int index) {
     if (a->ndim == 0) fail("%s: a scalar; the published files are 1- or 2-dimensional", a->path);
     // the element count and byte size, overflow-checked: a shape whose product wraps
     // would otherwise match a small file and be read far out of bounds
-    size_t n, bytes;
+    size_t n = 0, bytes = 0;
     if (__builtin_mul_overflow((size_t)a->shape[0], a->ndim == 2 ? (size_t)a->shape[1] : 1, &n) ||
         __builtin_mul_overflow(n, (size_t)(a->f64 ? 8 : 4), &bytes))
         fail("%s: shape (%ld, %ld) is too large (its byte size overflows 64 bits)", a->path, a->shape[0], a->ndim == 2 ? a->shape[1] : 1L);
