@@ -763,8 +763,11 @@ static void test_prepare_stdin_and_output(void) {
     CHECK(test_system("cd '%s' && diff -r sw sw_before >/dev/null", tmp_dir) == 0, "the old set is left exactly as it was, every file");
     rc = test_system("cd '%s' && ! find . -name '*.tmp.*' | grep -q .", tmp_dir);
     CHECK(rc == 0, "no temporary files or staging directory left behind");
-    // and the same run without the limit replaces the whole set
+    // and the same run without the limit replaces the whole set, and removes the
+    // staging directory a prepare killed with -9 left (its process is gone)
+    test_system("cd '%s' && p=$(sh -c 'echo $$') && mkdir sw/.prepare.tmp.$p && touch sw/.prepare.tmp.$p/train_000.bin && echo $p > dead.pid", tmp_dir);
     rc = prepare("--shard-mb 0.004 new.txt", "sw");
+    CHECK(test_system("cd '%s' && ! ls -a sw | grep -q prepare.tmp", tmp_dir) == 0, "a dead prepare's staging directory is removed");
     CHECK(rc == 0 && test_system("cd '%s' && ! diff -r sw sw_before >/dev/null && grep -q 'long document' sw/train_*.bin", tmp_dir) == 0,
           "without the limit the new set replaces the old (exit %d)", rc);
 }

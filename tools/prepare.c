@@ -410,7 +410,9 @@ static const char *format_of(const char *path) {
 // part way, say on a full disk, leaves the old set untouched and the staging directory
 // removed at exit), and only once all are written are they renamed into DIR and the old
 // set's extra shards removed. Renames need no space, so that last phase takes
-// microseconds and cannot fail half way for want of it.
+// microseconds and cannot fail half way for want of it. SIGINT/SIGTERM while writing
+// stop it the same way; the staging directory of a prepare killed with -9 is removed
+// by the next run into DIR.
 
 static char staging[4200];  // "" when there is nothing to clean up
 static void remove_staging(void) {
@@ -425,6 +427,21 @@ static void remove_staging(void) {
     staging[0] = 0;
 }
 static volatile sig_atomic_t interrupted = 0;
+// A prepare killed with -9 leaves its staging directory: remove those of dead processes.
+static void remove_stale_staging(const char *out_dir) {
+    DIR *d = opendir(out_dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        long pid;
+        char tail;
+        if (sscanf(e->d_name, ".prepare.tmp.%ld%c", &pid, &tail) != 1 || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+        snprintf(staging, sizeof staging, "%s/%s", out_dir, e->d_name);
+        remove_staging();
+    }
+    if (d) closedir(d);
+}
+
 static void on_signal(int sig) { interrupted = sig; }
 
 // Writes one split's shards and labels file into the staging directory; returns the number of shards.
@@ -628,6 +645,7 @@ int main(int argc, char **argv) {
     int64_t val_bytes = 0;
     for (int64_t i = 0; i < n_val; i++) val_bytes += c.docs[order[i]].length;
     // write everything into the staging directory, then switch the set over (see commit_split)
+    remove_stale_staging(cfg.out_dir);
     snprintf(staging, sizeof staging, "%s/.prepare.tmp.%ld", cfg.out_dir, (long)getpid());
     if (mkdir(staging, 0777) != 0) fail("cannot create %s: %s", staging, strerror(errno));
     atexit(remove_staging);
