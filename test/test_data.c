@@ -770,6 +770,13 @@ static void test_prepare_stdin_and_output(void) {
     CHECK(test_system("cd '%s' && ! ls -a sw | grep -q prepare.tmp", tmp_dir) == 0, "a dead prepare's staging directory is removed");
     CHECK(rc == 0 && test_system("cd '%s' && ! diff -r sw sw_before >/dev/null && grep -q 'long document' sw/train_*.bin", tmp_dir) == 0,
           "without the limit the new set replaces the old (exit %d)", rc);
+    // SIGTERM while the shards are being written: stops, removes what it staged, exit 2
+    rc = test_system("cd '%s' && { '%s/prepare' --builtin 60000000 --shard-mb 1 -o sig > sig.log 2>&1 & p=$!; "
+                     "for i in $(seq 1 4000); do ls -a sig 2>/dev/null | grep -q prepare.tmp && break; sleep 0.005; done; "
+                     "kill -TERM $p; wait $p; }", tmp_dir, tool_dir);
+    CHECK(rc == 2 && file_contains(tmp_path("sig.log"), "interrupted (signal 15)") && !file_exists(tmp_path("sig/train_000.bin")) &&
+          test_system("cd '%s' && ! ls -a sig | grep -q prepare.tmp", tmp_dir) == 0,
+          "SIGTERM while writing: exit %d (want 2), says so, no shard and no staging directory left", rc);
 }
 
 int main(int argc, char **argv) {
