@@ -13,6 +13,7 @@
 #pragma once
 #include "util.h"  // defines: fail, mallocCheck, checksum_*, put32/get32, AtomicFile
 #include <sys/mman.h>
+#include <signal.h>
 
 // ----------------------------------------------------------------------------
 // Shard format, little-endian:
@@ -114,7 +115,7 @@ static inline void shard_write(const char *path, const void *payload, size_t n, 
 static inline void shard_open(Shard *sh, const char *path, int verify) {
     memset(sh, 0, sizeof *sh);
     snprintf(sh->path, sizeof sh->path, "%s", path);
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK);  // O_NONBLOCK: a FIFO must not hang the open; no effect on files
     if (fd < 0) fail("cannot open shard %s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) fail("cannot stat shard %s: %s", path, strerror(errno));
@@ -137,6 +138,8 @@ static inline void shard_open(Shard *sh, const char *path, int verify) {
     if (version > SHARD_VERSION)
         fail("%s: shard version %u is newer than this build reads (%d)\nHINT: update mlstm.c", path, version, SHARD_VERSION);
     if (version == 0) fail("%s: bad shard version 0", path);
+    if (sh->flags & ~SHARD_FRAMED)
+        fail("%s: unknown flag bits 0x%x in the header (version 1 defines bit 0 only; the others must be 0)", path, sh->flags & ~SHARD_FRAMED);
     if ((uint64_t)(file_bytes - SHARD_HEADER_BYTES) < size)
         fail("%s: truncated payload: the header says %llu bytes, the file holds %lld", path,
              (unsigned long long)size, (long long)(file_bytes - SHARD_HEADER_BYTES));
@@ -184,12 +187,46 @@ static inline void stream_index_(Stream *s) {
     s->size = s->start[s->n_shards];
 }
 
+// A shard is read through mmap, so if its file is truncated while a trainer runs, a
+// read past the new end raises SIGBUS instead of returning an error. The handler turns
+// that into a message naming the shard (exit 2). Open streams are registered for it.
+#define STREAMS_WATCHED 8
+static const Stream *volatile streams_watched[STREAMS_WATCHED];
+static inline void shard_sigbus_(int sig, siginfo_t *si, void *ctx) {
+    (void)sig; (void)ctx;
+    const char *path = "a data shard", *msg = " was truncated or replaced while being read (SIGBUS)\n"
+                                                 "HINT: do not rewrite shards (build/prepare -o the same DIR) while a trainer reads them\n";
+    for (int k = 0; k < STREAMS_WATCHED; k++) {
+        const Stream *s = streams_watched[k];
+        for (int i = 0; s && i < s->n_shards; i++) {
+            const char *m = (const char *)s->shards[i].map;
+            if (m && (const char *)si->si_addr >= m && (const char *)si->si_addr < m + s->shards[i].map_bytes) path = s->shards[i].path;
+        }
+    }
+    ssize_t ignored = write(2, "error: ", 7);
+    ignored = write(2, path, strlen(path));
+    ignored = write(2, msg, strlen(msg));
+    (void)ignored;
+    _exit(EXIT_BAD_INPUT);
+}
+static inline void stream_watch_(const Stream *s, const Stream *replace) {
+    for (int k = 0; k < STREAMS_WATCHED; k++)
+        if (streams_watched[k] == replace) { streams_watched[k] = s; break; }
+    if (!s) return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = shard_sigbus_;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGBUS, &sa, NULL);
+}
+
 static inline void stream_open(Stream *s, const char *const *paths, int n, int verify) {
     if (n < 1) fail("no shard files given");
     s->n_shards = n;
     s->shards = (Shard *)mallocCheck((size_t)n * sizeof(Shard));
     for (int i = 0; i < n; i++) shard_open(&s->shards[i], paths[i], verify);
     stream_index_(s);
+    stream_watch_(s, NULL);
 }
 
 // Opens <dir>/<split>_000.bin, <split>_001.bin, ... up to the first missing number,
@@ -228,6 +265,7 @@ static inline void stream_from_memory(Stream *s, uint8_t *data, int64_t n, int f
 }
 
 static inline void stream_free(Stream *s) {
+    stream_watch_(NULL, s);
     for (int i = 0; i < s->n_shards; i++) shard_close(&s->shards[i]);
     free(s->shards);
     free(s->start);

@@ -77,7 +77,19 @@ static void test_shard_roundtrip(void) {
     free(b);
 }
 
-static void open_shard_child(void *path) { Shard sh; shard_open(&sh, (const char *)path, 1); }
+static void open_shard_child(void *path) { alarm(10); Shard sh; shard_open(&sh, (const char *)path, 1); }  // a hang ends as SIGALRM
+
+// Opens a 64 KB shard, truncates its file to 100 bytes (as a rerun of prepare into the
+// same directory could), then reads past the new end: the mapping raises SIGBUS.
+static void truncated_while_open_child(void *path) {
+    Stream s;
+    const char *p = (const char *)path;
+    stream_open(&s, &p, 1, 1);
+    if (truncate(p, 100) != 0) { perror("truncate"); exit(1); }
+    uint8_t buf[16];
+    stream_read(&s, 60000, 16, buf);
+    exit(0);
+}
 
 static void test_shard_errors(void) {
     char want[4400];
@@ -127,6 +139,30 @@ static void test_shard_errors(void) {
     free(extra);
     snprintf(want, sizeof want, "%s: 5 bytes after the payload", longer);
     EXPECT_EXIT(open_shard_child, (void *)longer, 2, want, "trailing bytes");
+
+    const char *flagged = tmp_path("flagged.bin");
+    good[12] = 0x03;  // bit 1: undefined in version 1
+    write_file(flagged, good, n);
+    good[12] = 0;
+    snprintf(want, sizeof want, "%s: unknown flag bits 0x2 in the header", flagged);
+    EXPECT_EXIT(open_shard_child, (void *)flagged, 2, want, "unknown flag bits");
+
+    const char *fifo = tmp_path("fifo.bin");
+    if (mkfifo(fifo, 0600) == 0) {
+        snprintf(want, sizeof want, "%s: not a regular file", fifo);
+        EXPECT_EXIT(open_shard_child, (void *)fifo, 2, want, "a FIFO as a shard (it hung in open)");
+    } else CHECK(0, "mkfifo %s: %s", fifo, strerror(errno));
+    const char *dir = tmp_path("dir.bin");
+    mkdir(dir, 0700);
+    snprintf(want, sizeof want, "%s: not a regular file", dir);
+    EXPECT_EXIT(open_shard_child, (void *)dir, 2, want, "a directory as a shard");
+
+    const char *shrinking = tmp_path("shrinking.bin");
+    uint8_t *big = (uint8_t *)mallocCheck(1 << 16);
+    shard_write(shrinking, big, 1 << 16, 0);
+    free(big);
+    snprintf(want, sizeof want, "error: %s was truncated or replaced while being read (SIGBUS)", shrinking);
+    EXPECT_EXIT(truncated_while_open_child, (void *)shrinking, 2, want, "a shard truncated while it is read");
 
     const char *corrupt = tmp_path("corrupt.bin");
     good[SHARD_HEADER_BYTES + 57] ^= 0x10;
@@ -457,8 +493,12 @@ static int prepare(const char *args, const char *out_name) {  // stdout+stderr t
 // documents and concatenates "label:text;" for each into out (stream order).
 static int64_t read_split(const char *dir, const char *split, char *out, size_t cap, int *consistent) {
     Stream s;
-    stream_open_dir(&s, dir, split, 1);
     char path[4200];
+    snprintf(path, sizeof path, "%s/%s_000.bin", dir, split);
+    out[0] = 0;
+    *consistent = 0;
+    if (!file_exists(path)) return 0;  // a check fails; the other tests go on
+    stream_open_dir(&s, dir, split, 1);
     snprintf(path, sizeof path, "%s/%s_labels.tsv", dir, split);
     char *tsv = read_all(path, NULL);
     *consistent = tsv && strncmp(tsv, "offset\tlength\tlabel\n", 20) == 0 && s.framed;
@@ -660,6 +700,85 @@ static void test_prepare_builtin(void) {
           "a rerun with one shard removes the stale train_001.bin");
 }
 
+// standard input, a BOM, flags, parents of -o, and the switch-over of the whole set
+static void test_prepare_stdin_and_output(void) {
+    char all[8192], log[4200];
+    snprintf(log, sizeof log, "%s", tmp_path("log.txt"));  // tmp_path's buffers rotate
+    size_t n1, n2;
+    // the same JSON lines through standard input (plain, then gzip) give the same shard as the file
+    int rc = prepare("--val-fraction 0.4 --seed 5 r.jsonl", "sf");
+    rc |= test_system("cd '%s' && cat r.jsonl | '%s/prepare' --val-fraction 0.4 --seed 5 -o sin - > log.txt 2>&1", tmp_dir, tool_dir);
+    char *a = read_all(tmp_path("sf/train_000.bin"), &n1), *b = read_all(tmp_path("sin/train_000.bin"), &n2);
+    CHECK(rc == 0 && a && b && n1 == n2 && !memcmp(a, b, n1), "cat r.jsonl | prepare -o d -: the shard of prepare r.jsonl (exit %d)", rc);
+    free(b);
+    if (test_system("command -v gzip >/dev/null") == 0) {
+        rc = test_system("cd '%s' && gzip -c r.jsonl | '%s/prepare' --val-fraction 0.4 --seed 5 -o sgz - > log.txt 2>&1", tmp_dir, tool_dir);
+        b = read_all(tmp_path("sgz/train_000.bin"), &n2);
+        CHECK(rc == 0 && a && b && n1 == n2 && !memcmp(a, b, n1), "gzip -c r.jsonl | prepare -o d -: the same shard (exit %d)", rc);
+        free(b);
+    }
+    free(a);
+    rc = test_system("cd '%s' && printf 'one\\ntwo\\n' | '%s/prepare' --format text --val-fraction 0 -o stx - > log.txt 2>&1", tmp_dir, tool_dir);
+    int ok;
+    int64_t n = read_split(tmp_path("stx"), "train", all, sizeof all, &ok);
+    CHECK(rc == 0 && ok && n == 2 && has_each_once(all, "-:one;-:two;"), "printf 'one\\ntwo\\n' | prepare --format text -: %s", all);
+    rc = test_system("cd '%s' && printf 'one\\n' | '%s/prepare' -o sx - > log.txt 2>&1", tmp_dir, tool_dir);
+    CHECK(rc == 2 && file_contains(log, "error: <stdin>: cannot tell the format"), "text on standard input without --format: exit %d", rc);
+    // a UTF-8 byte order mark before a CSV header: the label column is still found
+    write_text(tmp_path("bom.csv"), "\xEF\xBB\xBFlabel,sentence\n1,good\n0,bad\n");
+    rc = prepare("--val-fraction 0 bom.csv", "bom");
+    n = read_split(tmp_path("bom"), "train", all, sizeof all, &ok);
+    CHECK(rc == 0 && ok && n == 2 && has_each_once(all, "1:good;0:bad;"), "CSV with a UTF-8 BOM keeps its labels: %s", all);
+    // flags: a shard size that does not convert to an integer; trailing junk
+    rc = prepare("--shard-mb inf t.txt", "fi");
+    CHECK(rc == 2 && file_contains(log, "--shard-mb expects a number above 0"), "--shard-mb inf: exit %d", rc);
+    rc = prepare("--shard-mb 1e300 t.txt", "fi");
+    CHECK(rc == 2 && file_contains(log, "--shard-mb expects a number above 0"), "--shard-mb 1e300: exit %d", rc);
+    rc = prepare("--builtin 99999999999999", "fi");
+    CHECK(rc == 2 && file_contains(log, "--builtin 99999999999999: at most"), "--builtin 10^14 (it would fill memory first): exit %d", rc);
+    rc = prepare("--seed 5x t.txt", "fi");
+    CHECK(rc == 2 && file_contains(log, "--seed expects a non-negative integer, got \"5x\""), "--seed 5x: exit %d", rc);
+    // -o with missing parents (data/amazon on a fresh clone)
+    rc = prepare("--val-fraction 0 t.txt", "new/parent/dirs");
+    CHECK(rc == 0 && file_exists(tmp_path("new/parent/dirs/train_000.bin")), "-o new/parent/dirs creates the parents: exit %d", rc);
+
+    // A run that fails part way (a file size limit stands in for a full disk: the one
+    // long document's shard cannot be written) leaves the previous set exactly as it
+    // was, and no temporary files; before, the shards written first had replaced theirs.
+    char line[160];
+    FILE *f = fopen(tmp_path("old.txt"), "w");
+    for (int i = 0; i < 400; i++) fprintf(f, "an old document, number %d, of about forty bytes\n", i);
+    fclose(f);
+    rc = prepare("--shard-mb 0.004 old.txt", "sw");
+    CHECK(rc == 0 && file_exists(tmp_path("sw/train_004.bin")), "the old set: several shards (exit %d)", rc);
+    test_system("cd '%s' && cp -r sw sw_before", tmp_dir);
+    f = fopen(tmp_path("new.txt"), "w");
+    for (int i = 0; i < 400; i++) fprintf(f, "a new document, number %d, of about forty bytes\n", i);
+    for (int i = 0; i < 2000; i++) { snprintf(line, sizeof line, "long document word %d ", i); fputs(line, f); }
+    fputs("\n", f);
+    fclose(f);
+    rc = test_system("cd '%s' && trap '' XFSZ && ulimit -f 40 && '%s/prepare' --shard-mb 0.004 -o sw new.txt > log.txt 2>&1", tmp_dir, tool_dir);
+    CHECK(rc == 2 && file_contains(log, "error: cannot write") && file_contains(log, "File too large"),
+          "a write that fails part way: exit %d, the message says so", rc);
+    CHECK(test_system("cd '%s' && diff -r sw sw_before >/dev/null", tmp_dir) == 0, "the old set is left exactly as it was, every file");
+    rc = test_system("cd '%s' && ! find . -name '*.tmp.*' | grep -q .", tmp_dir);
+    CHECK(rc == 0, "no temporary files or staging directory left behind");
+    // and the same run without the limit replaces the whole set, and removes the
+    // staging directory a prepare killed with -9 left (its process is gone)
+    test_system("cd '%s' && p=$(sh -c 'echo $$') && mkdir sw/.prepare.tmp.$p && touch sw/.prepare.tmp.$p/train_000.bin && echo $p > dead.pid", tmp_dir);
+    rc = prepare("--shard-mb 0.004 new.txt", "sw");
+    CHECK(test_system("cd '%s' && ! ls -a sw | grep -q prepare.tmp", tmp_dir) == 0, "a dead prepare's staging directory is removed");
+    CHECK(rc == 0 && test_system("cd '%s' && ! diff -r sw sw_before >/dev/null && grep -q 'long document' sw/train_*.bin", tmp_dir) == 0,
+          "without the limit the new set replaces the old (exit %d)", rc);
+    // SIGTERM while the shards are being written: stops, removes what it staged, exit 2
+    rc = test_system("cd '%s' && { '%s/prepare' --builtin 60000000 --shard-mb 1 -o sig > sig.log 2>&1 & p=$!; "
+                     "for i in $(seq 1 4000); do ls -a sig 2>/dev/null | grep -q prepare.tmp && break; sleep 0.005; done; "
+                     "kill -TERM $p; wait $p; }", tmp_dir, tool_dir);
+    CHECK(rc == 2 && file_contains(tmp_path("sig.log"), "interrupted (signal 15)") && !file_exists(tmp_path("sig/train_000.bin")) &&
+          test_system("cd '%s' && ! ls -a sig | grep -q prepare.tmp", tmp_dir) == 0,
+          "SIGTERM while writing: exit %d (want 2), says so, no shard and no staging directory left", rc);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     char self[4096];
@@ -684,6 +803,7 @@ int main(int argc, char **argv) {
         test_prepare_csv();
         test_prepare_text_and_errors();
         test_prepare_builtin();
+        test_prepare_stdin_and_output();
     } else {
         CHECK(0, "build/prepare not found next to this test (%s): run make", prep);
     }

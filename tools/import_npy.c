@@ -32,6 +32,7 @@
 // .npy: format versions 1-3, little-endian float32 or float64, C or Fortran order.
 #include "mlstm.h"
 #include "schedule.h"
+#include <limits.h>
 
 typedef struct {
     char path[4200];
@@ -50,11 +51,12 @@ static void npy_load(Npy *a, const char *dir, int index) {
     snprintf(a->path, sizeof a->path, "%s/%d.npy", dir, index);
     FILE *f = fopen(a->path, "rb");
     if (!f) fail("cannot open %s: %s\nHINT: DIR must hold 0.npy ... 14.npy (model/ of openai/generating-reviews-discovering-sentiment)", a->path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) fail("cannot read %s", a->path);
-    long size = ftell(f);
-    rewind(f);
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0) fail("cannot read %s: %s", a->path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) fail("%s: not a regular file", a->path);
+    long size = (long)sb.st_size;
     a->raw = (uint8_t *)mallocCheck((size_t)size + 1);
-    if (size < 0 || fread(a->raw, 1, (size_t)size, f) != (size_t)size) fail("cannot read %s", a->path);
+    if (fread(a->raw, 1, (size_t)size, f) != (size_t)size) fail("cannot read %s: %s", a->path, ferror(f) ? strerror(errno) : "it is shorter than its size");
     fclose(f);
     if (size < 10 || memcmp(a->raw, "\x93NUMPY", 6) != 0) fail("%s is not a .npy file (bad magic)", a->path);
     int major = a->raw[6];
@@ -84,17 +86,23 @@ static void npy_load(Npy *a, const char *dir, int index) {
         while (*sh == ' ' || *sh == ',') sh++;
         if (*sh == ')') break;
         char *end;
+        errno = 0;
         long v = strtol(sh, &end, 10);
-        if (end == sh || v < 0) fail("%s: cannot read the shape in %s", a->path, hd);
+        if (end == sh || v < 0 || errno) fail("%s: cannot read the shape in %s", a->path, hd);
         if (a->ndim == 2) fail("%s: %d or more dimensions; the published files have 1 or 2", a->path, 3);
         a->shape[a->ndim++] = v;
         sh = end;
     }
-    free(hd);
     if (a->ndim == 0) fail("%s: a scalar; the published files are 1- or 2-dimensional", a->path);
-    size_t n = (size_t)a->shape[0] * (a->ndim == 2 ? (size_t)a->shape[1] : 1), bytes = n * (a->f64 ? 8 : 4);
+    // the element count and byte size, overflow-checked: a shape whose product wraps
+    // would otherwise match a small file and be read far out of bounds
+    size_t n = 0, bytes = 0;
+    if (__builtin_mul_overflow((size_t)a->shape[0], a->ndim == 2 ? (size_t)a->shape[1] : 1, &n) ||
+        __builtin_mul_overflow(n, (size_t)(a->f64 ? 8 : 4), &bytes))
+        fail("%s: shape (%ld, %ld) is too large (its byte size overflows 64 bits)", a->path, a->shape[0], a->ndim == 2 ? a->shape[1] : 1L);
     if ((size_t)size - hstart - hlen != bytes)
         fail("%s: %zu bytes of data, its shape needs %zu (truncated or corrupt)", a->path, (size_t)size - hstart - hlen, bytes);
+    free(hd);
     a->data = a->raw + hstart + hlen;
 }
 
@@ -121,6 +129,15 @@ static void expect_shape(const Npy *a, int index, long r, long c, const char *wh
     fail("%s (%s) has shape %s; expected %s %s", a->path, file_names[index], got, want, why);
 }
 
+// --hidden and --embed: a whole positive int, nothing after it (atol read "abc" as 0)
+static long parse_size(const char *flag, const char *v) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < 1 || x > INT_MAX) fail("%s %s: want a positive integer up to %d", flag, v, INT_MAX);
+    return x;
+}
+
 static void usage(void) {
     fprintf(stderr, "usage: import_npy [--hidden H] [--embed D] -o OUT.ckpt DIR\n"
                     "  DIR: the 15 files 0.npy ... 14.npy of the published mLSTM (Radford et al. 2017)\n"
@@ -133,8 +150,8 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(); return 0; }
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) want_h = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--embed") && i + 1 < argc) want_d = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) want_h = parse_size(argv[i], argv[i + 1]), i++;
+        else if (!strcmp(argv[i], "--embed") && i + 1 < argc) want_d = parse_size(argv[i], argv[i + 1]), i++;
         else if (argv[i][0] == '-') { usage(); fail("unknown flag or missing value: %s", argv[i]); }
         else if (!dir) dir = argv[i];
         else { usage(); fail("more than one input directory: %s and %s", dir, argv[i]); }
@@ -144,9 +161,11 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 15; k++) npy_load(&a[k], dir, k);
     if (a[0].ndim != 2 || a[0].shape[0] != 256) expect_shape(&a[0], 0, 256, a[0].ndim == 2 ? a[0].shape[1] : 64, "(256 bytes x D)");
     long D = a[0].shape[1];
+    if (D < 1 || D > INT_MAX) fail("%s (embedding) has shape (256, %ld): D must be 1 to %d", a[0].path, D, INT_MAX);
     if (a[1].ndim != 2 || a[1].shape[0] != D || a[1].shape[1] % 4 != 0 || a[1].shape[1] == 0)
         expect_shape(&a[1], 1, D, 4 * (a[1].ndim == 2 && a[1].shape[1] >= 4 ? a[1].shape[1] / 4 : 1), "(D from 0.npy x 4H)");
     long H = a[1].shape[1] / 4;
+    if (H > INT_MAX) fail("%s (W_x) has shape (%ld, %ld): H = %ld is more than %d", a[1].path, D, a[1].shape[1], H, INT_MAX);
     if (want_d && want_d != D) fail("%s holds a model with D=%ld; --embed asks for %ld", dir, D, want_d);
     if (want_h && want_h != H) fail("%s holds a model with H=%ld (from 1.npy); --hidden asks for %ld", dir, H, want_h);
     char why[128];

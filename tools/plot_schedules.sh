@@ -21,9 +21,10 @@ for rule in puri legw linear sqrt constant; do
     "$table" --lr-schedule "$rule" --batch "$batches" --steps 2000000 --log > "$tmp/$rule.dat"
 done
 
-gnuplot <<EOF
+# the temporary directory's name reaches gnuplot as ARG1 of `gnuplot -c`, never parsed
+cat > "$tmp/plot.gp" <<'GP'
 set terminal pngcairo size 1500,900 font "DejaVu Sans,10"
-set output "$tmp/out.png"
+set output ARG1."/out.png"
 set multiplot layout 2,3 title "learning rate vs applied step, presets' defaults (base 5e-4 at B0 = 128; 1 epoch = 40 GB / 256 B = 1.5625e8 sequences)"
 set logscale xy
 set format x "10^{%L}"
@@ -40,14 +41,15 @@ do for [rule in "puri legw linear sqrt constant"] {
            rule eq "legw" ? "legw (You et al. 2019)" : \
            rule eq "linear" ? "linear (Goyal et al. 2017)" : rule eq "sqrt" ? "sqrt scaling" : "constant"
     set title name
-    plot for [i=1:4] "$tmp/".rule.".dat" using 1:(column(i+1) > 0 ? column(i+1) : NaN) \
+    plot for [i=1:4] ARG1."/".rule.".dat" using 1:(column(i+1) > 0 ? column(i+1) : NaN) \
          with lines lw 2 title "B = ".batch(i)
 }
 set title "all rules at B = 8192 (k = 64)"
-plot for [rule in "puri legw linear sqrt constant"] "$tmp/".rule.".dat" \
-     using 1:(\$4 > 0 ? \$4 : NaN) with lines lw 2 title rule
+plot for [rule in "puri legw linear sqrt constant"] ARG1."/".rule.".dat" \
+     using 1:(column(4) > 0 ? column(4) : NaN) with lines lw 2 title rule
 unset multiplot
-EOF
-mkdir -p "$(dirname "$out")"
-mv "$tmp/out.png" "$out"   # whole or nothing
+GP
+gnuplot -c "$tmp/plot.gp" "$tmp"
+mkdir -p -- "$(dirname -- "$out")"
+mv -f -- "$tmp/out.png" "$out.tmp.$$" && mv -f -- "$out.tmp.$$" "$out"   # whole or nothing, also across file systems
 echo "wrote $out"

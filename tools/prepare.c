@@ -17,14 +17,19 @@
 // inside the text become spaces), all documents are shuffled with --seed, the first
 // round(val_fraction * n) go to val, the rest to train. Writes DIR/train_000.bin, ...
 // (shards of at most --shard-mb, split between documents), DIR/val_000.bin, ..., and
-// DIR/train_labels.tsv, DIR/val_labels.tsv (doc/formats.md). Every file is written
-// atomically. All documents are held in memory for the shuffle (RAM ~ output size).
+// DIR/train_labels.tsv, DIR/val_labels.tsv (doc/formats.md). The new set of files
+// replaces the old one as a whole (see "Output" below); DIR and its parents are
+// created. INPUT "-" is standard input (`zcat big.json.gz | prepare -o d -`), JSON
+// lines unless --format says otherwise. All documents are held in memory for the
+// shuffle (RAM ~ output size).
 //
 // Bad lines (malformed JSON, a missing text field, invalid UTF-8, a malformed CSV
 // record) are skipped and counted, the first few with a warning naming file:line;
 // --strict makes the first one fatal. An unterminated CSV quote is always fatal.
 #include "data.h"
 #include <time.h>
+#include <dirent.h>
+#include <signal.h>
 #include <zlib.h>
 #include <jansson.h>
 
@@ -147,18 +152,68 @@ typedef struct {
     int64_t next_progress;
 } LineReader;
 
+static int64_t bytes_read_total = 0;  // uncompressed, all inputs
+
+// The next chunk of the file into the buffer (the unread part moves to the front);
+// returns 0 at the end of the file.
+static int reader_fill(LineReader *r) {
+    if (r->eof) return 0;
+    memmove(r->buf, r->buf + r->beg, r->end - r->beg);
+    r->end -= r->beg; r->beg = 0;
+    if (r->cap - r->end < (1 << 19)) {
+        r->cap *= 2;
+        r->buf = (char *)realloc(r->buf, r->cap);
+        if (!r->buf) { fprintf(stderr, "error: out of memory reading %s\n", r->path); exit(1); }
+    }
+    int got = gzread(r->gz, r->buf + r->end, (unsigned)(r->cap - r->end - 1));
+    if (got < 0) {
+        int zerr;
+        const char *msg = gzerror(r->gz, &zerr);
+        fail("%s: cannot read after line %ld: %s", r->path, r->line, zerr == Z_ERRNO ? strerror(errno) : msg);
+    }
+    if (got == 0) {
+        int zerr;
+        const char *msg = gzerror(r->gz, &zerr);
+        if (zerr != Z_OK && zerr != Z_STREAM_END) fail("%s: cannot read after line %ld: %s", r->path, r->line, msg);
+        r->eof = 1;
+    }
+    r->end += (size_t)got;
+    return got > 0;
+}
+
+// "-" is standard input (`zcat big.json.gz | prepare -o d -`; zlib also reads gzip
+// there). A UTF-8 byte order mark at the start (spreadsheets write one) is not text.
 static void reader_open(LineReader *r, const char *path) {
     memset(r, 0, sizeof *r);
-    r->path = path;
-    r->gz = gzopen(path, "rb");
-    if (!r->gz) fail("cannot open %s: %s", path, errno ? strerror(errno) : "zlib could not open it");
+    int is_stdin = !strcmp(path, "-");
+    r->path = is_stdin ? "<stdin>" : path;
+    int fd = is_stdin ? dup(0) : open(path, O_RDONLY);
+    if (fd < 0) fail("cannot open %s: %s", r->path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) fail("cannot read %s: it is a directory", r->path);
+    r->gz = gzdopen(fd, "rb");
+    if (!r->gz) fail("cannot open %s: %s", r->path, errno ? strerror(errno) : "zlib could not open it");
     gzbuffer(r->gz, 1 << 18);
     r->cap = 1 << 20;
     r->buf = (char *)mallocCheck(r->cap);
     r->next_progress = 64LL << 20;
+    while (r->end < 3 && reader_fill(r)) {}
+    if (r->end >= 3 && !memcmp(r->buf, "\xEF\xBB\xBF", 3)) { r->beg = 3; r->bytes = 3; }
 }
 
-static int64_t bytes_read_total = 0;  // uncompressed, all inputs
+// The first byte that is not white space, without consuming it; -1 if there is none.
+static int reader_peek(LineReader *r) {
+    for (size_t i = r->beg;; i++) {
+        while (i >= r->end) {
+            size_t off = i - r->beg;
+            if (!reader_fill(r)) return -1;
+            i = r->beg + off;
+        }
+        unsigned char ch = (unsigned char)r->buf[i];
+        if (ch != ' ' && ch != '\t' && ch != '\r' && ch != '\n') return ch;
+    }
+}
+
 static void reader_close(LineReader *r) { bytes_read_total += r->bytes; gzclose(r->gz); free(r->buf); }
 
 // The next line without its "\n" (and "\r"), NUL-terminated; NULL at the end.
@@ -181,41 +236,18 @@ static char *reader_line(LineReader *r, size_t *len) {
             }
             return start;
         }
-        if (r->eof) return NULL;
-        memmove(r->buf, r->buf + r->beg, r->end - r->beg);  // keep the partial line, refill
-        r->end -= r->beg; r->beg = 0;
-        if (r->cap - r->end < (1 << 19)) {
-            r->cap *= 2;
-            r->buf = (char *)realloc(r->buf, r->cap);
-            if (!r->buf) { fprintf(stderr, "error: out of memory reading %s\n", r->path); exit(1); }
-        }
-        int got = gzread(r->gz, r->buf + r->end, (unsigned)(r->cap - r->end - 1));
-        if (got < 0) {
-            int zerr;
-            const char *msg = gzerror(r->gz, &zerr);
-            fail("%s: cannot read after line %ld: %s", r->path, r->line, zerr == Z_ERRNO ? strerror(errno) : msg);
-        }
-        if (got == 0) {
-            int zerr;
-            const char *msg = gzerror(r->gz, &zerr);
-            if (zerr != Z_OK && zerr != Z_STREAM_END) fail("%s: cannot read after line %ld: %s", r->path, r->line, msg);
-            r->eof = 1;
-        }
-        r->end += (size_t)got;
+        if (!reader_fill(r) && r->end == r->beg) return NULL;
     }
 }
 
 // ----------------------------------------------------------------------------
 // The three input formats.
 
-static void read_text(Corpus *c, const Settings *cfg, const char *path) {
-    LineReader r;
-    reader_open(&r, path);
+static void read_text(Corpus *c, const Settings *cfg, LineReader *r) {
     size_t len;
     char *line;
-    while ((line = reader_line(&r, &len)))
-        if (len > 0) add_text(c, cfg, path, r.line, line, len, NULL);
-    reader_close(&r);
+    while ((line = reader_line(r, &len)))
+        if (len > 0) add_text(c, cfg, r->path, r->line, line, len, NULL);
 }
 
 // A label from JSON: numbers as %g ("5" for 5.0), strings as they are.
@@ -228,39 +260,37 @@ static int json_label(json_t *v, char *out, size_t cap) {
     return 1;
 }
 
-static void read_jsonl(Corpus *c, const Settings *cfg, const char *path) {
-    LineReader r;
-    reader_open(&r, path);
+static void read_jsonl(Corpus *c, const Settings *cfg, LineReader *r) {
+    const char *path = r->path;
     size_t len;
     char *line;
     char label[256];
-    while ((line = reader_line(&r, &len))) {
+    while ((line = reader_line(r, &len))) {
         if (len == 0) continue;
         json_error_t err;
         json_t *root = json_loadb(line, len, 0, &err);
         if (!root) {
             char detail[256];
             snprintf(detail, sizeof detail, "%s at column %d", err.text, err.column);
-            skip_line(cfg, SKIP_JSON, path, r.line, detail);
+            skip_line(cfg, SKIP_JSON, path, r->line, detail);
             continue;
         }
         json_t *text = json_is_object(root) ? json_object_get(root, cfg->text_field) : NULL;
         if (!json_is_object(root)) {
-            skip_line(cfg, SKIP_JSON, path, r.line, "not a JSON object");
+            skip_line(cfg, SKIP_JSON, path, r->line, "not a JSON object");
         } else if (!json_is_string(text)) {
             char detail[300];
             snprintf(detail, sizeof detail, "no string field \"%s\"", cfg->text_field);
-            skip_line(cfg, SKIP_NO_TEXT, path, r.line, detail);
+            skip_line(cfg, SKIP_NO_TEXT, path, r->line, detail);
         } else {
             json_t *lab = cfg->label_field[0] ? json_object_get(root, cfg->label_field) : NULL;
             int has_label = lab && json_label(lab, label, sizeof label);
             // jansson has validated the UTF-8 already
-            if (json_string_length(text) == 0) skip_line(cfg, SKIP_EMPTY, path, r.line, "the text is empty");
+            if (json_string_length(text) == 0) skip_line(cfg, SKIP_EMPTY, path, r->line, "the text is empty");
             else corpus_add(c, json_string_value(text), json_string_length(text), has_label ? label : NULL);
         }
         json_decref(root);
     }
-    reader_close(&r);
 }
 
 // One RFC 4180 record, which may span lines inside quotes. Fields are unescaped into
@@ -328,15 +358,14 @@ static int csv_column(const CsvRecord *h, const char *flag_value, const char *co
     return -1;
 }
 
-static void read_csv(Corpus *c, const Settings *cfg, const char *path, int text_flag_given, int label_flag_given) {
+static void read_csv(Corpus *c, const Settings *cfg, LineReader *r, int text_flag_given, int label_flag_given) {
     static const char *const text_names[] = {"reviewText", "text", "sentence", "review"};
     static const char *const label_names[] = {"overall", "label", "stars", "rating", "sentiment"};
-    LineReader r;
-    reader_open(&r, path);
+    const char *path = r->path;
     CsvRecord f;
     memset(&f, 0, sizeof f);
     char why[128];
-    int got = csv_record(&r, &f, why, sizeof why);
+    int got = csv_record(r, &f, why, sizeof why);
     if (got == 0) fail("%s: empty file, expected a CSV header line", path);
     if (got < 0) fail("%s:1: malformed CSV header: %s", path, why);
     int text_col = csv_column(&f, text_flag_given ? cfg->text_field : NULL, text_names, 4);
@@ -346,7 +375,7 @@ static void read_csv(Corpus *c, const Settings *cfg, const char *path, int text_
     if (label_flag_given && cfg->label_field[0] && label_col < 0)
         fail("%s:1: no label column named \"%s\" in the header", path, cfg->label_field);
     int64_t n_columns = f.n_fields;
-    while ((got = csv_record(&r, &f, why, sizeof why)) != 0) {
+    while ((got = csv_record(r, &f, why, sizeof why)) != 0) {
         if (got < 0) { skip_line(cfg, SKIP_CSV, path, f.first_line, why); continue; }
         if (f.n_fields == 1 && f.buf[0] == 0) continue;  // a blank line
         if (f.n_fields != n_columns) {
@@ -360,7 +389,6 @@ static void read_csv(Corpus *c, const Settings *cfg, const char *path, int text_
         add_text(c, cfg, path, f.first_line, text, len, label_col >= 0 ? f.buf + f.start[label_col] : NULL);
     }
     free(f.buf); free(f.start);
-    reader_close(&r);
 }
 
 static const char *format_of(const char *path) {
@@ -377,25 +405,63 @@ static const char *format_of(const char *path) {
 }
 
 // ----------------------------------------------------------------------------
-// Output: shards and labels for one split.
+// Output. The new set of files switches over as a whole: every shard and labels file
+// is first written into a staging directory DIR/.prepare.tmp.<pid>/ (a write that fails
+// part way, say on a full disk, leaves the old set untouched and the staging directory
+// removed at exit), and only once all are written are they renamed into DIR and the old
+// set's extra shards removed. Renames need no space, so that last phase takes
+// microseconds and cannot fail half way for want of it. SIGINT/SIGTERM while writing
+// stop it the same way; the staging directory of a prepare killed with -9 is removed
+// by the next run into DIR.
 
-static void write_split(const Corpus *c, const Settings *cfg, const char *split,
-                        const int64_t *order, int64_t n, int64_t *n_shards_out) {
-    char path[4200];
+static char staging[4200];  // "" when there is nothing to clean up
+static void remove_staging(void) {
+    if (!staging[0]) return;
+    DIR *d = opendir(staging);
+    struct dirent *e;
+    char path[4500];
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) { snprintf(path, sizeof path, "%s/%s", staging, e->d_name); unlink(path); }
+    if (d) closedir(d);
+    rmdir(staging);
+    staging[0] = 0;
+}
+static volatile sig_atomic_t interrupted = 0;
+// A prepare killed with -9 leaves its staging directory: remove those of dead processes.
+static void remove_stale_staging(const char *out_dir) {
+    DIR *d = opendir(out_dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        long pid;
+        char tail;
+        if (sscanf(e->d_name, ".prepare.tmp.%ld%c", &pid, &tail) != 1 || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
+        snprintf(staging, sizeof staging, "%s/%s", out_dir, e->d_name);
+        remove_staging();
+    }
+    if (d) closedir(d);
+}
+
+static void on_signal(int sig) { interrupted = sig; }
+
+// Writes one split's shards and labels file into the staging directory; returns the number of shards.
+static int64_t write_split(const Corpus *c, const Settings *cfg, const char *split, const int64_t *order, int64_t n) {
+    char path[4500];
     ShardWriter w;
     int shard = 0;
     int64_t in_shard = 0, offset = 0;
-    snprintf(path, sizeof path, "%s/%s_labels.tsv", cfg->out_dir, split);
+    snprintf(path, sizeof path, "%s/%s_labels.tsv", staging, split);
     AtomicFile labels;
     atomic_open(&labels, path);
     fprintf(labels.f, "offset\tlength\tlabel\n");
-    snprintf(path, sizeof path, "%s/%s_%03d.bin", cfg->out_dir, split, shard);
+    snprintf(path, sizeof path, "%s/%s_%03d.bin", staging, split, shard);
     shard_writer_open(&w, path, SHARD_FRAMED);
     for (int64_t i = 0; i < n; i++) {
+        if (interrupted) { atomic_abort(&labels); fail("interrupted (signal %d) while writing %s: the old files in %s are as they were", (int)interrupted, split, cfg->out_dir); }
         const Doc *d = &c->docs[order[i]];
         if (in_shard > 0 && in_shard + d->length > cfg->shard_bytes) {  // documents never straddle shards
             shard_writer_close(&w);
-            snprintf(path, sizeof path, "%s/%s_%03d.bin", cfg->out_dir, split, ++shard);
+            snprintf(path, sizeof path, "%s/%s_%03d.bin", staging, split, ++shard);
             shard_writer_open(&w, path, SHARD_FRAMED);
             in_shard = 0;
         }
@@ -408,21 +474,41 @@ static void write_split(const Corpus *c, const Settings *cfg, const char *split,
     shard_writer_close(&w);
     if (ferror(labels.f)) { atomic_abort(&labels); fail("cannot write %s/%s_labels.tsv", cfg->out_dir, split); }
     atomic_commit(&labels);
-    // shards left over from an earlier, larger run would join the stream: remove them
-    for (int k = shard + 1;; k++) {
-        snprintf(path, sizeof path, "%s/%s_%03d.bin", cfg->out_dir, split, k);
-        if (unlink(path) != 0) break;
-    }
-    *n_shards_out = shard + 1;
+    return shard + 1;
 }
 
-static void remove_split(const Settings *cfg, const char *split) {  // --val-fraction 0: no stale val files
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s_labels.tsv", cfg->out_dir, split);
-    unlink(path);
-    for (int k = 0;; k++) {
-        snprintf(path, sizeof path, "%s/%s_%03d.bin", cfg->out_dir, split, k);
-        if (unlink(path) != 0) break;
+// Moves one split's staged files into DIR (n_shards of them; 0: the split is gone) and
+// removes the old set's shards beyond them, which would otherwise join the stream.
+static void commit_split(const Settings *cfg, const char *split, int64_t n_shards) {
+    char from[4500], to[4500];
+    for (int64_t k = 0; k <= n_shards; k++) {
+        if (k < n_shards) {
+            snprintf(from, sizeof from, "%s/%s_%03lld.bin", staging, split, (long long)k);
+            snprintf(to, sizeof to, "%s/%s_%03lld.bin", cfg->out_dir, split, (long long)k);
+        } else {
+            snprintf(from, sizeof from, "%s/%s_labels.tsv", staging, split);
+            snprintf(to, sizeof to, "%s/%s_labels.tsv", cfg->out_dir, split);
+            if (n_shards == 0) { unlink(to); break; }
+        }
+        if (rename(from, to) != 0) fail("cannot rename %s to %s: %s", from, to, strerror(errno));
+    }
+    for (int64_t k = n_shards;; k++) {
+        snprintf(to, sizeof to, "%s/%s_%03lld.bin", cfg->out_dir, split, (long long)k);
+        if (unlink(to) != 0) break;
+    }
+}
+
+// mkdir -p: `-o data/amazon` on a fresh clone creates data/ too
+static void make_dirs(const char *dir) {
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) fail("output directory name too long: %s", dir);
+    for (char *q = p + 1;; q++) {
+        if (*q != '/' && *q) continue;
+        char keep = *q;
+        *q = 0;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) fail("cannot create output directory %s: %s", p, strerror(errno));
+        *q = keep;
+        if (!keep) break;
     }
 }
 
@@ -430,7 +516,8 @@ static void usage(void) {
     fprintf(stderr,
         "usage: prepare [options] -o DIR INPUT...\n"
         "       prepare --builtin BYTES [options] -o DIR\n"
-        "  -o, --out DIR          output directory (created if missing)\n"
+        "  -o, --out DIR          output directory (created with its parents if missing)\n"
+        "  INPUT                  a file (.txt .json .jsonl .csv, optionally .gz) or - for standard input (JSON lines, or --format)\n"
         "  --format F             text, jsonl or csv for every input (default: from each name)\n"
         "  --text-field NAME      JSON/CSV text field (default reviewText; CSV also tries text, sentence, review)\n"
         "  --label-field NAME     JSON/CSV label field, \"\" for none (default overall; CSV also tries label, stars, rating, sentiment)\n"
@@ -474,10 +561,14 @@ int main(int argc, char **argv) {
             const char *v = VALUE();
             char *end;
             double mb = strtod(v, &end);
-            if (end == v || *end || !(mb > 0)) fail("--shard-mb expects a positive number, got \"%s\"", v);
+            if (end == v || *end || !(mb > 0) || !(mb <= 1 << 30))  // and finite: converting inf to an integer is undefined
+                fail("--shard-mb expects a number above 0 and at most %d (1 PB), got \"%s\"", 1 << 30, v);
             cfg.shard_bytes = (int64_t)(mb * 1048576.0);
         }
-        else if (!strcmp(a, "--builtin")) cfg.builtin_bytes = parse_int(a, VALUE());
+        else if (!strcmp(a, "--builtin")) {
+            cfg.builtin_bytes = parse_int(a, VALUE());
+            if (cfg.builtin_bytes > 1LL << 40) fail("--builtin %lld: at most %lld bytes (1 TiB; it is all held in memory)", (long long)cfg.builtin_bytes, 1LL << 40);
+        }
         else if (!strcmp(a, "--val-fraction")) {
             const char *v = VALUE();
             char *end;
@@ -495,10 +586,14 @@ int main(int argc, char **argv) {
     if (cfg.shard_bytes <= 0) fail("--shard-mb is too small");
     if (cfg.format && strcmp(cfg.format, "text") && strcmp(cfg.format, "jsonl") && strcmp(cfg.format, "csv"))
         fail("--format expects text, jsonl or csv, got \"%s\"", cfg.format);
-    for (int i = 0; i < n_inputs; i++) if (!cfg.format) format_of(inputs[i]);  // fail before reading anything
+    int n_stdin = 0;
+    for (int i = 0; i < n_inputs; i++) {
+        n_stdin += !strcmp(inputs[i], "-");
+        if (!cfg.format && strcmp(inputs[i], "-")) format_of(inputs[i]);  // fail before reading anything
+    }
+    if (n_stdin > 1) fail("standard input (-) is given %d times", n_stdin);
     // the output directory must be usable before we spend minutes reading
-    if (mkdir(cfg.out_dir, 0777) != 0 && errno != EEXIST)
-        fail("cannot create output directory %s: %s", cfg.out_dir, strerror(errno));
+    make_dirs(cfg.out_dir);
     struct stat st;
     if (stat(cfg.out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) fail("output directory %s is not a directory", cfg.out_dir);
     if (access(cfg.out_dir, W_OK) != 0) fail("cannot write to output directory %s: %s", cfg.out_dir, strerror(errno));
@@ -517,13 +612,20 @@ int main(int argc, char **argv) {
         }
     }
     for (int i = 0; i < n_inputs; i++) {
-        const char *fmt = cfg.format ? cfg.format : format_of(inputs[i]);
+        LineReader r;
+        reader_open(&r, inputs[i]);
+        const char *fmt = cfg.format ? cfg.format : strcmp(inputs[i], "-") ? format_of(inputs[i]) : NULL;
+        if (!fmt) {  // standard input has no name to go by: JSON lines start with '{'
+            if (reader_peek(&r) != '{') fail("<stdin>: cannot tell the format (it does not start with '{' as JSON lines do)\nHINT: --format text or csv");
+            fmt = "jsonl";
+        }
         int64_t before = c.n_docs;
-        if (!strcmp(fmt, "text")) read_text(&c, &cfg, inputs[i]);
-        else if (!strcmp(fmt, "jsonl")) read_jsonl(&c, &cfg, inputs[i]);
-        else read_csv(&c, &cfg, inputs[i], text_flag_given, label_flag_given);
-        if (c.n_docs == before) fprintf(stderr, "warning: %s: no documents\n", inputs[i]);
-        if (stat(inputs[i], &st) == 0) compressed_bytes += st.st_size;
+        if (!strcmp(fmt, "text")) read_text(&c, &cfg, &r);
+        else if (!strcmp(fmt, "jsonl")) read_jsonl(&c, &cfg, &r);
+        else read_csv(&c, &cfg, &r, text_flag_given, label_flag_given);
+        if (c.n_docs == before) fprintf(stderr, "warning: %s: no documents\n", r.path);
+        reader_close(&r);
+        if (strcmp(inputs[i], "-") && stat(inputs[i], &st) == 0) compressed_bytes += st.st_size;
     }
     double t_read = now_seconds() - t0;
     if (c.n_docs == 0) fail("no documents in the input");
@@ -542,9 +644,21 @@ int main(int argc, char **argv) {
     int64_t n_train = c.n_docs - n_val, train_shards = 0, val_shards = 0;
     int64_t val_bytes = 0;
     for (int64_t i = 0; i < n_val; i++) val_bytes += c.docs[order[i]].length;
-    write_split(&c, &cfg, "train", order + n_val, n_train, &train_shards);
-    if (n_val > 0) write_split(&c, &cfg, "val", order, n_val, &val_shards);
-    else remove_split(&cfg, "val");
+    // write everything into the staging directory, then switch the set over (see commit_split)
+    remove_stale_staging(cfg.out_dir);
+    snprintf(staging, sizeof staging, "%s/.prepare.tmp.%ld", cfg.out_dir, (long)getpid());
+    if (mkdir(staging, 0777) != 0) fail("cannot create %s: %s", staging, strerror(errno));
+    atexit(remove_staging);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    train_shards = write_split(&c, &cfg, "train", order + n_val, n_train);
+    if (n_val > 0) val_shards = write_split(&c, &cfg, "val", order, n_val);
+    if (interrupted) fail("interrupted (signal %d): the old files in %s are as they were", (int)interrupted, cfg.out_dir);
+    signal(SIGINT, SIG_IGN);  // the switch-over is quick; let it finish
+    signal(SIGTERM, SIG_IGN);
+    commit_split(&cfg, "train", train_shards);
+    commit_split(&cfg, "val", val_shards);  // --val-fraction 0: no stale val files
+    remove_staging();
     double t_total = now_seconds() - t0;
 
     // summary

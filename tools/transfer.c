@@ -8,12 +8,14 @@
 //   build/transfer classify [--summary FILE] TRAIN.feat VAL.feat TEST.feat
 //   build/transfer heatmap -m CKPT --unit K [--sign S] -o PREFIX [options] INPUT
 //
-// INPUT (kind from the name, or --format csv|imdb|jsonl|builtin):
+// INPUT (kind from the name, or --format csv|imdb|jsonl|shards|builtin):
 //   *.csv            RFC 4180 with a header row (the SST binary files: label,sentence)
 //   a directory      the IMDB layout: DIR/pos/*.txt (label 1) and DIR/neg/*.txt (label 0)
 //   *.json, *.jsonl  one JSON object per line; text from --text-field, label from
 //                    --label-field (defaults: the first of reviewText, text, sentence,
 //                    review / overall, label, stars, rating, sentiment)
+//   DIR/SPLIT_labels.tsv  shards written by build/prepare: each labelled document of
+//                    DIR/SPLIT_*.bin, the label from the labels file ("-" left out)
 //   builtin:SPLIT    the built-in corpus (data.h), SPLIT train, val or test: --docs
 //                    labelled documents from a stream of its own, half of each label;
 //                    stars >= 4 positive, <= 2 negative, 3 dropped (--threshold 3)
@@ -28,6 +30,9 @@
 #include "mlstm.h"  // defines: Mlstm, mlstm_build/forward, checkpoint_header/load
 #include "data.h"
 #include <dirent.h>
+#include <limits.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <jansson.h>
 #include <linear.h>
@@ -155,6 +160,7 @@ static void read_csv(Docs *d, const char *path, const InputOptions *o) {
     size_t n, pos = 0;
     char *buf = read_file(path, &n);
     long line = 1;
+    if (n >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3)) pos = 3;  // a UTF-8 byte order mark (spreadsheets write one) is not part of the first name
     char *hdr[CSV_MAX_FIELDS], *f[CSV_MAX_FIELDS];
     int nh = csv_record(buf, n, &pos, &line, hdr, path);
     if (nh == 0) fail("%s: empty file, expected a CSV header line (e.g. label,sentence)", path);
@@ -242,6 +248,55 @@ static void read_imdb(Docs *d, const char *dir) {
     }
 }
 
+// Prepared shards: DIR/SPLIT_labels.tsv (doc/formats.md, "Labels side file") names each
+// document of the stream DIR/SPLIT_000.bin, ... by offset and length, with its label;
+// documents labelled "-" (prepare's inputs without a label) are left out.
+static int64_t parse_field(const char *where, const char *what, const char *s, char **end) {
+    errno = 0;
+    long long v = strtoll(s, end, 10);
+    if (*end == s || **end != '\t' || errno || v < 0) fail("%s: bad %s field (want a non-negative integer and a tab)", where, what);
+    return v;
+}
+
+static void read_shards(Docs *d, const char *path, const InputOptions *o) {
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    char *dir = slash ? strndup(path, (size_t)(slash - path)) : strdup("."), *split = strndup(base, strlen(base) - 11);
+    if (!dir || !split) fail("out of memory");
+    size_t n;
+    char *buf = read_file(path, &n);
+    if (strncmp(buf, "offset\tlength\tlabel\n", 20) != 0)
+        fail("%s:1: not a labels file (the header must be offset, length, label separated by tabs)", path);
+    Stream s;
+    stream_open_dir(&s, dir, split, 1);
+    char where[4300];
+    long line = 1, unlabelled = 0;
+    uint8_t *doc = NULL;
+    size_t cap = 0;
+    for (char *p = buf + 20, *next; p < buf + n; p = next) {
+        char *nl = memchr(p, '\n', (size_t)(buf + n - p));
+        if (!nl) fail("%s:%ld: the last line has no newline (truncated?)", path, line + 1);
+        *nl = 0;
+        next = nl + 1;
+        snprintf(where, sizeof where, "%s:%ld", path, ++line);
+        char *end;
+        int64_t off = parse_field(where, "offset", p, &end), len = parse_field(where, "length", end + 1, &end);
+        const char *label = end + 1;
+        if (len < 4 || off > s.size || len > s.size - off)
+            fail("%s: document at offset %lld, length %lld is not inside the %lld bytes of %s/%s_*.bin", where,
+                 (long long)off, (long long)len, (long long)s.size, dir, split);
+        if (!strcmp(label, "-")) { unlabelled++; continue; }
+        int y = parse_label(where, label, o);
+        if (y < 0) continue;
+        if ((size_t)len > cap) { cap = (size_t)len; free(doc); doc = (uint8_t *)mallocCheck(cap); }
+        stream_read(&s, off, len, doc);
+        if (doc[0] != '\n' || doc[1] != ' ') fail("%s: offset %lld is not the start of a document in %s/%s_*.bin", where, (long long)off, dir, split);
+        docs_add(d, where, (const char *)doc + 2, (size_t)len - 3, y);
+    }
+    if (unlabelled) fprintf(stderr, "transfer: %s: %ld documents without a label (\"-\") left out\n", path, unlabelled);
+    free(doc); free(buf); free(dir); free(split);
+    stream_free(&s);
+}
+
 // The built-in corpus: a stream per split, unrelated to the trainer's (which mixes
 // seed*2 + split); --seed shifts all three.
 static void read_builtin(Docs *d, const char *split, const InputOptions *o) {
@@ -265,16 +320,21 @@ static void read_input(Docs *d, const char *path, const InputOptions *o) {
     size_t l = strlen(path);
     if (!fmt) {
         if (!strncmp(path, "builtin:", 8)) fmt = "builtin";
+        else if (l > 11 && !strcmp(path + l - 11, "_labels.tsv")) fmt = "shards";
         else if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) fmt = "imdb";
         else if (l > 4 && !strcmp(path + l - 4, ".csv")) fmt = "csv";
         else if ((l > 5 && !strcmp(path + l - 5, ".json")) || (l > 6 && !strcmp(path + l - 6, ".jsonl"))) fmt = "jsonl";
-        else fail("%s: cannot tell the input kind from the name (HINT: --format csv|imdb|jsonl|builtin)", path);
+        else fail("%s: cannot tell the input kind from the name (HINT: --format csv|imdb|jsonl|shards|builtin)", path);
     }
     if (!strcmp(fmt, "csv")) read_csv(d, path, o);
     else if (!strcmp(fmt, "jsonl")) read_jsonl(d, path, o);
     else if (!strcmp(fmt, "imdb")) read_imdb(d, path);
+    else if (!strcmp(fmt, "shards")) {
+        if (l <= 11 || strcmp(path + l - 11, "_labels.tsv")) fail("%s: --format shards reads DIR/SPLIT_labels.tsv", path);
+        read_shards(d, path, o);
+    }
     else if (!strcmp(fmt, "builtin")) read_builtin(d, strncmp(path, "builtin:", 8) ? path : path + 8, o);
-    else fail("--format %s: not one of csv, imdb, jsonl, builtin", fmt);
+    else fail("--format %s: not one of csv, imdb, jsonl, shards, builtin", fmt);
     if (d->n == 0) fail("%s: no labelled documents", path);
 }
 
@@ -378,6 +438,9 @@ static void feats_read(const char *path, Feats *f) {
     }
     memcpy(f->x, p + 32 + 4 * (size_t)f->n, sizeof(float) * (size_t)f->n * f->H);
     free(buf);
+    for (size_t i = 0; i < (size_t)f->n * f->H; i++)  // one NaN would make every fit and threshold meaningless
+        if (!isfinite(f->x[i]))
+            fail("%s: document %zu, feature %zu is %g, not a finite number (the model gives NaN or Inf)", path, i / f->H, i % f->H, f->x[i]);
 }
 
 static void featurize(const char *ckpt, const char *input, const char *out, const InputOptions *o, int B, int T) {
@@ -408,12 +471,17 @@ static void featurize(const char *ckpt, const char *input, const char *out, cons
             t_print = t;
         }
     }
+    free(fb); free(h); free(c); free(in);
+    for (size_t i = 0; i < (size_t)d.n * H; i++)
+        if (!isfinite(f.x[i]))
+            fail("%s: the features of %s are not finite (document %zu, unit %zu: %g): the model's weights hold NaN or Inf, or overflow",
+                 ckpt, input, i / H, i % H, f.x[i]);
     feats_write(out, &f);
     int pos = 0;
     for (int i = 0; i < d.n; i++) pos += d.label[i];
     printf("featurize: %s -> %s: %d documents (%d positive, %d negative), %zu chars, H=%d, %.1f s (batch %d x %d steps)\n",
            input, out, d.n, pos, d.n - pos, d.n_text, H, now_s() - t_start, B, T);
-    free(fb); free(h); free(c); free(in); free(idx); free(f.x);
+    free(idx); free(f.x);
     free(d.text); free(d.off); free(d.len); free(d.label);
     mlstm_free(&m);
 }
@@ -569,6 +637,31 @@ static void classify(const char *paths[3], const char *summary, double eps) {
 // means "this unit alone says positive here" and red "negative"; the colour scale is
 // the largest |value| shown.
 
+// Runs `gnuplot -c SCRIPT OUT DATA` without a shell: the two names arrive in the
+// script as the string variables ARG1 and ARG2, which gnuplot never parses as commands,
+// so backquotes, quotes or @ in them are just characters. The PNG is drawn to a
+// temporary name and renamed, whole or nothing. Returns NULL, or why there is no PNG.
+static const char *run_gnuplot(const char *script, const char *out, const char *data) {
+    static char why[128];
+    char tmp_png[4300];
+    snprintf(tmp_png, sizeof tmp_png, "%s.tmp.%ld", out, (long)getpid());
+    char *argv[] = {"gnuplot", "-c", (char *)script, tmp_png, (char *)data, NULL};
+    pid_t pid;
+    int err = posix_spawnp(&pid, "gnuplot", NULL, NULL, argv, environ), ws = 0;
+    if (err) { snprintf(why, sizeof why, "cannot run gnuplot: %s", strerror(err)); return why; }
+    if (waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
+        unlink(tmp_png);
+        snprintf(why, sizeof why, "gnuplot failed (%s %d)", WIFEXITED(ws) ? "exit" : "signal", WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws));
+        return why;
+    }
+    if (rename(tmp_png, out) != 0) {
+        snprintf(why, sizeof why, "cannot rename the PNG into place: %s", strerror(errno));
+        unlink(tmp_png);
+        return why;
+    }
+    return NULL;
+}
+
 static void put_html_char(FILE *f, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
@@ -601,17 +694,21 @@ static void heatmap(const char *ckpt, const char *input, const char *prefix, con
         run_batch(&m, &d, &pick[r], 1, fb, h, c, in, tr[r], unit);
         for (size_t t = 0; t < d.len[pick[r]]; t++) { tr[r][t] = (float)(sign * tr[r][t] - center); vmax = fabs(tr[r][t]) > vmax ? fabs(tr[r][t]) : vmax; }
     }
+    // Every file is written whole or not at all (AtomicFile); the names the user chose
+    // never reach a shell or gnuplot's parser (run_gnuplot passes them as ARG1, ARG2).
     char path[4200];
     // HTML: the value after each byte colours that byte (after a UTF-8 sequence's last byte for the whole sequence)
     snprintf(path, sizeof path, "%s.html", prefix);
-    FILE *f = fopen(path, "w");
-    if (!f) fail("cannot write %s: %s", path, strerror(errno));
+    AtomicFile af;
+    atomic_open(&af, path);
+    FILE *f = af.f;
     fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>unit %d</title></head>\n"
-               "<body style=\"font-family: monospace; font-size: 15px; max-width: 60em\">\n"
-               "<h3>Unit %d of %s: cell state after each character</h3>\n"
+               "<body style=\"font-family: monospace; font-size: 15px; max-width: 60em\">\n<h3>Unit %d of ", unit, unit);
+    put_html_char(f, ckpt, strlen(ckpt));
+    fprintf(f, ": cell state after each character</h3>\n"
                "<p>Colour: %sc - (%.4f), the unit's value relative to its single-unit threshold; green: above it "
                "(the unit alone says positive), red: below (negative); full colour at %.3f, the largest |value| shown. "
-               "Hover over a character for its value.</p>\n", unit, unit, ckpt, sign > 0 ? "" : "-", center, vmax);
+               "Hover over a character for its value.</p>\n", sign > 0 ? "" : "-", center, vmax);
     for (int r = 0; r < np; r++) {
         const char *s = d.text + d.off[pick[r]];
         size_t len = d.len[pick[r]];
@@ -631,47 +728,52 @@ static void heatmap(const char *ckpt, const char *input, const char *prefix, con
         fputs("</p>\n", f);
     }
     fputs("</body></html>\n", f);
-    if (fclose(f) != 0) fail("cannot write %s", path);
+    if (ferror(f)) { atomic_abort(&af); fail("cannot write %s", path); }
+    atomic_commit(&af);
     printf("heatmap: %s\n", path);
-    // gnuplot: one cell per byte: column, line, value, the character
+    // gnuplot's data: one cell per byte: column, line, value, the character; then the
+    // script, which reads the PNG's and the data's names from ARG1 and ARG2
     snprintf(path, sizeof path, "%s.dat", prefix);
-    f = fopen(path, "w");
-    if (!f) fail("cannot write %s: %s", path, strerror(errno));
+    atomic_open(&af, path);
     int line = 0;
-    char labels[4096] = "";
     for (int r = 0; r < np; r++) {
         const char *s = d.text + d.off[pick[r]];
         size_t len = d.len[pick[r]];
-        size_t lab_len = strlen(labels);
-        snprintf(labels + lab_len, sizeof labels - lab_len, "%sset label \"%s\" at -1.5,%d right font \",10\"\n",
-                 "", d.label[pick[r]] ? "pos" : "neg", line);
         for (size_t t = 2; t < len - 1; t++) {
             int col = (int)((t - 2) % (size_t)width);
             if (t > 2 && col == 0) line++;
             char ch = s[t];
             if (ch == '"' || ch == '\\') ch = '\'';
             if ((uint8_t)ch < 32 || (uint8_t)ch > 126) ch = '?';
-            fprintf(f, "%d %d %.5f \"%c\"\n", col, line, tr[r][t] / vmax, ch);
+            fprintf(af.f, "%d %d %.5f \"%c\"\n", col, line, tr[r][t] / vmax, ch);
         }
         line += 2;  // a blank line between documents
     }
-    if (fclose(f) != 0) fail("cannot write %s", path);
+    if (ferror(af.f)) { atomic_abort(&af); fail("cannot write %s", path); }
+    atomic_commit(&af);
     snprintf(path, sizeof path, "%s.gp", prefix);
-    f = fopen(path, "w");
-    if (!f) fail("cannot write %s: %s", path, strerror(errno));
-    fprintf(f, "set terminal pngcairo size %d,%d font \"DejaVu Sans Mono,10\"\nset output \"%s.png\"\n"
-               "set title \"unit %d: %sc - (%.2f) after each character (green: the unit says positive, red: negative)\"\n"
-               "unset xtics\nunset ytics\nunset border\nset yrange [%d.5:-0.5]\nset xrange [-6:%d.5]\n"
-               "set palette defined (-1 \"#d73027\", 0 \"white\", 1 \"#1a9850\")\nset cbrange [-1:1]\nset cbtics (\"neg\" -1, \"0\" 0, \"pos\" 1)\n%s"
-               "plot \"%s.dat\" using 1:2:(0.5):(0.5):3 with boxxyerror fillstyle solid noborder fc palette notitle, \\\n"
-               "     \"%s.dat\" using 1:2:4 with labels font \"DejaVu Sans Mono,9\" notitle\n",
-            width * 10 + 220, line * 16 + 80, prefix, unit, sign > 0 ? "" : "-", center, line - 1, width - 1, labels, prefix, prefix);
-    if (fclose(f) != 0) fail("cannot write %s", path);
-    char cmd[8600];
-    snprintf(cmd, sizeof cmd, "command -v gnuplot >/dev/null 2>&1 && gnuplot '%s.gp'", prefix);
-    if (strchr(prefix, '\'')) printf("heatmap: skipping the PNG: the output prefix contains a quote\n");
-    else if (system(cmd) == 0) printf("heatmap: %s.png\n", prefix);
-    else printf("heatmap: gnuplot not found or failed; %s.gp draws the PNG (apt-get install gnuplot-nox)\n", prefix);
+    atomic_open(&af, path);
+    fprintf(af.f, "# gnuplot -c THIS.gp OUT.png DATA.dat\n"
+                  "set terminal pngcairo size %d,%d font \"DejaVu Sans Mono,10\"\nset output ARG1\n"
+                  "set title \"unit %d: %sc - (%.2f) after each character (green: the unit says positive, red: negative)\"\n"
+                  "unset xtics\nunset ytics\nunset border\nset yrange [%d.5:-0.5]\nset xrange [-6:%d.5]\n"
+                  "set palette defined (-1 \"#d73027\", 0 \"white\", 1 \"#1a9850\")\nset cbrange [-1:1]\nset cbtics (\"neg\" -1, \"0\" 0, \"pos\" 1)\n",
+            width * 10 + 220, line * 16 + 80, unit, sign > 0 ? "" : "-", center, line - 1, width - 1);
+    line = 0;
+    for (int r = 0; r < np; r++) {  // each document's label at the left of its first line
+        fprintf(af.f, "set label \"%s\" at -1.5,%d right font \",10\"\n", d.label[pick[r]] ? "pos" : "neg", line);
+        line += (int)((d.len[pick[r]] - 4) / (size_t)width) + 2;
+    }
+    fprintf(af.f, "plot ARG2 using 1:2:(0.5):(0.5):3 with boxxyerror fillstyle solid noborder fc palette notitle, \\\n"
+                  "     ARG2 using 1:2:4 with labels font \"DejaVu Sans Mono,9\" notitle\n");
+    if (ferror(af.f)) { atomic_abort(&af); fail("cannot write %s", path); }
+    atomic_commit(&af);
+    char png[4200], dat[4200];
+    snprintf(png, sizeof png, "%s.png", prefix);
+    snprintf(dat, sizeof dat, "%s.dat", prefix);
+    const char *why = run_gnuplot(path, png, dat);
+    if (!why) printf("heatmap: %s\n", png);
+    else printf("heatmap: no PNG: %s; `gnuplot -c %s %s %s` draws it (apt-get install gnuplot-nox)\n", why, path, png, dat);
     for (int r = 0; r < np; r++) free(tr[r]);
     free(tr); free(pick); free(h); free(c); free(in); free(fb);
     free(d.text); free(d.off); free(d.len); free(d.label);
@@ -686,9 +788,10 @@ static void usage(void) {
             "  transfer featurize -m CKPT -o OUT.feat [input options] [--batch B] [--seq-len T] [--threads N] INPUT\n"
             "  transfer classify [--summary FILE] [--eps X] TRAIN.feat VAL.feat TEST.feat\n"
             "  transfer heatmap -m CKPT --unit K [--sign 1|-1] [--center X] -o PREFIX [--reviews N] [--max-chars N] [--width N] [input options] INPUT\n"
-            "INPUT: FILE.csv (label,sentence with a header), DIR (DIR/pos/*.txt, DIR/neg/*.txt), FILE.jsonl, builtin:train|val|test\n"
+            "INPUT: FILE.csv (label,sentence with a header), DIR (DIR/pos/*.txt, DIR/neg/*.txt), FILE.jsonl,\n"
+            "       DIR/SPLIT_labels.tsv (shards of build/prepare), builtin:train|val|test\n"
             "input options:\n"
-            "  --format F          csv | imdb | jsonl | builtin (default: from the name)\n"
+            "  --format F          csv | imdb | jsonl | shards | builtin (default: from the name)\n"
             "  --text-field NAME   CSV column or JSON field of the text\n"
             "  --label-field NAME  CSV column or JSON field of the label\n"
             "  --threshold X       binarise ratings: above X is 1, below X is 0, equal is dropped (default: labels must be 0/1)\n"
@@ -700,10 +803,19 @@ static void usage(void) {
             "  --reviews N documents, half of each label (default 6), of at most --max-chars N (default 400), --width N characters a line (default 80)\n");
 }
 
-static long parse_int(const char *flag, const char *v, long lo) {
+// Flag values: the whole string must be the number (strtol/strtod stop at junk such as
+// "1e-4junk"), integers in [lo, hi] (a value past INT_MAX must not wrap), reals finite.
+static long parse_int(const char *flag, const char *v, long lo, long hi) {
     char *end;
+    errno = 0;
     long x = strtol(v, &end, 10);
-    if (end == v || *end || x < lo) fail("%s %s: want an integer >= %ld", flag, v, lo);
+    if (end == v || *end || errno || x < lo || x > hi) fail("%s %s: want an integer from %ld to %ld", flag, v, lo, hi);
+    return x;
+}
+static double parse_real(const char *flag, const char *v) {
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || !isfinite(x)) fail("%s %s: want a finite number", flag, v);
     return x;
 }
 
@@ -732,29 +844,29 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--format")) o.format = v;
         else if (!strcmp(a, "--text-field")) o.text_field = v;
         else if (!strcmp(a, "--label-field")) o.label_field = v;
-        else if (!strcmp(a, "--threshold")) {
-            char *end;
-            o.threshold = strtod(v, &end); o.has_threshold = 1;
-            if (end == v || *end) fail("--threshold %s: want a number", v);
-        }
-        else if (!strcmp(a, "--docs")) o.docs = (int)parse_int(a, v, 1);
-        else if (!strcmp(a, "--seed")) o.seed = (uint64_t)parse_int(a, v, 0);
-        else if (!strcmp(a, "--batch")) B = (int)parse_int(a, v, 1);
-        else if (!strcmp(a, "--seq-len")) T = (int)parse_int(a, v, 1);
-        else if (!strcmp(a, "--unit")) unit = (int)parse_int(a, v, 0);
-        else if (!strcmp(a, "--sign")) { sign = (int)strtol(v, NULL, 10); if (sign != 1 && sign != -1) fail("--sign %s: want 1 or -1", v); }
-        else if (!strcmp(a, "--center")) { char *end; center = strtod(v, &end); if (end == v || *end) fail("--center %s: want a number", v); }
-        else if (!strcmp(a, "--reviews")) reviews = (int)parse_int(a, v, 1);
-        else if (!strcmp(a, "--max-chars")) max_chars = (int)parse_int(a, v, 1);
-        else if (!strcmp(a, "--width")) width = (int)parse_int(a, v, 10);
-        else if (!strcmp(a, "--eps")) { eps = strtod(v, NULL); if (!(eps > 0)) fail("--eps %s: want a positive number", v); }
+        else if (!strcmp(a, "--threshold")) { o.threshold = parse_real(a, v); o.has_threshold = 1; }
+        else if (!strcmp(a, "--docs")) o.docs = (int)parse_int(a, v, 1, INT_MAX);
+        else if (!strcmp(a, "--seed")) o.seed = (uint64_t)parse_int(a, v, 0, LONG_MAX);
+        else if (!strcmp(a, "--batch")) B = (int)parse_int(a, v, 1, 1 << 16);
+        else if (!strcmp(a, "--seq-len")) T = (int)parse_int(a, v, 1, 1 << 16);
+        else if (!strcmp(a, "--unit")) unit = (int)parse_int(a, v, 0, INT_MAX);
+        else if (!strcmp(a, "--sign")) { sign = (int)parse_int(a, v, -1, 1); if (!sign) fail("--sign 0: want 1 or -1"); }
+        else if (!strcmp(a, "--center")) center = parse_real(a, v);
+        else if (!strcmp(a, "--reviews")) reviews = (int)parse_int(a, v, 1, 10000);
+        else if (!strcmp(a, "--max-chars")) max_chars = (int)parse_int(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--width")) width = (int)parse_int(a, v, 10, 1000);
+        else if (!strcmp(a, "--eps")) { eps = parse_real(a, v); if (!(eps > 0)) fail("--eps %s: want a positive number", v); }
         else if (!strcmp(a, "--threads")) {
+            int n = (int)parse_int(a, v, 1, 1024);
 #ifdef _OPENMP
-            omp_set_num_threads((int)parse_int(a, v, 1));
+            omp_set_num_threads(n);
+#else
+            (void)n;
 #endif
         }
         else { usage(); fail("unknown flag %s", a); }
     }
+    if ((long)B * T > 1L << 24) fail("--batch %d x --seq-len %d = %ld steps at once: at most %ld", B, T, (long)B * T, 1L << 24);
     if (!strcmp(cmd, "featurize")) {
         if (!ckpt || !out || npos != 1) { usage(); fail("featurize needs -m CKPT, -o OUT.feat and one INPUT"); }
         featurize(ckpt, pos[0], out, &o, B, T);

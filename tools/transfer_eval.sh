@@ -17,12 +17,14 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${BUILD:-$here/../build}
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }  # the comment above
 out=out/transfer
-if [ "${1:-}" = "-o" ]; then out=$2; shift 2; fi
-if [ $# -lt 2 ] || [ "$1" = "--help" ]; then
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
-    exit 2
+if [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then usage; exit 0; fi
+if [ "${1:-}" = "-o" ]; then
+    [ $# -ge 2 ] || { usage >&2; echo "error: -o needs a value (the output directory)" >&2; exit 2; }
+    out=$2; shift 2
 fi
+if [ $# -lt 2 ]; then usage >&2; echo "error: need CKPT and DATA" >&2; exit 2; fi
 ckpt=$1; data=$2; shift 2
 for p in transfer; do
     [ -x "$bin/$p" ] || { echo "error: $bin/$p not found (HINT: run make)" >&2; exit 2; }

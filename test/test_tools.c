@@ -1,0 +1,76 @@
+// test_tools: the shell tools as a user runs them, fed names a user might choose:
+// tools/plot_log.sh and tools/plot_schedules.sh with a backquoted command and a double
+// quote in the file names (gnuplot once ran the command), and tools/transfer_eval.sh's
+// own argument errors. The scripts are found beside this program's build directory.
+#include "test/test.h"
+#include <libgen.h>
+
+static char bin[4096], root[4200], tmp[4096];
+
+static int exists(const char *name) {
+    char p[8400];
+    snprintf(p, sizeof p, "%s/%s", tmp, name);
+    return access(p, F_OK) == 0;
+}
+
+static void test_plots(void) {
+    if (test_system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        printf("skip  gnuplot not found: the plot scripts are not run (apt-get install gnuplot-nox)\n");
+        return;
+    }
+    // a log named x`touch P1`"q.log: the name is the plot's title and the PNG's stem
+    char p[8400];
+    snprintf(p, sizeof p, "%s/x`touch P1`\"q.log", tmp);
+    FILE *f = fopen(p, "w");
+    if (!f) { perror(p); exit(1); }
+    fputs("# step epoch lr loss bpc scale skipped gnorm chars/s\n"
+          "train 1 0.01 0.001 5.5 7.9 1 0 1.0 100\ntrain 2 0.02 0.002 5.0 7.2 1 0 1.0 100\n"
+          "val 2 0.02 5.1 7.3\ntrain 3 0.03 0.002 4.5 6.5 1 0 1.0 100\n", f);
+    fclose(f);
+    int rc = test_system("cd %s && %s/tools/plot_log.sh 'x`touch P1`\"q.log' >plot.out 2>&1", tmp, root);
+    CHECK(rc == 0 && !exists("P1"), "plot_log.sh 'x`touch P1`\"q.log': exit %d, the backquoted command did not run (P1 %s)",
+          rc, exists("P1") ? "exists" : "absent");
+    snprintf(p, sizeof p, "%s/x`touch P1`\"q.png", tmp);
+    CHECK(file_size(p) > 1000, "and the PNG is there under that name (%ld bytes)", file_size(p));
+    // plot_schedules.sh (which runs from the repository root): a temporary directory
+    // (TMPDIR) and an output name with the same characters; the command's path is absolute
+    char tdir[8400];
+    snprintf(tdir, sizeof tdir, "%s/t`touch %s/P2`\"q", tmp, tmp);
+    rc = test_system("mkdir -p '%s' && cd %s && BUILD=%s TMPDIR='%s' %s/tools/plot_schedules.sh '%s/s`touch P2`\"q.png' >sched.out 2>&1",
+                     tdir, tmp, bin, tdir, root, tmp);
+    CHECK(rc == 0 && !exists("P2"), "plot_schedules.sh with such names: exit %d, the backquoted command did not run (P2 %s)",
+          rc, exists("P2") ? "exists" : "absent");
+    snprintf(p, sizeof p, "%s/s`touch P2`\"q.png", tmp);
+    CHECK(file_size(p) > 1000, "and the PNG is there under that name (%ld bytes)", file_size(p));
+    CHECK(test_system("ls -a %s | grep -q '\\.tmp\\.'", tmp) != 0, "no temporary file left behind");
+}
+
+static void test_transfer_eval_args(void) {
+    char out[4300];
+    snprintf(out, sizeof out, "%s/eval.out", tmp);
+    int rc = test_system("%s/tools/transfer_eval.sh -o >%s 2>&1", root, out);
+    CHECK(rc == 2 && test_system("tail -n 1 %s | grep -qx 'error: -o needs a value (the output directory)'", out) == 0 &&
+          test_system("grep -q 'unbound variable' %s", out) != 0, "transfer_eval.sh -o without a value: exit %d, says so (no \"unbound variable\")", rc);
+    rc = test_system("%s/tools/transfer_eval.sh --help >%s 2>&1", root, out);
+    CHECK(rc == 0 && test_system("grep -q 'transfer_eval.sh \\[-o OUTDIR\\] CKPT DATA' %s", out) == 0 &&
+          test_system("grep -q 'set -' %s", out) != 0, "transfer_eval.sh --help: exit %d, the usage and no line of code", rc);
+    rc = test_system("%s/tools/transfer_eval.sh onlyone >%s 2>&1", root, out);
+    CHECK(rc == 2 && test_system("tail -n 1 %s | grep -q 'error: need CKPT and DATA'", out) == 0, "transfer_eval.sh with one argument: exit %d", rc);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    char self[4096];
+    snprintf(self, sizeof self, "%s", argv[0]);
+    if (!realpath(dirname(self), bin)) { perror("realpath"); return 1; }
+    snprintf(root, sizeof root, "%s/..", bin);
+    const char *base = getenv("TMPDIR");
+    snprintf(tmp, sizeof tmp, "%s/test_tools.XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(tmp)) { perror("mkdtemp"); return 1; }
+    test_plots();
+    test_transfer_eval_args();
+    int rc = test_summary("test_tools");
+    if (rc == 0) test_system("rm -rf %s", tmp);
+    else printf("(files kept in %s)\n", tmp);
+    return rc;
+}
