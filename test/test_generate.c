@@ -63,8 +63,9 @@ static int lines(const char *s) {
 }
 
 // ----------------------------------------------------------------------------
-// Replaying a text through mlstm_forward, the reference: after each byte of `text`
-// from position `from` on, the reference's log-probabilities of the byte that follows.
+// Replaying a text through mlstm_forward, the reference: after each byte, the
+// reference's log-probabilities of the next. With resets, the state is zeroed before
+// each '\n' (mlstm_forward's reset mask), as generate does by default.
 
 typedef struct {
     Mlstm m;
@@ -84,9 +85,9 @@ static void ref_open(Ref *r, const char *path, int carried_state) {
         memset(r->c, 0, sizeof(real) * GH);
     }
 }
-static void ref_step(Ref *r, uint8_t x, real logp[256]) {
-    uint8_t dummy = 0;
-    mlstm_forward(&r->m, &x, &dummy, NULL, r->h, r->c, 1, 1);
+static void ref_step(Ref *r, uint8_t x, real logp[256], int resets) {
+    uint8_t dummy = 0, reset = resets && x == '\n';
+    mlstm_forward(&r->m, &x, &dummy, &reset, r->h, r->c, 1, 1);
     memcpy(r->h, mlstm_h_out(&r->m), sizeof(real) * r->m.cfg.H);
     memcpy(r->c, mlstm_c_out(&r->m), sizeof(real) * r->m.cfg.H);
     for (int v = 0; v < 256; v++) logp[v] = log(r->m.probs[v]);
@@ -104,8 +105,8 @@ static void ref_close(Ref *r) {
 // reference (test_fast_path: ~1e-6) and far below what a wrong draw looks like.
 #define MARGIN 1e-3
 typedef struct { int checked, allowed, decisive, argmax_ok, nul; } Replay;
-static Replay replay(const char *path, int carried_state, const unsigned char *text, size_t n, size_t np, int k,
-                     double top_p) {
+static Replay replay_resets(const char *path, int carried_state, const unsigned char *text, size_t n, size_t np, int k,
+                           double top_p, int resets) {
     Replay s = {0};
     Ref r;
     ref_open(&r, path, carried_state);
@@ -113,7 +114,7 @@ static Replay replay(const char *path, int carried_state, const unsigned char *t
     uint8_t x = np ? text[0] : '\n';
     size_t i = np ? 1 : 0;
     for (; i < n; i++) {
-        ref_step(&r, x, logp);
+        ref_step(&r, x, logp, resets);
         x = text[i];
         if (i < np) continue;
         s.checked++;
@@ -131,6 +132,10 @@ static Replay replay(const char *path, int carried_state, const unsigned char *t
     }
     ref_close(&r);
     return s;
+}
+static Replay replay(const char *path, int carried_state, const unsigned char *text, size_t n, size_t np, int k,
+                     double top_p) {
+    return replay_resets(path, carried_state, text, n, np, k, top_p, 1);
 }
 
 // ----------------------------------------------------------------------------
@@ -237,7 +242,7 @@ static void test_fast_path(const char *path, const char *what) {
         memcpy(r.h, g.h, sizeof(real) * H);
         memcpy(r.c, g.c, sizeof(real) * H);
         real logp[256];
-        ref_step(&r, (uint8_t)*p, logp);
+        ref_step(&r, (uint8_t)*p, logp, 1);  // the text has a '\n': both reset there
         gen_step(&g, (uint8_t)*p);
         double mh = 0, mc = 0, ml = 0, eh = 0, ec = 0, el = 0, mx = g.logits[0], lse = 0;
         for (int j = 0; j < H; j++) {
@@ -267,6 +272,9 @@ static void test_fast_path(const char *path, const char *what) {
         memcpy(logits[t - 1], g.logits, sizeof logits[0]);
         gen_free(&g);
     }
+#ifdef _OPENMP
+    omp_set_num_threads(1);
+#endif
     CHECK(memcmp(logits[0], logits[1], sizeof logits[0]) == 0, "fast path, %s: 1 and 2 threads give identical logits",
           what);
 }
@@ -349,6 +357,34 @@ static void test_cli(void) {
     CHECK(r10.rc == 0 && s.checked == 60 && s.argmax_ok == s.decisive && s.decisive >= 50,
           "generate: --carried-state follows the reference from row 0's state (%d of %d decisive steps)",
           s.argmax_ok, s.decisive);
+    // document resets: zero the state before each '\n' read (default), or not
+    const char *docs = "Great value.\n Terrible";
+    const char *a11[] = {trained, "--prompt", docs, "--length", "60", "--temperature", "0", NULL};
+    const char *a12[] = {trained, "--prompt", docs, "--length", "60", "--temperature", "0", "--no-reset-docs", NULL};
+    Run r11 = run_generate(a11), r12 = run_generate(a12);
+    s = replay_resets(trained, 0, r11.out, r11.n, strlen(docs), 256, 2, 1);
+    Replay u = replay_resets(trained, 0, r12.out, r12.n, strlen(docs), 256, 2, 0);
+    CHECK(r11.rc == 0 && r12.rc == 0 && s.checked == 60 && u.checked == 60 && s.argmax_ok == s.decisive &&
+          u.argmax_ok == u.decisive && s.decisive >= 50 && u.decisive >= 50,
+          "generate: the state is zeroed before '\\n' (%d of %d decisive steps as the reference with resets), and "
+          "kept with --no-reset-docs (%d of %d as the reference without)", s.argmax_ok, s.decisive, u.argmax_ok, u.decisive);
+    // the state matters for a few bytes after the '\n' only (this model forgets fast): of
+    // five seeds at temperature 1, the two settings must give different text for some
+    int differ = 0, ok = 1;
+    for (int seed = 1; seed <= 5; seed++) {
+        char sd[8];
+        snprintf(sd, sizeof sd, "%d", seed);
+        const char *a13[] = {trained, "--prompt", docs, "--length", "100", "--temperature", "1", "--seed", sd, NULL};
+        const char *a14[] = {trained, "--prompt", docs, "--length", "100", "--temperature", "1", "--seed", sd,
+                             "--no-reset-docs", NULL};
+        Run r13 = run_generate(a13), r14 = run_generate(a14);
+        ok &= r13.rc == 0 && r14.rc == 0 && r13.n == r14.n;
+        differ += ok && memcmp(r13.out, r14.out, r13.n) != 0;
+        free(r13.out), free(r14.out);
+    }
+    CHECK(ok && differ > 0, "generate: with the same seed, the text after a reset differs from the text without "
+          "(%d of 5 seeds)", differ);
+    free(r11.out), free(r12.out);
     free(r1.out), free(r2.out), free(r3.out), free(r4.out), free(r5.out), free(r6.out), free(r7.out), free(r8.out),
         free(r9.out), free(r10.out);
 }
@@ -466,6 +502,11 @@ int main(int argc, char **argv) {
         printf("FAIL  %s or %s not built\n", generator, trainer);
         return 1;
     }
+#ifdef _OPENMP
+    // one thread in this process: the replays are tiny forwards, and threads that spin
+    // at a barrier on shared cores would take most of the test's time
+    omp_set_num_threads(1);
+#endif
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
         return 1;
@@ -473,9 +514,9 @@ int main(int argc, char **argv) {
     // a tiny model trained for a few seconds: its argmax is never NUL (not in the corpus)
     snprintf(trained, sizeof trained, "%s/trained.ckpt", dir);
     int rc = test_system("%s --hidden 32 --embed 16 --batch 4 --seq-len 16 --corpus-bytes 60000 --val-every 0 "
-                         "--sample-len 0 --print-every 1000 --threads 1 --steps 60 --ckpt %s --log %s/t.log > %s/t.out 2>&1",
+                         "--sample-len 0 --print-every 1000 --threads 1 --steps 400 --lr 1e-2 --ckpt %s --log %s/t.log > %s/t.out 2>&1",
                          trainer, trained, dir, dir);
-    CHECK(rc == 0, "a tiny model trained for 60 steps (exit %d)", rc);
+    CHECK(rc == 0, "a tiny model trained for 400 steps (exit %d)", rc);
     test_sampler();
     test_fast_path(trained, "trained H=32 D=16");
     char p[700];

@@ -4,9 +4,11 @@
 //
 // The prompt's bytes are echoed exactly and fed to the model, then --length bytes are
 // drawn by mlstm.h's sample_byte and fed back. Generation runs one row from a zero
-// state, as the trainer resets the state at a document start (an empty prompt starts
-// from '\n', the document separator, not echoed); --carried-state starts instead from
-// row 0 of the state the checkpoint carries. Any global batch G the checkpoint was
+// state, and zeroes it again before each '\n' it reads, as the trainer does on framed
+// data ('\n' starts a document; data.h, loader_batch): each review is read from a zero
+// state. --no-reset-docs keeps the state instead, for a model trained that way. An
+// empty prompt starts from '\n' (not echoed); --carried-state starts from row 0 of the
+// state the checkpoint carries instead of zero. Any global batch G the checkpoint was
 // trained at works; the Adam moments are not read.
 //
 // Speed. Weight norm is applied once at load, in place of the directions V (not needed
@@ -37,6 +39,7 @@ typedef struct {
     real *z;           // (4H,) e W_x^T + b, then z, then the gates i, f, o, u
     real *mx, *mh, *mt;  // (H,) e W_mx^T, h W_mh^T, their product m
     real *logits;      // (V,) W_out h + b_out
+    int reset_docs;    // zero h, c before reading '\n' (default 1)
 } Gen;
 
 // Loads the weights (and, with carried_state, row 0 of the carried h, c) of the checkpoint
@@ -51,6 +54,7 @@ static void gen_load(Gen *g, const char *path, int carried_state) {
     if (hd.cfg.D > GEN_MAX_WIDTH || hd.cfg.H > GEN_MAX_WIDTH)
         fail("checkpoint %s: D=%d H=%d, wider than this tool takes (%d)", path, hd.cfg.D, hd.cfg.H, GEN_MAX_WIDTH);
     g->cfg = hd.cfg;
+    g->reset_docs = 1;
     int H = g->cfg.H;
     g->params = mlstm_alloc(hd.nparams);
     param_table(&g->p, &g->cfg, g->params);
@@ -132,6 +136,10 @@ static inline void gemv(real *y, const real *W, const real *x, const real *bias,
 // Reads byte x and the state h, c; leaves the new state in h, c and the logits.
 static void gen_step(Gen *g, int x) {
     const int D = g->cfg.D, H = g->cfg.H, V = g->cfg.V;
+    if (g->reset_docs && x == '\n') {  // a document starts: mlstm_forward's reset
+        memset(g->h, 0, sizeof(real) * H);
+        memset(g->c, 0, sizeof(real) * H);
+    }
     const real *e = g->p.t[P_E] + (size_t)x * D, *Wh = g->p.t[P_WH];
     #pragma omp parallel
     {
@@ -176,6 +184,7 @@ static const GenFlag gen_flags[] = {
                    "                       (nucleus sampling), 1 = all (default 1)"},
     {"seed", "N", "seed of the draws: the same seed, the same text (default 1)"},
     {"carried-state", NULL, "start from row 0 of the state the checkpoint carries (default: zero, a document start)"},
+    {"no-reset-docs", NULL, "keep the state at '\\n' (default: zero it, as train does at document starts)"},
     {"threads", "N", "OpenMP threads (default: all cores); the text does not depend on it"},
     {"help", NULL, "this text"},
 };
@@ -215,7 +224,7 @@ int main(int argc, char **argv) {
     const char *prompt = "", *path = NULL;
     long long length = 500, threads = 0;
     uint64_t seed = 1;
-    int carried_state = 0;
+    int carried_state = 0, reset_docs = 1;
     SamplerConfig sc = {0.8, 0, 1.0};
     struct option longopts[GEN_NFLAGS + 1];
     for (int i = 0; i < GEN_NFLAGS; i++)
@@ -240,6 +249,7 @@ int main(int argc, char **argv) {
             if (sc.top_p == 0) fail("--top-p: must be above 0 (1 = off), got %s", v);
         } else if (!strcmp(name, "seed")) seed = (uint64_t)gen_parse_int(name, v, 0, LLONG_MAX);
         else if (!strcmp(name, "carried-state")) carried_state = 1;
+        else if (!strcmp(name, "no-reset-docs")) reset_docs = 0;
         else if (!strcmp(name, "threads")) threads = gen_parse_int(name, v, 1, 1024);
     }
     if (optind < argc) path = argv[optind++];
@@ -255,6 +265,7 @@ int main(int argc, char **argv) {
     double t0 = gen_seconds(CLOCK_MONOTONIC);
     Gen g;
     gen_load(&g, path, carried_state);
+    g.reset_docs = reset_docs;
     fprintf(stderr, "%s: mLSTM D=%d H=%d, weight norm %s; loaded in %.1f s\n", path, g.cfg.D, g.cfg.H,
             g.cfg.wnorm ? "on" : "off", gen_seconds(CLOCK_MONOTONIC) - t0);
     uint64_t rng = seed;
