@@ -372,7 +372,7 @@ static void test_cli(void) {
     // five seeds at temperature 1, the two settings must give different text for some
     int differ = 0, ok = 1;
     for (int seed = 1; seed <= 5; seed++) {
-        char sd[8];
+        char sd[16];
         snprintf(sd, sizeof sd, "%d", seed);
         const char *a13[] = {trained, "--prompt", docs, "--length", "100", "--temperature", "1", "--seed", sd, NULL};
         const char *a14[] = {trained, "--prompt", docs, "--length", "100", "--temperature", "1", "--seed", sd,
