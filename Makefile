@@ -77,6 +77,8 @@ $(BUILD)/%: test/%.c $(HEADERS) | $(BUILD)
 
 # test_backend includes train.c (without its main) and calls train_main in-process
 $(BUILD)/test_backend: train.c $(TRAIN_HEADERS)
+# test_generate includes tools/generate.c (without its main) and runs build/generate and build/train
+$(BUILD)/test_generate: tools/generate.c
 
 $(BUILD)/%: tools/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS) $(TOOL_LDLIBS_$*)

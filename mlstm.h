@@ -880,3 +880,78 @@ static inline void checkpoint_load(const char *path, Mlstm *m, TrainState *st, r
     fclose(f);
     *st = hd.st;
 }
+
+// ----------------------------------------------------------------------------
+// Sampling the next byte. The distribution is softmax(scores / temperature), cut to
+// the top_k most likely bytes (0: no cut), then to the smallest set of most likely
+// bytes whose probability, renormalised after the top-k cut, reaches top_p (nucleus
+// sampling, Holtzman et al. 2020; 1: no cut), and renormalised. scores are logits or
+// log-probabilities: softmax does not change when a constant is added to all.
+//
+// Computed in double with the largest score subtracted, so the most likely byte has
+// weight exp(0) = 1 at any temperature: a tiny temperature degenerates to the argmax
+// (raising probabilities to the power 1/temperature instead underflows them all to 0
+// and draws byte 0, NUL), temperature 0 is the argmax by definition, and a score of
+// -inf (a probability that underflowed to 0) has weight 0 and is never drawn. Ties
+// for the largest score are drawn with equal chance.
+//
+// Returns -1 when there is no distribution to draw from: a score is NaN or +inf, or
+// every score is -inf. A model whose weights or state hold NaN/Inf gets there; the
+// caller reports it (generate exits with an error, the trainer's sample stops) and
+// never prints a byte the model did not mean.
+
+typedef struct {
+    double temperature;  // >= 0; 0: the most likely byte
+    int top_k;           // 0: off
+    double top_p;        // (0, 1]; 1: off
+} SamplerConfig;
+
+typedef struct {
+    double w;
+    int v;
+} SampleWeight;
+static inline int sample_weight_order(const void *a, const void *b) {  // largest weight first, then lowest byte
+    const SampleWeight *x = (const SampleWeight *)a, *y = (const SampleWeight *)b;
+    if (x->w != y->w) return x->w > y->w ? -1 : 1;
+    return x->v - y->v;
+}
+
+// scores: (V,) with V <= 256. rng: the caller's splitmix64 state, one draw per call.
+static inline int sample_byte(const real *scores, int V, SamplerConfig s, uint64_t *rng) {
+    SampleWeight cand[256];
+    double mx = -INFINITY;
+    for (int v = 0; v < V; v++) {
+        double x = (double)scores[v];
+        if (x != x || x == INFINITY) return -1;
+        if (x > mx) mx = x;
+    }
+    if (mx == -INFINITY) return -1;
+    for (int v = 0; v < V; v++) {
+        double d = (double)scores[v] - mx;  // <= 0; exactly 0 for the largest
+        double w = d == -INFINITY ? 0 : s.temperature > 0 ? exp(d / s.temperature) : d == 0;
+        cand[v] = (SampleWeight){w, v};
+    }
+    int n = V;
+    if ((s.top_k > 0 && s.top_k < V) || s.top_p < 1) {
+        qsort(cand, V, sizeof cand[0], sample_weight_order);
+        if (s.top_k > 0 && s.top_k < n) n = s.top_k;
+        if (s.top_p < 1) {
+            double total = 0, cum = 0;
+            for (int i = 0; i < n; i++) total += cand[i].w;
+            int keep = 0;
+            while (keep < n && (keep == 0 || cum < s.top_p * total)) cum += cand[keep++].w;
+            n = keep;
+        }
+    }
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += cand[i].w;  // >= 1: the largest score is among them
+    double r = rng_uniform(rng) * sum;               // [0, sum)
+    int pick = -1;
+    for (int i = 0; i < n; i++) {
+        if (cand[i].w <= 0) continue;  // never a byte of zero probability, even when rounding runs past the end
+        pick = cand[i].v;
+        if (r < cand[i].w) break;
+        r -= cand[i].w;
+    }
+    return pick;
+}

@@ -361,11 +361,15 @@ static double evaluate(Model *md, const Loader *val, long steps, uint8_t *in, ui
 
 // Generates text after `prompt` with the host model, one byte at a time from a zero
 // state (rank 0 only; the host model needs buffers for at least one row and step).
+// Each byte is drawn by mlstm.h's sample_byte from the log of the softmax the forward
+// left in probs. A model whose probabilities are not finite (NaN weights) has no
+// distribution to draw from: the sample stops there and says so, and training goes on.
 static void sample(Mlstm *m, const char *prompt, int len, double temperature, uint64_t *rng, FILE *out) {
     int H = m->cfg.H, V = m->cfg.V;
     real *h = (real *)mallocCheck(sizeof(real) * H), *c = (real *)mallocCheck(sizeof(real) * H);
     uint8_t x = (uint8_t)(prompt[0] ? prompt[0] : '\n'), dummy = 0;
     size_t np = strlen(prompt);
+    SamplerConfig sc = {temperature, 0, 1.0};
     fprintf(out, "---- sample ----\n%s", prompt);
     for (size_t i = 1; i < np + (size_t)len; i++) {
         mlstm_forward(m, &x, &dummy, NULL, h, c, 1, 1);
@@ -374,12 +378,13 @@ static void sample(Mlstm *m, const char *prompt, int len, double temperature, ui
             x = (uint8_t)prompt[i];
             continue;
         }
-        // p^(1/temperature), renormalised, from the softmax the forward left in probs
-        double w[256], sum = 0;
-        for (int v = 0; v < V; v++) sum += w[v] = pow((double)m->probs[v], 1.0 / temperature);
-        double r = rng_uniform(rng) * sum;
-        int v = 0;
-        while (v < V - 1 && (r -= w[v]) > 0) v++;
+        real logp[256];  // log 0 = -inf: a byte whose probability underflowed is never drawn
+        for (int v = 0; v < V; v++) logp[v] = log(m->probs[v]);
+        int v = sample_byte(logp, V, sc, rng);
+        if (v < 0) {
+            fprintf(out, "\n(sample stopped: the model's probabilities are NaN or Inf)");
+            break;
+        }
         x = (uint8_t)v;
         fputc(x, out);
     }
