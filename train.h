@@ -11,6 +11,7 @@
 #include "schedule.h"  // defines: LrSettings, LossScaler, StepDecision, decide_step
 #include <assert.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <time.h>
 #ifdef USE_MPI
@@ -85,6 +86,7 @@ typedef struct {
     int reset_docs;            // zero the state at document starts (framed data)
     uint64_t seed;
     long val_every, val_steps; // validate every N steps on up to M batches of the val stream (0: all)
+    long val_batch;            // validation rows in all ranks together, 0: the training batch
     long sample_every;
     int sample_len;
     const char *prompt;
@@ -115,6 +117,8 @@ static const Flag flags[] = {
     {"seed", "N", "seed of the initial weights, the built-in corpus and sampling (default 1)"},
     {"val-every", "N", "validate every N steps, 0 = only at the end (default 200)"},
     {"val-steps", "N", "batches per validation, 0 = the whole val stream (default 0)"},
+    {"val-batch", "N", "validate on N rows in all, whatever --batch and the ranks (default: the\n"
+                       "                         training batch); runs at different batches then score the same windows"},
     {"sample-every", "N", "print a sample every N steps, 0 = only at the end (default 0)"},
     {"sample-len", "N", "characters per sample, 0 = no samples (default 200)"},
     {"prompt", "TEXT", "what a sample starts from (default: \"\\n This \")"},
@@ -210,6 +214,7 @@ static void apply_flag(Options *o, const char *name, const char *v) {
     else if (!strcmp(name, "seed")) o->seed = (uint64_t)parse_long(name, v, 0);
     else if (!strcmp(name, "val-every")) o->val_every = parse_long(name, v, 0);
     else if (!strcmp(name, "val-steps")) o->val_steps = parse_long(name, v, 0);
+    else if (!strcmp(name, "val-batch")) o->val_batch = parse_long(name, v, 1);
     else if (!strcmp(name, "sample-every")) o->sample_every = parse_long(name, v, 0);
     else if (!strcmp(name, "sample-len")) o->sample_len = (int)parse_long(name, v, 0);
     else if (!strcmp(name, "prompt")) o->prompt = v;
@@ -359,6 +364,20 @@ static double evaluate(Model *md, const Loader *val, long steps, uint8_t *in, ui
     return dist_sum1(sum / n) / world;
 }
 
+// --val-batch: the val rows are fixed in number, whatever the training batch, so that
+// every run of a batch sweep is scored on the same rows and windows (at a large
+// training batch the rows would otherwise be short and start mid-document). They
+// need a model of their own width: `ev`, given the training weights before each
+// validation (on a GPU a host round trip of the weights, once per validation).
+static double validate(Model *md, Model *ev, const Loader *val, long steps, uint8_t *in, uint8_t *tg, uint8_t *rs) {
+    if (ev != md) {
+        const Mlstm *src = model_host(md);
+        memcpy(model_host(ev)->params, src->params, sizeof(real) * src->nparams);
+        model_loaded(ev);
+    }
+    return evaluate(ev, val, steps, in, tg, rs);
+}
+
 // Generates text after `prompt` with the host model, one byte at a time from a zero
 // state (rank 0 only; the host model needs buffers for at least one row and step).
 // Each byte is drawn by mlstm.h's sample_byte from the log of the softmax the forward
@@ -477,6 +496,7 @@ static void print_settings(const Options *o, Model *md, const char *precision, c
     ROW("train data", "%s, %lld bytes", o->train ? o->train : "built-in corpus", (long long)train_s->size);
     const char *val_name = o->val ? o->val : o->train ? o->train : "built-in corpus";
     ROW("val data", "%s, %lld bytes", val_name, (long long)val_s->size);
+    if (o->val_batch) ROW("val batch", "%ld rows in all (--val-batch)", o->val_batch);
     ROW("steps per epoch", "%ld", loader_steps_per_epoch(train));
     double epochs = (double)o->steps / loader_steps_per_epoch(train);
     ROW("steps", "%ld (%.2f epochs)%s", o->steps, epochs, o->resume ? ", resuming" : "");
@@ -504,19 +524,24 @@ static int train_main(int argc, char **argv) {
     if (o.threads) omp_set_num_threads(o.threads);
 #endif
     int B = o.B, T = o.T, G = world * B;
+    if (o.val_batch % world) fail("--val-batch: %ld rows do not split evenly over %d ranks", o.val_batch, world);
+    if (o.val_batch / world > INT_MAX / T) fail("--val-batch: %ld rows of %d steps are too many", o.val_batch, T);
+    int VB = o.val_batch && o.val_batch != G ? (int)(o.val_batch / world) : B;  // val rows per rank
     Stream train_s, val_s;
     open_data(&o, &train_s, &val_s);
     Loader train, val;
     loader_init(&train, &train_s, world, rank, B, T);
-    loader_init(&val, &val_s, world, rank, B, T);
+    loader_init(&val, &val_s, world, rank, VB, T);
     train.reset_docs = val.reset_docs = train.reset_docs && o.reset_docs;
     o.lr.epoch_sequences = (double)loader_steps_per_epoch(&train) * G;  // sequences per epoch at this batch
     lr_settings_check(&o.lr);
 
     Model *md = model_create(o.model, B, T, o.seed);
-    uint8_t *in = (uint8_t *)mallocCheck(B * T);  // (B,T) inputs, targets, state resets
-    uint8_t *tg = (uint8_t *)mallocCheck(B * T);
-    uint8_t *rs = (uint8_t *)mallocCheck(B * T);
+    Model *ev = VB != B ? model_create(o.model, VB, T, o.seed) : md;  // the validation model
+    size_t rows = B > VB ? B : VB;
+    uint8_t *in = (uint8_t *)mallocCheck(rows * T);  // (rows,T) inputs, targets, state resets
+    uint8_t *tg = (uint8_t *)mallocCheck(rows * T);
+    uint8_t *rs = (uint8_t *)mallocCheck(rows * T);
     LossScaler scaler;
     loss_scaler_init(&scaler, o.fp16);
     long applied = 0, data_step = 0;
@@ -541,7 +566,7 @@ static int train_main(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
 
     if (data_step == 0 && o.val_every) {  // the baseline the validation curve falls from
-        double vl = evaluate(md, &val, o.val_steps, in, tg, rs);
+        double vl = validate(md, ev, &val, o.val_steps, in, tg, rs);
         if (rank == 0) {
             fprintf(log, "val 0 0 %.6f %.6f\n", vl, vl / M_LN2);
             printf("step %6d | val bpc %.4f\n", 0, vl / M_LN2);
@@ -591,7 +616,7 @@ static int train_main(int argc, char **argv) {
         }
         int last = data_step == o.steps;
         if ((o.val_every && data_step % o.val_every == 0) || last) {
-            double vl = evaluate(md, &val, o.val_steps, in, tg, rs);
+            double vl = validate(md, ev, &val, o.val_steps, in, tg, rs);
             if (rank == 0) {
                 fprintf(log, "val %ld %.4f %.6f %.6f\n", data_step, epoch, vl, vl / M_LN2);
                 fflush(log);
@@ -616,6 +641,7 @@ static int train_main(int argc, char **argv) {
         }
     }
     if (rank == 0) fclose(log);
+    if (ev != md) model_free(ev);
     model_free(md);
     stream_free(&train_s);
     stream_free(&val_s);

@@ -5,6 +5,7 @@
 //      table regenerated from the run logs alone is byte for byte the same
 //   3. a deliberately diverging run (lr 5): detected, stopped early (SIGTERM), shown
 //      as 'diverged' in the table, not dropped
+//   2b. --ks, and the claim report over seed directories (gzipped logs; a run counted once)
 //   4. running a finished sweep again redoes nothing
 //   5. a sweep interrupted by SIGTERM during its second run: exit 143, the first run's
 //      result kept, a checkpoint left; run again, the first run is skipped and the
@@ -13,6 +14,7 @@
 // SAN=1); tools are found from the repository root, where tests run.
 #include "test/test.h"
 #include <errno.h>
+#include <math.h>
 #include <libgen.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -130,6 +132,32 @@ int main(int argc, char **argv) {
               exists("%s/a/%s", "schedules_largest.png"), "the three PNGs");
     else
         printf("(gnuplot not found: PNGs not checked)\n");
+
+    // 2b. the claim report over seeds: seed 1 is sweep a; seed 2 runs legw alone at --ks 1,2, and
+    // one of its logs is gzipped, as committed logs are. The mean of the two seeds' k = 1 results
+    // is the baseline; the same run twice (seed 1 copied) is refused.
+    rc = test_system("mkdir -p %s/c && cp -r %s/a %s/c/seed1 && tools/sweep.py --train-bin %s --out %s/c/seed2 "
+                     "--corpus-bytes 4000 --ks 1,2 --rules legw --seed 2 --no-report " TINY " " TRAINER_FLAGS
+                     " > %s/c.txt 2>&1 && gzip %s/c/seed2/runs/legw_k2.log && tools/sweep_report.py --claim %s/c >> %s/c.txt 2>&1",
+                     dir, dir, dir, trainer, dir, dir, dir, dir, dir);
+    CHECK(rc == 0 && exists("%s/c/seed2/runs/%s", "legw_k2.log.gz") && !exists("%s/c/seed2/runs/%s", "linear_k1.log"),
+          "--ks 1,2 --rules legw runs exactly legw at k = 1 and 2 (exit %d)", rc);
+    double b1 = -1, b2 = -1, mean = -2;
+    char *t1 = slurp("%s/a/results.md", ""), *t2 = slurp("%s/c/seed2/results.md", ""), *tc = slurp("%s/c/claim.md", "");
+    if (t1 && strstr(t1, "| legw | ")) sscanf(strstr(t1, "| legw | ") + 9, "%lf", &b1);
+    if (t2 && strstr(t2, "| legw | ")) sscanf(strstr(t2, "| legw | ") + 9, "%lf", &b2);
+    if (tc && strstr(tc, "LEGW at k = 1: ")) sscanf(strstr(tc, "LEGW at k = 1: ") + 15, "%lf", &mean);
+    // results.md prints 3 decimals, claim.md the mean to 4: they agree to 1e-3
+    CHECK(b1 != b2 && fabs(mean - (b1 + b2) / 2) < 1e-3, "claim.md: the baseline %.4f is the mean of the seeds' %.3f and %.3f",
+          mean, b1, b2);
+    char row[512] = "";
+    if (tc && strstr(tc, "| legw | ")) sscanf(strstr(tc, "| legw | "), "%511[^\n]", row);
+    int two = 0;
+    for (char *q = row; (q = strstr(q, " (2) |")) != NULL; q++) two++;
+    CHECK(two == 2 && strstr(row, " ± ") != NULL, "claim.md: legw at k = 1 and 2 counts 2 seeds, with a 95%% interval: %s", row);
+    free(t1); free(t2); free(tc);
+    rc = test_system("cp -r %s/c/seed1 %s/c/seed1again && tools/sweep_report.py --claim %s/c > %s/c2.txt 2>&1", dir, dir, dir, dir);
+    CHECK(rc == 2 && contains("%s/c2.txt", "", "a seed counts once"), "--claim refuses the same run in two directories (exit %d)", rc);
 
     // 3. a deliberately diverging run: lr 5 on 1250 planned steps
     rc = test_system("tools/sweep.py --train-bin %s --out %s/d --corpus-bytes 20000 --max-k 1 --rules constant --lr 5 "

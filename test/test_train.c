@@ -2,6 +2,7 @@
 // test): exact resume, MPI ranks against one process, the overflow skip path,
 // SIGTERM and kill -9, and bad flags. A tiny model keeps it to seconds.
 #include "mlstm.h"
+#include "data.h"
 #include "schedule.h"
 #include "test/test.h"
 #include <libgen.h>
@@ -142,6 +143,87 @@ static void test_mpi(void) {
     mlstm_free(&a); mlstm_free(&b);
 }
 
+static void expect_bad(const char *args, const char *needle, const char *what);
+
+// --val-batch: validation reads the same rows and windows whatever the training batch.
+// The val stream of the TINY corpus (1500 bytes) in 8 rows of 16 steps: 11 batches,
+// of which TINY's --val-steps 2 reads 2.
+static double val_line(const char *log, long step) {  // the bpc of "val STEP ...", NAN if none
+    FILE *f = fopen(log, "r");
+    char line[512];
+    double bpc = NAN, epoch, loss;
+    long s;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "val %ld %lf %lf %lf", &s, &epoch, &loss, &bpc) == 4 && s == step) break;
+        else bpc = NAN;
+    if (f) fclose(f);
+    return bpc;
+}
+static void test_val_batch(void) {
+    // 1. Step 0, the seed's weights: --batch 4 and 16 score the same 8 rows, to the last printed digit;
+    // without --val-batch each scores its own rows, and the two differ (so the check can fail).
+    double v[4];
+    const char *extra[4] = {"--batch 4 --val-batch 8", "--batch 16 --val-batch 8", "--batch 4", "--batch 16"};
+    int rc = 0;
+    for (int i = 0; i < 4; i++) {
+        rc |= test_system("%s " TINY " %s --val-every 100 --steps 1 --ckpt %s/v%d.ckpt --log %s/v%d.log > %s/v%d.out 2>&1",
+                          trainer, extra[i], dir, i, dir, i, dir, i);
+        char p[600];
+        snprintf(p, sizeof p, "%s/v%d.log", dir, i);
+        v[i] = val_line(p, 0);
+    }
+    CHECK(rc == 0 && v[0] == v[1] && isfinite(v[0]), "val-batch: --batch 4 and 16 with --val-batch 8 score the same "
+          "weights identically (%.6f, %.6f bpc)", v[0], v[1]);
+    CHECK(v[2] != v[3], "val-batch: without it they score their own rows and differ (%.6f, %.6f bpc)", v[2], v[3]);
+    // 2. Trained weights: after 10 steps at --batch 4, the trainer's validation on 8 rows equals
+    // mlstm.h's own forward of the checkpoint's weights over the same 2 batches of 8 rows. The same
+    // code and flags compute both, so they differ by the log's 6 printed decimals (5e-7 on ~5 bpc,
+    // 1e-7 relative) and, if the two builds contracted FMAs differently, FP32 rounding of a 16-step
+    // forward (~1e-6 relative): 1e-5 relative bounds both.
+    rc = test_system("%s " TINY " --batch 4 --val-batch 8 --steps 10 --ckpt %s/v.ckpt --log %s/v.log > %s/v.out 2>&1",
+                     trainer, dir, dir, dir);
+    char p[600];
+    snprintf(p, sizeof p, "%s/v.log", dir);
+    double got = val_line(p, 10);
+    MlstmConfig cfg = {256, 16, 32, 1};
+    Mlstm m;
+    mlstm_build(&m, cfg, 8, 16);
+    TrainState st;
+    real *h = (real *)calloc(8 * 32, sizeof(real)), *c = (real *)calloc(8 * 32, sizeof(real));
+    real *th = (real *)mallocCheck(sizeof(real) * 4 * 32), *tc = (real *)mallocCheck(sizeof(real) * 4 * 32);
+    snprintf(p, sizeof p, "%s/v.ckpt", dir);
+    checkpoint_load(p, &m, &st, th, tc, 4);
+    Stream vs;
+    corpus_stream(&vs, 60000 / 40, 1, 1);  // what the trainer validates on: TINY's corpus, seed 1
+    Loader l;
+    loader_init(&l, &vs, 1, 0, 8, 16);
+    uint8_t in[8 * 16], tg[8 * 16], rs[8 * 16];
+    double sum = 0;
+    for (long s = 0; s < 2; s++) {
+        loader_batch(&l, s, in, tg, rs);
+        sum += mlstm_forward(&m, in, tg, rs, h, c, 8, 16);
+        memcpy(h, mlstm_h_out(&m), sizeof(real) * 8 * 32);
+        memcpy(c, mlstm_c_out(&m), sizeof(real) * 8 * 32);
+    }
+    double want = sum / 2 / M_LN2;
+    CHECK(rc == 0 && fabs(got - want) <= 1e-5 * want, "val-batch: after 10 steps at --batch 4 the trainer's val bpc "
+          "on 8 rows is mlstm.h's on the checkpoint's weights (%.6f, %.6f)", got, want);
+    stream_free(&vs);
+    mlstm_free(&m);
+    free(h); free(c); free(th); free(tc);
+    // 3. Ranks: 2 ranks x 2 rows score the same 8 rows as one process (sums in another order: 1e-5 relative)
+    if (test_system("command -v mpirun > /dev/null") == 0) {
+        rc = test_system("ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                         "OMPI_MCA_rmaps_base_oversubscribe=1 mpirun -np 2 %s " TINY " --batch 2 --val-batch 8 "
+                         "--val-every 100 --steps 1 --ckpt %s/vm.ckpt --log %s/vm.log > %s/vm.out 2>&1", trainer, dir, dir, dir);
+        snprintf(p, sizeof p, "%s/vm.log", dir);
+        double vm = val_line(p, 0);
+        CHECK(rc == 0 && fabs(vm - v[0]) <= 1e-5 * v[0], "val-batch: 2 ranks x 2 rows score the 8 rows as one process "
+              "(%.6f, %.6f bpc)", vm, v[0]);
+    }
+    expect_bad("--val-batch 0", "--val-batch: must be at least 1, got 0", "zero val batch");
+}
+
 static void test_signals(void) {
     // SIGTERM mid-run: finish the step, write a checkpoint, exit 0; resuming from it
     // then ends where an uninterrupted run ends.
@@ -242,6 +324,7 @@ int main(int argc, char **argv) {
     test_threads();
     test_overflow();
     test_mpi();
+    test_val_batch();
     test_signals();
     test_bad_flags();
     test_help_matches_parser();

@@ -60,6 +60,16 @@ def nonneg_int(s):
     return x
 
 
+def k_list(s):
+    try:
+        ks = sorted({int(x) for x in s.split(",") if x})
+    except ValueError:
+        raise argparse.ArgumentTypeError("\"%s\" is not a comma-separated list of whole numbers" % s)
+    if not ks or ks[0] < 1:
+        raise argparse.ArgumentTypeError("expected k values of 1 or more, got \"%s\"" % s)
+    return ks
+
+
 def rule_list(s):
     rules = [r for r in s.split(",") if r]
     bad = [r for r in rules if r not in RULES]
@@ -87,6 +97,9 @@ def parse_args(argv):
     a("--base-batch", type=positive(int), default=8, help="B0, the global batch the base lr is tuned at")
     a("--max-k", type=positive(int), default=64, help="largest k: batches B0, 2 B0, 4 B0, ... up to max-k B0")
     a("--k-step", type=positive(int), default=2, help="k grows by this factor: 2 gives k = 1, 2, 4, ...; 4 gives 1, 4, 16, ...")
+    a("--ks", type=k_list, default=None,
+      help="exactly these k, comma-separated (e.g. 1,32,64 for extra seeds at the decisive batches); "
+           "overrides --max-k and --k-step")
     a("--rules", type=rule_list, default=list(RULES), help="comma-separated rules")
     a("--lr", type=positive(float), default=2e-3, help="base learning rate at B0, the same for every rule")
     a("--warmup-epochs", type=float, default=None,
@@ -230,6 +243,8 @@ def plan(o, d, t0):
     while k <= o.max_k:
         ks.append(k)
         k *= o.k_step
+    if o.ks:
+        ks = o.ks
     new_ks = [k for k in ks if any((rule, k) not in have for rule in o.rules)]
     dropped = []
     if new_ks:
@@ -304,6 +319,7 @@ def run_one(o, d, r):
         t0 = time.time()
         proc = subprocess.Popen(cmd, stdout=fo, stderr=subprocess.STDOUT, env=env())
         train, val, pos, buf, why, sent = [], [], 0, "", None, False
+        checked = 0  # train[:checked] passed the divergence test
         while True:
             rc = proc.poll()
             if os.path.exists(log):  # read what the trainer has written since the last look
@@ -314,9 +330,10 @@ def run_one(o, d, r):
                 buf += chunk
                 lines = buf.split("\n")
                 buf = lines.pop()
-                rep.parse_log_lines(lines, train, val)
-                if why is None:
-                    why = rep.divergence(train, val, r["steps"])
+                checked = min(checked, rep.parse_log_lines(lines, train, val))  # a rewind makes entries new
+                if why is None and lines:
+                    why = rep.divergence(train, val, r["steps"], start=checked)
+                    checked = len(train)
             if rc is not None:
                 break
             if (why is not None or stop_signal is not None) and not sent:
