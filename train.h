@@ -706,6 +706,16 @@ static void remove_stale_temps(const char *ckpt) {
     closedir(d);
 }
 
+// A log holds a run's results once it has a line that is not a # comment.
+static int log_has_results(const char *path) {
+    FILE *f = fopen(path, "r");
+    char line[256];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) found = line[0] != '#';
+    if (f) fclose(f);
+    return found;
+}
+
 static Outputs outputs_open(const Options *o, long data_step) {
     Outputs out = {NULL, o->log, -1};
     struct stat sb;
@@ -717,7 +727,7 @@ static Outputs outputs_open(const Options *o, long data_step) {
         if (exists(path, &sb) && S_ISDIR(sb.st_mode)) fail("--%s %s: is a directory", flag, path);
         if (exists(path, &sb) && !S_ISREG(sb.st_mode) && i == 0) fail("--ckpt %s: not a regular file", path);
         // a new run does not replace the files of an earlier one unless asked to
-        if (!o->resume && !o->overwrite && exists(path, &sb) && S_ISREG(sb.st_mode) && sb.st_size > 0)
+        if (!o->resume && !o->overwrite && exists(path, &sb) && S_ISREG(sb.st_mode) && sb.st_size > 0 && (i == 0 || log_has_results(path)))
             fail("--%s %s exists (an earlier run's): continue it with --resume %s, or give --overwrite to replace it",
                  flag, path, i == 0 ? path : o->ckpt);
     }
@@ -848,10 +858,6 @@ static int train_main(int argc, char **argv) {
     o.lr.epoch_sequences = (double)loader_steps_per_epoch(&train) * G;  // sequences per epoch at this batch
     lr_settings_check(&o.lr);
 
-    long applied = 0, data_step = o.resume ? (long)from.st.data_step : 0;
-    Outputs out = {NULL, o.log, -1};
-    if (rank == 0) out = outputs_open(&o, data_step);  // before the model: a bad path costs nothing
-
     check_memory(&o.model, 0, "--hidden, --embed:");
     Model *md = model_create(o.model, B, T, (uint64_t)o.seed);
     uint8_t *in = (uint8_t *)mallocCheck((size_t)B * T);  // (B,T) inputs, targets, state resets
@@ -859,9 +865,14 @@ static int train_main(int argc, char **argv) {
     uint8_t *rs = (uint8_t *)mallocCheck((size_t)B * T);
     LossScaler scaler;
     loss_scaler_init(&scaler, o.fp16);
+    long applied = 0, data_step = 0;
     uint64_t rng = (uint64_t)o.seed ^ 0x5eed5eed5eed5eedULL;
     if (o.resume) load_checkpoint(o.resume, md, B, &scaler, &applied, &data_step, &rng, o.fp16);
     if (o.init_from) init_from_checkpoint(o.init_from, md, B, from.st.G);
+    // the output files last of what can fail at start-up, so a refused start leaves none
+    // behind, and still before the first step, so a bad path costs no training
+    Outputs out = {NULL, o.log, -1};
+    if (rank == 0) out = outputs_open(&o, data_step);
     if (rank == 0) print_settings(&o, md, precision, &train_s, &val_s, &train);
 
     struct sigaction sa;
