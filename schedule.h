@@ -296,8 +296,8 @@ static inline void lr_settings_help_with(FILE *f, const LrSettings *d, const cha
     fprintf(f, "  --decay-rate X       exponential: X^p, in (0, 1) (default %g)\n", d->decay_rate);
     fprintf(f, "  --min-lr X           where the decay ends (default %g)\n", d->min_lr);
     fprintf(f, "  --lr-cap X           puri: the largest peak (default %g)\n", d->lr_cap);
-    fprintf(f, "  a named --lr-schedule brings the reference recipe's values for what is not given: --lr %g at\n"
-               "  --base-batch %ld, warmup %g epochs (puri, constant: none), linear decay (constant: none)",
+    fprintf(f, "  a named --lr-schedule brings the reference recipe's values for what is not given: --lr %g\n"
+               "  at --base-batch %ld, warmup %g epochs (puri, constant: none), linear decay (constant: none)",
             puri.base_lr, puri.base_batch, legw.warmup);
     if (horizon_default) fprintf(f, " ending %s", hor);
     fprintf(f, "\n");

@@ -124,35 +124,51 @@ typedef struct {
 } Flag;
 #define AT(field) offsetof(Options, field)
 static const Flag flags[] = {
-    {"train", "PATH", ARG_STR, AT(train), 0, 0, "training data: a directory of train_NNN.bin shards or comma-separated shard files",
+    {"train", "PATH", ARG_STR, AT(train), 0, 0,
+     "training data: a directory of train_NNN.bin shards or comma-separated shard files",
      "the built-in review corpus, no download"},
     {"val", "PATH", ARG_STR, AT(val), 0, 0, "validation data, as --train", "the val_NNN.bin shards beside --train"},
-    {"corpus-bytes", "N", ARG_LONG, AT(corpus_bytes), 1, 1L << 40, "built-in corpus: bytes of training text; val is 1/40 of it", NULL},
-    {"no-reset-docs", NULL, ARG_SET, AT(reset_docs), 0, 0, "keep the state across document starts (default: reset at each '\\n' of framed data)", NULL},
+    {"corpus-bytes", "N", ARG_LONG, AT(corpus_bytes), 1, 1L << 40,
+     "built-in corpus: bytes of training text; val is 1/40 of it", NULL},
+    {"no-reset-docs", NULL, ARG_SET, AT(reset_docs), 0, 0,
+     "keep the state across document starts (default: reset at each '\\n' of framed data)", NULL},
     {"hidden", "H", ARG_INT, AT(model.H), 1, MAX_HIDDEN, "hidden units, 4096 in the paper", NULL},
     {"embed", "D", ARG_INT, AT(model.D), 1, MAX_EMBED, "embedding width, 64 in the paper", NULL},
-    {"no-weight-norm", NULL, ARG_SET, AT(model.wnorm), 0, 0, "train without weight normalisation (default: on, as the reference models)", NULL},
+    {"no-weight-norm", NULL, ARG_SET, AT(model.wnorm), 0, 0,
+     "train without weight normalisation (default: on, as the reference models)", NULL},
     {"batch", "B", ARG_INT, AT(B), 1, MAX_ROWS, "sequences per rank per step; the global batch is ranks x B", NULL},
-    {"seq-len", "T", ARG_INT, AT(T), 1, MAX_SEQ_LEN, "characters per sequence, the truncated-BPTT window, 256 in the paper", NULL},
-    {"steps", "N", ARG_LONG, AT(steps), 1, MAX_STEPS, "train until N batches have been read; the default decay ends here", NULL},
+    {"seq-len", "T", ARG_INT, AT(T), 1, MAX_SEQ_LEN,
+     "characters per sequence, the truncated-BPTT window, 256 in the paper", NULL},
+    {"steps", "N", ARG_LONG, AT(steps), 1, MAX_STEPS,
+     "train until N batches have been read; the default decay ends here", NULL},
     {"clip", "X", ARG_DOUBLE, AT(clip), 0, 1e30, "clip the global gradient norm to X, 0 = off", NULL},
-    {"fp16", NULL, ARG_SET, AT(fp16), 1, 0, "FP16 gradients: dynamic loss scaling, a gradient beyond 65504 overflows\n"
-                   "                         (the CPU trainer simulates them; the GPU build fixes its precision)", NULL},
-    {"inject-overflow", "STEP", ARG_LONG, AT(inject_overflow), 0, MAX_STEPS, "make the gradients of data step STEP overflow (for tests)", "never"},
-    {"seed", "N", ARG_LONG, AT(seed), 0, 9.2e18, "seed of the initial weights, the built-in corpus and sampling", NULL},
+    {"fp16", NULL, ARG_SET, AT(fp16), 1, 0,
+     "FP16 gradients: dynamic loss scaling, a gradient beyond 65504 overflows\n"
+     "                         (the CPU trainer simulates them; the GPU build fixes its precision)", NULL},
+    {"inject-overflow", "STEP", ARG_LONG, AT(inject_overflow), 0, MAX_STEPS,
+     "make the gradients of data step STEP overflow (for tests)", "never"},
+    {"seed", "N", ARG_LONG, AT(seed), 0, 9.2e18,
+     "seed of the initial weights, the built-in corpus and sampling", NULL},
     {"val-every", "N", ARG_LONG, AT(val_every), 0, MAX_STEPS, "validate every N steps, 0 = only at the end", NULL},
-    {"val-steps", "N", ARG_LONG, AT(val_steps), 0, MAX_STEPS, "batches per validation, 0 = the whole val stream", NULL},
-    {"sample-every", "N", ARG_LONG, AT(sample_every), 0, MAX_STEPS, "print a sample every N steps, 0 = only at the end", NULL},
+    {"val-steps", "N", ARG_LONG, AT(val_steps), 0, MAX_STEPS,
+     "batches per validation, 0 = the whole val stream", NULL},
+    {"sample-every", "N", ARG_LONG, AT(sample_every), 0, MAX_STEPS,
+     "print a sample every N steps, 0 = only at the end", NULL},
     {"sample-len", "N", ARG_INT, AT(sample_len), 0, 1 << 30, "characters per sample, 0 = no samples", NULL},
     {"prompt", "TEXT", ARG_STR, AT(prompt), 0, 0, "what a sample starts from", NULL},
     {"temperature", "X", ARG_DOUBLE, AT(temperature), 1e-6, 1e6, "sampling temperature", NULL},
     {"ckpt", "PATH", ARG_STR, AT(ckpt), 0, 0, "write checkpoints here (and hold PATH.lock while running)", NULL},
-    {"ckpt-every", "N", ARG_LONG, AT(ckpt_every), 0, MAX_STEPS, "write a checkpoint every N steps, 0 = only at the end", NULL},
-    {"resume", "PATH", ARG_STR, AT(resume), 0, 0, "continue from this checkpoint (model and batch, optimiser, schedule, data\n"
-                         "                         position, state); the model flags may be left out", "a new run"},
-    {"init-from", "PATH", ARG_STR, AT(init_from), 0, 0, "a new run from this checkpoint's weights: fresh optimiser, step 0,\n"
-                         "                         any --batch and number of ranks (fine-tuning)", "mlstm_init's weights for --seed"},
-    {"overwrite", NULL, ARG_SET, AT(overwrite), 1, 0, "a new run may replace an existing --ckpt and --log (default: refuse)", NULL},
+    {"ckpt-every", "N", ARG_LONG, AT(ckpt_every), 0, MAX_STEPS,
+     "write a checkpoint every N steps, 0 = only at the end", NULL},
+    {"resume", "PATH", ARG_STR, AT(resume), 0, 0,
+     "continue from this checkpoint (model and batch, optimiser, schedule, data\n"
+     "                         position, state); the model flags may be left out", "a new run"},
+    {"init-from", "PATH", ARG_STR, AT(init_from), 0, 0,
+     "a new run from this checkpoint's weights: fresh optimiser, step 0,\n"
+     "                         any --batch and number of ranks (fine-tuning)",
+     "mlstm_init's weights for --seed"},
+    {"overwrite", NULL, ARG_SET, AT(overwrite), 1, 0,
+     "a new run may replace an existing --ckpt and --log (default: refuse)", NULL},
     {"log", "PATH", ARG_STR, AT(log), 0, 0, "machine-readable log, one line per step and per validation", NULL},
     {"print-every", "N", ARG_LONG, AT(print_every), 1, MAX_STEPS, "progress line every N steps", NULL},
     {"threads", "N", ARG_INT, AT(threads), 1, MAX_THREADS, "OpenMP threads", "all cores"},
@@ -304,8 +320,10 @@ static void options_parse(Options *o, int argc, char **argv) {
     }
     if (optind < argc) fail("unexpected argument \"%s\" (flags are --name value; see --help)", argv[optind]);
     if (o->val && !o->train) fail("--val given without --train");
-    if (o->resume && o->init_from) fail("--resume and --init-from: give one (--resume continues a run, --init-from starts one)");
-    if ((long)o->B * o->T > INT_MAX) fail("--batch %d x --seq-len %d: too large (at most %d characters per step)", o->B, o->T, INT_MAX);
+    if (o->resume && o->init_from)
+        fail("--resume and --init-from: give one (--resume continues a run, --init-from starts one)");
+    if ((long)o->B * o->T > INT_MAX)
+        fail("--batch %d x --seq-len %d: too large (at most %d characters per step)", o->B, o->T, INT_MAX);
 }
 
 // ----------------------------------------------------------------------------
@@ -437,8 +455,8 @@ static void val_progress(long done, long n, double t0, double *shown, int *tenth
     if (rank != 0 || t - t0 < VAL_QUIET_S) return;
     int tty = isatty(1), pct = (int)(100 * done / n);
     if (tty ? t - *shown < 0.25 : pct / 10 <= *tenths) return;
-    printf(tty ? "\rvalidation %3d%% (%ld/%ld batches, ETA %02d:%02d) " : "validation %3d%% (%ld/%ld batches, ETA %02d:%02d)\n",
-           pct, done, n, (int)(eta / 60), (int)eta % 60);
+    printf("%svalidation %3d%% (%ld/%ld batches, ETA %02d:%02d)%s", tty ? "\r" : "", pct, done, n, (int)(eta / 60),
+           (int)eta % 60, tty ? " " : "\n");
     fflush(stdout);
     *shown = t;
     *tenths = pct / 10;
@@ -538,7 +556,8 @@ static CkptHeader read_checkpoint_header(const char *flag, const char *path) {
     CkptHeader hd;
     checkpoint_header(path, &hd);
     if (hd.cfg.H > MAX_HIDDEN || hd.cfg.D > MAX_EMBED)
-        fail("checkpoint %s: D=%d H=%d, beyond this build's limits (%d, %d)", path, hd.cfg.D, hd.cfg.H, MAX_EMBED, MAX_HIDDEN);
+        fail("checkpoint %s: D=%d H=%d, beyond this build's limits (%d, %d)", path, hd.cfg.D, hd.cfg.H, MAX_EMBED,
+             MAX_HIDDEN);
     if (hd.st.data_step > (uint64_t)MAX_STEPS)
         fail("checkpoint %s: data step %llu is beyond any run (at most %ld): a corrupt file", path,
              (unsigned long long)hd.st.data_step, MAX_STEPS);
@@ -573,7 +592,8 @@ static void config_from_checkpoint(Options *o, const char *path, const CkptHeade
 // No step recovers from inf or NaN weights, moments or state.
 static void check_finite(const char *path, const char *what, const real *x, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (!isfinite(x[i])) fail("checkpoint %s: %s[%zu] is %g (a diverged or corrupt model)", path, what, i, (double)x[i]);
+        if (!isfinite(x[i]))
+            fail("checkpoint %s: %s[%zu] is %g (a diverged or corrupt model)", path, what, i, (double)x[i]);
 }
 
 // --resume: everything, the carried state of this rank's rows included.
@@ -697,7 +717,8 @@ static void remove_stale_temps(const char *ckpt) {
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *s = e->d_name;
-        if (strncmp(s, base, nb) || strncmp(s + nb, ".tmp.", 5) || !s[nb + 5] || strspn(s + nb + 5, "0123456789") != strlen(s + nb + 5))
+        const char *pid = s + nb + 5;
+        if (strncmp(s, base, nb) || strncmp(s + nb, ".tmp.", 5) || !*pid || strspn(pid, "0123456789") != strlen(pid))
             continue;
         char p[8300];
         snprintf(p, sizeof p, "%s/%s", dir, s);
@@ -727,7 +748,8 @@ static Outputs outputs_open(const Options *o, long data_step) {
         if (exists(path, &sb) && S_ISDIR(sb.st_mode)) fail("--%s %s: is a directory", flag, path);
         if (exists(path, &sb) && !S_ISREG(sb.st_mode) && i == 0) fail("--ckpt %s: not a regular file", path);
         // a new run does not replace the files of an earlier one unless asked to
-        if (!o->resume && !o->overwrite && exists(path, &sb) && S_ISREG(sb.st_mode) && sb.st_size > 0 && (i == 0 || log_has_results(path)))
+        int earlier = exists(path, &sb) && S_ISREG(sb.st_mode) && sb.st_size > 0 && (i == 0 || log_has_results(path));
+        if (earlier && !o->resume && !o->overwrite)
             fail("--%s %s exists (an earlier run's): continue it with --resume %s, or give --overwrite to replace it",
                  flag, path, i == 0 ? path : o->ckpt);
     }
