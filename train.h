@@ -763,15 +763,16 @@ static Outputs outputs_open(const Options *o, long data_step) {
     remove_stale_temps(o->ckpt);
     out.f = fopen(o->log, "a+");
     if (!out.f) fail("--log %s: cannot write: %s", o->log, strerror(errno));
+    long kept = 0;  // bytes of the log that stay
     if (fstat(fileno(out.f), &sb) == 0 && S_ISREG(sb.st_mode)) {
         if (flock(fileno(out.f), LOCK_EX | LOCK_NB) != 0) fail("--log %s is in use by another trainer", o->log);
         if (o->resume) log_truncate(&out, data_step);
         else if (ftruncate(fileno(out.f), 0) != 0) fail("--log %s: cannot write: %s", o->log, strerror(errno));
+        kept = ftell(out.f);
     }
-    if (!o->resume)
+    // the header starts a new log (a resume into a new file, too); an unwritable log fails here, before any step
+    if (!o->resume || kept == 0)
         log_printf(&out, "# train step epoch lr loss bpc scale skipped gnorm chars_per_s | val step epoch loss bpc\n");
-    else
-        log_printf(&out, "%s", "");  // an unwritable log fails here too, before any step
     return out;
 }
 
