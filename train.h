@@ -982,6 +982,8 @@ static int train_main(int argc, char **argv) {
             break;
         }
     }
+    if (rank == 0 && stop_requested && data_step == start_step)
+        printf("stopped by a signal before the first step; nothing to save\n");
     if (rank == 0) outputs_close(&out);
     model_free(md);
     stream_free(&train_s);
