@@ -448,7 +448,7 @@ static void carry(Mlstm *m, real *h, real *c) {
 }
 
 // A validation pass that has run VAL_QUIET_S seconds shows its progress on rank 0:
-// a line rewritten in place on a terminal, else a line at every 10%.
+// a line rewritten in place on a terminal, else a line then and at every 10% after.
 #define VAL_QUIET_S 2.0
 static void val_progress(long done, long n, double t0, double *shown, int *tenths) {
     double t = now_seconds(), eta = (t - t0) / done * (n - done);
@@ -468,7 +468,7 @@ static double evaluate(Model *md, const Loader *val, long steps, uint8_t *in, ui
     long n = loader_steps_per_epoch(val);
     if (steps > 0 && steps < n) n = steps;
     double sum = 0, t0 = now_seconds(), shown = t0;
-    int tenths = 0;
+    int tenths = -1;  // the 10% step of the last line shown
     for (long s = 0; s < n; s++) {
         if (stop_agreed()) {
             sum = NAN;
