@@ -62,9 +62,10 @@ train: $(BUILD)/train
 $(BUILD)/train: train.c $(TRAIN_HEADERS) | $(BUILD)
 	$(TRAIN_CC) $(CFLAGS) $(TRAIN_DEFS) $< -o $@ $(LDLIBS)
 
-# the main command: train the default small model on the built-in corpus
+# the main command: train the default small model on the built-in corpus (again: it
+# replaces out/model.ckpt and out/train.log, which ./train alone refuses to do)
 run: train
-	./train
+	./train --overwrite
 
 probe:
 	$(SAY) "$(OMP_MSG)"

@@ -270,22 +270,41 @@ static inline void lr_settings_check(const LrSettings *s) {
         fail("--decay-epochs: the epoch size is unknown (no training data?); use --decay-steps");
 }
 
-// Help text for the flags above (the parser reads exactly these).
+// Help text for the flags above (the parser reads exactly these), with the defaults
+// of `d`, the settings a program starts from. A program that ends the decay at a
+// length of its own when neither --decay-epochs nor --decay-steps is given names it
+// in `horizon_default` (the trainer: "--steps"); NULL prints d's horizon.
+static inline void lr_settings_help_with(FILE *f, const LrSettings *d, const char *horizon_default) {
+    LrSettings puri = lr_settings_default(), legw;
+    memset(&legw, 0, sizeof legw);
+    lr_preset(&legw, LR_LEGW);
+    char warm[64], hor[64];
+    if (d->warmup == 0.0) snprintf(warm, sizeof warm, "none");
+    else snprintf(warm, sizeof warm, "%g %s", d->warmup, d->warmup_in_epochs ? "epochs" : "steps");
+    if (horizon_default) snprintf(hor, sizeof hor, "at %s", horizon_default);
+    else snprintf(hor, sizeof hor, "%g %s", d->horizon, d->horizon_in_epochs ? "epochs" : "steps");
+    fprintf(f, "learning-rate schedule (doc/schedules.md):\n");
+    fprintf(f, "  --lr-schedule NAME   puri | legw | linear | sqrt | constant (default %s)\n", lr_rule_names[d->rule]);
+    fprintf(f, "  --lr X               base learning rate, tuned at --base-batch (default %g)\n", d->base_lr);
+    fprintf(f, "  --base-batch N       B0, the batch in sequences --lr was tuned at (default %ld)\n", d->base_batch);
+    fprintf(f, "  --warmup-epochs X    linear warmup, in epochs (legw: w0, at B0; default %s)\n", warm);
+    fprintf(f, "  --warmup-steps N     linear warmup, in applied steps (same at every batch)\n");
+    fprintf(f, "  --decay SHAPE        none | linear | cosine | exponential | polynomial (default %s)\n", decay_names[d->decay]);
+    fprintf(f, "  --decay-epochs X     the decay ends X epochs after step 0 (default %s)\n", hor);
+    fprintf(f, "  --decay-steps N      the decay ends N steps after step 0\n");
+    fprintf(f, "  --decay-power X      polynomial: (1 - p)^X (default %g)\n", d->decay_power);
+    fprintf(f, "  --decay-rate X       exponential: X^p, in (0, 1) (default %g)\n", d->decay_rate);
+    fprintf(f, "  --min-lr X           where the decay ends (default %g)\n", d->min_lr);
+    fprintf(f, "  --lr-cap X           puri: the largest peak (default %g)\n", d->lr_cap);
+    fprintf(f, "  a named --lr-schedule brings the reference recipe's values for what is not given: --lr %g\n"
+               "  at --base-batch %ld, warmup %g epochs (puri, constant: none), linear decay (constant: none)",
+            puri.base_lr, puri.base_batch, legw.warmup);
+    if (horizon_default) fprintf(f, " ending %s", hor);
+    fprintf(f, "\n");
+}
 static inline void lr_settings_help(FILE *f) {
-    fprintf(f,
-        "learning-rate schedule (doc/schedules.md):\n"
-        "  --lr-schedule NAME   puri | legw | linear | sqrt | constant (default puri)\n"
-        "  --lr X               base learning rate, tuned at --base-batch (default 5e-4)\n"
-        "  --base-batch N       B0, the batch in sequences --lr was tuned at (default 128)\n"
-        "  --warmup-epochs X    linear warmup, in epochs (legw: w0, at B0; default 0.001, puri/constant 0)\n"
-        "  --warmup-steps N     linear warmup, in applied steps (same at every batch)\n"
-        "  --decay SHAPE        none | linear | cosine | exponential | polynomial (default linear, constant none)\n"
-        "  --decay-epochs X     the decay ends X epochs after step 0 (default 1)\n"
-        "  --decay-steps N      the decay ends N steps after step 0 (puri default 100000)\n"
-        "  --decay-power X      polynomial: (1 - p)^X (default 2)\n"
-        "  --decay-rate X       exponential: X^p, in (0, 1) (default 0.01)\n"
-        "  --min-lr X           where the decay ends (default 0)\n"
-        "  --lr-cap X           puri: the largest peak (default 3e-3)\n");
+    LrSettings d = lr_settings_default();
+    lr_settings_help_with(f, &d, NULL);
 }
 
 // Rows of the start-up table: the settings and what they come to at batch B.

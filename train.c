@@ -18,6 +18,10 @@ struct Model {
 };
 
 static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
+    // activations of mlstm_build (inputs, gates, products, states, probabilities and
+    // their gradients: about 2D + 13H + V values per character) and the four states
+    double bt = (double)B * T, acts = bt * (2.0 * cfg.D + 13.0 * cfg.H + cfg.V) + 6.0 * B * cfg.H;
+    check_memory(&cfg, acts * sizeof(real) + bt * sizeof(double), "--hidden, --batch x --seq-len:");
     Model *md = (Model *)mallocCheck(sizeof(Model));
     mlstm_build(&md->m, cfg, B, T);
     mlstm_init(&md->m, seed);

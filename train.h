@@ -11,9 +11,12 @@
 #include "schedule.h"  // defines: LrSettings, LossScaler, StepDecision, decide_step
 #include <assert.h>
 #include <getopt.h>
-#include <limits.h>
 #include <signal.h>
 #include <time.h>
+#include <dirent.h>
+#include <limits.h>
+#include <stddef.h>
+#include <sys/file.h>
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
@@ -82,91 +85,116 @@ typedef struct {
     int fp16;                  // --fp16 given; then, from model_precision, whether gradients are FP16
     long inject_overflow;      // make this data step overflow (tests), -1: never
     const char *train, *val;   // shard directory or comma-separated shard files; NULL: built-in corpus
-    long corpus_bytes;         // built-in corpus: training bytes (val is 1/20 of it)
+    long corpus_bytes;         // built-in corpus: training bytes (val is 1/40 of it)
     int reset_docs;            // zero the state at document starts (framed data)
-    uint64_t seed;
+    long seed;
     long val_every, val_steps; // validate every N steps on up to M batches of the val stream (0: all)
     long val_batch;            // validation rows in all ranks together, 0: the training batch
     long sample_every;
     int sample_len;
     const char *prompt;
     double temperature;
-    const char *ckpt, *resume, *log;
+    const char *ckpt, *resume, *init_from, *log;
+    int overwrite;             // a new run may replace an existing checkpoint and log
     long ckpt_every;
     long print_every;
     int threads;
+    uint64_t given;            // bit i: flags[i] was on the command line
 } Options;
 
-typedef struct { const char *name, *arg, *help; } Flag;
+// Limits of the sizes: far beyond the paper's (H=4096, D=64, T=256, 128 rows per GPU),
+// small enough that every size product below fits its type with room to spare.
+#define MAX_HIDDEN 65536
+#define MAX_EMBED 65536
+#define MAX_ROWS (1 << 20)
+#define MAX_SEQ_LEN (1 << 20)
+#define MAX_THREADS 1024   // beyond this libgomp fails to create its thread stacks
+#define MAX_STEPS (1L << 50)
+
+// How a flag's value is read and where it goes: a whole number or a number within
+// [min, max], a string, or a switch that stores `min`. The default --help prints is
+// read from the Options that options_defaults fills, so it is the one the code uses.
+typedef enum { ARG_SET, ARG_INT, ARG_LONG, ARG_DOUBLE, ARG_STR, ARG_SCHEDULE, ARG_HELP } ArgKind;
+typedef struct {
+    const char *name, *arg;
+    ArgKind kind;
+    size_t at;          // offsetof the field in Options
+    double min, max;
+    const char *help;
+    const char *unset;  // the default in words when the field is 0 or NULL (NULL: print the value)
+} Flag;
+#define AT(field) offsetof(Options, field)
 static const Flag flags[] = {
-    {"train", "PATH", "training data: a directory of train_NNN.bin shards or comma-separated shard files\n"
-                      "                         (default: the built-in review corpus, no download)"},
-    {"val", "PATH", "validation data, as --train (default: the val_NNN.bin shards beside --train)"},
-    {"corpus-bytes", "N", "built-in corpus: bytes of training text; val is 1/40 of it (default 4000000)"},
-    {"no-reset-docs", NULL, "keep the state across document starts (default: reset at each '\\n' of framed data)"},
-    {"hidden", "H", "hidden units (default 256; the paper: 4096)"},
-    {"embed", "D", "embedding width (default 64, as the paper)"},
-    {"no-weight-norm", NULL, "train without weight normalisation (default: on, as the reference models)"},
-    {"batch", "B", "sequences per rank per step (default 32); the global batch is ranks x B"},
-    {"seq-len", "T", "characters per sequence, the truncated-BPTT window (default 64; the paper: 256)"},
-    {"steps", "N", "train until N batches have been read (default 800)"},
-    {"clip", "X", "clip the global gradient norm to X, 0 = off (default 1)"},
-    {"fp16", NULL, "FP16 gradients: dynamic loss scaling, a gradient beyond 65504 overflows\n"
-                   "                         (the CPU trainer simulates them; the GPU build fixes its precision)"},
-    {"inject-overflow", "STEP", "make the gradients of data step STEP overflow (for tests)"},
-    {"seed", "N", "seed of the initial weights, the built-in corpus and sampling (default 1)"},
-    {"val-every", "N", "validate every N steps, 0 = only at the end (default 200)"},
-    {"val-steps", "N", "batches per validation, 0 = the whole val stream (default 0)"},
-    {"val-batch", "N", "validate on N rows in all, whatever --batch and the ranks (default: the\n"
-                       "                         training batch); runs at different batches then score the same windows"},
-    {"sample-every", "N", "print a sample every N steps, 0 = only at the end (default 0)"},
-    {"sample-len", "N", "characters per sample, 0 = no samples (default 200)"},
-    {"prompt", "TEXT", "what a sample starts from (default: \"\\n This \")"},
-    {"temperature", "X", "sampling temperature (default 0.8)"},
-    {"ckpt", "PATH", "write checkpoints here (default out/model.ckpt)"},
-    {"ckpt-every", "N", "write a checkpoint every N steps, 0 = only at the end (default 0)"},
-    {"resume", "PATH", "continue from this checkpoint (model, optimiser, schedule, data position, state)"},
-    {"log", "PATH", "machine-readable log, one line per step and per validation (default out/train.log)"},
-    {"print-every", "N", "progress line every N steps (default 10)"},
-    {"threads", "N", "OpenMP threads (default: all cores)"},
-    {"lr-schedule", "NAME", NULL}, {"lr", "X", NULL}, {"base-batch", "N", NULL}, {"warmup-epochs", "X", NULL},
-    {"warmup-steps", "N", NULL}, {"decay", "SHAPE", NULL}, {"decay-epochs", "X", NULL}, {"decay-steps", "N", NULL},
-    {"decay-power", "X", NULL}, {"decay-rate", "X", NULL}, {"min-lr", "X", NULL}, {"lr-cap", "X", NULL},
-    {"help", NULL, "this text"},
+    {"train", "PATH", ARG_STR, AT(train), 0, 0,
+     "training data: a directory of train_NNN.bin shards or comma-separated shard files",
+     "the built-in review corpus, no download"},
+    {"val", "PATH", ARG_STR, AT(val), 0, 0, "validation data, as --train", "the val_NNN.bin shards beside --train"},
+    {"corpus-bytes", "N", ARG_LONG, AT(corpus_bytes), 1, 1L << 40,
+     "built-in corpus: bytes of training text; val is 1/40 of it", NULL},
+    {"no-reset-docs", NULL, ARG_SET, AT(reset_docs), 0, 0,
+     "keep the state across document starts (default: reset at each '\\n' of framed data)", NULL},
+    {"hidden", "H", ARG_INT, AT(model.H), 1, MAX_HIDDEN, "hidden units, 4096 in the paper", NULL},
+    {"embed", "D", ARG_INT, AT(model.D), 1, MAX_EMBED, "embedding width, 64 in the paper", NULL},
+    {"no-weight-norm", NULL, ARG_SET, AT(model.wnorm), 0, 0,
+     "train without weight normalisation (default: on, as the reference models)", NULL},
+    {"batch", "B", ARG_INT, AT(B), 1, MAX_ROWS, "sequences per rank per step; the global batch is ranks x B", NULL},
+    {"seq-len", "T", ARG_INT, AT(T), 1, MAX_SEQ_LEN,
+     "characters per sequence, the truncated-BPTT window, 256 in the paper", NULL},
+    {"steps", "N", ARG_LONG, AT(steps), 1, MAX_STEPS,
+     "train until N batches have been read; the default decay ends here", NULL},
+    {"clip", "X", ARG_DOUBLE, AT(clip), 0, 1e30, "clip the global gradient norm to X, 0 = off", NULL},
+    {"fp16", NULL, ARG_SET, AT(fp16), 1, 0,
+     "FP16 gradients: dynamic loss scaling, a gradient beyond 65504 overflows\n"
+     "                         (the CPU trainer simulates them; the GPU build fixes its precision)", NULL},
+    {"inject-overflow", "STEP", ARG_LONG, AT(inject_overflow), 0, MAX_STEPS,
+     "make the gradients of data step STEP overflow (for tests)", "never"},
+    {"seed", "N", ARG_LONG, AT(seed), 0, 9.2e18,
+     "seed of the initial weights, the built-in corpus and sampling", NULL},
+    {"val-every", "N", ARG_LONG, AT(val_every), 0, MAX_STEPS, "validate every N steps, 0 = only at the end", NULL},
+    {"val-steps", "N", ARG_LONG, AT(val_steps), 0, MAX_STEPS,
+     "batches per validation, 0 = the whole val stream", NULL},
+    {"val-batch", "N", ARG_LONG, AT(val_batch), 1, MAX_ROWS,
+     "validate on N rows in all, whatever --batch and the ranks; runs at different\n"
+     "                         batches then score the same rows and windows", "the training batch"},
+    {"sample-every", "N", ARG_LONG, AT(sample_every), 0, MAX_STEPS,
+     "print a sample every N steps, 0 = only at the end", NULL},
+    {"sample-len", "N", ARG_INT, AT(sample_len), 0, 1 << 30, "characters per sample, 0 = no samples", NULL},
+    {"prompt", "TEXT", ARG_STR, AT(prompt), 0, 0, "what a sample starts from", NULL},
+    {"temperature", "X", ARG_DOUBLE, AT(temperature), 1e-6, 1e6, "sampling temperature", NULL},
+    {"ckpt", "PATH", ARG_STR, AT(ckpt), 0, 0, "write checkpoints here (and hold PATH.lock while running)", NULL},
+    {"ckpt-every", "N", ARG_LONG, AT(ckpt_every), 0, MAX_STEPS,
+     "write a checkpoint every N steps, 0 = only at the end", NULL},
+    {"resume", "PATH", ARG_STR, AT(resume), 0, 0,
+     "continue from this checkpoint (model and batch, optimiser, schedule, data\n"
+     "                         position, state); the model flags may be left out", "a new run"},
+    {"init-from", "PATH", ARG_STR, AT(init_from), 0, 0,
+     "a new run from this checkpoint's weights: fresh optimiser, step 0,\n"
+     "                         any --batch and number of ranks (fine-tuning)",
+     "mlstm_init's weights for --seed"},
+    {"overwrite", NULL, ARG_SET, AT(overwrite), 1, 0,
+     "a new run may replace an existing --ckpt and --log (default: refuse)", NULL},
+    {"log", "PATH", ARG_STR, AT(log), 0, 0, "machine-readable log, one line per step and per validation", NULL},
+    {"print-every", "N", ARG_LONG, AT(print_every), 1, MAX_STEPS, "progress line every N steps", NULL},
+    {"threads", "N", ARG_INT, AT(threads), 1, MAX_THREADS, "OpenMP threads", "all cores"},
+    {"lr-schedule", "NAME", ARG_SCHEDULE, 0, 0, 0, NULL, NULL}, {"lr", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL},
+    {"base-batch", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL}, {"warmup-epochs", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL},
+    {"warmup-steps", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL}, {"decay", "SHAPE", ARG_SCHEDULE, 0, 0, 0, NULL, NULL},
+    {"decay-epochs", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL}, {"decay-steps", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL},
+    {"decay-power", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL}, {"decay-rate", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL},
+    {"min-lr", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL}, {"lr-cap", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL},
+    {"help", NULL, ARG_HELP, 0, 0, 0, "this text", NULL},
 };
+#undef AT
 enum { NFLAGS = sizeof flags / sizeof flags[0] };
+static_assert(NFLAGS <= 64, "Options.given has one bit per flag");
 
-static void usage(FILE *f, const char *prog) {
-    fprintf(f, "usage: %s [flags]   (mpirun -np N %s [flags] for data parallelism)\n\n", prog, prog);
-    for (int i = 0; i < NFLAGS; i++) {
-        if (!flags[i].help) continue;
-        char lhs[64];
-        const char *arg = flags[i].arg ? flags[i].arg : "";
-        snprintf(lhs, sizeof lhs, "--%s%s%s", flags[i].name, flags[i].arg ? " " : "", arg);
-        fprintf(f, "  %-22s %s\n", lhs, flags[i].help);
-    }
-    fprintf(f, "\n");
-    lr_settings_help(f);
-    fprintf(f, "  without --lr-schedule: legw with --lr 2e-3 at --base-batch 32 (the small CPU model);\n"
-               "  a named preset brings the reference recipe's values for what you do not give\n");
+static int flag_index(const char *name) {
+    for (int i = 0; i < NFLAGS; i++)
+        if (!strcmp(flags[i].name, name)) return i;
+    fail("no flag --%s (a bug)", name);
+    return -1;
 }
-
-static long parse_long(const char *flag, const char *v, long min) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || end == v || *end) fail("--%s: expected a whole number, got \"%s\"", flag, v);
-    if (x < min) fail("--%s: must be at least %ld, got %s", flag, min, v);
-    return x;
-}
-static double parse_double(const char *flag, const char *v, double min) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || x != x) fail("--%s: expected a number, got \"%s\"", flag, v);
-    if (x < min) fail("--%s: must be at least %g, got %s", flag, min, v);
-    return x;
-}
+static int flag_given(const Options *o, const char *name) { return (o->given >> flag_index(name)) & 1; }
 
 static void options_defaults(Options *o) {
     memset(o, 0, sizeof *o);
@@ -176,7 +204,8 @@ static void options_defaults(Options *o) {
     o->steps = 800;
     // The small CPU model learns faster than the paper's recipe (5e-4 at 128) allows, so
     // without --lr-schedule the default is LEGW at 2e-3 tuned for batch 32. Not marked
-    // as given: a named preset brings its own reference-recipe values.
+    // as given: a named preset brings its own reference-recipe values. The decay ends
+    // at --steps unless --decay-epochs or --decay-steps say otherwise (train_main).
     lr_preset(&o->lr, LR_LEGW);
     o->lr.base_lr = 2e-3;
     o->lr.base_batch = 32;
@@ -194,38 +223,86 @@ static void options_defaults(Options *o) {
     o->print_every = 10;
 }
 
-static void apply_flag(Options *o, const char *name, const char *v) {
+// The default of flags[i], from the Options options_defaults filled.
+static void flag_default(const Flag *f, const Options *d, char *out, size_t n) {
+    const char *p = (const char *)d + f->at;
+    long x = 0;
+    if (f->kind == ARG_INT) x = *(const int *)p;
+    if (f->kind == ARG_LONG) x = *(const long *)p;
+    const char *s = f->kind == ARG_STR ? *(const char *const *)p : NULL;
+    int zero = f->kind == ARG_STR ? !s : f->kind == ARG_DOUBLE ? *(const double *)p == 0 : x == 0 || x == -1;
+    if (f->unset && zero) snprintf(out, n, ": %s", f->unset);
+    else if (f->kind == ARG_DOUBLE) snprintf(out, n, " %g", *(const double *)p);
+    else if (f->kind == ARG_STR) {  // quoted, a newline as \n
+        size_t k = 0;
+        out[k++] = ' ';
+        out[k++] = '"';
+        for (; *s && k + 4 < n; s++) {
+            if (*s == '\n') out[k++] = '\\', out[k++] = 'n';
+            else out[k++] = *s;
+        }
+        out[k++] = '"';
+        out[k] = 0;
+    } else snprintf(out, n, " %ld", x);
+}
+
+static void usage(FILE *f, const char *prog) {
+    Options d;
+    options_defaults(&d);
+    fprintf(f, "usage: %s [flags]   (mpirun -np N %s [flags] for data parallelism)\n\n", prog, prog);
+    for (int i = 0; i < NFLAGS; i++) {
+        const Flag *fl = &flags[i];
+        if (!fl->help) continue;
+        char lhs[64], def[160];
+        snprintf(lhs, sizeof lhs, "--%s%s%s", fl->name, fl->arg ? " " : "", fl->arg ? fl->arg : "");
+        fprintf(f, "  %-22s %s", lhs, fl->help);
+        if (fl->kind != ARG_SET && fl->kind != ARG_HELP) {
+            flag_default(fl, &d, def, sizeof def);
+            fprintf(f, " (default%s)", def);
+        }
+        fprintf(f, "\n");
+    }
+    fprintf(f, "\n");
+    lr_settings_help_with(f, &d.lr, "--steps");
+}
+
+static double parse_number(const Flag *f, const char *v) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || x != x) fail("--%s: expected a number, got \"%s\"", f->name, v);
+    if (x < f->min || x > f->max) fail("--%s: must be between %g and %g, got %s", f->name, f->min, f->max, v);
+    return x;
+}
+// Whole numbers: digits only (no 1e3, no 12x, no 0x10), range-checked before any
+// conversion to int, so 4294967298 is an error and not 2.
+static long parse_whole(const Flag *f, const char *v) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end) fail("--%s: expected a whole number, got \"%s\"", f->name, v);
+    if (errno == ERANGE || x < (long long)f->min || x > (long long)f->max)
+        fail("--%s: must be between %.0f and %.0f, got %s", f->name, f->min, f->max, v);
+    return (long)x;
+}
+
+static void apply_flag(Options *o, int i, const char *v) {
+    const Flag *f = &flags[i];
+    char *p = (char *)o + f->at;
     char dashed[64];
-    snprintf(dashed, sizeof dashed, "--%s", name);
-    if (lr_settings_set(&o->lr, dashed, v)) return;
-    if (!strcmp(name, "train")) o->train = v;
-    else if (!strcmp(name, "val")) o->val = v;
-    else if (!strcmp(name, "corpus-bytes")) o->corpus_bytes = parse_long(name, v, 1);
-    else if (!strcmp(name, "no-reset-docs")) o->reset_docs = 0;
-    else if (!strcmp(name, "hidden")) o->model.H = (int)parse_long(name, v, 1);
-    else if (!strcmp(name, "embed")) o->model.D = (int)parse_long(name, v, 1);
-    else if (!strcmp(name, "no-weight-norm")) o->model.wnorm = 0;
-    else if (!strcmp(name, "batch")) o->B = (int)parse_long(name, v, 1);
-    else if (!strcmp(name, "seq-len")) o->T = (int)parse_long(name, v, 1);
-    else if (!strcmp(name, "steps")) o->steps = parse_long(name, v, 1);
-    else if (!strcmp(name, "clip")) o->clip = parse_double(name, v, 0);
-    else if (!strcmp(name, "fp16")) o->fp16 = 1;
-    else if (!strcmp(name, "inject-overflow")) o->inject_overflow = parse_long(name, v, 0);
-    else if (!strcmp(name, "seed")) o->seed = (uint64_t)parse_long(name, v, 0);
-    else if (!strcmp(name, "val-every")) o->val_every = parse_long(name, v, 0);
-    else if (!strcmp(name, "val-steps")) o->val_steps = parse_long(name, v, 0);
-    else if (!strcmp(name, "val-batch")) o->val_batch = parse_long(name, v, 1);
-    else if (!strcmp(name, "sample-every")) o->sample_every = parse_long(name, v, 0);
-    else if (!strcmp(name, "sample-len")) o->sample_len = (int)parse_long(name, v, 0);
-    else if (!strcmp(name, "prompt")) o->prompt = v;
-    else if (!strcmp(name, "temperature")) o->temperature = parse_double(name, v, 1e-6);
-    else if (!strcmp(name, "ckpt")) o->ckpt = v;
-    else if (!strcmp(name, "ckpt-every")) o->ckpt_every = parse_long(name, v, 0);
-    else if (!strcmp(name, "resume")) o->resume = v;
-    else if (!strcmp(name, "log")) o->log = v;
-    else if (!strcmp(name, "print-every")) o->print_every = parse_long(name, v, 1);
-    else if (!strcmp(name, "threads")) o->threads = (int)parse_long(name, v, 1);
-    else fail("--%s: flag in the table but not handled (a bug)", name);
+    o->given |= 1ULL << i;
+    switch (f->kind) {
+    case ARG_SET: *(int *)p = (int)f->min; break;
+    case ARG_INT: *(int *)p = (int)parse_whole(f, v); break;
+    case ARG_LONG: *(long *)p = parse_whole(f, v); break;
+    case ARG_DOUBLE: *(double *)p = parse_number(f, v); break;
+    case ARG_STR: *(const char **)p = v; break;
+    case ARG_SCHEDULE:
+        snprintf(dashed, sizeof dashed, "--%s", f->name);
+        if (!lr_settings_set(&o->lr, dashed, v)) fail("--%s: not a schedule flag (a bug)", f->name);
+        break;
+    case ARG_HELP: break;
+    }
 }
 
 static void options_parse(Options *o, int argc, char **argv) {
@@ -239,15 +316,18 @@ static void options_parse(Options *o, int argc, char **argv) {
     while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
         if (c == '?') fail("unknown flag %s (see --help)", argv[optind - 1]);
         if (c == ':') fail("%s needs a value (see --help)", argv[optind - 1]);
-        const Flag *f = &flags[c - 1000];
-        if (!strcmp(f->name, "help")) {
+        if (flags[c - 1000].kind == ARG_HELP) {
             usage(stdout, argv[0]);
             exit(0);
         }
-        apply_flag(o, f->name, optarg);
+        apply_flag(o, c - 1000, optarg);
     }
     if (optind < argc) fail("unexpected argument \"%s\" (flags are --name value; see --help)", argv[optind]);
     if (o->val && !o->train) fail("--val given without --train");
+    if (o->resume && o->init_from)
+        fail("--resume and --init-from: give one (--resume continues a run, --init-from starts one)");
+    if ((long)o->B * o->T > INT_MAX)
+        fail("--batch %d x --seq-len %d: too large (at most %d characters per step)", o->B, o->T, INT_MAX);
 }
 
 // ----------------------------------------------------------------------------
@@ -302,13 +382,23 @@ static void dist_gather(const real *mine, real *all, size_t n) {
 }
 
 // ----------------------------------------------------------------------------
-// Signals: SIGINT/SIGTERM ask the loop to finish the step, checkpoint and exit 0.
+// Signals: the first SIGINT/SIGTERM asks the loop to stop at its next check (after
+// the step, or between two batches of a validation pass), write a checkpoint and
+// exit 0. A second one exits at once: the checkpoint on disk is whole, since each is
+// written to a temporary file and renamed, and the next start removes that file.
 
 static volatile sig_atomic_t stop_requested = 0;
 static void on_signal(int sig) {
-    (void)sig;
+    if (stop_requested) {
+        static const char msg[] = "\nsecond signal: exiting now; the last checkpoint written is intact\n";
+        ssize_t r = write(2, msg, sizeof msg - 1);
+        (void)r;
+        _exit(128 + sig);
+    }
     stop_requested = 1;
 }
+// Every rank stops at the same check, so no collective is left waiting.
+static int stop_agreed(void) { return dist_sum1(stop_requested) > 0; }
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -346,21 +436,53 @@ static void open_data(const Options *o, Stream *train, Stream *val) {
     else fail("--train names shard files: give the validation shards with --val");
 }
 
+// Refuses a split too small for one batch, saying which split it is.
+static void loader_open(Loader *l, const Stream *s, int B, int T, const char *what) {
+    int64_t G = (int64_t)world * B, need = G * T + 1;
+    if (s->size < need)
+        fail("%s has %lld bytes, too few for %lld rows of %d+1 bytes (need at least %lld): use a smaller --batch or "
+             "--seq-len, or more data", what, (long long)s->size, (long long)G, T, (long long)need);
+    loader_init(l, s, world, rank, B, T);
+}
+
 // Stateful truncated BPTT: the state after the last step of a forward feeds the next one.
 static void carry(Mlstm *m, real *h, real *c) {
     memcpy(h, mlstm_h_out(m), sizeof(real) * m->b * m->cfg.H);
     memcpy(c, mlstm_c_out(m), sizeof(real) * m->b * m->cfg.H);
 }
 
+// A validation pass that has run VAL_QUIET_S seconds shows its progress on rank 0:
+// a line rewritten in place on a terminal, else a line then and at every 10% after.
+#define VAL_QUIET_S 2.0
+static void val_progress(long done, long n, double t0, double *shown, int *tenths) {
+    double t = now_seconds(), eta = (t - t0) / done * (n - done);
+    if (rank != 0 || t - t0 < VAL_QUIET_S) return;
+    int tty = isatty(1), pct = (int)(100 * done / n);
+    if (tty ? t - *shown < 0.25 : pct / 10 <= *tenths) return;
+    printf("%svalidation %3d%% (%ld/%ld batches, ETA %02d:%02d)%s", tty ? "\r" : "", pct, done, n, (int)(eta / 60),
+           (int)eta % 60, tty ? " " : "\n");
+    fflush(stdout);
+    *shown = t;
+    *tenths = pct / 10;
+}
+
 // Mean loss over `steps` batches of the val stream from a zero state (0: all of it).
+// NAN when a signal asked to stop during the pass (checked before every batch).
 static double evaluate(Model *md, const Loader *val, long steps, uint8_t *in, uint8_t *tg, uint8_t *rs) {
     long n = loader_steps_per_epoch(val);
     if (steps > 0 && steps < n) n = steps;
-    double sum = 0;
+    double sum = 0, t0 = now_seconds(), shown = t0;
+    int tenths = -1;  // the 10% step of the last line shown
     for (long s = 0; s < n; s++) {
+        if (stop_agreed()) {
+            sum = NAN;
+            break;
+        }
         loader_batch(val, s, in, tg, rs);
         sum += model_eval(md, in, tg, rs, s == 0);
+        val_progress(s + 1, n, t0, &shown, &tenths);
     }
+    if (rank == 0 && isatty(1) && now_seconds() - t0 >= VAL_QUIET_S) printf("\r%60s\r", "");  // clear the progress line
     return dist_sum1(sum / n) / world;
 }
 
@@ -440,6 +562,64 @@ static void save_checkpoint(const char *path, Model *md, int B, const LossScaler
     free(call);
 }
 
+// A checkpoint to read (--resume, --init-from) is a regular file: open() on a FIFO
+// would wait for a writer forever, and a directory is a slip of the path.
+static void check_input_file(const char *flag, const char *path) {
+    struct stat sb;
+    if (!*path) fail("--%s: empty path", flag);
+    if (stat(path, &sb) != 0) fail("--%s %s: %s", flag, path, strerror(errno));
+    if (S_ISDIR(sb.st_mode)) fail("--%s %s: is a directory, not a checkpoint", flag, path);
+    if (!S_ISREG(sb.st_mode)) fail("--%s %s: not a regular file", flag, path);
+}
+
+// checkpoint_header checks the magic, the sizes and the checksum; a checksum cannot
+// vouch for what its writer put under it, so the fields the loop trusts are checked here.
+static CkptHeader read_checkpoint_header(const char *flag, const char *path) {
+    check_input_file(flag, path);
+    CkptHeader hd;
+    checkpoint_header(path, &hd);
+    if (hd.cfg.H > MAX_HIDDEN || hd.cfg.D > MAX_EMBED)
+        fail("checkpoint %s: D=%d H=%d, beyond this build's limits (%d, %d)", path, hd.cfg.D, hd.cfg.H, MAX_EMBED,
+             MAX_HIDDEN);
+    if (hd.st.data_step > (uint64_t)MAX_STEPS)
+        fail("checkpoint %s: data step %llu is beyond any run (at most %ld): a corrupt file", path,
+             (unsigned long long)hd.st.data_step, MAX_STEPS);
+    if (hd.st.step > hd.st.data_step)
+        fail("checkpoint %s: %llu applied steps but only %llu batches read: a corrupt file", path,
+             (unsigned long long)hd.st.step, (unsigned long long)hd.st.data_step);
+    return hd;
+}
+
+// --resume and --init-from take the model from the checkpoint, so it need not be
+// repeated; a model flag that was given must agree. --resume also takes the global
+// batch, since the checkpoint carries the state of its G rows.
+static void config_from_checkpoint(Options *o, const char *path, const CkptHeader *hd) {
+    if (flag_given(o, "hidden") && o->model.H != hd->cfg.H)
+        fail("--hidden %d disagrees with checkpoint %s (H=%d)", o->model.H, path, hd->cfg.H);
+    if (flag_given(o, "embed") && o->model.D != hd->cfg.D)
+        fail("--embed %d disagrees with checkpoint %s (D=%d)", o->model.D, path, hd->cfg.D);
+    if (flag_given(o, "no-weight-norm") && hd->cfg.wnorm)
+        fail("--no-weight-norm disagrees with checkpoint %s (weight norm on)", path);
+    o->model = hd->cfg;
+    if (!o->resume) return;
+    int G = hd->st.G;
+    if (flag_given(o, "batch") && (long)o->B * world != G)
+        fail("--batch %d x %d ranks = %ld rows disagrees with checkpoint %s (%d rows; --init-from starts at any batch)",
+             o->B, world, (long)o->B * world, path, G);
+    if (G % world)
+        fail("checkpoint %s carries the state of %d rows, which %d ranks cannot share: resume on a number of ranks that "
+             "divides %d", path, G, world, G);
+    o->B = G / world;
+}
+
+// No step recovers from inf or NaN weights, moments or state.
+static void check_finite(const char *path, const char *what, const real *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            fail("checkpoint %s: %s[%zu] is %g (a diverged or corrupt model)", path, what, i, (double)x[i]);
+}
+
+// --resume: everything, the carried state of this rank's rows included.
 static void load_checkpoint(const char *path, Model *md, int B, LossScaler *ls, long *applied, long *data_step,
                             uint64_t *rng, int fp16) {
     Mlstm *m = model_host(md);
@@ -450,6 +630,11 @@ static void load_checkpoint(const char *path, Model *md, int B, LossScaler *ls, 
     real *hall = (real *)mallocCheck(sizeof(real) * G * H);
     real *call = (real *)mallocCheck(sizeof(real) * G * H);
     checkpoint_load(path, m, &st, hall, call, G);
+    check_finite(path, "params", m->params, m->nparams);
+    check_finite(path, "adam_m", m->adam_m, m->nparams);
+    check_finite(path, "adam_v", m->adam_v, m->nparams);
+    check_finite(path, "h", hall, (size_t)G * H);
+    check_finite(path, "c", call, (size_t)G * H);
     memcpy(h, hall + (size_t)rank * B * H, sizeof(real) * B * H);
     memcpy(c, call + (size_t)rank * B * H, sizeof(real) * B * H);
     free(hall);
@@ -463,13 +648,169 @@ static void load_checkpoint(const char *path, Model *md, int B, LossScaler *ls, 
     model_loaded(md);
 }
 
-static void make_parent_dir(const char *path) {
+// --init-from: the weights only. Adam's moments start at zero, the carried state too,
+// and the step, schedule and loss scale start afresh: fine-tuning at any batch.
+static void init_from_checkpoint(const char *path, Model *md, int B, int G_file) {
+    Mlstm *m = model_host(md);
+    real *h, *c;
+    model_state(md, &h, &c);
+    size_t n = (size_t)G_file * m->cfg.H;
+    TrainState st;
+    real *hall = (real *)mallocCheck(sizeof(real) * n), *call = (real *)mallocCheck(sizeof(real) * n);
+    checkpoint_load(path, m, &st, hall, call, G_file);
+    check_finite(path, "params", m->params, m->nparams);
+    free(hall);
+    free(call);
+    memset(m->adam_m, 0, sizeof(real) * m->nparams);
+    memset(m->adam_v, 0, sizeof(real) * m->nparams);
+    memset(h, 0, sizeof(real) * (size_t)B * m->cfg.H);
+    memset(c, 0, sizeof(real) * (size_t)B * m->cfg.H);
+    model_loaded(md);
+}
+
+// ----------------------------------------------------------------------------
+// Output files (rank 0): checked, locked and prepared before the first step, so a
+// bad --ckpt or --log costs no training time.
+
+typedef struct {
+    FILE *f;
+    const char *path;
+    int lock_fd;  // <ckpt>.lock, flock'ed while this trainer runs
+} Outputs;
+
+// mkdir -p of the directory above `path`.
+static void make_parent_dirs(const char *flag, const char *path) {
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) fail("--%s: path too long", flag);
     char *slash = strrchr(dir, '/');
     if (!slash || slash == dir) return;
     *slash = 0;
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) fail("cannot create directory %s: %s", dir, strerror(errno));
+    for (char *p = dir + 1;; p++) {
+        if (*p != '/' && *p) continue;
+        char keep = *p;
+        *p = 0;
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+            fail("--%s %s: cannot create directory %s: %s", flag, path, dir, strerror(errno));
+        *p = keep;
+        if (!keep) break;
+    }
+}
+
+static int exists(const char *path, struct stat *sb) { return stat(path, sb) == 0; }
+
+// One line of the log; a failed write (a full disk) is an error, not a silent gap.
+static void log_printf(Outputs *out, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vfprintf(out->f, fmt, ap);
+    va_end(ap);
+    if (r < 0 || fflush(out->f) != 0) fail("--log %s: cannot write: %s", out->path, strerror(errno));
+}
+
+// On resume the log keeps what came before the checkpoint's step: lines written
+// after it (by a run killed before its next checkpoint) are about to be repeated.
+static void log_truncate(Outputs *out, long data_step) {
+    rewind(out->f);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    long keep = 0, step;
+    while ((len = getline(&line, &cap, out->f)) > 0) {
+        if (line[len - 1] != '\n') break;  // a line cut short by a kill
+        if ((sscanf(line, "train %ld", &step) == 1 || sscanf(line, "val %ld", &step) == 1) && step > data_step) break;
+        keep += len;
+    }
+    free(line);
+    if (ftruncate(fileno(out->f), keep) != 0 || fseek(out->f, 0, SEEK_END) != 0)
+        fail("--log %s: cannot write: %s", out->path, strerror(errno));
+}
+
+// Removes <ckpt>.tmp.<pid> files a killed trainer left (whole checkpoints' worth of
+// bytes each). Only a trainer holding <ckpt>.lock writes them, so any there are stale.
+static void remove_stale_temps(const char *ckpt) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", ckpt);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : ckpt;
+    if (slash) *slash = 0; else snprintf(dir, sizeof dir, ".");
+    if (slash == dir) snprintf(dir, sizeof dir, "/");
+    size_t nb = strlen(base);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *s = e->d_name;
+        const char *pid = s + nb + 5;
+        if (strncmp(s, base, nb) || strncmp(s + nb, ".tmp.", 5) || !*pid || strspn(pid, "0123456789") != strlen(pid))
+            continue;
+        char p[8300];
+        snprintf(p, sizeof p, "%s/%s", dir, s);
+        if (unlink(p) == 0) printf("removed %s, left by a trainer that was killed while writing a checkpoint\n", p);
+    }
+    closedir(d);
+}
+
+// A log holds a run's results once it has a line that is not a # comment.
+static int log_has_results(const char *path) {
+    FILE *f = fopen(path, "r");
+    char line[256];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) found = line[0] != '#';
+    if (f) fclose(f);
+    return found;
+}
+
+static Outputs outputs_open(const Options *o, long data_step) {
+    Outputs out = {NULL, o->log, -1};
+    struct stat sb;
+    const char *names[2][2] = {{"ckpt", o->ckpt}, {"log", o->log}};
+    for (int i = 0; i < 2; i++) {
+        const char *flag = names[i][0], *path = names[i][1];
+        if (!*path) fail("--%s: empty path", flag);
+        make_parent_dirs(flag, path);
+        if (exists(path, &sb) && S_ISDIR(sb.st_mode)) fail("--%s %s: is a directory", flag, path);
+        if (exists(path, &sb) && !S_ISREG(sb.st_mode) && i == 0) fail("--ckpt %s: not a regular file", path);
+        // a new run does not replace the files of an earlier one unless asked to
+        int earlier = exists(path, &sb) && S_ISREG(sb.st_mode) && sb.st_size > 0 && (i == 0 || log_has_results(path));
+        if (earlier && !o->resume && !o->overwrite)
+            fail("--%s %s exists (an earlier run's): continue it with --resume %s, or give --overwrite to replace it",
+                 flag, path, i == 0 ? path : o->ckpt);
+    }
+    // the lock, which also shows that the checkpoint's directory is writable
+    char lock[4200];
+    snprintf(lock, sizeof lock, "%s.lock", o->ckpt);
+    out.lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (out.lock_fd < 0) fail("--ckpt %s: cannot write %s: %s", o->ckpt, lock, strerror(errno));
+    if (flock(out.lock_fd, LOCK_EX | LOCK_NB) != 0)
+        fail("--ckpt %s is in use by another trainer (it holds %s)", o->ckpt, lock);
+    remove_stale_temps(o->ckpt);
+    out.f = fopen(o->log, "a+");
+    if (!out.f) fail("--log %s: cannot write: %s", o->log, strerror(errno));
+    long kept = 0;  // bytes of the log that stay
+    if (fstat(fileno(out.f), &sb) == 0 && S_ISREG(sb.st_mode)) {
+        if (flock(fileno(out.f), LOCK_EX | LOCK_NB) != 0) fail("--log %s is in use by another trainer", o->log);
+        if (o->resume) log_truncate(&out, data_step);
+        else if (ftruncate(fileno(out.f), 0) != 0) fail("--log %s: cannot write: %s", o->log, strerror(errno));
+        kept = ftell(out.f);
+    }
+    // the header starts a new log (a resume into a new file, too); an unwritable log fails here, before any step
+    if (!o->resume || kept == 0)
+        log_printf(&out, "# train step epoch lr loss bpc scale skipped gnorm chars_per_s | val step epoch loss bpc\n");
+    return out;
+}
+
+static void outputs_close(Outputs *out) {
+    if (out->f) fclose(out->f);
+    if (out->lock_fd >= 0) close(out->lock_fd);  // releases the lock
+}
+
+// The host memory the parameters, their gradients and Adam's two moments take, against
+// this machine's: a model that cannot fit is a flag to change, said before allocating.
+static void check_memory(const MlstmConfig *c, double extra_bytes, const char *flags_named) {
+    double need = 4.0 * param_count(c) * sizeof(real) + extra_bytes;
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (have > 0 && need > have)
+        fail("%s too large: the model needs %.1f GB of memory, this machine has %.1f GB", flags_named, need / 1e9, have / 1e9);
 }
 
 static void print_settings(const Options *o, Model *md, const char *precision, const Stream *train_s,
@@ -505,6 +846,7 @@ static void print_settings(const Options *o, Model *md, const char *precision, c
     ROW("optimizer", "Adam b1 0.9 b2 0.999 eps 1e-8, clip %g", o->clip);
     ROW("precision", "%s", precision);
     ROW("checkpoint", "%s%s", o->ckpt, o->resume ? " (resumed)" : "");
+    if (o->init_from) ROW("initial weights", "%s", o->init_from);
     ROW("log", "%s", o->log);
 #undef ROW
     fflush(stdout);
@@ -514,8 +856,14 @@ static void print_settings(const Options *o, Model *md, const char *precision, c
 // The loop: doc/design.md, "The training step", one step at a time, then progress, log, validation,
 // samples and checkpoints.
 
+// Skipped steps in a row that a smaller loss scale cannot cure (FP32, or FP16 at the
+// scale's floor) before the run stops: the gradients are inf/NaN whatever S is, so the
+// model has diverged and skipping would only read the rest of the data for nothing.
+#define STUCK_SKIPS 10
+
 static int train_main(int argc, char **argv) {
     dist_init(&argc, &argv);
+    stop_requested = 0;
     Options o;
     options_parse(&o, argc, argv);
     const char *precision;
@@ -523,21 +871,46 @@ static int train_main(int argc, char **argv) {
 #ifdef _OPENMP
     if (o.threads) omp_set_num_threads(o.threads);
 #endif
+    // the model (and, resuming, the batch) from a checkpoint, checked before any work
+    CkptHeader from;
+    const char *from_path = o.resume ? o.resume : o.init_from;
+    if (from_path) {
+        from = read_checkpoint_header(o.resume ? "resume" : "init-from", from_path);
+        config_from_checkpoint(&o, from_path, &from);
+        if (o.resume && (long)from.st.data_step >= o.steps)
+            fail("checkpoint %s is at step %llu and --steps is %ld: nothing to train (give a larger --steps)", o.resume,
+                 (unsigned long long)from.st.data_step, o.steps);
+    }
+    // the decay ends at --steps unless a horizon was given (a run of any length decays to its end)
+    if (!(o.lr.given & GIVEN_HORIZON)) {
+        o.lr.horizon = (double)o.steps;
+        o.lr.horizon_in_epochs = 0;
+    }
     int B = o.B, T = o.T, G = world * B;
+    if ((long)world * B > INT_MAX / 2) fail("--batch %d x %d ranks: too many rows", B, world);
     if (o.val_batch % world) fail("--val-batch: %ld rows do not split evenly over %d ranks", o.val_batch, world);
     if (o.val_batch / world > INT_MAX / T) fail("--val-batch: %ld rows of %d steps are too many", o.val_batch, T);
     int VB = o.val_batch && o.val_batch != G ? (int)(o.val_batch / world) : B;  // val rows per rank
     Stream train_s, val_s;
     open_data(&o, &train_s, &val_s);
+    char what[2][4200];
+    if (o.train) {
+        snprintf(what[0], sizeof what[0], "the training data (--train %s)", o.train);
+        snprintf(what[1], sizeof what[1], "the validation data (--val %s)", o.val ? o.val : o.train);
+    } else {
+        snprintf(what[0], sizeof what[0], "the built-in corpus's training split (--corpus-bytes %ld)", o.corpus_bytes);
+        snprintf(what[1], sizeof what[1], "the built-in corpus's validation split (1/40 of --corpus-bytes %ld)", o.corpus_bytes);
+    }
     Loader train, val;
-    loader_init(&train, &train_s, world, rank, B, T);
-    loader_init(&val, &val_s, world, rank, VB, T);
+    loader_open(&train, &train_s, B, T, what[0]);
+    loader_open(&val, &val_s, VB, T, what[1]);
     train.reset_docs = val.reset_docs = train.reset_docs && o.reset_docs;
     o.lr.epoch_sequences = (double)loader_steps_per_epoch(&train) * G;  // sequences per epoch at this batch
     lr_settings_check(&o.lr);
 
-    Model *md = model_create(o.model, B, T, o.seed);
-    Model *ev = VB != B ? model_create(o.model, VB, T, o.seed) : md;  // the validation model
+    check_memory(&o.model, 0, "--hidden, --embed:");
+    Model *md = model_create(o.model, B, T, (uint64_t)o.seed);
+    Model *ev = VB != B ? model_create(o.model, VB, T, (uint64_t)o.seed) : md;  // the validation model
     size_t rows = B > VB ? B : VB;
     uint8_t *in = (uint8_t *)mallocCheck(rows * T);  // (rows,T) inputs, targets, state resets
     uint8_t *tg = (uint8_t *)mallocCheck(rows * T);
@@ -545,19 +918,14 @@ static int train_main(int argc, char **argv) {
     LossScaler scaler;
     loss_scaler_init(&scaler, o.fp16);
     long applied = 0, data_step = 0;
-    uint64_t rng = o.seed ^ 0x5eed5eed5eed5eedULL;
+    uint64_t rng = (uint64_t)o.seed ^ 0x5eed5eed5eed5eedULL;
     if (o.resume) load_checkpoint(o.resume, md, B, &scaler, &applied, &data_step, &rng, o.fp16);
-    FILE *log = NULL;
-    if (rank == 0) {
-        make_parent_dir(o.ckpt);
-        make_parent_dir(o.log);
-        log = fopen(o.log, o.resume ? "a" : "w");
-        if (!log) fail("--log: cannot write %s: %s", o.log, strerror(errno));
-        if (!o.resume)
-            fprintf(log, "# train step epoch lr loss bpc scale skipped gnorm chars_per_s"
-                         " | val step epoch loss bpc\n");
-        print_settings(&o, md, precision, &train_s, &val_s, &train);
-    }
+    if (o.init_from) init_from_checkpoint(o.init_from, md, B, from.st.G);
+    // the output files last of what can fail at start-up, so a refused start leaves none
+    // behind, and still before the first step, so a bad path costs no training
+    Outputs out = {NULL, o.log, -1};
+    if (rank == 0) out = outputs_open(&o, data_step);
+    if (rank == 0) print_settings(&o, md, precision, &train_s, &val_s, &train);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -567,14 +935,14 @@ static int train_main(int argc, char **argv) {
 
     if (data_step == 0 && o.val_every) {  // the baseline the validation curve falls from
         double vl = validate(md, ev, &val, o.val_steps, in, tg, rs);
-        if (rank == 0) {
-            fprintf(log, "val 0 0 %.6f %.6f\n", vl, vl / M_LN2);
+        if (rank == 0 && !isnan(vl)) {
+            log_printf(&out, "val 0 0 %.6f %.6f\n", vl, vl / M_LN2);
             printf("step %6d | val bpc %.4f\n", 0, vl / M_LN2);
         }
     }
     double fpc = flops_per_char(&o.model), t_start = now_seconds(), train_seconds = 0, loss_avg = 0;
-    long start_step = data_step, n_avg = 0;
-    while (data_step < o.steps) {
+    long start_step = data_step, n_avg = 0, stuck = 0;
+    while (data_step < o.steps && !stop_agreed()) {
         // steps 1-3 of doc/design.md, "The training step": read the batch, forward, backward seeded with S
         double t0 = now_seconds();
         loader_batch(&train, data_step, in, tg, rs);
@@ -589,6 +957,7 @@ static int train_main(int argc, char **argv) {
         StepDecision d = decide_step(&scaler, &o.lr, &applied, G, overflow);
         double gnorm = d.apply ? model_apply(md, &d, o.clip, applied) : 0;
         data_step++;
+        stuck = d.apply ? 0 : stuck + (!o.fp16 || scale <= scaler.floor);
 
         // progress and log (rank 0); throughput counts training time only, not validation or sampling
         double t = now_seconds(), cps = (double)G * T / (t - t0);
@@ -597,9 +966,8 @@ static int train_main(int argc, char **argv) {
         n_avg++;
         double epoch = (double)data_step / loader_steps_per_epoch(&train);
         if (rank == 0) {
-            fprintf(log, "train %ld %.4f %.6e %.6f %.6f %g %d %.6e %.0f\n", data_step, epoch, d.lr, loss,
-                    loss / M_LN2, scale, !d.apply, gnorm, cps);
-            fflush(log);
+            log_printf(&out, "train %ld %.4f %.6e %.6f %.6f %g %d %.6e %.0f\n", data_step, epoch, d.lr, loss,
+                       loss / M_LN2, scale, !d.apply, gnorm, cps);
             if (data_step % o.print_every == 0 || data_step == o.steps || !d.apply) {
                 double elapsed = t - t_start;
                 double eta = elapsed / (data_step - start_step) * (o.steps - data_step);
@@ -614,12 +982,15 @@ static int train_main(int argc, char **argv) {
                 n_avg = 0;
             }
         }
+        if (stuck >= STUCK_SKIPS)
+            fail("step %ld: %d steps in a row skipped with inf/NaN gradients %s: the model has diverged; stopping "
+                 "without a checkpoint (try a lower --lr)", data_step, STUCK_SKIPS,
+                 o.fp16 ? "at the smallest loss scale" : "(FP32: no loss scale to lower)");
         int last = data_step == o.steps;
         if ((o.val_every && data_step % o.val_every == 0) || last) {
             double vl = validate(md, ev, &val, o.val_steps, in, tg, rs);
-            if (rank == 0) {
-                fprintf(log, "val %ld %.4f %.6f %.6f\n", data_step, epoch, vl, vl / M_LN2);
-                fflush(log);
+            if (rank == 0 && !isnan(vl)) {
+                log_printf(&out, "val %ld %.4f %.6f %.6f\n", data_step, epoch, vl, vl / M_LN2);
                 printf("step %6ld | val bpc %.4f\n", data_step, vl / M_LN2);
             }
         }
@@ -627,7 +998,7 @@ static int train_main(int argc, char **argv) {
             sample(model_host(md), o.prompt, o.sample_len, o.temperature, &rng, stdout);
         }
         // SIGINT/SIGTERM on any rank stops every rank after this step
-        int stop = (int)dist_sum1(stop_requested);
+        int stop = stop_agreed();
         if ((o.ckpt_every && data_step % o.ckpt_every == 0) || last || stop) {
             save_checkpoint(o.ckpt, md, B, &scaler, applied, data_step, rng);
             if (rank == 0) {
@@ -640,7 +1011,9 @@ static int train_main(int argc, char **argv) {
             break;
         }
     }
-    if (rank == 0) fclose(log);
+    if (rank == 0 && stop_requested && data_step == start_step)
+        printf("stopped by a signal before the first step; nothing to save\n");
+    if (rank == 0) outputs_close(&out);
     if (ev != md) model_free(ev);
     model_free(md);
     stream_free(&train_s);

@@ -37,6 +37,19 @@ static void test_no_reexec(const char *trainer) {
     char b[600];
     snprintf(b, sizeof b, "%s/b.ckpt", dir);
     CHECK(r == 0 && files_equal(ckpt, b), "train_main in-process and the build/train program write byte-identical checkpoints");
+    // a second train_main in the same process (test_gpu resumes so) resumes into the same
+    // files: the first released its lock on a.ckpt and a.log when it returned
+    const char *again[] = {"train", TINY_ARGS, "--steps", "8", "--resume", ckpt, "--ckpt", ckpt, "--log", log, NULL};
+    argc = (int)(sizeof again / sizeof again[0]) - 1;
+    optind = 0;
+    fflush(stdout);
+    saved = dup(1);
+    if (!freopen("/dev/null", "w", stdout)) return;
+    rc = train_main(argc, (char **)again);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    CHECK(rc == 0, "a second train_main in the same process resumes into the files of the first (its lock was released)");
 }
 
 // The CPU backend: --fp16 is a simulation it offers, and its host views are the

@@ -11,8 +11,10 @@
 static char dir[] = "/tmp/mlstm_train_XXXXXX";
 static char trainer[1024];
 // a tiny model on a small built-in corpus; one thread so runs are comparable
-#define TINY "--hidden 32 --embed 16 --batch 4 --seq-len 16 --corpus-bytes 60000 --val-every 0 --val-steps 2 " \
-             "--sample-len 0 --print-every 1000 --threads 1 --lr-schedule legw --lr 3e-3 --base-batch 4 --warmup-steps 3 --decay-steps 40"
+// (TINY_RUN: all but the model and the batch, which --resume reads from the checkpoint)
+#define TINY_RUN "--seq-len 16 --corpus-bytes 60000 --val-every 0 --val-steps 2 --sample-len 0 --print-every 1000 --threads 1 " \
+                 "--lr-schedule legw --lr 3e-3 --base-batch 4 --warmup-steps 3 --decay-steps 40"
+#define TINY "--hidden 32 --embed 16 --batch 4 " TINY_RUN
 
 
 // The "train" lines of a log, fields: step epoch lr loss bpc scale skipped gnorm chars/s.
@@ -50,8 +52,9 @@ static void test_resume(void) {
     // N steps straight, versus N/2, a checkpoint, and N/2 more: the same bytes
     int r1 = test_system("%s " TINY " --fp16 --steps 20 --ckpt %s/a.ckpt --log %s/a.log > %s/a.out 2>&1", trainer, dir, dir, dir);
     int r2 = test_system("%s " TINY " --fp16 --steps 10 --ckpt %s/b.ckpt --log %s/b.log > %s/b.out 2>&1", trainer, dir, dir, dir);
-    int r3 = test_system("%s " TINY " --fp16 --steps 20 --resume %s/b.ckpt --ckpt %s/b.ckpt --log %s/b.log >> %s/b.out 2>&1", trainer, dir, dir, dir, dir);
-    CHECK(r1 == 0 && r2 == 0 && r3 == 0, "resume: the three runs exit 0 (%d %d %d)", r1, r2, r3);
+    // the resume gives no --hidden, --embed or --batch: they come from the checkpoint
+    int r3 = test_system("%s " TINY_RUN " --fp16 --steps 20 --resume %s/b.ckpt --ckpt %s/b.ckpt --log %s/b.log >> %s/b.out 2>&1", trainer, dir, dir, dir, dir);
+    CHECK(r1 == 0 && r2 == 0 && r3 == 0, "resume: the three runs exit 0, the resume without the model and batch flags (%d %d %d)", r1, r2, r3);
     char a[600], b[600];
     snprintf(a, sizeof a, "%s/a.ckpt", dir); snprintf(b, sizeof b, "%s/b.ckpt", dir);
     CHECK(file_size(a) > 0 && files_equal(a, b), "resume: 20 steps straight and 10 + resume + 10 give byte-identical checkpoints");
@@ -132,13 +135,26 @@ static void test_mpi(void) {
     TrainState sa, sb;
     snprintf(p, sizeof p, "%s/m1.ckpt", dir); load(p, &a, &sa, 8);
     snprintf(p, sizeof p, "%s/m2.ckpt", dir); load(p, &b, &sb, 8);
+    // What holds (the README's claim): 2 ranks x 4 rows read exactly the 8 rows 1 rank
+    // reads, so the data steps agree and step 1's loss (same weights, same rows; the two
+    // ranks' means added in double) is the same number. The gradients are the same sums
+    // added in another order (each rank sums its rows, the all-reduce sums the ranks), so
+    // they differ by FP32 rounding: at most K 2^-24 relative for a K-term sum (K = 8 x 16
+    // characters), 8e-6. Adam turns a relative gradient change d into an update change of
+    // at most lr d (m / sqrt(v) is scale-free), so after n steps the weights (rms ~0.1)
+    // move apart by at most n lr d / 0.1 = 10 x 4.2e-3 x 8e-6 / 0.1, 3e-6: the bound below
+    // is that with room. Bit-exact equality would need the single process to add its
+    // rows in the ranks' order, which the matmuls do not.
     double dw = rel_diff(b.params, a.params, a.nparams);
-    CHECK(dw < 1e-5 && sa.step == 10 && sb.step == 10, "mpi: weights after 10 steps agree to %.1e relative (< 1e-5)", dw);
+    CHECK(dw < 1e-5 && sa.step == 10 && sb.step == 10 && sa.data_step == sb.data_step,
+          "mpi: after 10 steps the same data step and weights within %.1e relative (< 1e-5: FP32 sums in another order)", dw);
     LogLine la[16], lb[16];
     snprintf(p, sizeof p, "%s/m1.log", dir); int na = read_log(p, la, 16);
     snprintf(p, sizeof p, "%s/m2.log", dir); int nb = read_log(p, lb, 16);
     double dl = 0;
     for (int i = 0; i < na && i < nb; i++) dl = fmax(dl, fabs(la[i].loss - lb[i].loss) / la[i].loss);
+    CHECK(na == 10 && nb == 10 && la[0].loss == lb[0].loss, "mpi: step 1's loss (the same weights on the same rows) is the same number (%.6f %.6f)",
+          na ? la[0].loss : 0, nb ? lb[0].loss : 0);
     CHECK(na == 10 && nb == 10 && dl < 1e-5, "mpi: the 10 losses agree to %.1e relative (< 1e-5)", dl);
     mlstm_free(&a); mlstm_free(&b);
 }
@@ -221,7 +237,7 @@ static void test_val_batch(void) {
         CHECK(rc == 0 && fabs(vm - v[0]) <= 1e-5 * v[0], "val-batch: 2 ranks x 2 rows score the 8 rows as one process "
               "(%.6f, %.6f bpc)", vm, v[0]);
     }
-    expect_bad("--val-batch 0", "--val-batch: must be at least 1, got 0", "zero val batch");
+    expect_bad("--val-batch 0", "--val-batch: must be between 1 and", "zero val batch");
 }
 
 static void test_signals(void) {
@@ -246,40 +262,58 @@ static void test_signals(void) {
     mlstm_free(&m);
 
     // kill -9 while checkpoints are being written (one every step, a larger model so
-    // writes take a while): the last complete checkpoint always survives
-    int intact = 1, torn = 0;
+    // writes take a while): the last complete checkpoint always survives; resuming into
+    // the same files removes the killed run's temporary file and cuts the log back to
+    // the checkpoint, so every step is logged once
+    int intact = 1, torn = 0, cleaned = 1, once = 1;
     for (int trial = 0; trial < 6; trial++) {
         test_system("rm -f %s/k.ckpt*", dir);
         test_system("%s --hidden 256 --batch 1 --seq-len 2 --corpus-bytes 20000 --val-every 0 --sample-len 0 --threads 1 "
-                    "--steps 100000 --ckpt-every 1 --ckpt %s/k.ckpt --log %s/k.log > /dev/null 2>&1 & pid=$!; "
+                    "--steps 100000 --ckpt-every 1 --overwrite --ckpt %s/k.ckpt --log %s/k.log > /dev/null 2>&1 & pid=$!; "
                     "for i in $(seq 400); do [ -f %s/k.ckpt ] && break; sleep 0.01; done; sleep 0.%d; kill -9 $pid; wait $pid 2>/dev/null",
                     trainer, dir, dir, dir, 13 + 13 * trial);
-        torn += test_system("ls %s | grep -q 'k.ckpt.tmp'", dir) == 0;  // killed mid-write: a temporary file remains
+        int mid = test_system("ls %s | grep -q 'k.ckpt.tmp'", dir) == 0;  // killed mid-write: a temporary file remains
+        torn += mid;
+        if (!mid) test_system("echo partial > %s/k.ckpt.tmp.999999999", dir);  // as such a kill leaves, when the timing missed
         char p[600];
         snprintf(p, sizeof p, "%s/k.ckpt", dir);
+        uint8_t hd[64] = {0};
+        FILE *f = fopen(p, "rb");
+        if (!f || fread(hd, 1, 64, f) != 64) intact = 0;
+        if (f) fclose(f);
+        long ds = (long)get64(hd + 56);  // CKPT_AT_DATA_STEP
         int ok = test_system("%s --hidden 256 --batch 1 --seq-len 2 --corpus-bytes 20000 --val-every 0 --sample-len 0 --threads 1 "
-                             "--steps 1 --resume %s --ckpt %s/k2.ckpt --log %s/k2.log > %s/k.out 2>&1", trainer, p, dir, dir, dir);
+                             "--steps %ld --resume %s --ckpt %s --log %s/k.log > %s/k.out 2>&1", trainer, ds + 1, p, p, dir, dir);
         if (ok != 0) intact = 0;
+        if (test_system("ls %s | grep -q 'k.ckpt.tmp'", dir) == 0) cleaned = 0;
+        LogLine l[4096];
+        snprintf(p, sizeof p, "%s/k.log", dir);
+        int n = read_log(p, l, 4096);
+        if (n != ds + 1) once = 0;
+        for (int i = 0; i < n; i++) if (l[i].step != i + 1) once = 0;
     }
     CHECK(intact, "kill -9 during checkpoint writes (6 trials, %d of them mid-write): the checkpoint left behind always loads", torn);
+    CHECK(cleaned, "kill -9: resuming removes the temporary file the killed run left (%d trials left one, the others one planted)", torn);
+    CHECK(once, "kill -9: after resuming into the same log every step is logged once, in order");
 }
 
 static void expect_bad(const char *args, const char *needle, const char *what) {
     char out[600];
     snprintf(out, sizeof out, "%s/bad.out", dir);
-    int rc = test_system("%s %s > %s 2>&1", trainer, args, out);
+    int rc = test_system("timeout 120 %s %s > %s 2>&1", trainer, args, out);  // a hang (a FIFO) fails, not blocks
     int found = test_system("grep -qF -- '%s' %s", needle, out) == 0;
     char msg[300] = "";
     FILE *f = fopen(out, "r");
     if (f) { if (!fgets(msg, sizeof msg, f)) msg[0] = 0; fclose(f); }
     msg[strcspn(msg, "\n")] = 0;
-    CHECK(rc == 2 && found, "bad input, %s: exit %d (want 2), \"%s\"", what, rc, msg);
+    int stepped = test_system("grep -q '^step ' %s", out) == 0;  // a progress or validation line: work was done first
+    CHECK(rc == 2 && found && !stepped, "bad input, %s: exit %d (want 2), \"%s\"%s", what, rc, msg, stepped ? " after steps ran" : "");
 }
 
 static void test_bad_flags(void) {
     expect_bad("--bogus 3", "unknown flag --bogus", "unknown flag");
-    expect_bad("--batch 0", "--batch: must be at least 1, got 0", "zero batch");
-    expect_bad("--hidden -4", "--hidden: must be at least 1, got -4", "negative hidden size");
+    expect_bad("--batch 0", "--batch: must be between 1 and", "zero batch");
+    expect_bad("--hidden -4", "--hidden: must be between 1 and", "negative hidden size");
     expect_bad("--seq-len 12x", "--seq-len: expected a whole number, got \"12x\"", "size with junk");
     expect_bad("--lr abc", "--lr", "learning rate that is not a number");
     expect_bad("--steps", "--steps needs a value", "missing value");
@@ -287,7 +321,7 @@ static void test_bad_flags(void) {
     char args[900];
     // a checkpoint of another shape (written by test_resume: H=32)
     snprintf(args, sizeof args, "--hidden 64 --embed 16 --batch 4 --seq-len 16 --corpus-bytes 60000 --resume %s/a.ckpt", dir);
-    expect_bad(args, "the command line asks for D=16 H=64", "resume from a checkpoint of another shape");
+    expect_bad(args, "--hidden 64 disagrees with checkpoint", "resume from a checkpoint of another shape");
     snprintf(args, sizeof args, "--resume %s/none.ckpt", dir);
     expect_bad(args, "none.ckpt", "resume from a missing checkpoint");
     int rc = test_system("%s --help > %s/help.out 2>&1", trainer, dir);
@@ -313,6 +347,313 @@ static void test_help_matches_parser(void) {
     CHECK(n >= 35 && bad == 0, "--help lists %d flags, all read by the parser (%d not)", n, bad);
 }
 
+// The "(default X)" --help prints for --NAME ("" if none).
+static const char *help_default(const char *name, char *out, size_t n) {
+    char p[600], line[512], want[80];
+    snprintf(p, sizeof p, "%s/help.out", dir);
+    snprintf(want, sizeof want, "  --%s ", name);
+    out[0] = 0;
+    FILE *f = fopen(p, "r");
+    while (f && fgets(line, sizeof line, f)) {
+        char *d = strstr(line, "(default ");
+        if (strncmp(line, want, strlen(want)) || !d) continue;
+        snprintf(out, n, "%s", d + 9);
+        out[strcspn(out, ")")] = 0;
+    }
+    if (f) fclose(f);
+    return out;
+}
+// The start-up table row `name` of an output file ("" if none).
+static const char *table_row(const char *file, const char *name, char *out, size_t n) {
+    char line[512];
+    out[0] = 0;
+    FILE *f = fopen(file, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "| ", 2) && !strncmp(line + 2, name, strlen(name)) && line[2 + strlen(name)] == ' ') snprintf(out, n, "%s", line);
+    if (f) fclose(f);
+    return out;
+}
+
+// --help's defaults are the ones a run without flags uses (its start-up table shows
+// them), and the default decay ends at --steps.
+static void test_help_defaults(void) {
+    char o[600], h[64], d[64], b[64], t[64], sched[64], lr[64], bb[64], hor[64], row[512], want[400];
+    snprintf(o, sizeof o, "%s/d.out", dir);
+    int rc = test_system("%s --steps 3 --val-every 0 --sample-len 0 --threads 1 --corpus-bytes 200000 --ckpt %s/d.ckpt --log %s/d.log > %s 2>&1",
+                         trainer, dir, dir, o);
+    help_default("hidden", h, 64); help_default("embed", d, 64); help_default("batch", b, 64); help_default("seq-len", t, 64);
+    help_default("lr-schedule", sched, 64); help_default("lr", lr, 64); help_default("base-batch", bb, 64); help_default("decay-epochs", hor, 64);
+    snprintf(want, sizeof want, "D=%s H=%s,", d, h);
+    int model = strstr(table_row(o, "model", row, sizeof row), want) != NULL;
+    snprintf(want, sizeof want, "%s rows/rank x 1 ranks = %s, T = %s ", b, b, t);
+    int batch = strstr(table_row(o, "batch", row, sizeof row), want) != NULL;
+    snprintf(want, sizeof want, "| %s ", sched);
+    int rule = strstr(table_row(o, "lr schedule", row, sizeof row), want) != NULL;
+    snprintf(want, sizeof want, "| %s at batch %s ", lr, bb);
+    int base = strstr(table_row(o, "base lr", row, sizeof row), want) != NULL;
+    CHECK(rc == 0 && model && batch && rule && base, "--help's defaults (H %s, D %s, batch %s, T %s, %s, lr %s at batch %s) are the run's "
+          "(%d %d %d %d)", h, d, b, t, sched, lr, bb, model, batch, rule, base);
+    int decay = strstr(table_row(o, "decay", row, sizeof row), "by step 3 ") != NULL;
+    CHECK(rc == 0 && decay && !strcmp(hor, "at --steps"), "the default decay ends at --steps (3), as --help says (\"%s\")", hor);
+    // a 20-step run decays to its end, not over the 937-step epoch
+    LogLine l[32];
+    rc = test_system("%s --hidden 32 --embed 16 --batch 4 --seq-len 16 --corpus-bytes 60000 --val-every 0 --sample-len 0 --threads 1 "
+                     "--steps 20 --ckpt %s/h.ckpt --log %s/h.log > %s/h.out 2>&1", trainer, dir, dir, dir);
+    snprintf(o, sizeof o, "%s/h.log", dir);
+    int n = read_log(o, l, 32);
+    double top = 0;
+    for (int i = 0; i < n; i++) top = fmax(top, l[i].lr);
+    CHECK(rc == 0 && n == 20 && l[19].lr > 0 && l[19].lr < 0.1 * top, "--steps 20 without a horizon: lr falls to %.2e of peak %.2e by step 20",
+          n == 20 ? l[19].lr : 0, top);
+}
+
+// Integer flags are range-checked before any conversion; the numbers named are the user's.
+static void test_flag_ranges(void) {
+    expect_bad("--batch 4294967298", "--batch: must be between 1 and 1048576, got 4294967298", "--batch 2^32+2 (was B=2)");
+    expect_bad("--batch 2147483648", "--batch: must be between 1 and 1048576, got 2147483648", "--batch 2^31");
+    expect_bad("--threads 100000", "--threads: must be between 1 and 1024, got 100000", "--threads 100000 (was a libgomp crash)");
+    expect_bad("--hidden 1000000", "--hidden: must be between 1 and 65536, got 1000000", "--hidden 1000000");
+    expect_bad("--hidden 60000", "--hidden, --embed: too large", "--hidden 60000 (the model outgrows memory)");
+    expect_bad("--batch 100000 --seq-len 100000", "--batch 100000 x --seq-len 100000: too large", "--batch x --seq-len beyond an int");
+    expect_bad("--steps 1e3", "--steps: expected a whole number, got \"1e3\"", "--steps 1e3");
+    expect_bad("--seed -1", "--seed: must be between 0 and", "--seed -1");
+    expect_bad("--temperature 0.5x", "--temperature: expected a number", "--temperature with junk");
+    expect_bad("--warmup-steps 3junk", "--warmup-steps: \"3junk\" is not a number", "--warmup-steps with junk");
+    expect_bad("--corpus-bytes 2000 --batch 8 --seq-len 16", "validation split (1/40 of --corpus-bytes 2000) has 50 bytes", "too little data names the split");
+}
+
+// --ckpt and --log are checked, created and locked before the first step.
+static void test_outputs(void) {
+    char a[1200];
+    snprintf(a, sizeof a, TINY " --steps 2 --ckpt /proc/sys/x.ckpt --log %s/o1.log", dir);
+    expect_bad(a, "--ckpt /proc/sys/x.ckpt: cannot write", "--ckpt in an unwritable directory");
+    test_system("mkdir -p %s/adir && mkfifo %s/fifo.ckpt", dir, dir);
+    snprintf(a, sizeof a, TINY " --steps 2 --ckpt %s/adir --log %s/o2.log", dir, dir);
+    expect_bad(a, "adir: is a directory", "--ckpt a directory");
+    snprintf(a, sizeof a, TINY " --steps 2 --ckpt '' --log %s/o3.log", dir);
+    expect_bad(a, "--ckpt: empty path", "--ckpt ''");
+    snprintf(a, sizeof a, TINY " --steps 2 --ckpt %s/fifo.ckpt --log %s/o4.log", dir, dir);
+    expect_bad(a, "fifo.ckpt: not a regular file", "--ckpt a FIFO");
+    snprintf(a, sizeof a, TINY " --steps 2 --ckpt %s/pv.ckpt --log /proc/version", dir);
+    expect_bad(a, "--log /proc/version: cannot write", "--log /proc/version");
+    snprintf(a, sizeof a, TINY " --steps 2 --ckpt %s/df.ckpt --log /dev/full", dir);
+    expect_bad(a, "--log /dev/full: cannot write: No space left on device", "--log on a full disk (/dev/full)");
+    snprintf(a, sizeof a, TINY " --steps 2 --ckpt %s/o7.ckpt --log %s/adir", dir, dir);
+    expect_bad(a, "adir: is a directory", "--log a directory");
+    snprintf(a, sizeof a, TINY " --steps 2 --resume %s/fifo.ckpt", dir);
+    expect_bad(a, "fifo.ckpt: not a regular file", "--resume a FIFO (was a hang)");
+    snprintf(a, sizeof a, TINY " --steps 2 --init-from %s/fifo.ckpt", dir);
+    expect_bad(a, "fifo.ckpt: not a regular file", "--init-from a FIFO");
+    snprintf(a, sizeof a, TINY " --steps 2 --resume %s/adir", dir);
+    expect_bad(a, "adir: is a directory, not a checkpoint", "--resume a directory");
+    CHECK(file_size("/proc/sys/x.ckpt") < 0, "nothing was written for the refused runs");
+    // parents are created; an existing run is not clobbered without --overwrite; a finished one says so
+    int rc = test_system("%s " TINY " --steps 2 --ckpt %s/p/q/r/m.ckpt --log %s/p/l/t.log > %s/p.out 2>&1", trainer, dir, dir, dir);
+    snprintf(a, sizeof a, "%s/p/q/r/m.ckpt", dir);
+    CHECK(rc == 0 && file_size(a) > 0, "--ckpt p/q/r/m.ckpt and --log p/l/t.log: the directories are created (exit %d)", rc);
+    snprintf(a, sizeof a, TINY " --steps 2 --ckpt %s/p/q/r/m.ckpt --log %s/p/l/t2.log", dir, dir);
+    expect_bad(a, "m.ckpt exists (an earlier run", "a new run into an existing checkpoint");
+    snprintf(a, sizeof a, TINY " --steps 2 --ckpt %s/p/q/r/m2.ckpt --log %s/p/l/t.log", dir, dir);
+    expect_bad(a, "--log " , "a new run into an existing log");
+    CHECK(test_system("grep -q 'or give --overwrite' %s/bad.out", dir) == 0, "... the message names --overwrite");
+    rc = test_system("%s " TINY " --steps 2 --overwrite --ckpt %s/p/q/r/m.ckpt --log %s/p/l/t.log > %s/p.out 2>&1", trainer, dir, dir, dir);
+    CHECK(rc == 0, "--overwrite replaces them (exit %d)", rc);
+    snprintf(a, sizeof a, TINY_RUN " --steps 2 --resume %s/p/q/r/m.ckpt --ckpt %s/p/q/r/m.ckpt --log %s/p/l/t.log", dir, dir, dir);
+    expect_bad(a, "is at step 2 and --steps is 2: nothing to train", "resuming a finished run");
+    // a second trainer on the same checkpoint or log is refused while the first runs
+    rc = test_system("%s " TINY " --steps 1000000 --ckpt %s/l.ckpt --log %s/l.log > %s/l.out 2>&1 & pid=$!; "
+                     "for i in $(seq 400); do grep -q '^train' %s/l.log 2>/dev/null && break; sleep 0.02; done; "
+                     "%s " TINY " --steps 2 --overwrite --ckpt %s/l.ckpt --log %s/l2.log > %s/l2.out 2>&1; a=$?; "
+                     "%s " TINY " --steps 2 --overwrite --ckpt %s/l3.ckpt --log %s/l.log > %s/l3.out 2>&1; b=$?; "
+                     "kill -TERM $pid; wait $pid; [ $a = 2 ] && [ $b = 2 ]",
+                     trainer, dir, dir, dir, dir, trainer, dir, dir, dir, trainer, dir, dir, dir);
+    int c1 = test_system("grep -q 'l.ckpt is in use by another trainer' %s/l2.out", dir) == 0;
+    int c2 = test_system("grep -q 'l.log is in use by another trainer' %s/l3.out", dir) == 0;
+    CHECK(rc == 0 && c1 && c2, "a second trainer on a running trainer's --ckpt or --log exits 2 naming it (%d %d %d)", rc, c1, c2);
+}
+
+// Fields under a valid checksum are still checked: inf/NaN numbers, impossible steps.
+static void test_checkpoint_fields(void) {
+    char p[600], a[1200];
+    Mlstm m;
+    TrainState st;
+    real h[4 * 32] = {0}, c[4 * 32] = {0};
+    snprintf(p, sizeof p, "%s/a.ckpt", dir);
+    load(p, &m, &st, 4);
+    TrainState s2 = st;
+    m.params[5] = NAN;
+    snprintf(p, sizeof p, "%s/nan.ckpt", dir);
+    checkpoint_save(p, &m, &st, h, c);
+    m.params[5] = 0;
+    snprintf(a, sizeof a, TINY " --fp16 --steps 30 --resume %s --ckpt %s/r.ckpt --log %s/r.log", p, dir, dir);
+    expect_bad(a, "nan.ckpt: params[5] is nan", "resume from NaN weights under a valid checksum");
+    snprintf(a, sizeof a, TINY " --steps 3 --init-from %s --ckpt %s/r.ckpt --log %s/r.log", p, dir, dir);
+    expect_bad(a, "nan.ckpt: params[5] is nan", "--init-from NaN weights");
+    m.adam_v[7] = INFINITY;
+    snprintf(p, sizeof p, "%s/inf.ckpt", dir);
+    checkpoint_save(p, &m, &st, h, c);
+    m.adam_v[7] = 0;
+    snprintf(a, sizeof a, TINY " --fp16 --steps 30 --resume %s --ckpt %s/r.ckpt --log %s/r.log", p, dir, dir);
+    expect_bad(a, "inf.ckpt: adam_v[7] is inf", "resume from an infinite Adam moment");
+    s2.data_step = 1ULL << 63;
+    snprintf(p, sizeof p, "%s/far.ckpt", dir);
+    checkpoint_save(p, &m, &s2, h, c);
+    snprintf(a, sizeof a, TINY " --fp16 --steps 30 --resume %s --ckpt %s/r.ckpt --log %s/r.log", p, dir, dir);
+    expect_bad(a, "far.ckpt: data step 9223372036854775808 is beyond any run", "data_step 2^63");
+    s2 = st;
+    s2.step = s2.data_step + 1;
+    snprintf(p, sizeof p, "%s/ahead.ckpt", dir);
+    checkpoint_save(p, &m, &s2, h, c);
+    snprintf(a, sizeof a, TINY " --fp16 --steps 30 --resume %s --ckpt %s/r.ckpt --log %s/r.log", p, dir, dir);
+    expect_bad(a, "ahead.ckpt: 21 applied steps but only 20 batches read", "step > data_step");
+    snprintf(a, sizeof a, TINY_RUN " --fp16 --batch 8 --steps 30 --resume %s/a.ckpt --ckpt %s/r.ckpt --log %s/r.log", dir, dir, dir);
+    expect_bad(a, "--batch 8 x 1 ranks = 8 rows disagrees with checkpoint", "resume with another --batch");
+    snprintf(a, sizeof a, TINY_RUN " --no-weight-norm --fp16 --steps 30 --resume %s/a.ckpt --ckpt %s/r.ckpt --log %s/r.log", dir, dir, dir);
+    expect_bad(a, "--no-weight-norm disagrees with checkpoint", "resume with another weight norm");
+    snprintf(a, sizeof a, TINY " --resume %s/a.ckpt --init-from %s/a.ckpt", dir, dir);
+    expect_bad(a, "--resume and --init-from: give one", "--resume and --init-from together");
+    mlstm_free(&m);
+}
+
+// A run whose gradients stay inf/NaN whatever the loss scale stops with an error
+// instead of skipping every remaining step: FP32, and FP16 once S is at its floor.
+static void test_stuck_skips(void) {
+    const char *mode[2] = {"", "--fp16"}, *says[2] = {"(FP32: no loss scale to lower)", "at the smallest loss scale"};
+    for (int k = 0; k < 2; k++) {
+        char o[600], lg[600];
+        snprintf(o, sizeof o, "%s/nan%d.out", dir, k);
+        snprintf(lg, sizeof lg, "%s/nan%d.log", dir, k);
+        // --lr 1e38: the first update sends the weights to ~1e37 and the loss to NaN
+        int rc = test_system("%s " TINY " %s --lr 1e38 --clip 0 --steps 200 --ckpt %s/nan%d.ckpt --log %s > %s 2>&1",
+                             trainer, mode[k], dir, k, lg, o);
+        LogLine l[256];
+        int n = read_log(lg, l, 256);
+        int said = test_system("grep -q 'steps in a row skipped with inf/NaN gradients %s' %s", says[k], o) == 0;
+        char ck[600];
+        snprintf(ck, sizeof ck, "%s/nan%d.ckpt", dir, k);
+        CHECK(rc == 2 && said && n < 40 && file_size(ck) < 0, "diverged %s run: exit %d after %d of 200 steps, no checkpoint, says why",
+              k ? "FP16" : "FP32", rc, n);
+    }
+}
+
+// SIGINT inside a long validation pass stops it within a batch; a second SIGINT
+// exits at once and leaves the last checkpoint as it was. Long passes show progress.
+static void test_signal_in_validation(void) {
+#define BIG "--hidden 256 --seq-len 64 --corpus-bytes 20000000 --sample-len 0 --threads 1 --print-every 1"
+    int r1 = test_system("%s " BIG " --batch 8 --val-every 0 --val-steps 1 --steps 1 --ckpt %s/v.ckpt --log %s/v.log > %s/v.out 2>&1",
+                         trainer, dir, dir, dir);
+    // resumed to step 2, then the whole val stream (976 batches, a minute or more): signalled once progress shows
+    int r2 = test_system("%s " BIG " --batch 8 --val-every 2 --steps 3 --resume %s/v.ckpt --ckpt %s/v.ckpt --log %s/v.log > %s/v2.out 2>&1 & pid=$!; "
+                         "for i in $(seq 1200); do grep -q '^validation' %s/v2.out && break; sleep 0.1; done; "
+                         "t0=$(date +%%s%%N); kill -INT $pid; wait $pid; rc=$?; t1=$(date +%%s%%N); "
+                         "echo $(( (t1 - t0) / 1000000 )) > %s/v2.ms; exit $rc", trainer, dir, dir, dir, dir, dir, dir);
+    char p[600];
+    snprintf(p, sizeof p, "%s/v2.ms", dir);
+    long ms = -1;
+    FILE *f = fopen(p, "r");
+    if (f) { if (fscanf(f, "%ld", &ms) != 1) ms = -1; fclose(f); }
+    int progress = test_system("grep -Eq '^validation +[0-9]+%% \\([0-9]+/[0-9]+ batches, ETA' %s/v2.out", dir) == 0;
+    CHECK(r1 == 0 && progress, "a long validation pass prints its progress (\"validation   3%% (31/976 batches, ETA ..)\")");
+    Mlstm m;
+    TrainState st;
+    MlstmConfig cfg = {256, 64, 256, 1};
+    mlstm_build(&m, cfg, 1, 1);
+    real *h = (real *)mallocCheck(sizeof(real) * 8 * 256), *c = (real *)mallocCheck(sizeof(real) * 8 * 256);
+    snprintf(p, sizeof p, "%s/v.ckpt", dir);
+    checkpoint_load(p, &m, &st, h, c, 8);
+    int no_val = test_system("grep -q '^val 2 ' %s/v.log", dir) != 0;
+    CHECK(r2 == 0 && ms >= 0 && ms < 5000 && st.data_step == 2 && no_val,
+          "SIGINT during validation: exit %d %ld ms later, checkpoint at step %llu, the cut pass not logged", r2, ms,
+          (unsigned long long)st.data_step);
+    // a first step of 256 rows takes seconds: the first SIGINT waits for it, the second does not
+    test_system("cp %s/v.ckpt %s/w.ckpt", dir, dir);
+    int r3 = test_system("%s " BIG " --batch 256 --val-every 0 --steps 5 --overwrite --ckpt %s/w.ckpt --log %s/w.log > %s/w.out 2>&1 & pid=$!; "
+                         "for i in $(seq 1200); do grep -q '^| log' %s/w.out && break; sleep 0.05; done; sleep 0.5; "
+                         "kill -INT $pid; sleep 0.3; t0=$(date +%%s%%N); kill -INT $pid; wait $pid; rc=$?; t1=$(date +%%s%%N); "
+                         "echo $(( (t1 - t0) / 1000000 )) > %s/w.ms; exit $rc", trainer, dir, dir, dir, dir, dir);
+    snprintf(p, sizeof p, "%s/w.ms", dir);
+    f = fopen(p, "r");
+    ms = -1;
+    if (f) { if (fscanf(f, "%ld", &ms) != 1) ms = -1; fclose(f); }
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/v.ckpt", dir); snprintf(b, sizeof b, "%s/w.ckpt", dir);
+    int steps = test_system("grep -q '^train' %s/w.log", dir) == 0;
+    CHECK(r3 == 130 && ms >= 0 && ms < 1500 && files_equal(a, b) && !steps,
+          "a second SIGINT mid-step: exit %d (want 130) %ld ms later, the checkpoint there untouched", r3, ms);
+    free(h); free(c);
+    mlstm_free(&m);
+#undef BIG
+}
+
+// --init-from: the weights of any checkpoint (here one with 1 row) start a new run at
+// any batch and number of ranks, with fresh Adam moments and step 0.
+static double val0(const char *log) {
+    FILE *f = fopen(log, "r");
+    char line[512];
+    double v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "val 0 0 %lf", &v) == 1) break;
+    if (f) fclose(f);
+    return v;
+}
+static double last_val(const char *log) {
+    FILE *f = fopen(log, "r");
+    char line[512];
+    double v = -1, x;
+    long s;
+    char ep[64];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "val %ld %63s %lf", &s, ep, &x) == 3) v = x;
+    if (f) fclose(f);
+    return v;
+}
+static void test_init_from(void) {
+    char p[600], q[600];
+    int r0 = test_system("%s " TINY " --batch 1 --steps 6 --val-every 6 --ckpt %s/if.ckpt --log %s/if.log > %s/if.out 2>&1", trainer, dir, dir, dir);
+    int r1 = test_system("%s " TINY " --batch 1 --steps 2 --val-every 1 --init-from %s/if.ckpt --ckpt %s/if1.ckpt --log %s/if1.log >> %s/if.out 2>&1",
+                         trainer, dir, dir, dir, dir);
+    snprintf(p, sizeof p, "%s/if.log", dir); snprintf(q, sizeof q, "%s/if1.log", dir);
+    double vsrc = last_val(p), v1 = val0(q);
+    CHECK(r0 == 0 && r1 == 0 && vsrc > 0 && v1 == vsrc, "--init-from: step 0's validation loss %.6f is the source's last %.6f (its weights)", v1, vsrc);
+    // batch 4 (no model flags: they come from the checkpoint), 1 step: Adam's moments start at zero,
+    // so after one step m = (1-b1) g, v = (1-b2) g^2 and m^2/v = (1-b1)^2/(1-b2), about 10, for every weight
+    // with g != 0 (the betas as FP32 numbers, as adam_element uses them: 1 - 0.999f is 1.3e-5 off 0.001)
+    int r2 = test_system("%s " TINY_RUN " --batch 4 --steps 1 --val-every 1 --init-from %s/if.ckpt --ckpt %s/if2.ckpt --log %s/if2.log >> %s/if.out 2>&1",
+                         trainer, dir, dir, dir, dir);
+    Mlstm m;
+    TrainState st;
+    snprintf(p, sizeof p, "%s/if2.ckpt", dir);
+    int fresh = 0;
+    if (r2 == 0) {
+        load(p, &m, &st, 4);
+        double worst = 0, b1 = 1 - (double)(real)0.9, b2 = 1 - (double)(real)0.999, want = b1 * b1 / b2;
+        size_t nz = 0;
+        for (size_t i = 0; i < m.nparams; i++)
+            if (m.adam_v[i] > 1e-30) {
+                // m, g^2 and v are FP32 roundings (2^-24 = 6e-8 relative each): m^2/v is within a few 1e-7 of want
+                worst = fmax(worst, fabs((double)m.adam_m[i] * m.adam_m[i] / m.adam_v[i] - want) / want);
+                nz++;
+            }
+        fresh = nz > m.nparams / 2 && worst < 1e-6 && st.step == 1 && st.data_step == 1 && st.G == 4;
+        printf("      init-from at batch 4: %zu of %zu moments nonzero, m^2/v within %.1e of (1-b1)^2/(1-b2); step %llu, G %d\n", nz, m.nparams,
+               worst, (unsigned long long)st.step, st.G);
+        mlstm_free(&m);
+    }
+    CHECK(r2 == 0 && fresh, "--init-from at batch 4: fresh Adam moments, step 1 of a new run, 4 rows of state (exit %d)", r2);
+    if (test_system("command -v mpirun > /dev/null") != 0) {
+        printf("skip  init-from with mpirun: mpirun not found\n");
+        return;
+    }
+    int r3 = test_system("ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
+                         "mpirun -np 2 %s " TINY_RUN " --batch 2 --steps 1 --val-every 1 --init-from %s/if.ckpt --ckpt %s/if3.ckpt --log %s/if3.log "
+                         ">> %s/if.out 2>&1", trainer, dir, dir, dir, dir);
+    snprintf(p, sizeof p, "%s/if2.log", dir); snprintf(q, sizeof q, "%s/if3.log", dir);
+    double v2 = val0(p), v3 = val0(q);
+    // the same weights and the same 4 rows; the two ranks' mean losses are added in double: ~1e-16 relative
+    CHECK(r3 == 0 && v2 > 0 && fabs(v3 - v2) <= 1e-12 * v2 + 1e-6, "--init-from with mpirun -np 2 x 2 rows: step 0's validation %.6f = %.6f at 1 x 4 (exit %d)",
+          v3, v2, r3);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     char self[1024];
@@ -328,6 +669,13 @@ int main(int argc, char **argv) {
     test_signals();
     test_bad_flags();
     test_help_matches_parser();
+    test_help_defaults();
+    test_flag_ranges();
+    test_outputs();
+    test_checkpoint_fields();
+    test_stuck_skips();
+    test_init_from();
+    test_signal_in_validation();
     test_system("rm -rf %s", dir);
     return test_summary("test_train");
 }

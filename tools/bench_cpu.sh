@@ -11,7 +11,7 @@ for H in 256 1024; do
     steps=$([ "$H" -le 256 ] && echo 60 || echo 15)
     c=$(./train --hidden "$H" --embed 64 --batch 32 --seq-len 64 --threads "$threads" --steps "$steps" \
         --print-every "$steps" --val-every 0 --val-steps 1 --sample-len 0 --corpus-bytes 2000000 \
-        --ckpt /tmp/bench_cpu.ckpt --log /tmp/bench_cpu.log | grep -E "^step +$steps/")
+        --overwrite --ckpt /tmp/bench_cpu.ckpt --log /tmp/bench_cpu.log | grep -E "^step +$steps/")
     c_cps=$(echo "$c" | sed -E 's/.*\| ([0-9]+) chars\/s.*/\1/'); c_gf=$(echo "$c" | sed -E 's/.*\| ([0-9.]+) GFLOP\/s.*/\1/')
     t=$(/usr/bin/python3 tools/bench_torch.py --hidden "$H" --threads "$threads" --steps "$([ "$H" -le 256 ] && echo 10 || echo 4)")
     t_cps=$(echo "$t" | sed -E 's/.*: ([0-9]+) chars\/s.*/\1/'); t_gf=$(echo "$t" | sed -E 's/.*, ([0-9.]+) GFLOP\/s/\1/')

@@ -185,7 +185,7 @@ def probe(o, G, d):
     table (the trainer's own numbers), chars/s from the log, the wall time."""
     log, out = os.path.join(d, "probe.log"), os.path.join(d, "probe.out")
     cmd = trainer_cmd(o, G, ["--steps", "5", "--val-every", "0", "--val-steps", "1", "--print-every", "1",
-                             "--log", log, "--ckpt", os.path.join(d, "probe.ckpt")])
+                             "--log", log, "--ckpt", os.path.join(d, "probe.ckpt"), "--overwrite"])
     t0 = time.time()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env())
     wall = time.time() - t0
@@ -310,8 +310,7 @@ def run_one(o, d, r):
         "--steps", str(r["steps"]), "--val-every", str(max(1, r["steps"] // (o.vals + 1)) if o.vals else 0),
         "--print-every", str(max(1, r["steps"] // 10)), "--ckpt", ckpt,
         "--ckpt-every", str(max(1, r["steps"] // 4)), "--log", log]
-    if resume:
-        flags += ["--resume", ckpt]
+    flags += ["--resume", ckpt] if resume else ["--overwrite"]  # a stale checkpoint without its log: start again
     cmd = trainer_cmd(o, r["G"], flags)
     with open(out, "a") as fo:
         fo.write("$ %s\n" % " ".join(cmd))
