@@ -13,6 +13,7 @@
 #include <getopt.h>
 #include <signal.h>
 #include <time.h>
+#include <float.h>
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
@@ -341,7 +342,7 @@ static void model_allreduce(Model *md) {
 // beyond FP16's largest finite number (65504) counts too.
 static int model_overflow(Model *md, int fp16) {
     const real *g = md->m.grads;
-    double limit = fp16 ? 65504.0 : HUGE_VAL;
+    double limit = fp16 ? 65504.0 : DBL_MAX;  // finite: with HUGE_VAL, !(inf <= inf) would let inf through
     int bad = 0;
     #pragma omp parallel for schedule(static) reduction(| : bad)
     for (size_t i = 0; i < md->m.nparams; i++) bad |= !(fabs((double)g[i]) <= limit);

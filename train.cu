@@ -926,7 +926,8 @@ static void model_allreduce(Model *md) {
 // train.c's simulated mode). The same pass keeps the sum of squares for the clip.
 static int model_overflow(Model *md, int fp16) {
     int bad = 0;
-    md->sumsq = reduce(md->red, md->red_bad, md->grads, md->np, 1, fp16 ? 65504.f : INFINITY, &bad);
+    // the limit must be finite: !(|inf| <= INFINITY) is false, so +-inf would pass
+    md->sumsq = reduce(md->red, md->red_bad, md->grads, md->np, 1, fp16 ? 65504.f : FLT_MAX, &bad);
     md->stats_fresh = 1;
     return bad;
 }

@@ -362,11 +362,12 @@ uint64_t warp_collective(Op op, unsigned mask, const Arrival &mine, ExecFn exec,
     Warp &w = warps[t->warp];
     if (!(mask >> t->lane & 1)) fail(file, line, "%s: lane %d calls it with a mask 0x%08x that leaves it out", op_names[op], t->lane, mask);
     int wbase = t->warp * 32;
-    for (int l = 0; l < 32; l++)
-        if (mask >> l & 1) {
-            if (wbase + l >= nthreads) fail(file, line, "%s: mask 0x%08x names lane %d, which the block does not have", op_names[op], mask, l);
-            if (threads[wbase + l].state == DONE) fail(file, line, "%s: lane %d of the mask 0x%08x has exited", op_names[op], l, mask);
-        }
+    if (!w.busy)  // the first lane to arrive checks the mask; a lane that exits later is caught by check_exit
+        for (int l = 0; l < 32; l++)
+            if (mask >> l & 1) {
+                if (wbase + l >= nthreads) fail(file, line, "%s: mask 0x%08x names lane %d, which the block does not have", op_names[op], mask, l);
+                if (threads[wbase + l].state == DONE) fail(file, line, "%s: lane %d of the mask 0x%08x has exited", op_names[op], l, mask);
+            }
     if ((op >= OP_SHFL && op <= OP_SHFL_XOR) && (mine.width < 1 || mine.width > 32 || (mine.width & (mine.width - 1))))
         fail(file, line, "%s: width %d is not a power of two up to 32", op_names[op], mine.width);
     if (!w.busy) { w.busy = true; w.op = op; w.mask = mask; w.file = file; w.line = line; w.arrived = 0; }
@@ -536,12 +537,17 @@ int launch_grid(const void *kernel, const char *name, dim3 grid, dim3 block, siz
     return cudaSuccess;
 }
 
-static void init_schedule() __attribute__((constructor));
-static void init_schedule() {
-    const char *s = getenv("CUDACPU_SCHEDULE");
+void bad_arg(int k, const void *p, const char *name, const char *file, int line) {
+    fail(file, line, "argument %d of kernel %s is %p, not device memory (a host pointer?)", k + 1, name, p);
+}
+void set_schedule(const char *s) {
     if (!s || !strcmp(s, "lockstep")) schedule = SCHED_LOCKSTEP;
     else if (!strcmp(s, "reverse")) schedule = SCHED_REVERSE;
     else { fprintf(stderr, "cudacpu: CUDACPU_SCHEDULE=%s: use lockstep or reverse\n", s); exit(2); }
+}
+static void init_schedule() __attribute__((constructor));
+static void init_schedule() {
+    set_schedule(getenv("CUDACPU_SCHEDULE"));
     const char *n = getenv("CUDACPU_SMS");
     sms_override = n ? atoi(n) : 0;
     // The trainer re-executes itself once to set OpenMP's wait policy (mlstm.h); under a

@@ -123,6 +123,14 @@ typedef void (*BodyFn)(void *closure);
 int launch_grid(const void *kernel, const char *name, dim3 grid, dim3 block, size_t smem, BodyFn body, void *closure,
                 const char *file, int line);
 
+bool is_device(const void *p, size_t n);  // [p, p+n) lies in one allocation (n = 0: p may be its end)
+[[noreturn]] void bad_arg(int k, const void *p, const char *name, const char *file, int line);
+template <typename T> static inline void check_arg(const T &x, int k, const char *name, const char *file, int line) {
+    if constexpr (std::is_pointer<T>::value)
+        if (x && !is_device((const void *)x, 0)) bad_arg(k, (const void *)x, name, file, line);
+}
+void set_schedule(const char *name);  // "lockstep" or "reverse" (tests; CUDACPU_SCHEDULE sets it for a run)
+
 template <typename... P> struct Launcher {
     void (*fn)(P...);
     const char *name, *file;
@@ -134,6 +142,8 @@ template <typename... P> struct Launcher {
         // the kernel's parameters, converted once as on a GPU; each thread gets copies
         struct Closure { void (*fn)(P...); std::tuple<typename std::decay<P>::type...> args; };
         Closure c{fn, std::tuple<typename std::decay<P>::type...>(std::forward<A>(a)...)};
+        int k = 0;  // a pointer argument must point into device memory (a host pointer faults on a GPU)
+        std::apply([&](const auto &...x) { (check_arg(x, k++, name, file, line), ...); }, c.args);
         launch_grid((const void *)fn, name, grid, block, smem,
                     [](void *p) { Closure *cl = (Closure *)p; std::apply(cl->fn, cl->args); }, &c, file, line);
     }
@@ -146,7 +156,6 @@ Launcher<P...> launch(const char *file, int line, const char *name, void (*fn)(P
 }
 
 // ---- device memory registry (cudaMalloc'd ranges)
-bool is_device(const void *p, size_t n);  // [p, p+n) lies in one allocation
 void check_device_range(const void *p, size_t n, const char *what, const char *file, int line);
 
 }  // namespace cudacpu

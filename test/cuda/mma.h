@@ -64,13 +64,17 @@ template <typename FD, typename FA, typename FB, typename FC> static void mma_ex
     for (int l = first + 1; l < 32; l++)  // every lane must hold the same operands
         if (memcmp(lanes[l].frag[1], &a, sizeof a) || memcmp(lanes[l].frag[2], &b, sizeof b) || memcmp(lanes[l].frag[3], &c, sizeof c))
             cudacpu::fail(nullptr, 0, "wmma::mma_sync: lane %d holds different operands than lane %d (a race on the tile?)", l, first);
-    FD d;
+    float fa[16][16], fb[16][16], acc[16][16];  // converted once; then sums in k order for every (i,j)
+    for (int i = 0; i < 256; i++) {
+        fa[i / 16][i % 16] = (float)a.x[i];
+        fb[i / 16][i % 16] = (float)b.x[i];
+        acc[i / 16][i % 16] = (float)c.x[i];
+    }
     for (int i = 0; i < 16; i++)
-        for (int j = 0; j < 16; j++) {
-            float s = (float)c.x[i * 16 + j];
-            for (int k = 0; k < 16; k++) s = fmaf((float)a.x[i * 16 + k], (float)b.x[k * 16 + j], s);
-            d.x[i * 16 + j] = s;
-        }
+        for (int k = 0; k < 16; k++)
+            for (int j = 0; j < 16; j++) acc[i][j] += fa[i][k] * fb[k][j];  // the product of two halves is exact in float
+    FD d;
+    for (int i = 0; i < 256; i++) d.x[i] = acc[i / 16][i % 16];
     for (int l = 0; l < 32; l++) memcpy(lanes[l].frag[0], &d, sizeof d);
 }
 static inline uint64_t hash_bytes(const void *p, size_t n) {
