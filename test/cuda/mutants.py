@@ -19,7 +19,7 @@ MUTANTS = [
     ("cp.async wait depth off by one", "train.cu",
      "copy_wait<STAGES - 2>();  // slab kt has landed", "copy_wait<STAGES - 1>();  // slab kt has landed", [FP16]),
     ("no __syncthreads in the WMMA k-loop", "train.cu",
-     "        __syncthreads();          // ... for every thread", "", [FP16, SM75]),
+     "        __syncthreads();          // ... for every thread, and slab kt-1 is no longer being read\n", "", [FP16, SM75]),
     ("no __syncwarp after store_matrix_sync", "train.cu",
      "            wmma::store_matrix_sync(cs, acc[i][j], 16, wmma::mem_row_major);\n            __syncwarp();",
      "            wmma::store_matrix_sync(cs, acc[i][j], 16, wmma::mem_row_major);", [FP16, SM75]),
@@ -40,6 +40,8 @@ MUTANTS = [
      "fp16 ? 65504.f : FLT_MAX, &bad)", "fp16 ? 65504.f : INFINITY, &bad)", [FP32]),
     ("matmul epilogue ignores reset rows (mh, dm)", "train.cu",
      "if (e.mask && e.mask[(size_t)r * e.mask_stride]) acc = 0.f;", "", [FP16]),
+    ("no cudaFuncSetAttribute for the 128x128 tile's 55.5 KB of shared memory", "train.cu",
+     "        cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));\n", "", [FP16]),
     ("float->half truncates instead of rounding to even", "test/cuda/cuda_fp16.h",
      "r += rem > 0x1000u || (rem == 0x1000u && (r & 1));", "", [HALF]),
 ]
