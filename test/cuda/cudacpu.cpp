@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <time.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <map>
 #include <vector>
 
@@ -545,8 +546,32 @@ void set_schedule(const char *s) {
     else if (!strcmp(s, "reverse")) schedule = SCHED_REVERSE;
     else { fprintf(stderr, "cudacpu: CUDACPU_SCHEDULE=%s: use lockstep or reverse\n", s); exit(2); }
 }
+#ifndef CUDACPU_ASAN
+// A fault inside a kernel (a misaligned vector access, a wild pointer, a fiber's stack
+// overflowing into its guard page) names the kernel, block and thread, as a GPU's
+// "misaligned address" / "illegal address" error names the kernel. ASan has its own.
+static void on_fault(int sig) {
+    if (kernel_name)
+        fprintf(stderr, "cudacpu: error: %s in kernel %s launched at %s:%d, block (%u,%u,%u), thread (%u,%u,%u), last at %s:%d\n",
+                sig == SIGBUS ? "SIGBUS" : "SIGSEGV", kernel_name, launch_file, launch_line, block_idx.x, block_idx.y, block_idx.z,
+                cur ? cur->idx.x : 0, cur ? cur->idx.y : 0, cur ? cur->idx.z : 0, cur && cur->file ? cur->file : "?", cur ? cur->line : 0);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+#endif
 static void init_schedule() __attribute__((constructor));
 static void init_schedule() {
+#ifndef CUDACPU_ASAN
+    static char altstack[64 << 10];  // the handler must run when a fiber's stack is exhausted
+    stack_t ss = {};
+    ss.ss_sp = altstack; ss.ss_size = sizeof altstack;
+    sigaltstack(&ss, nullptr);
+    struct sigaction sa = {};
+    sa.sa_handler = on_fault;
+    sa.sa_flags = SA_ONSTACK;
+    sigaction(SIGSEGV, &sa, nullptr);
+    sigaction(SIGBUS, &sa, nullptr);
+#endif
     set_schedule(getenv("CUDACPU_SCHEDULE"));
     const char *n = getenv("CUDACPU_SMS");
     sms_override = n ? atoi(n) : 0;
