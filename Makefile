@@ -80,7 +80,7 @@ $(BUILD)/%: tools/%.c $(HEADERS) | $(BUILD)
 $(BUILD):
 	mkdir -p $@
 
-test: $(BUILD)/train $(TESTS) $(TOOLS) $(CUDACPU_TESTS)
+test: $(BUILD)/train $(TESTS) $(TOOLS)
 	@test/run.sh $(TESTS) $(CUDACPU_TESTS)
 
 test-san:
@@ -186,6 +186,7 @@ else
   CUDACPU_TESTS := $(CUDACPU)/test_gpu.lockstep $(CUDACPU)/test_gpu_sm75.reverse $(CUDACPU)/test_gpu_fp32.lockstep \
                    $(CUDACPU)/test_gpu_fp32.reverse $(CUDACPU)/test_half $(CUDACPU)/test_cudacpu
 endif
+test: $(CUDACPU_TESTS)
 .PHONY: cudacpu
 cudacpu: $(CUDACPU_TESTS) $(CUDACPU)/train_gpu $(CUDACPU)/train_gpu_fp32
 
