@@ -79,7 +79,7 @@ static void model_allreduce(Model *md) {
 // beyond FP16's largest finite number (FP16_MAX) counts too.
 static int model_overflow(Model *md, int fp16) {
     const real *g = md->m.grads;
-    double limit = fp16 ? FP16_MAX : HUGE_VAL;
+    double limit = fp16 ? FP16_MAX : DBL_MAX;  // finite: with HUGE_VAL, !(inf <= inf) would let inf through
     int bad = 0;
     #pragma omp parallel for schedule(static) reduction(| : bad)
     for (size_t i = 0; i < md->m.nparams; i++) bad |= !(fabs((double)g[i]) <= limit);

@@ -1103,7 +1103,8 @@ static void model_allreduce(Model *md) {
 // train.c's simulated mode). The same pass keeps the sum of squares for the clip.
 static int model_overflow(Model *md, int fp16) {
     int bad = 0;
-    md->sumsq = reduce(md->red, md->red_bad, md->grads, md->np, 1, fp16 ? (float)FP16_MAX : INFINITY, &bad);
+    // the limit must be finite: !(|inf| <= INFINITY) is false, so +-inf would pass
+    md->sumsq = reduce(md->red, md->red_bad, md->grads, md->np, 1, fp16 ? (float)FP16_MAX : FLT_MAX, &bad);
     md->stats_fresh = 1;
     return bad;
 }

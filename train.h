@@ -10,6 +10,7 @@
 #include "data.h"      // defines: Stream, Loader, loader_batch, corpus_stream
 #include "schedule.h"  // defines: LrSettings, LossScaler, StepDecision, decide_step
 #include <assert.h>
+#include <float.h>
 #include <getopt.h>
 #include <signal.h>
 #include <time.h>

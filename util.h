@@ -11,6 +11,9 @@
 #include <stdarg.h>
 #ifdef __cplusplus
 #include <cmath>
+using std::isfinite;  // C's classification macros, for the headers compiled as C++
+using std::isinf;
+using std::isnan;
 #else
 #include <math.h>
 #endif

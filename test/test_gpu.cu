@@ -1,6 +1,7 @@
-// test/test_gpu.cu: the GPU trainer against the CPU reference (mlstm.h), on a GPU.
-// Run by tools/gpu_check.sh, never by `make test` (no GPU there). Without a GPU it
-// says so and exits 1.
+// test/test_gpu.cu: the GPU trainer against the CPU reference (mlstm.h). On a GPU,
+// tools/gpu_check.sh runs it; `make test` runs it on the CPU layer of test/cuda
+// (build/cudacpu/test_gpu*: every kernel executed thread by thread on the CPU,
+// doc/gpu.md). Built by nvcc without a GPU present, it says so and exits 1.
 //
 //   build/test_gpu                    every check; ends "test_gpu: N passed, N failed"
 //   build/test_gpu --quick            the same without the H=4096 matmul shapes
@@ -81,10 +82,12 @@ static void random_batch(uint8_t *in, uint8_t *tg, uint8_t *rs, int B, int T, ui
 // Model vs CPU: one step (loss, logits, every gradient, the state), then ten
 // training steps with the state carried.
 
-static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed) {
+// sms > 0 overrides the SM count the matmul dispatcher sees (after model_create has
+// read the device's), a test-only way to force the 128x128 tile on small shapes.
+static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
     const int H = cfg.H, V = cfg.V, N = B * T;
     char tag[96];
-    snprintf(tag, sizeof tag, "D=%d H=%d B=%d T=%d wnorm=%d", cfg.D, H, B, T, cfg.wnorm);
+    snprintf(tag, sizeof tag, "D=%d H=%d B=%d T=%d wnorm=%d%s", cfg.D, H, B, T, cfg.wnorm, sms == 1 ? " tile 128 where it divides" : "");
     printf("-- model %s (%s)\n", tag, precision_name);
     uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
     random_batch(in, tg, rs, B, T, seed);
@@ -92,6 +95,7 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed) {
     mlstm_build(&cpu, cfg, B, T);
     mlstm_init(&cpu, seed);
     Model *md = model_create(cfg, B, T, seed);
+    if (sms > 0) num_sms = sms;
     // a non-zero carried-in state, the same on both
     real *h0 = (real *)mallocCheck(sizeof(real) * B * H), *c0 = (real *)mallocCheck(sizeof(real) * B * H), *gh, *gc;
     uint64_t s = seed + 99;
@@ -130,6 +134,7 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed) {
 
     // ten steps from the same initial weights and a zero state, state carried
     md = model_create(cfg, B, T, seed);
+    if (sms > 0) num_sms = sms;
     mlstm_init(&cpu, seed);
     memset(h0, 0, sizeof(real) * B * H); memset(c0, 0, sizeof(real) * B * H);
     double worst = 0, clip = 1.0, lr = 2e-3;
@@ -212,12 +217,21 @@ static void test_overflow(void) {
 // checkpoint, resume, 3 more. The two final checkpoints must be byte-identical
 // and the losses of steps 4-6 the same strings in both logs.
 
+#ifdef CUDACPU  // the CPU layer (test/cuda) runs the same paths (64x64 tiles, every kernel) 7x cheaper
+#define RESUME_H "64"
+#define RESUME_D "32"
+#define RESUME_T "16"
+#else
+#define RESUME_H "128"
+#define RESUME_D "64"
+#define RESUME_T "32"
+#endif
 static int run_trainer(const char *dir, const char *name, int steps, const char *resume) {
     char ckpt[512], log[512], st[32];
     snprintf(ckpt, sizeof ckpt, "%s/%s.ckpt", dir, name);
     snprintf(log, sizeof log, "%s/%s.log", dir, name);
     snprintf(st, sizeof st, "%d", steps);
-    const char *args[40] = {"train_gpu", "--hidden", "128", "--embed", "64", "--batch", "64", "--seq-len", "32",
+    const char *args[40] = {"train_gpu", "--hidden", RESUME_H, "--embed", RESUME_D, "--batch", "64", "--seq-len", RESUME_T,
                             "--steps", st, "--corpus-bytes", "200000", "--val-every", "0", "--val-steps", "1",
                             "--sample-len", "0", "--lr-schedule", "constant", "--lr", "1e-3", "--print-every", "100",
                             "--ckpt", ckpt, "--log", log};
@@ -284,7 +298,7 @@ static void test_resume(void) {
     CkptHeader hd;
     memset(&hd, 0, sizeof hd);
     if (ok) checkpoint_header(pa, &hd);  // exits on any problem: the CPU trainer reads the GPU's file
-    CHECK(ok && hd.st.step == 6 && hd.cfg.H == 128, "the CPU code reads the GPU checkpoint (step %llu)",
+    CHECK(ok && hd.st.step == 6 && hd.cfg.H == atoi(RESUME_H), "the CPU code reads the GPU checkpoint (step %llu)",
           ok ? (unsigned long long)hd.st.step : 0ULL);
     free(a); free(b);
     char cmd[700];
@@ -519,9 +533,9 @@ int main(int argc, char **argv) {
     printf("test_gpu: %s build; tolerances: logits %.0e loss %.0e gradients %.0e state %.0e ten losses %.0e matmul %.0e\n",
            precision_name, TOL_LOGITS, TOL_LOSS, TOL_GRAD, TOL_STATE, TOL_STEPS, TOL_MM);
     test_matmul(quick);
-    test_model((MlstmConfig){256, 64, 128, 1}, 64, 8, 11);  // tensor-core tiles
-    test_model((MlstmConfig){256, 12, 40, 1}, 3, 5, 12);    // odd sizes: the SIMT path
-    test_model((MlstmConfig){256, 16, 64, 0}, 8, 6, 13);    // without weight norm
+    test_model((MlstmConfig){256, 64, 128, 1}, 64, 8, 11, 1);  // tensor-core tiles: 128x128 over all rows, 64x64 per step
+    test_model((MlstmConfig){256, 12, 40, 1}, 3, 5, 12, 0);    // odd sizes: the SIMT path
+    test_model((MlstmConfig){256, 16, 64, 0}, 8, 6, 13, 0);    // without weight norm
     test_overflow();
     test_resume();
     return test_summary("test_gpu");

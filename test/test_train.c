@@ -112,6 +112,12 @@ static void test_overflow(void) {
           "overflow: lr after the skip repeats (%.4e %.4e %.4e %.4e)", n == 8 ? ll[4].lr : 0, n == 8 ? ll[5].lr : 0,
           n == 8 ? ll[6].lr : 0, n == 8 ? ll[7].lr : 0);
     CHECK(n == 8 && ll[5].scale == 65536 && ll[6].scale == 32768, "overflow: the next step runs at the halved scale");
+    // without --fp16 (S = 1, limit: any non-finite value) an injected +inf must be caught too
+    int r4 = test_system("%s " TINY " --steps 7 --inject-overflow 5 --ckpt %s/f7.ckpt --log %s/f7.log >> %s/o.out 2>&1", trainer, dir, dir, dir);
+    snprintf(p, sizeof p, "%s/f7.log", dir);
+    n = read_log(p, ll, 16);
+    CHECK(r4 == 0 && n == 7 && ll[5].skipped == 1 && ll[4].skipped == 0 && ll[6].skipped == 0 && ll[5].scale == 1,
+          "overflow: FP32 mode skips the step with an injected +inf (exit %d, %d log lines)", r4, n);
     mlstm_free(&m5); mlstm_free(&m6);
 }
 

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""test/cuda/mutants.py: proves the CPU layer's tests bite. Each mutant is one
+injected defect in a copy of the tree (the working tree is never touched); the copy
+builds the named tests and runs them; a mutant is caught when a test fails or the
+layer reports it. Prints the table of doc/gpu.md. Not part of `make test` (about
+20 minutes on 2 cores; each run stops at its first failed check).
+
+    test/cuda/mutants.py [NAME...]      all mutants, or the named ones
+"""
+import concurrent.futures, os, re, shutil, subprocess, sys, tempfile, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FP16, SM75, FP32, CUDACPU, HALF = ("build/cudacpu/test_gpu.lockstep", "build/cudacpu/test_gpu_sm75.reverse",
+                                  "build/cudacpu/test_gpu_fp32.lockstep", "build/cudacpu/test_cudacpu", "build/cudacpu/test_half")
+SAN16 = "build-san/cudacpu/test_gpu.lockstep"
+
+# name, file, original text, mutated text, tests to run
+MUTANTS = [
+    ("cp.async wait depth off by one", "train.cu",
+     "copy_wait<STAGES - 2>();  // slab kt has landed", "copy_wait<STAGES - 1>();  // slab kt has landed", [FP16]),
+    ("no __syncthreads in the WMMA k-loop", "train.cu",
+     "        __syncthreads();          // ... for every thread, and slab kt-1 is no longer being read\n", "", [FP16, SM75]),
+    ("no __syncwarp after store_matrix_sync", "train.cu",
+     "            wmma::store_matrix_sync(cs, acc[i][j], 16, wmma::mem_row_major);\n            __syncwarp();",
+     "            wmma::store_matrix_sync(cs, acc[i][j], 16, wmma::mem_row_major);", [FP16, SM75]),
+    ("shared-memory padding 4 halves (misaligned rows)", "train.cu",
+     "BK = 32, PAD = 8,", "BK = 32, PAD = 4,", [FP16, SM75]),
+    ("SIMT tile loads without its row bound", "train.cu",
+     "As[kk][mm] = m < M && k < K ?", "As[kk][mm] = k < K ?", [FP32, SAN16]),
+    ("SIMT tile stores without its row bound", "train.cu",
+     "if (r < M && c < N) epilogue_store", "if (c < N) epilogue_store", [FP32]),
+    ("shuffle reduction over 16 lanes", "train.cu",
+     "for (int o = 16; o > 0; o /= 2) { R w = __shfl_xor_sync", "for (int o = 8; o > 0; o /= 2) { R w = __shfl_xor_sync", [FP32]),
+    ("no barrier before a block reduction reuses its buffer", "train.cu",
+     "    __syncthreads();  // buf may still be read by a previous call\n", "", [FP32, SM75]),
+    ("overflow check before the all-reduce", "train.c",
+     "        model_allreduce(md);\n        loss = dist_sum1(loss) / world;\n        // 5-7: overflow check on the reduced gradients, then skip, or unscale + clip + Adam\n        int overflow = model_overflow(md, o.fp16);",
+     "        int overflow = model_overflow(md, o.fp16);\n        model_allreduce(md);\n        loss = dist_sum1(loss) / world;", [CUDACPU]),
+    ("overflow limit INFINITY again (the bug fixed here)", "train.cu",
+     "fp16 ? 65504.f : FLT_MAX, &bad)", "fp16 ? 65504.f : INFINITY, &bad)", [FP32]),
+    ("matmul epilogue ignores reset rows (mh, dm)", "train.cu",
+     "if (e.mask && e.mask[(size_t)r * e.mask_stride]) acc = 0.f;", "", [FP16]),
+    ("no cudaFuncSetAttribute for the 128x128 tile's 55.5 KB of shared memory", "train.cu",
+     "        cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));\n", "", [FP16]),
+    ("float->half truncates instead of rounding to even", "test/cuda/cuda_fp16.h",
+     "r += rem > 0x1000u || (rem == 0x1000u && (r & 1));", "", [HALF]),
+]
+
+def tracked_files():
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    return [f for f in out.decode().split("\0") if f]
+
+def run_mutant(m):
+    name, path, old, new, tests = m
+    d = tempfile.mkdtemp(prefix="mutant_")
+    try:
+        for f in tracked_files():
+            os.makedirs(os.path.join(d, os.path.dirname(f)), exist_ok=True)
+            shutil.copy2(os.path.join(ROOT, f), os.path.join(d, f))
+        src = open(os.path.join(d, path)).read()
+        if src.count(old) != 1:
+            return name, path, [("-", "the original text is not found exactly once: update mutants.py")]
+        open(os.path.join(d, path), "w").write(src.replace(old, new))
+        if not path.startswith("test/cuda/"):  # the layer itself is unchanged: reuse its built objects
+            for b in ("build", "build-san"):
+                for f in ("cudapp", "layer_750.o", "layer_800.o"):
+                    if os.path.exists(os.path.join(ROOT, b, "cudacpu", f)):
+                        os.makedirs(os.path.join(d, b, "cudacpu"), exist_ok=True)
+                        shutil.copy(os.path.join(ROOT, b, "cudacpu", f), os.path.join(d, b, "cudacpu", f))
+        rows = []
+        for t in tests:
+            san = t.startswith("build-san")
+            b = subprocess.run(["make"] + (["SAN=1"] if san else []) + [t], cwd=d, capture_output=True, text=True)
+            if b.returncode:
+                err = next((l for l in b.stderr.splitlines() if "error" in l), b.stderr.strip()[-200:])
+                rows.append((t, "build fails: " + err.strip()))
+                continue
+            t0 = time.time()
+            # read the output as it comes and stop at the first failed check or report
+            p = subprocess.Popen([os.path.join(d, t)], cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                 errors="replace", start_new_session=True)
+            what, summary, last = None, None, ""
+            for line in p.stdout:
+                line = line.rstrip("\n")
+                last = line or last
+                # test_cudacpu provokes the layer's reports on purpose: only its failed checks count
+                selftest = t.endswith("test_cudacpu")
+                if not selftest and (line.startswith("cudacpu: error") or "AddressSanitizer" in line or "runtime error" in line):
+                    what = "report: " + line[:170]
+                elif line.startswith("FAIL"):
+                    what = "check fails: " + line[6:170]
+                elif re.match(r"^\w+: \d+ passed, \d+ failed$", line):
+                    summary = line
+                if what or time.time() - t0 > 1800:
+                    break
+            try:
+                os.killpg(p.pid, 9)
+            except ProcessLookupError:
+                pass
+            p.wait()
+            if not what:
+                what = "NOT CAUGHT (%s)" % summary if summary else "crashed without a report: " + last[:150]
+            rows.append((t, "%s [%.0f s]" % (what, time.time() - t0)))
+        return name, path, rows
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+def main():
+    want = sys.argv[1:]
+    todo = [m for m in MUTANTS if not want or any(w in m[0] for w in want)]
+    jobs = int(os.environ.get("JOBS", "2"))
+    with concurrent.futures.ThreadPoolExecutor(jobs) as ex:
+        for name, path, rows in ex.map(run_mutant, todo):
+            for t, what in rows:
+                print("| %s (%s) | %s | %s |" % (name, path, os.path.basename(t), what.replace("|", "/")), flush=True)
+
+if __name__ == "__main__":
+    main()
