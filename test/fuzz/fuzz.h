@@ -69,28 +69,78 @@ static inline void fz_add(int kind, uintptr_t key, size_t len) {
     fz_res[i] = (FuzzRes){kind, key, len};
     fz_live++;
 }
-static inline int fz_remove(int kind, uintptr_t key) {  // 1 if it was tracked
+// 1 if it was tracked; *len gets its len
+static inline int fz_remove(int kind, uintptr_t key, size_t *len) {
     for (size_t i = fz_slot(kind, key); fz_res[i].kind != 0; i = (i + 1) & (FZ_SLOTS - 1))
-        if (fz_res[i].kind == kind && fz_res[i].key == key) { fz_res[i].kind = -1; fz_live--; return 1; }
+        if (fz_res[i].kind == kind && fz_res[i].key == key) {
+            if (len) *len = fz_res[i].len;
+            fz_res[i].kind = -1; fz_live--;
+            return 1;
+        }
     return 0;
 }
 
-static inline void *fuzz_malloc(size_t n) { void *p = (malloc)(n); if (p) fz_add(FZ_MEM, (uintptr_t)p, 0); return p; }
-static inline void *fuzz_calloc(size_t n, size_t k) { void *p = (calloc)(n, k); if (p) fz_add(FZ_MEM, (uintptr_t)p, 0); return p; }
-static inline void fuzz_free(void *p) { if (p) { fz_remove(FZ_MEM, (uintptr_t)p); (free)(p); } }
+// Big blocks (the readers' 1 MB line and shard buffers) are kept for the next input
+// instead of freed: fresh pages for a 1 MB calloc on every input took most of the run
+// time (page faults, zeroing). A kept block is poisoned, so ASan still reports a use
+// after free of one (as use-after-poison).
+#define FZ_BIG (1 << 16)
+#define FZ_CACHE 8
+static struct { void *p; size_t n; } fz_cache[FZ_CACHE];
+static int fz_cached = 0;
+void __asan_poison_memory_region(void const volatile *addr, size_t size);
+void __asan_unpoison_memory_region(void const volatile *addr, size_t size);
+static inline void *fz_big_take(size_t n, size_t align) {
+    if (n < FZ_BIG) return NULL;
+    for (int i = 0; i < fz_cached; i++)
+        if (fz_cache[i].n == n && (uintptr_t)fz_cache[i].p % align == 0) {
+            void *p = fz_cache[i].p;
+            fz_cache[i] = fz_cache[--fz_cached];
+            __asan_unpoison_memory_region(p, n);
+            return p;
+        }
+    return NULL;
+}
+static inline void fz_release(void *p, size_t n) {  // n: the block's size, 0 if unknown
+    if (n >= FZ_BIG && fz_cached < FZ_CACHE) {
+        __asan_poison_memory_region(p, n);
+        fz_cache[fz_cached].p = p; fz_cache[fz_cached].n = n; fz_cached++;
+    } else {
+        (free)(p);
+    }
+}
+
+static inline void *fuzz_malloc(size_t n) {
+    void *p = fz_big_take(n, 1);
+    if (!p) p = (malloc)(n);
+    if (p) fz_add(FZ_MEM, (uintptr_t)p, n);
+    return p;
+}
+static inline void *fuzz_calloc(size_t n, size_t k) {
+    void *p = k && n <= SIZE_MAX / k ? fz_big_take(n * k, 1) : NULL;
+    if (p) memset(p, 0, n * k);
+    else p = (calloc)(n, k);
+    if (p) fz_add(FZ_MEM, (uintptr_t)p, n * k);
+    return p;
+}
+static inline void fuzz_free(void *p) {
+    size_t n = 0;
+    if (p) fz_release(p, fz_remove(FZ_MEM, (uintptr_t)p, &n) ? n : 0);
+}
 static inline void *fuzz_realloc(void *p, size_t n) {
     void *q = (realloc)(p, n);
-    if (q || n == 0) { if (p) fz_remove(FZ_MEM, (uintptr_t)p); if (q) fz_add(FZ_MEM, (uintptr_t)q, 0); }
+    if (q || n == 0) { if (p) fz_remove(FZ_MEM, (uintptr_t)p, NULL); if (q) fz_add(FZ_MEM, (uintptr_t)q, n); }
     return q;
 }
 static inline char *fuzz_strdup(const char *s) { char *p = (strdup)(s); if (p) fz_add(FZ_MEM, (uintptr_t)p, 0); return p; }
 static inline int fuzz_posix_memalign(void **p, size_t a, size_t n) {
-    int r = (posix_memalign)(p, a, n);
-    if (r == 0) fz_add(FZ_MEM, (uintptr_t)*p, 0);
+    int r = 0;
+    if (!(*p = fz_big_take(n, a))) r = (posix_memalign)(p, a, n);
+    if (r == 0) fz_add(FZ_MEM, (uintptr_t)*p, n);
     return r;
 }
 static inline FILE *fuzz_fopen(const char *path, const char *mode) { FILE *f = (fopen)(path, mode); if (f) fz_add(FZ_FILE, (uintptr_t)f, 0); return f; }
-static inline int fuzz_fclose(FILE *f) { fz_remove(FZ_FILE, (uintptr_t)f); return (fclose)(f); }
+static inline int fuzz_fclose(FILE *f) { fz_remove(FZ_FILE, (uintptr_t)f, NULL); return (fclose)(f); }
 static inline int fuzz_open(const char *path, int flags, ...) {
     mode_t mode = 0;
     if (flags & O_CREAT) { va_list ap; va_start(ap, flags); mode = (mode_t)va_arg(ap, int); va_end(ap); }
@@ -98,15 +148,15 @@ static inline int fuzz_open(const char *path, int flags, ...) {
     if (fd >= 0) fz_add(FZ_FD, (uintptr_t)fd, 0);
     return fd;
 }
-static inline int fuzz_close(int fd) { fz_remove(FZ_FD, (uintptr_t)fd); return (close)(fd); }
+static inline int fuzz_close(int fd) { fz_remove(FZ_FD, (uintptr_t)fd, NULL); return (close)(fd); }
 static inline gzFile fuzz_gzopen(const char *path, const char *mode) { gzFile g = (gzopen)(path, mode); if (g) fz_add(FZ_GZ, (uintptr_t)g, 0); return g; }
-static inline int fuzz_gzclose(gzFile g) { fz_remove(FZ_GZ, (uintptr_t)g); return (gzclose)(g); }
+static inline int fuzz_gzclose(gzFile g) { fz_remove(FZ_GZ, (uintptr_t)g, NULL); return (gzclose)(g); }
 static inline void *fuzz_mmap(void *a, size_t len, int prot, int flags, int fd, off_t off) {
     void *p = (mmap)(a, len, prot, flags, fd, off);
     if (p != MAP_FAILED) fz_add(FZ_MAP, (uintptr_t)p, len);
     return p;
 }
-static inline int fuzz_munmap(void *p, size_t len) { fz_remove(FZ_MAP, (uintptr_t)p); return (munmap)(p, len); }
+static inline int fuzz_munmap(void *p, size_t len) { fz_remove(FZ_MAP, (uintptr_t)p, NULL); return (munmap)(p, len); }
 
 static inline void fuzz_exit(int code) {
     if (code == 2 && fz_in_call) longjmp(fz_jmp, 1);
@@ -158,7 +208,7 @@ static inline void fuzz_end(int returned) {
     fz_tracking = 0;
     for (int k = 0; k < fz_n_touched; k++) {
         FuzzRes *r = &fz_res[fz_touched[k]];
-        if (r->kind == FZ_MEM) (free)((void *)r->key);
+        if (r->kind == FZ_MEM) fz_release((void *)r->key, r->len);
         else if (r->kind == FZ_FILE) (fclose)((FILE *)r->key);
         else if (r->kind == FZ_FD) (close)((int)r->key);
         else if (r->kind == FZ_GZ) (gzclose)((gzFile)r->key);
@@ -212,12 +262,24 @@ static inline const char *fuzz_path(const char *name) {
     return b;
 }
 
+// Writes a file, unless it already holds exactly these bytes from the last call: the
+// .npy harness writes 15 files per input and most stay the same between inputs.
 static inline void fuzz_write_file(const char *path, const void *data, size_t n) {
+    static struct { char path[4200]; uint8_t *bytes; size_t n; } last[32];
+    int k = 0;
+    while (k < 32 && last[k].bytes && strcmp(last[k].path, path)) k++;
+    if (k < 32 && last[k].bytes && last[k].n == n && !memcmp(last[k].bytes, data, n)) return;
     FILE *f = (fopen)(path, "wb");
     if (!f || (n && fwrite(data, 1, n, f) != n) || (fclose)(f) != 0) {
         fprintf(stderr, "fuzz: cannot write %s: %s\n", path, strerror(errno));
         abort();
     }
+    if (k == 32) return;  // more than 32 names: no memory of this one
+    snprintf(last[k].path, sizeof last[k].path, "%s", path);
+    last[k].bytes = (uint8_t *)(realloc)(last[k].bytes, n + 1);
+    if (!last[k].bytes) abort();
+    memcpy(last[k].bytes, data, n);
+    last[k].n = n;
 }
 
 // A cursor over the input, as libFuzzer's FuzzedDataProvider: reads past the end give 0.

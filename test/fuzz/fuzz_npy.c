@@ -9,7 +9,7 @@
 // reachable. Raw mode writes 15 input pieces as they are, for the header parser.
 //
 // Input: u8 mode (bit 0: raw; bit 1: pass --hidden H, bit 2: --embed D). Raw: 15
-// pieces (u16 length + bytes). Generated: D, H (u8 v: v if v < 128, else a u64
+// pieces (u16 length + bytes). Generated: D, H (u8 v: v % 16 if v < 128, else a u64
 // follows), then per file u8 flags (bit 0: float64, bit 1: Fortran order, bits 2-3:
 // version 1-3, bit 4: a shape of its own follows: u8 ndim (1 or 2), u64, u64; bit 5:
 // data bytes from the input instead of 0.5) and the data bytes come from the rest.
@@ -18,9 +18,10 @@
 #include "tools/import_npy.c"
 #undef main
 
-#define MAX_FILE_BYTES (1 << 20)
+#define MAX_FILE_BYTES (1 << 17)  // room for the wrapped products (256 x (2^62 + 64) f4 needs 64 KB)
 
-static uint64_t fuzz_dim(FuzzIn *in) { unsigned v = fuzz_u8(in); return v < 128 ? v : fuzz_u64(in); }
+// Small D and H keep each input fast (files of a few KB); a u64 reaches any shape.
+static uint64_t fuzz_dim(FuzzIn *in) { unsigned v = fuzz_u8(in); return v < 128 ? v % 16 : fuzz_u64(in); }
 
 // One generated .npy file: header for `shape`, then data of the size the shape implies.
 static void write_npy(const char *path, unsigned flags, int ndim, uint64_t s0, uint64_t s1, FuzzIn *in) {
@@ -43,13 +44,12 @@ static void write_npy(const char *path, unsigned flags, int ndim, uint64_t s0, u
     memcpy(buf + pre, dict, (size_t)n);
     buf[pre + hlen - 1] = '\n';
     uint8_t *d = buf + pre + hlen;
-    if ((flags & 32) && in->n) {
-        for (uint64_t i = 0; i < bytes; i++) d[i] = in->p[i % in->n];
-    } else {
-        for (uint64_t i = 0; i < bytes / (f64 ? 8 : 4); i++) {
-            if (f64) { double v = 0.5; memcpy(d + 8 * i, &v, 8); } else { float v = 0.5f; memcpy(d + 4 * i, &v, 4); }
-        }
-    }
+    static const double half64 = 0.5;
+    static const float half32 = 0.5f;
+    const uint8_t *src = (flags & 32) && in->n ? in->p : f64 ? (const uint8_t *)&half64 : (const uint8_t *)&half32;
+    size_t period = (flags & 32) && in->n ? in->n : f64 ? 8 : 4;
+    for (size_t i = 0; i < (size_t)bytes; i += period)  // the input's bytes, or 0.5, over and over
+        memcpy(d + i, src, (size_t)bytes - i < period ? (size_t)bytes - i : period);
     fuzz_write_file(path, buf, pre + hlen + (size_t)bytes);
     free(buf);
 }
