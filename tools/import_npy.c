@@ -32,6 +32,7 @@
 // .npy: format versions 1-3, little-endian float32 or float64, C or Fortran order.
 #include "mlstm.h"
 #include "schedule.h"
+#include <limits.h>
 
 typedef struct {
     char path[4200];
@@ -92,6 +93,8 @@ static void npy_load(Npy *a, const char *dir, int index) {
     }
     free(hd);
     if (a->ndim == 0) fail("%s: a scalar; the published files are 1- or 2-dimensional", a->path);
+    size_t cols = a->ndim == 2 ? (size_t)a->shape[1] : 1;  // a product that wraps would pass the size check below
+    if (cols && (size_t)a->shape[0] > SIZE_MAX / 8 / cols) fail("%s: shape too large (%ld x %zu elements)", a->path, a->shape[0], cols);
     size_t n = (size_t)a->shape[0] * (a->ndim == 2 ? (size_t)a->shape[1] : 1), bytes = n * (a->f64 ? 8 : 4);
     if ((size_t)size - hstart - hlen != bytes)
         fail("%s: %zu bytes of data, its shape needs %zu (truncated or corrupt)", a->path, (size_t)size - hstart - hlen, bytes);
@@ -147,6 +150,7 @@ int main(int argc, char **argv) {
     if (a[1].ndim != 2 || a[1].shape[0] != D || a[1].shape[1] % 4 != 0 || a[1].shape[1] == 0)
         expect_shape(&a[1], 1, D, 4 * (a[1].ndim == 2 && a[1].shape[1] >= 4 ? a[1].shape[1] / 4 : 1), "(D from 0.npy x 4H)");
     long H = a[1].shape[1] / 4;
+    if (D > INT_MAX || H > INT_MAX) fail("%s: D=%ld H=%ld; this build takes D, H <= %d", dir, D, H, INT_MAX);
     if (want_d && want_d != D) fail("%s holds a model with D=%ld; --embed asks for %ld", dir, D, want_d);
     if (want_h && want_h != H) fail("%s holds a model with H=%ld (from 1.npy); --hidden asks for %ld", dir, H, want_h);
     char why[128];

@@ -16,6 +16,7 @@ static void put(const void *p, size_t n) {
 }
 static void put8(unsigned v) { uint8_t b = (uint8_t)v; put(&b, 1); }
 static void put16(unsigned v) { put8(v & 255); put8(v >> 8); }
+static void put64le(uint64_t v) { uint8_t b[8]; put64(b, v); put(b, 8); }
 static void puts_(const char *s) { put(s, strlen(s)); }
 static void piece(const void *p, size_t n) { put16((unsigned)n); put(p, n); }
 
@@ -110,6 +111,11 @@ static void npy_seeds(void) {
         snprintf(name, sizeof name, "generated_%d", v);
         save("npy", name);
     }
+    // D = 2^62 + 64: 256 x D and 4 x D wrap to a few KB in 64 bits, so every size check
+    // on those products passes (issue 12, item 3; a heap overflow before the fix)
+    put8(0); put8(0x80); put64le((1ULL << 62) + 64); put8(1);
+    for (int k = 0; k < 15; k++) put8(0);
+    save("npy", "wrapping_D");
     // raw mode: the 15 files of a D=2, H=1 model as they are
     static uint8_t f[8192];
     const long D = 2, H = 1;
