@@ -19,9 +19,18 @@
 // Files. fuzz_path() names a file in a private temporary directory (under $TMPDIR,
 // else /dev/shm, else /tmp), created at start-up and removed at exit.
 #pragma once
+// every system header the project's code includes, or may soon, comes in before the
+// renaming below, so the renaming never touches a declaration
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <libgen.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <string.h>
 #include <stdarg.h>
 #include <errno.h>
