@@ -17,7 +17,9 @@
 // harness freed what the reader handed it) is a leak: that aborts too.
 //
 // Files. fuzz_path() names a file in a private temporary directory (under $TMPDIR,
-// else /dev/shm, else /tmp), created at start-up and removed at exit.
+// else /dev/shm, else /tmp), created at start-up and removed at exit (after a
+// finding or a kill, by the next run). FUZZ_VERBOSE=1 says whether each input was
+// accepted or rejected, to check that seeds get past the readers.
 #pragma once
 // every system header the project's code includes, or may soon, comes in before the
 // renaming below, so the renaming never touches a declaration
@@ -231,33 +233,42 @@ static inline void fuzz_end(int returned) {
 // ----------------------------------------------------------------------------
 // Files and input helpers.
 
-static void fz_remove_dir(void) {
-    if (!fz_dir[0]) return;
-    DIR *d = opendir(fz_dir);
+static void fz_rmtree(const char *path) {
+    DIR *d = opendir(path);
     if (d) {
         struct dirent *e;
         char p[8192];
         while ((e = readdir(d)))
             if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-                snprintf(p, sizeof p, "%s/%s", fz_dir, e->d_name);
-                unlink(p);
+                snprintf(p, sizeof p, "%s/%s", path, e->d_name);
+                if (unlink(p) != 0) fz_rmtree(p);
             }
         closedir(d);
     }
-    rmdir(fz_dir);
-    fz_dir[0] = 0;
+    rmdir(path);
 }
-void __sanitizer_set_death_callback(void (*)(void));
+static void fz_remove_dir(void) { if (fz_dir[0]) fz_rmtree(fz_dir); fz_dir[0] = 0; }
 
-// Creates the private directory; called from LLVMFuzzerInitialize.
+// Creates the private directory, <tmp>/mlstm-fuzz-<pid>-XXXXXX; called from
+// LLVMFuzzerInitialize. A finding or a kill ends the process without atexit, so the
+// directories of processes that are gone are removed here first.
 static inline void fuzz_init(void) {
     // /dev/shm when there is one: a disk-backed /tmp made the harnesses 15x slower here
     const char *t = getenv("TMPDIR");
     if (!t || !*t) t = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    snprintf(fz_dir, sizeof fz_dir, "%s/mlstm-fuzz-XXXXXX", t);
+    DIR *d = opendir(t);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        long pid;
+        if (sscanf(e->d_name, "mlstm-fuzz-%ld-", &pid) == 1 && pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH) {
+            snprintf(fz_dir, sizeof fz_dir, "%s/%s", t, e->d_name);
+            fz_rmtree(fz_dir);
+        }
+    }
+    if (d) closedir(d);
+    snprintf(fz_dir, sizeof fz_dir, "%s/mlstm-fuzz-%ld-XXXXXX", t, (long)getpid());
     if (!mkdtemp(fz_dir)) { fprintf(stderr, "fuzz: cannot create %s: %s\n", fz_dir, strerror(errno)); abort(); }
     atexit(fz_remove_dir);
-    __sanitizer_set_death_callback(fz_remove_dir);  // a finding: remove it too
     json_set_alloc_funcs(fz_json_malloc, fz_json_free);
     fz_verbose = getenv("FUZZ_VERBOSE") != NULL;
 }
