@@ -57,6 +57,7 @@ static void load_odd(void *arg) {
     Mlstm m; real h[3], c[3]; TrainState st;
     mlstm_build(&m, (MlstmConfig){256, 2, 3, 0}, 1, 1);
     checkpoint_load((const char *)arg, &m, &st, h, c, 1);
+    mlstm_free(&m);
 }
 
 static Mlstm *saved_model; static TrainState *saved_state; static real *saved_h, *saved_c;
