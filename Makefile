@@ -97,7 +97,9 @@ clean:
 # $(BUILD)/fuzz/corpus/<harness>/, logs and any finding (crash-*, leak-*, timeout-*,
 # oom-*) in $(BUILD)/fuzz/. Without a clang that links libFuzzer it says so and
 # skips (apt-get install clang libclang-rt-dev); REQUIRE_FUZZ=1 makes that an error.
-# `make fuzz-seeds` rewrites the seed files from test/fuzz/make_seeds.c.
+# `make fuzz-seeds` rewrites the seed files from test/fuzz/make_seeds.c. By hand:
+# build/fuzz/fuzz_shard NEWDIR test/fuzz/corpus/shard (libFuzzer adds inputs to the
+# first directory: never name the seed directory first).
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZERS      := shard checkpoint npy prepare labels transfer_text transfer_feat
