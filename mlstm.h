@@ -741,15 +741,25 @@ static inline uint64_t ckpt_payload_bytes(const MlstmConfig *c, uint64_t nparams
     return 4 * (3 * nparams + 2 * (uint64_t)G * c->H);
 }
 
+// The checksum runs over the file's 8-byte words (checksum_update's chunks other than
+// the last must be whole words), and an array of odd length ends inside one: its last
+// float waits in `carry` for the next array's first (an odd H, or H(D+H), hit this).
+typedef struct { uint64_t h; float carry; int has_carry; } CkptSum;
+
 // Writes a real array as FP32, feeding the checksum.
 #define CKPT_CHUNK 4096
-static inline void ckpt_write_f32(AtomicFile *af, uint64_t *h, const real *x, size_t n) {
-    float buf[CKPT_CHUNK];
+static inline void ckpt_write_f32(AtomicFile *af, CkptSum *s, const real *x, size_t n) {
+    float buf[1 + CKPT_CHUNK];  // buf[0]: the float carried in, if any
     for (size_t i = 0; i < n; i += CKPT_CHUNK) {
         size_t k = n - i < CKPT_CHUNK ? n - i : CKPT_CHUNK;
-        for (size_t j = 0; j < k; j++) buf[j] = (float)x[i + j];
-        *h = checksum_update(*h, buf, k * 4);
-        atomic_write(af, buf, k * 4);
+        size_t m = (size_t)s->has_carry;
+        buf[0] = s->carry;
+        for (size_t j = 0; j < k; j++) buf[m + j] = (float)x[i + j];
+        atomic_write(af, buf + m, k * 4);
+        m += k;
+        s->has_carry = (int)(m & 1);
+        if (s->has_carry) s->carry = buf[m - 1];
+        s->h = checksum_update(s->h, buf, (m - (m & 1)) * 4);
     }
 }
 
@@ -774,14 +784,15 @@ static inline void checkpoint_save(const char *path, const Mlstm *m, const Train
     // the checksum is computed with its own field zero, then patched in
     AtomicFile af;
     atomic_open(&af, path);
-    uint64_t sum = checksum_update(CHECKSUM_INIT, hd, CKPT_HEADER_BYTES);
+    CkptSum sum = {checksum_update(CHECKSUM_INIT, hd, CKPT_HEADER_BYTES), 0, 0};
     atomic_write(&af, hd, CKPT_HEADER_BYTES);
     ckpt_write_f32(&af, &sum, m->params, m->nparams);
     ckpt_write_f32(&af, &sum, m->adam_m, m->nparams);
     ckpt_write_f32(&af, &sum, m->adam_v, m->nparams);
     ckpt_write_f32(&af, &sum, h, (size_t)st->G * m->cfg.H);
     ckpt_write_f32(&af, &sum, c, (size_t)st->G * m->cfg.H);
-    put64(hd + CKPT_AT_CHECKSUM, checksum_final(sum));
+    if (sum.has_carry) sum.h = checksum_update(sum.h, &sum.carry, 4);  // the file's last, half word
+    put64(hd + CKPT_AT_CHECKSUM, checksum_final(sum.h));
     if (fseek(af.f, CKPT_AT_CHECKSUM, SEEK_SET) != 0) {
         atomic_abort(&af);
         fail("cannot write %s: seek failed", path);

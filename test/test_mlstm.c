@@ -51,6 +51,15 @@ static void load_other_batch(void *arg) {
     checkpoint_load((const char *)arg, &m, &st, h, c, 4);
 }
 
+// H=3, D=2, no weight norm, G=1: an odd number of parameters and of state values, so
+// the arrays do not end on the checksum's 8-byte words (found by test/fuzz/fuzz_checkpoint)
+static void load_odd(void *arg) {
+    Mlstm m; real h[3], c[3]; TrainState st;
+    mlstm_build(&m, (MlstmConfig){256, 2, 3, 0}, 1, 1);
+    checkpoint_load((const char *)arg, &m, &st, h, c, 1);
+    mlstm_free(&m);
+}
+
 static Mlstm *saved_model; static TrainState *saved_state; static real *saved_h, *saved_c;
 static void save_to(void *arg) { checkpoint_save((const char *)arg, saved_model, saved_state, saved_h, saved_c); }
 
@@ -127,6 +136,18 @@ int main(void) {
     saved_model = &m1; saved_state = &s1; saved_h = h1; saved_c = c1;
     snprintf(bad, sizeof bad, "%s/no/such/dir/x.ckpt", dir);
     EXPECT_EXIT(save_to, bad, 2, "cannot write", "saving into a missing directory");
+    // 5. sizes whose arrays end inside an 8-byte word of the checksum
+    {
+        Mlstm m; real h[3] = {1, 2, 3}, c[3] = {4, 5, 6}; TrainState st;
+        mlstm_build(&m, (MlstmConfig){256, 2, 3, 0}, 1, 1);
+        mlstm_init(&m, 5);
+        memset(&st, 0, sizeof st);
+        st.G = 1;
+        snprintf(bad, sizeof bad, "%s/odd.ckpt", dir);
+        checkpoint_save(bad, &m, &st, h, c);
+        EXPECT_EXIT(load_odd, bad, 0, "", "a checkpoint of H=3 D=2 (odd parameter and state counts) loads back: its checksum matches");
+        mlstm_free(&m);
+    }
     mlstm_free(&m1); mlstm_free(&m2);
     test_system("rm -rf %s", dir);
     return test_summary("test_mlstm");
