@@ -114,6 +114,9 @@ FUZZ_SECONDS ?= 60
 FUZZERS      := shard checkpoint npy prepare labels transfer_text transfer_feat
 FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -I. -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wall -Wextra
+ifeq ($(WERROR),1)
+  FUZZ_CFLAGS += -Werror
+endif
 FUZZ_LDLIBS  := -ljansson -lz -llinear -lm
 FUZZ_LIMIT   := $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS),-max_total_time=$(FUZZ_SECONDS))
 

@@ -161,6 +161,15 @@ static inline int fuzz_open(const char *path, int flags, ...) {
 }
 static inline int fuzz_close(int fd) { fz_remove(FZ_FD, (uintptr_t)fd, NULL); return (close)(fd); }
 static inline gzFile fuzz_gzopen(const char *path, const char *mode) { gzFile g = (gzopen)(path, mode); if (g) fz_add(FZ_GZ, (uintptr_t)g, 0); return g; }
+// gzdopen takes over the descriptor (gzclose closes it): it stops being an open fd of ours
+static inline gzFile fuzz_gzdopen(int fd, const char *mode) {
+    gzFile g = (gzdopen)(fd, mode);
+    if (g) {
+        fz_remove(FZ_FD, (uintptr_t)fd, NULL);
+        fz_add(FZ_GZ, (uintptr_t)g, 0);
+    }
+    return g;
+}
 static inline int fuzz_gzclose(gzFile g) { fz_remove(FZ_GZ, (uintptr_t)g, NULL); return (gzclose)(g); }
 static inline void *fuzz_mmap(void *a, size_t len, int prot, int flags, int fd, off_t off) {
     void *p = (mmap)(a, len, prot, flags, fd, off);
@@ -192,6 +201,7 @@ static void fz_json_free(void *p) { fuzz_free(p); }
 #define open(...) fuzz_open(__VA_ARGS__)
 #define close(fd) fuzz_close(fd)
 #define gzopen(p, m) fuzz_gzopen(p, m)
+#define gzdopen(fd, m) fuzz_gzdopen(fd, m)
 #define gzclose(g) fuzz_gzclose(g)
 #define mmap(a, l, p, f, d, o) fuzz_mmap(a, l, p, f, d, o)
 #define munmap(p, l) fuzz_munmap(p, l)

@@ -26,15 +26,23 @@ typedef struct {
 
 static void read_input(void *arg) {
     Ctx *x = (Ctx *)arg;
-    if (x->format == 0) read_text(&x->c, &x->cfg, x->path);
-    else if (x->format == 1) read_jsonl(&x->c, &x->cfg, x->path);
-    else read_csv(&x->c, &x->cfg, x->path, x->text_given, x->label_given);
+    LineReader r;  // on a fail() part way, fuzz.h releases the reader's buffer and gzFile
+    reader_open(&r, x->path);
+    if (x->format == 0) read_text(&x->c, &x->cfg, &r);
+    else if (x->format == 1) read_jsonl(&x->c, &x->cfg, &r);
+    else read_csv(&x->c, &x->cfg, &r, x->text_given, x->label_given);
+    reader_close(&r);
 }
 
 #ifdef FUZZ_LABELS
 static void write_train(void *arg) {
     Ctx *x = (Ctx *)arg;
-    write_split(&x->c, &x->cfg, "train", x->order, x->c.n_docs, &x->n_shards);
+    // as prepare's main does: write into a staging directory, then switch the set over
+    snprintf(staging, sizeof staging, "%s", fuzz_path("out/.stage"));
+    if (mkdir(staging, 0777) != 0 && errno != EEXIST) fail("cannot create %s", staging);
+    x->n_shards = write_split(&x->c, &x->cfg, "train", x->order, x->c.n_docs);
+    commit_split(&x->cfg, "train", x->n_shards);
+    remove_staging();
 }
 
 typedef struct { Stream s; const char *dir; } Reopen;
