@@ -202,10 +202,10 @@ static void test_val_batch(void) {
     // code and flags compute both, so they differ by the log's 6 printed decimals (5e-7 on ~5 bpc,
     // 1e-7 relative) and, if the two builds contracted FMAs differently, FP32 rounding of a 16-step
     // forward (~1e-6 relative): 1e-5 relative bounds both.
-    rc = test_system("%s " TINY " --batch 4 --val-batch 8 --steps 10 --ckpt %s/v.ckpt --log %s/v.log > %s/v.out 2>&1",
+    rc = test_system("%s " TINY " --batch 4 --val-batch 8 --steps 10 --ckpt %s/vb.ckpt --log %s/vb.log > %s/vb.out 2>&1",
                      trainer, dir, dir, dir);
     char p[600];
-    snprintf(p, sizeof p, "%s/v.log", dir);
+    snprintf(p, sizeof p, "%s/vb.log", dir);
     double got = val_line(p, 10);
     MlstmConfig cfg = {256, 16, 32, 1};
     Mlstm m;
@@ -213,7 +213,7 @@ static void test_val_batch(void) {
     TrainState st;
     real *h = (real *)calloc(8 * 32, sizeof(real)), *c = (real *)calloc(8 * 32, sizeof(real));
     real *th = (real *)mallocCheck(sizeof(real) * 4 * 32), *tc = (real *)mallocCheck(sizeof(real) * 4 * 32);
-    snprintf(p, sizeof p, "%s/v.ckpt", dir);
+    snprintf(p, sizeof p, "%s/vb.ckpt", dir);
     checkpoint_load(p, &m, &st, th, tc, 4);
     Stream vs;
     corpus_stream(&vs, 60000 / 40, 1, 1);  // what the trainer validates on: TINY's corpus, seed 1

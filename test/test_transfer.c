@@ -10,7 +10,8 @@
 //      here the way the published encoder.py computes it;
 //   3. bad input (missing columns, empty documents, labels not 0/1, shapes that
 //      disagree, missing files) exits 2 with a message that says what is wrong.
-#include "data.h"
+#include "mlstm.h"  // defines: Mlstm, mlstm_build, the parameter table (models written for the tests)
+#include "data.h"   // defines: Stream, shard readers (prepared shards as input)
 #include "test/test.h"
 #include <libgen.h>
 
