@@ -38,7 +38,7 @@ $(shell rm -rf $(PROBE_DIR))
 
 TOOL_LDLIBS_prepare := -ljansson -lz
 TOOL_LDLIBS_transfer := -ljansson -llinear
-HEADERS := mlstm.h $(wildcard data.h schedule.h test/test.h)
+HEADERS := mlstm.h gemm.h $(wildcard data.h schedule.h test/test.h)
 TESTS   := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/test_*.c))
 TOOLS   := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
 
@@ -49,7 +49,7 @@ ifeq ($(MPI_OK),yes)
 else
   TRAIN_CC := $(CC)
 endif
-TRAIN_HEADERS := mlstm.h data.h schedule.h
+TRAIN_HEADERS := mlstm.h gemm.h data.h schedule.h
 
 .PHONY: all test test-san clean probe run
 all: probe train $(TESTS) $(TOOLS)

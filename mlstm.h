@@ -27,6 +27,9 @@
 
 #ifndef MLSTM_REAL
 #define MLSTM_REAL float
+#if !defined(__CUDACC__) && !defined(MLSTM_PLAIN)  // gemm.h hook 1: FP32 on the CPU takes gemm.h's matmuls
+#define MLSTM_FAST 1                                 // (-DMLSTM_PLAIN keeps the plain loops)
+#endif
 #endif
 typedef MLSTM_REAL real;
 
@@ -237,6 +240,7 @@ typedef struct {
     real *dh, *dc, *dm;       // (B,H) running gradients, and dm of one step
     real *dxe;                // (T,B,D)
     real *dh0, *dc0;          // (B,H) gradient into the carried-in state
+    real *pack_h, *pack_mh;   // gemm.h hook 3: W_h and W_mh packed for the time loops (fast path only)
 } Mlstm;
 
 // ----------------------------------------------------------------------------
@@ -345,6 +349,23 @@ static inline void thread_rows(int B, int *b0, int *b1) {
     if (*b0 > B) *b0 = B;
 }
 
+// gemm.h hook 2: which matmuls the model runs. MM_*_ROWS are the time loops' products
+// on the rows of one thread, with the weight as step_weight (below) prepared it.
+#ifdef MLSTM_FAST
+#include "gemm.h"
+#define MM_NT gemm_nt
+#define MM_NN gemm_nn
+#define MM_TN gemm_tn
+#define MM_NT_ROWS gemm_nt_rows_packed
+#define MM_NN_ROWS gemm_nn_rows_packed
+#else
+#define MM_NT matmul_nt
+#define MM_NN matmul_nn
+#define MM_TN matmul_tn
+#define MM_NT_ROWS(out, in, W, n0, n1, K, O, acc) mm_nt_rows(out, in, W, NULL, n0, n1, K, O, acc)
+#define MM_NN_ROWS mm_nn_rows
+#endif
+
 // ----------------------------------------------------------------------------
 // Pointwise math, one definition for the CPU and the GPU (train.cu compiles
 // these as __host__ __device__).
@@ -354,20 +375,42 @@ static inline void thread_rows(int B, int *b0, int *b1) {
 #define HOSTDEV
 #endif
 static inline HOSTDEV real sigmoidr(real x) { return 1 / (1 + exp(-x)); }
+// gemm.h hook 7: tanh. glibc's tanhf goes through expm1f, slow enough to take a
+// quarter of the FP32 step at H=256; the fast path's costs one expf. |x| < 0.5:
+// tanh's Taylor series to x^17 (the next term is < 3e-9 of tanh there); above,
+// 1 - 2/(1 + e^{2|x|}), where tanh > 0.46 so the subtraction loses at most a bit.
+// Within 3 ulp of tanh (test_gemm checks it on a grid); the plain build keeps tanh.
+static inline HOSTDEV real tanhr(real x) {
+#if defined(MLSTM_FAST) && !defined(__CUDA_ARCH__)
+    real a = x < 0 ? -x : x, r;
+    if (a < (real)0.5) {
+        real x2 = x * x;
+        r = x * (1 + x2 * (-1 / (real)3 + x2 * (2 / (real)15 + x2 * (-17 / (real)315 + x2 * (62 / (real)2835 +
+            x2 * (-1382 / (real)155925 + x2 * (21844 / (real)6081075 + x2 * (-929569 / (real)638512875 +
+            x2 * (6404582 / (real)10854718875)))))))));
+    } else {
+        r = 1 - 2 / (1 + exp(2 * a));
+        r = x < 0 ? -r : r;
+    }
+    return r;
+#else
+    return tanh(x);
+#endif
+}
 
 // One mLSTM cell update for one unit (DESIGN section 2, gate order i, f, o, u).
 // z: pre-activations in, gates out (i,f,o,u at stride H); returns c, writes h.
 static inline HOSTDEV real cell_forward(real *z, size_t H, real c_prev, real *h) {
-    real i = sigmoidr(z[0]), f = sigmoidr(z[H]), o = sigmoidr(z[2 * H]), u = tanh(z[3 * H]);
+    real i = sigmoidr(z[0]), f = sigmoidr(z[H]), o = sigmoidr(z[2 * H]), u = tanhr(z[3 * H]);
     z[0] = i; z[H] = f; z[2 * H] = o; z[3 * H] = u;
     real c = f * c_prev + i * u;
-    *h = o * tanh(c);
+    *h = o * tanhr(c);
     return c;
 }
 // Its backward: gates g (i,f,o,u at stride H), dh and dc flowing into this step's
 // outputs; writes dz (stride H) and returns the gradient into c_prev.
 static inline HOSTDEV real cell_backward(const real *g, size_t H, real c_prev, real c, real dh, real dc, real *dz) {
-    real i = g[0], f = g[H], o = g[2 * H], u = g[3 * H], tc = tanh(c);
+    real i = g[0], f = g[H], o = g[2 * H], u = g[3 * H], tc = tanhr(c);
     dc += dh * o * (1 - tc * tc);
     dz[0] = dc * u * i * (1 - i);
     dz[H] = dc * c_prev * f * (1 - f);
@@ -421,11 +464,16 @@ static inline void mlstm_build(Mlstm *m, MlstmConfig cfg, int B, int T) {
     m->dh = mlstm_alloc(B * H); m->dc = mlstm_alloc(B * H); m->dm = mlstm_alloc(B * H);
     m->dxe = mlstm_alloc(BT * D);
     m->dh0 = mlstm_alloc(B * H); m->dc0 = mlstm_alloc(B * H);
+#ifdef MLSTM_FAST  // gemm.h hook 4: room for W_h (and W_mh) packed either way round
+    size_t ph = gemm_packed_floats(H, 4 * H) > gemm_packed_floats(4 * H, H) ? gemm_packed_floats(H, 4 * H) : gemm_packed_floats(4 * H, H);
+    m->pack_h = mlstm_alloc(ph); m->pack_mh = mlstm_alloc(gemm_packed_floats(H, H));
+#endif
 }
 
 static inline void mlstm_free(Mlstm *m) {
     real *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->norms, m->xe, m->zx, m->mx, m->mh, m->m,
-                    m->hs, m->cs, m->probs, m->dz, m->dmx, m->dmh, m->dhs, m->dh, m->dc, m->dm, m->dxe, m->dh0, m->dc0};
+                    m->hs, m->cs, m->probs, m->dz, m->dmx, m->dmh, m->dhs, m->dh, m->dc, m->dm, m->dxe, m->dh0, m->dc0,
+                    m->pack_h, m->pack_mh};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     if (m->cfg.wnorm) free(m->Wx);
     free(m->losses);
@@ -519,10 +567,15 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
         for (int b = 0; b < B; b++)
             memcpy(m->xe + ((size_t)t * B + b) * D, m->p.t[P_E] + (size_t)inputs[b * T + t] * D, D * sizeof(real));
     // input projections for all T steps at once: zx = e W_x^T + b (N,4H), mx = e W_mx^T (N,H)
-    matmul_nt(m->zx, m->xe, m->Wx, m->p.t[P_B], N, D, 4 * H, 0);
-    matmul_nt(m->mx, m->xe, m->Wmx, NULL, N, D, H, 0);
+    MM_NT(m->zx, m->xe, m->Wx, m->p.t[P_B], N, D, 4 * H, 0);
+    MM_NT(m->mx, m->xe, m->Wmx, NULL, N, D, H, 0);
     memcpy(m->hs, h0, sizeof(real) * B * H);
     memcpy(m->cs, c0, sizeof(real) * B * H);
+    const real *Wmh = m->Wmh, *Wh = m->Wh;  // the weights as the time loop reads them
+#ifdef MLSTM_FAST  // gemm.h hook 5: packed once, used by all T steps
+    gemm_pack_nt(m->pack_mh, m->Wmh, H, H); gemm_pack_nt(m->pack_h, m->Wh, 4 * H, H);
+    Wmh = m->pack_mh; Wh = m->pack_h;
+#endif
     #pragma omp parallel
     {
         int b0, b1;
@@ -532,13 +585,13 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
             const real *hp = m->hs + s, *cp = m->cs + s, *mx = m->mx + s;
             real *mh = m->mh + s, *mm = m->m + s, *hn = m->hs + s + (size_t)B * H, *cn = m->cs + s + (size_t)B * H;
             real *z = m->zx + (size_t)t * B * 4 * H;
-            mm_nt_rows(mh, hp, m->Wmh, NULL, b0, b1, H, H, 0);          // h_{t-1} W_mh^T   (B,H)
+            MM_NT_ROWS(mh, hp, Wmh, b0, b1, H, H, 0);                  // h_{t-1} W_mh^T   (B,H)
             for (int b = b0; b < b1; b++) {
                 real *mhb = mh + (size_t)b * H;
                 if (is_reset(m, b, t)) memset(mhb, 0, H * sizeof(real));  // a boundary: h = c = 0
                 for (int j = 0; j < H; j++) mm[(size_t)b * H + j] = mx[(size_t)b * H + j] * mhb[j];  // m = (W_mx e) * (W_mh h)
             }
-            mm_nt_rows(z, mm, m->Wh, NULL, b0, b1, H, 4 * H, 1);        // z += m_t W_h^T   (B,4H)
+            MM_NT_ROWS(z, mm, Wh, b0, b1, H, 4 * H, 1);                // z += m_t W_h^T   (B,4H)
             for (int b = b0; b < b1; b++)
                 for (int j = 0; j < H; j++) {
                     size_t i = (size_t)b * H + j;
@@ -547,7 +600,7 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
         }
     }
     // output layer and softmax over all T*B rows; the loss accumulates in double
-    matmul_nt(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0);
+    MM_NT(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0);
     double loss = 0;
     // per-prediction losses, then one sum in a fixed order (an OpenMP reduction adds
     // the threads' parts in the order they finish, which would change the last bits)
@@ -585,13 +638,18 @@ static inline void mlstm_backward(Mlstm *m, real scale) {
         p[m->targets[(n % B) * T + n / B]] -= 1;
         for (int v = 0; v < V; v++) p[v] *= s;
     }
-    matmul_tn(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);  // dW_out = dlogits^T h
+    MM_TN(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);  // dW_out = dlogits^T h
     for (int n = 0; n < N; n++)
         for (int v = 0; v < V; v++) m->g.t[P_BOUT][v] += m->probs[(size_t)n * V + v];
-    matmul_nn(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0);              // dh_t from the output layer
+    MM_NN(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0);              // dh_t from the output layer
     // the time loop, last step first
     memset(m->dh, 0, sizeof(real) * B * H);
     memset(m->dc, 0, sizeof(real) * B * H);
+    const real *Wmh = m->Wmh, *Wh = m->Wh;  // the weights as the time loop reads them
+#ifdef MLSTM_FAST  // gemm.h hook 6: packed once (the other way round from forward), used by all T steps
+    gemm_pack_nn(m->pack_mh, m->Wmh, H, H); gemm_pack_nn(m->pack_h, m->Wh, 4 * H, H);
+    Wmh = m->pack_mh; Wh = m->pack_h;
+#endif
     #pragma omp parallel
     {
         int b0, b1;
@@ -607,29 +665,29 @@ static inline void mlstm_backward(Mlstm *m, real scale) {
                     real dc = cell_backward(gates + i4, H, is_reset(m, b, t) ? 0 : cp[i], cn[i], m->dh[i] + dhs[i], m->dc[i], dz + i4);
                     m->dc[i] = is_reset(m, b, t) ? 0 : dc;  // a reset cuts the state: nothing flows back
                 }
-            mm_nn_rows(m->dm, dz, m->Wh, b0, b1, 4 * H, H, 0);          // dm = dz W_h   (B,H)
+            MM_NN_ROWS(m->dm, dz, Wh, b0, b1, 4 * H, H, 0);          // dm = dz W_h   (B,H)
             for (int b = b0; b < b1; b++)
                 for (int j = 0; j < H; j++) {  // after a reset mh = 0 and h_{t-1} is a constant zero
                     size_t i = (size_t)b * H + j;
                     dmx[i] = m->dm[i] * mh[i];
                     dmh[i] = is_reset(m, b, t) ? 0 : m->dm[i] * mx[i];
                 }
-            mm_nn_rows(m->dh, dmh, m->Wmh, b0, b1, H, H, 0);            // dh_{t-1} = dmh W_mh
+            MM_NN_ROWS(m->dh, dmh, Wmh, b0, b1, H, H, 0);            // dh_{t-1} = dmh W_mh
         }
     }
     memcpy(m->dh0, m->dh, sizeof(real) * B * H);
     memcpy(m->dc0, m->dc, sizeof(real) * B * H);
     // weight gradients over all T*B rows. hs[0..T-1] are the states entering each
     // step; where a row was reset its dmh is zero, so dW_mh needs no special case.
-    matmul_tn(m->dWh, m->dz, m->m, N, 4 * H, H);     // dW_h  = dz^T m
-    matmul_tn(m->dWx, m->dz, m->xe, N, 4 * H, D);    // dW_x  = dz^T e
-    matmul_tn(m->dWmx, m->dmx, m->xe, N, H, D);      // dW_mx = dmx^T e
-    matmul_tn(m->dWmh, m->dmh, m->hs, N, H, H);      // dW_mh = dmh^T h_{t-1}
+    MM_TN(m->dWh, m->dz, m->m, N, 4 * H, H);     // dW_h  = dz^T m
+    MM_TN(m->dWx, m->dz, m->xe, N, 4 * H, D);    // dW_x  = dz^T e
+    MM_TN(m->dWmx, m->dmx, m->xe, N, H, D);      // dW_mx = dmx^T e
+    MM_TN(m->dWmh, m->dmh, m->hs, N, H, H);      // dW_mh = dmh^T h_{t-1}
     for (int n = 0; n < N; n++)
         for (int j = 0; j < 4 * H; j++) m->g.t[P_B][j] += m->dz[(size_t)n * 4 * H + j];
     // embedding: scatter-add dxe = dz W_x + dmx W_mx into the rows of E
-    matmul_nn(m->dxe, m->dz, m->Wx, N, 4 * H, D, 0);
-    matmul_nn(m->dxe, m->dmx, m->Wmx, N, H, D, 1);
+    MM_NN(m->dxe, m->dz, m->Wx, N, 4 * H, D, 0);
+    MM_NN(m->dxe, m->dmx, m->Wmx, N, H, D, 1);
     for (int t = 0; t < T; t++)
         for (int b = 0; b < B; b++) {
             real *dE = m->g.t[P_E] + (size_t)m->inputs[b * T + t] * D;
