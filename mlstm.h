@@ -374,12 +374,34 @@ static inline void thread_rows(int B, int *b0, int *b1) {
 #else
 #define HOSTDEV
 #endif
-static inline HOSTDEV real sigmoidr(real x) { return 1 / (1 + exp(-x)); }
-// gemm.h hook 7: tanh. glibc's tanhf goes through expm1f, slow enough to take a
-// quarter of the FP32 step at H=256; the fast path's costs one expf. |x| < 0.5:
-// tanh's Taylor series to x^17 (the next term is < 3e-9 of tanh there); above,
-// 1 - 2/(1 + e^{2|x|}), where tanh > 0.46 so the subtraction loses at most a bit.
-// Within 3 ulp of tanh (test_gemm checks it on a grid); the plain build keeps tanh.
+// gemm.h hook 7: exp and tanh of the cell. In the FP32 fast path they are plain
+// arithmetic, so the cell loops vectorise (glibc's expf and tanhf are calls, and
+// tanhf goes through expm1f: a quarter of the step at H=256); the plain build and
+// the GPU keep the library's. test_gemm checks both on a grid against double.
+// e^x: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, n*hi exact, so r is
+// exact to a rounding), e^r by its Taylor series to r^7 (the next term is 5e-9 of
+// it), times 2^n put straight into the exponent bits. x is clamped to [-87, 88],
+// where e^x stays a normal float (a NaN passes through: the comparisons are false).
+static inline HOSTDEV real expr(real x) {
+#if defined(MLSTM_FAST) && !defined(__CUDA_ARCH__)
+    x = x < -87 ? -87 : x > 88 ? 88 : x;
+    float t = x * 1.44269504f + 12582912.0f, n = t - 12582912.0f;  // 1.5*2^23: t's low bits hold n = round(x/ln2)
+    float r = x - n * 0.693145751953125f - n * 1.428606765330187e-6f;
+    float p = 1 + r * (1 + r * (1 / 2.f + r * (1 / 6.f + r * (1 / 24.f + r * (1 / 120.f + r * (1 / 720.f + r * (1 / 5040.f)))))));
+    uint32_t tb, e;
+    memcpy(&tb, &t, 4);
+    e = (tb - 0x4b400000u + 127u) << 23;  // the bits of 2^n
+    float s;
+    memcpy(&s, &e, 4);
+    return p * s;
+#else
+    return exp(x);
+#endif
+}
+static inline HOSTDEV real sigmoidr(real x) { return 1 / (1 + expr(-x)); }
+// tanh: |x| < 0.5, its Taylor series to x^17 (the next term is < 3e-9 of tanh
+// there); above, 1 - 2/(1 + e^{2|x|}), where tanh > 0.46 so the subtraction loses
+// at most a bit. Within 3 ulp of tanh.
 static inline HOSTDEV real tanhr(real x) {
 #if defined(MLSTM_FAST) && !defined(__CUDA_ARCH__)
     real a = x < 0 ? -x : x, r;
@@ -389,7 +411,7 @@ static inline HOSTDEV real tanhr(real x) {
             x2 * (-1382 / (real)155925 + x2 * (21844 / (real)6081075 + x2 * (-929569 / (real)638512875 +
             x2 * (6404582 / (real)10854718875)))))))));
     } else {
-        r = 1 - 2 / (1 + exp(2 * a));
+        r = 1 - 2 / (1 + expr(2 * a));
         r = x < 0 ? -r : r;
     }
     return r;
@@ -592,11 +614,16 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
                 for (int j = 0; j < H; j++) mm[(size_t)b * H + j] = mx[(size_t)b * H + j] * mhb[j];  // m = (W_mx e) * (W_mh h)
             }
             MM_NT_ROWS(z, mm, Wh, b0, b1, H, 4 * H, 1);                // z += m_t W_h^T   (B,4H)
-            for (int b = b0; b < b1; b++)
+            for (int b = b0; b < b1; b++) {  // gemm.h hook 8: row pointers and a simd loop, so the cell vectorises
+                const int keep = !is_reset(m, b, t);
+                const real *cpb = cp + (size_t)b * H;
+                real *zb = z + (size_t)b * 4 * H, *cnb = cn + (size_t)b * H, *hnb = hn + (size_t)b * H;
+                #pragma omp simd
                 for (int j = 0; j < H; j++) {
-                    size_t i = (size_t)b * H + j;
-                    cn[i] = cell_forward(z + (size_t)b * 4 * H + j, H, is_reset(m, b, t) ? 0 : cp[i], &hn[i]);
+                    real c_prev = cpb[j];
+                    cnb[j] = cell_forward(zb + j, H, keep ? c_prev : 0, &hnb[j]);
                 }
+            }
         }
     }
     // output layer and softmax over all T*B rows; the loss accumulates in double
@@ -659,12 +686,18 @@ static inline void mlstm_backward(Mlstm *m, real scale) {
             const real *gates = m->zx + (size_t)t * B * 4 * H, *cp = m->cs + s, *cn = cp + (size_t)B * H;
             const real *dhs = m->dhs + s, *mx = m->mx + s, *mh = m->mh + s;
             real *dz = m->dz + (size_t)t * B * 4 * H, *dmx = m->dmx + s, *dmh = m->dmh + s;
-            for (int b = b0; b < b1; b++)
+            for (int b = b0; b < b1; b++) {  // gemm.h hook 8: row pointers and a simd loop, so the cell vectorises
+                const int keep = !is_reset(m, b, t);
+                const size_t r = (size_t)b * H, r4 = (size_t)b * 4 * H;
+                const real *gb = gates + r4, *cpb = cp + r, *cnb = cn + r, *dhsb = dhs + r, *dhb = m->dh + r;
+                real *dcb = m->dc + r, *dzb = dz + r4;
+                #pragma omp simd
                 for (int j = 0; j < H; j++) {
-                    size_t i = (size_t)b * H + j, i4 = (size_t)b * 4 * H + j;
-                    real dc = cell_backward(gates + i4, H, is_reset(m, b, t) ? 0 : cp[i], cn[i], m->dh[i] + dhs[i], m->dc[i], dz + i4);
-                    m->dc[i] = is_reset(m, b, t) ? 0 : dc;  // a reset cuts the state: nothing flows back
+                    real c_prev = cpb[j];
+                    real dc = cell_backward(gb + j, H, keep ? c_prev : 0, cnb[j], dhb[j] + dhsb[j], dcb[j], dzb + j);
+                    dcb[j] = keep ? dc : 0;  // a reset cuts the state: nothing flows back
                 }
+            }
             MM_NN_ROWS(m->dm, dz, Wh, b0, b1, 4 * H, H, 0);          // dm = dz W_h   (B,H)
             for (int b = b0; b < b1; b++)
                 for (int j = 0; j < H; j++) {  // after a reset mh = 0 and h_{t-1} is a constant zero
