@@ -76,8 +76,10 @@ static inline void gemm_pack(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t 
 // kc steps. A row i's element k is at a[i][k*csa]; rows past mr repeat row mr-1.
 // init: 0 zero, 1 C's own values, 2 bias[0..nr) on every row.
 enum { GEMM_ZERO, GEMM_LOAD, GEMM_BIAS };
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((noinline, noclone))  // one copy of the code: every tile takes the same instructions
+#if defined(__clang__)
+__attribute__((noinline))  // one copy of the code: every tile takes the same instructions
+#elif defined(__GNUC__)
+__attribute__((noinline, noclone))
 #endif
 static void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float *bp, float *c, ptrdiff_t ldc,
                       int mr, int nr, int init, const float *bias) {
