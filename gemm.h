@@ -19,6 +19,7 @@
 // the rounding differ between machines; never between runs or thread counts.
 #pragma once
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -150,43 +151,61 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
     }
 }
 
-// The same with B unpacked ((k,n) at b[k*rsb + n*csb]) and the work split across
-// threads: per block of KC rows of B, pack it (threads share it), then each thread
-// takes (column block, MR rows) pairs in a fixed static split.
+// A thread's buffer for packed blocks of B, kept between calls (the callers are
+// serial; threads beyond GEMM_THREADS take a fresh one per call).
+#define GEMM_THREADS 64
+static inline float *gemm_thread_buffer(int id, int *owned) {
+    static float *buf[GEMM_THREADS];
+    float **slot = id < GEMM_THREADS ? &buf[id] : NULL, *p = slot ? *slot : NULL;
+    if (!p) {
+        if (posix_memalign((void **)&p, 64, sizeof(float) * GEMM_KC * GEMM_NC) != 0) {
+            fprintf(stderr, "error: out of memory in gemm\n");
+            exit(1);
+        }
+        if (slot) *slot = p;
+    }
+    *owned = slot == NULL;
+    return p;
+}
+
+// The same with B unpacked ((k,n) at b[k*rsb + n*csb]), and the rows of C split
+// between threads in a fixed static way. Each thread packs the blocks of B it
+// needs (KC x NC, in its L2) itself: packing is a small part of the work at the
+// model's sizes, and the threads then meet only once, at the end.
 static inline void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa, const float *b, ptrdiff_t rsb,
                         ptrdiff_t csb, const float *bias, int M, int N, int K, int accumulate) {
-    static float *ws = NULL;  // packed block of B, kept between calls (the callers are serial)
-    static size_t ws_n = 0;
-    int np = gemm_panels(N), nblk = (np * GEMM_NR + GEMM_NC - 1) / GEMM_NC, mp = (M + GEMM_MR - 1) / GEMM_MR;
-    size_t need = (size_t)GEMM_KC * np * GEMM_NR;
-    if (need > ws_n) {
-        free(ws);
-        if (posix_memalign((void **)&ws, 64, need * sizeof(float)) != 0) { fprintf(stderr, "error: out of memory in gemm\n"); exit(1); }
-        ws_n = need;
-    }
-    if (K == 0) {  // no products: C = [C +] bias
+    if (accumulate && bias)  // C + bias first, then the chain (a case the model does not use)
         for (int i = 0; i < M; i++)
-            for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] = (accumulate ? c[(size_t)i * ldc + n] : 0) + (bias ? bias[n] : 0);
+            for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] += bias[n];
+    if (K == 0) {  // no products: C = [C +] bias
+        if (!accumulate)
+            for (int i = 0; i < M; i++)
+                for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] = bias ? bias[n] : 0;
         return;
     }
-    for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
-        int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
-        int init = k0 > 0 || accumulate ? GEMM_LOAD : bias ? GEMM_BIAS : GEMM_ZERO;
-        if (k0 == 0 && accumulate && bias)  // C + bias first, then the chain (a rare case: not used by the model)
-            for (int i = 0; i < M; i++)
-                for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] += bias[n];
-        #pragma omp parallel
-        {
-            #pragma omp for schedule(static)
-            for (int p = 0; p < np; p++) gemm_pack_block(ws, b, rsb, csb, k0, kc, N, p, p + 1);
-            #pragma omp for schedule(static) collapse(2)
-            for (int jb = 0; jb < nblk; jb++)
-                for (int ip = 0; ip < mp; ip++) {
-                    int p0 = jb * GEMM_NC / GEMM_NR, p1 = (jb + 1) * GEMM_NC / GEMM_NR < np ? (jb + 1) * GEMM_NC / GEMM_NR : np;
-                    int i0 = ip * GEMM_MR;
-                    gemm_rows_block(c, ldc, a, rsa, csa, i0, M - i0 < GEMM_MR ? M - i0 : GEMM_MR, ws, kc, k0, N, p0, p1, init, bias);
+    const int init0 = accumulate ? GEMM_LOAD : bias ? GEMM_BIAS : GEMM_ZERO, mp = (M + GEMM_MR - 1) / GEMM_MR;
+    #pragma omp parallel
+    {
+#ifdef _OPENMP
+        int nt = omp_get_num_threads(), id = omp_get_thread_num();
+#else
+        int nt = 1, id = 0;
+#endif
+        int q0 = (int)((long)mp * id / nt), q1 = (int)((long)mp * (id + 1) / nt), owned;
+        float *ws = q0 < q1 ? gemm_thread_buffer(id, &owned) : NULL;
+        for (int j0 = 0; ws && j0 < N; j0 += GEMM_NC) {
+            int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC, np = gemm_panels(nc);
+            for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
+                int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+                gemm_pack_block(ws, b + (size_t)j0 * csb, rsb, csb, k0, kc, nc, 0, np);
+                for (int q = q0; q < q1; q++) {
+                    int i0 = q * GEMM_MR;
+                    gemm_rows_block(c + j0, ldc, a, rsa, csa, i0, M - i0 < GEMM_MR ? M - i0 : GEMM_MR, ws, kc, k0, nc, 0, np,
+                                    k0 ? GEMM_LOAD : init0, bias ? bias + j0 : NULL);
                 }
+            }
         }
+        if (ws && owned) free(ws);
     }
 }
 
