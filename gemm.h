@@ -184,15 +184,18 @@ static inline void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, 
         return;
     }
     const int init0 = accumulate ? GEMM_LOAD : bias ? GEMM_BIAS : GEMM_ZERO, mp = (M + GEMM_MR - 1) / GEMM_MR;
+#ifdef _OPENMP
+    const int nested = omp_in_parallel();  // then thread numbers repeat across callers: no shared buffers
+#endif
     #pragma omp parallel
     {
 #ifdef _OPENMP
-        int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        int nt = omp_get_num_threads(), id = omp_get_thread_num(), slot = nested ? GEMM_THREADS : id;
 #else
-        int nt = 1, id = 0;
+        int nt = 1, id = 0, slot = 0;
 #endif
         int q0 = (int)((long)mp * id / nt), q1 = (int)((long)mp * (id + 1) / nt), owned;
-        float *ws = q0 < q1 ? gemm_thread_buffer(id, &owned) : NULL;
+        float *ws = q0 < q1 ? gemm_thread_buffer(slot, &owned) : NULL;
         for (int j0 = 0; ws && j0 < N; j0 += GEMM_NC) {
             int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC, np = gemm_panels(nc);
             for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
