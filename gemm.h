@@ -65,12 +65,13 @@ static inline void gemm_pack_block(float *bp, const float *b, ptrdiff_t rs, ptrd
 }
 // The whole of B, block after block of KC rows: block k0 starts at k0 * panels * NR.
 static inline void gemm_pack(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t cs, int K, int N) {
-    int np = gemm_panels(N);
-    for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
-        int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
-        #pragma omp parallel for schedule(static)
-        for (int p = 0; p < np; p++) gemm_pack_block(bp + (size_t)k0 * np * GEMM_NR, b, rs, cs, k0, kc, N, p, p + 1);
-    }
+    int np = gemm_panels(N), nk = (K + GEMM_KC - 1) / GEMM_KC;
+    #pragma omp parallel for schedule(static) collapse(2)
+    for (int kb = 0; kb < nk; kb++)
+        for (int p = 0; p < np; p++) {
+            int k0 = kb * GEMM_KC, kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+            gemm_pack_block(bp + (size_t)k0 * np * GEMM_NR, b, rs, cs, k0, kc, N, p, p + 1);
+        }
 }
 
 // The kernel. C tile (mr x nr valid, at c with row stride ldc) = init + A . Bp over
