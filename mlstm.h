@@ -349,21 +349,21 @@ static inline void thread_rows(int B, int *b0, int *b1) {
     if (*b0 > B) *b0 = B;
 }
 
-// gemm.h hook 2: which matmuls the model runs. MM_*_ROWS are the time loops' products
+// gemm.h hook 2: which matmuls the model runs. MATMUL_*_ROWS are the time loops' products
 // on the rows of one thread, with the weight as step_weight (below) prepared it.
 #ifdef MLSTM_FAST
 #include "gemm.h"
-#define MM_NT gemm_nt
-#define MM_NN gemm_nn
-#define MM_TN gemm_tn
-#define MM_NT_ROWS gemm_nt_rows_packed
-#define MM_NN_ROWS gemm_nn_rows_packed
+#define MATMUL_NT gemm_nt
+#define MATMUL_NN gemm_nn
+#define MATMUL_TN gemm_tn
+#define MATMUL_NT_ROWS gemm_nt_rows_packed
+#define MATMUL_NN_ROWS gemm_nn_rows_packed
 #else
-#define MM_NT matmul_nt
-#define MM_NN matmul_nn
-#define MM_TN matmul_tn
-#define MM_NT_ROWS(out, in, W, n0, n1, K, O, acc) mm_nt_rows(out, in, W, NULL, n0, n1, K, O, acc)
-#define MM_NN_ROWS mm_nn_rows
+#define MATMUL_NT matmul_nt
+#define MATMUL_NN matmul_nn
+#define MATMUL_TN matmul_tn
+#define MATMUL_NT_ROWS(out, in, W, n0, n1, K, O, acc) mm_nt_rows(out, in, W, NULL, n0, n1, K, O, acc)
+#define MATMUL_NN_ROWS mm_nn_rows
 #endif
 
 // ----------------------------------------------------------------------------
@@ -589,8 +589,8 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
         for (int b = 0; b < B; b++)
             memcpy(m->xe + ((size_t)t * B + b) * D, m->p.t[P_E] + (size_t)inputs[b * T + t] * D, D * sizeof(real));
     // input projections for all T steps at once: zx = e W_x^T + b (N,4H), mx = e W_mx^T (N,H)
-    MM_NT(m->zx, m->xe, m->Wx, m->p.t[P_B], N, D, 4 * H, 0);
-    MM_NT(m->mx, m->xe, m->Wmx, NULL, N, D, H, 0);
+    MATMUL_NT(m->zx, m->xe, m->Wx, m->p.t[P_B], N, D, 4 * H, 0);
+    MATMUL_NT(m->mx, m->xe, m->Wmx, NULL, N, D, H, 0);
     memcpy(m->hs, h0, sizeof(real) * B * H);
     memcpy(m->cs, c0, sizeof(real) * B * H);
     const real *Wmh = m->Wmh, *Wh = m->Wh;  // the weights as the time loop reads them
@@ -607,13 +607,13 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
             const real *hp = m->hs + s, *cp = m->cs + s, *mx = m->mx + s;
             real *mh = m->mh + s, *mm = m->m + s, *hn = m->hs + s + (size_t)B * H, *cn = m->cs + s + (size_t)B * H;
             real *z = m->zx + (size_t)t * B * 4 * H;
-            MM_NT_ROWS(mh, hp, Wmh, b0, b1, H, H, 0);                  // h_{t-1} W_mh^T   (B,H)
+            MATMUL_NT_ROWS(mh, hp, Wmh, b0, b1, H, H, 0);                  // h_{t-1} W_mh^T   (B,H)
             for (int b = b0; b < b1; b++) {
                 real *mhb = mh + (size_t)b * H;
                 if (is_reset(m, b, t)) memset(mhb, 0, H * sizeof(real));  // a boundary: h = c = 0
                 for (int j = 0; j < H; j++) mm[(size_t)b * H + j] = mx[(size_t)b * H + j] * mhb[j];  // m = (W_mx e) * (W_mh h)
             }
-            MM_NT_ROWS(z, mm, Wh, b0, b1, H, 4 * H, 1);                // z += m_t W_h^T   (B,4H)
+            MATMUL_NT_ROWS(z, mm, Wh, b0, b1, H, 4 * H, 1);                // z += m_t W_h^T   (B,4H)
             for (int b = b0; b < b1; b++) {  // gemm.h hook 8: row pointers and a simd loop, so the cell vectorises
                 const int keep = !is_reset(m, b, t);
                 const real *cpb = cp + (size_t)b * H;
@@ -627,7 +627,7 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
         }
     }
     // output layer and softmax over all T*B rows; the loss accumulates in double
-    MM_NT(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0);
+    MATMUL_NT(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0);
     double loss = 0;
     // per-prediction losses, then one sum in a fixed order (an OpenMP reduction adds
     // the threads' parts in the order they finish, which would change the last bits)
@@ -665,10 +665,10 @@ static inline void mlstm_backward(Mlstm *m, real scale) {
         p[m->targets[(n % B) * T + n / B]] -= 1;
         for (int v = 0; v < V; v++) p[v] *= s;
     }
-    MM_TN(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);  // dW_out = dlogits^T h
+    MATMUL_TN(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);  // dW_out = dlogits^T h
     for (int n = 0; n < N; n++)
         for (int v = 0; v < V; v++) m->g.t[P_BOUT][v] += m->probs[(size_t)n * V + v];
-    MM_NN(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0);              // dh_t from the output layer
+    MATMUL_NN(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0);              // dh_t from the output layer
     // the time loop, last step first
     memset(m->dh, 0, sizeof(real) * B * H);
     memset(m->dc, 0, sizeof(real) * B * H);
@@ -698,29 +698,29 @@ static inline void mlstm_backward(Mlstm *m, real scale) {
                     dcb[j] = keep ? dc : 0;  // a reset cuts the state: nothing flows back
                 }
             }
-            MM_NN_ROWS(m->dm, dz, Wh, b0, b1, 4 * H, H, 0);          // dm = dz W_h   (B,H)
+            MATMUL_NN_ROWS(m->dm, dz, Wh, b0, b1, 4 * H, H, 0);          // dm = dz W_h   (B,H)
             for (int b = b0; b < b1; b++)
                 for (int j = 0; j < H; j++) {  // after a reset mh = 0 and h_{t-1} is a constant zero
                     size_t i = (size_t)b * H + j;
                     dmx[i] = m->dm[i] * mh[i];
                     dmh[i] = is_reset(m, b, t) ? 0 : m->dm[i] * mx[i];
                 }
-            MM_NN_ROWS(m->dh, dmh, Wmh, b0, b1, H, H, 0);            // dh_{t-1} = dmh W_mh
+            MATMUL_NN_ROWS(m->dh, dmh, Wmh, b0, b1, H, H, 0);            // dh_{t-1} = dmh W_mh
         }
     }
     memcpy(m->dh0, m->dh, sizeof(real) * B * H);
     memcpy(m->dc0, m->dc, sizeof(real) * B * H);
     // weight gradients over all T*B rows. hs[0..T-1] are the states entering each
     // step; where a row was reset its dmh is zero, so dW_mh needs no special case.
-    MM_TN(m->dWh, m->dz, m->m, N, 4 * H, H);     // dW_h  = dz^T m
-    MM_TN(m->dWx, m->dz, m->xe, N, 4 * H, D);    // dW_x  = dz^T e
-    MM_TN(m->dWmx, m->dmx, m->xe, N, H, D);      // dW_mx = dmx^T e
-    MM_TN(m->dWmh, m->dmh, m->hs, N, H, H);      // dW_mh = dmh^T h_{t-1}
+    MATMUL_TN(m->dWh, m->dz, m->m, N, 4 * H, H);     // dW_h  = dz^T m
+    MATMUL_TN(m->dWx, m->dz, m->xe, N, 4 * H, D);    // dW_x  = dz^T e
+    MATMUL_TN(m->dWmx, m->dmx, m->xe, N, H, D);      // dW_mx = dmx^T e
+    MATMUL_TN(m->dWmh, m->dmh, m->hs, N, H, H);      // dW_mh = dmh^T h_{t-1}
     for (int n = 0; n < N; n++)
         for (int j = 0; j < 4 * H; j++) m->g.t[P_B][j] += m->dz[(size_t)n * 4 * H + j];
     // embedding: scatter-add dxe = dz W_x + dmx W_mx into the rows of E
-    MM_NN(m->dxe, m->dz, m->Wx, N, 4 * H, D, 0);
-    MM_NN(m->dxe, m->dmx, m->Wmx, N, H, D, 1);
+    MATMUL_NN(m->dxe, m->dz, m->Wx, N, 4 * H, D, 0);
+    MATMUL_NN(m->dxe, m->dmx, m->Wmx, N, H, D, 1);
     for (int t = 0; t < T; t++)
         for (int b = 0; b < B; b++) {
             real *dE = m->g.t[P_E] + (size_t)m->inputs[b * T + t] * D;
