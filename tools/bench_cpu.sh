@@ -11,6 +11,7 @@
 #   tools/bench_cpu.sh --quick    (H = 256 and 1024 only, no PyTorch-free extras: about 3 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+main() {  # all of it in one function: bash reads it whole, so editing the file mid-run is harmless
 quick=0; [ "${1:-}" = --quick ] && quick=1
 py=/usr/bin/python3
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -32,11 +33,12 @@ fpc() { echo "3 * 2 * (5 * $1 * 64 + 5 * $1 * $1 + 256 * $1)" | bc; }  # trainin
 
 rows=()
 configs="256 32 64 12|1024 32 64 5"
-[ $quick = 1 ] || configs="$configs|4096 64 64 3"
+[ $quick = 1 ] || configs="$configs|4096 64 64 2"
 IFS='|' read -ra cfgs <<< "$configs"
 for cfg in "${cfgs[@]}"; do
     read -r H B T steps <<< "$cfg"
     for th in 1 2; do
+        echo "measuring H=$H B=$B T=$T on $th thread(s) ..." >&2
         cps=$(train_cps "$H" "$B" "$T" "$steps" "$th")
         gf=$(echo "$cps * $(fpc "$H") / 10^9" | bc -l)
         tcps=-; vs=-
@@ -61,8 +63,11 @@ echo "sgemm GFLOP/s at the start / end: 1 thread ${S0[1]} / ${S1[1]}, 2 threads 
 echo "PyTorch thread setups tried:"
 grep -E '^  setup|^torch H=' "$tmp/torch.txt" | sed 's/^/  /'
 if [ $quick = 0 ]; then
+    echo "measuring the peak RSS: one step at H=4096 B=128 T=256 on 2 threads (minutes) ..." >&2
     rss=$( { /usr/bin/time -f 'RSS %M' ./build/train --hidden 4096 --embed 64 --batch 128 --seq-len 256 --steps 1 --threads 2 \
              --val-every 0 --val-steps 1 --sample-len 0 --corpus-bytes 4000000 --ckpt "$tmp/r.ckpt" --log "$tmp/r.log" >/dev/null; } 2>&1 |
            awk '/^RSS/ { print $2 }')
     printf 'peak RSS of ./build/train at H=4096 B=128 T=256: %.2f GiB\n' "$(echo "$rss / 1024 / 1024" | bc -l)"
 fi
+}
+main "$@"
