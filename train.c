@@ -438,11 +438,13 @@ static void load(const char *path, Model *md, int B, LossScaler *ls, long *appli
     model_state(md, &h, &c);
     int H = m->cfg.H, G = world * B;
     TrainState st;
-    real *hall = (real *)mallocCheck(sizeof(real) * G * H), *call = (real *)mallocCheck(sizeof(real) * G * H);
+    static real *hall, *call;  // static: still reachable when checkpoint_load exits on a bad file (LSan)
+    hall = (real *)mallocCheck(sizeof(real) * G * H); call = (real *)mallocCheck(sizeof(real) * G * H);
     checkpoint_load(path, m, &st, hall, call, G);
     memcpy(h, hall + (size_t)rank * B * H, sizeof(real) * B * H);
     memcpy(c, call + (size_t)rank * B * H, sizeof(real) * B * H);
     free(hall); free(call);
+    hall = call = NULL;
     if (loss_scaler_deserialize(ls, st.scaler) != 0) fail("checkpoint %s: the loss scaler state is invalid", path);
     if ((ls->ceiling > 1.0) != (fp16 != 0))
         fail("checkpoint %s was written %s --fp16; resume with the same mode", path, fp16 ? "without" : "with");
