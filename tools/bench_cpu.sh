@@ -6,7 +6,8 @@
 #    median step after the first), GFLOP/s (3 x mlstm.h's flops_per_char per char) and its fraction
 #    of the SGEMM rate on the same threads;
 #  - the same step in PyTorch + OpenBLAS (tools/bench_torch.py, its best thread setup) at H = 256, 1024;
-#  - the peak RSS of ./train at H=4096, B=128, T=256 (one step).
+#  - the peak RSS of ./train at H=4096, B=128, T=256 (one step);
+#  - with libopenblas-dev, tools/bench/step_vs_sgemm.c: the step against sgemm on one thread in CPU time.
 #   tools/bench_cpu.sh            (about 10 minutes on 2 idle cores; needs python3-torch, libopenblas0-pthread)
 #   tools/bench_cpu.sh --quick    (H = 256 and 1024 only, no PyTorch-free extras: about 3 minutes)
 set -euo pipefail
@@ -62,6 +63,12 @@ echo
 echo "sgemm GFLOP/s at the start / end: 1 thread ${S0[1]} / ${S1[1]}, 2 threads ${S0[2]} / ${S1[2]}"
 echo "PyTorch thread setups tried:"
 grep -E '^  setup|^torch H=' "$tmp/torch.txt" | sed 's/^/  /'
+if echo '#include <cblas.h>' | ${CC:-cc} -E -x c - >/dev/null 2>&1; then
+    echo "the same on one thread in CPU time (alternating; what a machine shared with other work still gives):"
+    ${CC:-cc} -O3 -march=native -ffp-contract=fast -std=c11 -D_GNU_SOURCE -fopenmp -I. tools/bench/step_vs_sgemm.c \
+        -o "$tmp/svs" -lopenblas -lm
+    for H in 256 1024; do "$tmp/svs" "$H" 32 64 "$([ "$H" -le 256 ] && echo 5 || echo 1)" | sed 's/^/  /'; done
+fi
 if [ $quick = 0 ]; then
     echo "measuring the peak RSS: one step at H=4096 B=128 T=256 on 2 threads (minutes) ..." >&2
     rss=$( { /usr/bin/time -f 'RSS %M' ./build/train --hidden 4096 --embed 64 --batch 128 --seq-len 256 --steps 1 --threads 2 \
