@@ -350,7 +350,7 @@ static inline void thread_rows(int B, int *b0, int *b1) {
 }
 
 // gemm.h hook 2: which matmuls the model runs. MATMUL_*_ROWS are the time loops' products
-// on the rows of one thread, with the weight as step_weight (below) prepared it.
+// on the rows of one thread; their weight is packed by gemm.h (hooks 5, 6) in FP32, plain otherwise.
 #ifdef MLSTM_FAST
 #include "gemm.h"
 #define MATMUL_NT gemm_nt
