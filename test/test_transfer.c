@@ -10,6 +10,7 @@
 //      here the way the published encoder.py computes it;
 //   3. bad input (missing columns, empty documents, labels not 0/1, shapes that
 //      disagree, missing files) exits 2 with a message that says what is wrong.
+#include "mlstm.h"  // defines: Mlstm, mlstm_build, checkpoint_save (the model its tests build)
 #include "data.h"
 #include "test/test.h"
 #include <libgen.h>
