@@ -407,11 +407,13 @@ static inline void thread_rows(int B, int *b0, int *b1) {
 
 // ----------------------------------------------------------------------------
 // Pointwise math, one definition for the CPU and the GPU (train.cu compiles
-// these as __host__ __device__).
+// these as __host__ __device__). On the CPU they are always inlined: the cell loops'
+// `omp simd` needs that, and clang declines it where a program (tools/generate.c)
+// also calls cell_forward elsewhere.
 #ifdef __CUDACC__
 #define HOSTDEV __host__ __device__
 #else
-#define HOSTDEV
+#define HOSTDEV __attribute__((always_inline))
 #endif
 // gemm.h hook 7: exp and tanh of the cell. In the FP32 fast path they are plain
 // arithmetic, so the cell loops vectorise (glibc's expf and tanhf are calls, and
