@@ -22,8 +22,14 @@
 
 #ifndef MLSTM_REAL
 #define MLSTM_REAL float
+#if !defined(__CUDACC__) && !defined(MLSTM_PLAIN)  // gemm.h hook 1: FP32 on the CPU takes gemm.h's matmuls
+#define MLSTM_FAST 1                                 // (-DMLSTM_PLAIN keeps the plain loops)
+#endif
 #endif
 typedef MLSTM_REAL real;
+#ifdef MLSTM_FAST
+#include "gemm.h"  // gemm.h hook 2 (the include; the dispatch is after thread_rows): mlstm_build sizes its packs
+#endif
 
 // ----------------------------------------------------------------------------
 // Config and the parameter layout (doc/design.md, "The model"). Weights are row-major
@@ -152,6 +158,7 @@ typedef struct {
     real *dm;                 // (B,H) gradient of m_t, one step
     real *dxe;                // (T,B,D)
     real *dh0, *dc0;          // (B,H) gradient into the carried-in state
+    real *pack_h, *pack_mh;   // gemm.h hook 3: W_h and W_mh packed for the time loops (fast path only)
 } Mlstm;
 
 // ----------------------------------------------------------------------------
@@ -210,12 +217,17 @@ static inline void mlstm_build(Mlstm *m, MlstmConfig cfg, int B, int T) {
     m->dxe = mlstm_alloc(BT * D);
     m->dh0 = mlstm_alloc(B * H);
     m->dc0 = mlstm_alloc(B * H);
+#ifdef MLSTM_FAST  // gemm.h hook 4: room for W_h (and W_mh) packed either way round
+    size_t ph_nt = gemm_packed_floats(H, 4 * H), ph_nn = gemm_packed_floats(4 * H, H);
+    m->pack_h = mlstm_alloc(ph_nt > ph_nn ? ph_nt : ph_nn);
+    m->pack_mh = mlstm_alloc(gemm_packed_floats(H, H));
+#endif
 }
 
 static inline void mlstm_free(Mlstm *m) {
     real *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->norms, m->xe, m->gates, m->mx, m->mh, m->mt,
                     m->hs, m->cs, m->probs, m->dz, m->dmx, m->dmh, m->dhs, m->dh, m->dc, m->dm, m->dxe,
-                    m->dh0, m->dc0};
+                    m->dh0, m->dc0, m->pack_h, m->pack_mh};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     if (m->cfg.wnorm) free(m->W[WN_X]);  // the start of the one buffer of all four
     free(m->losses);
@@ -376,15 +388,80 @@ static inline void thread_rows(int B, int *b0, int *b1) {
     if (*b0 > B) *b0 = B;
 }
 
+// gemm.h hook 2: which matmuls the model runs. MATMUL_*_ROWS are the time loops' products
+// on the rows of one thread; in FP32 their weight is the one gemm.h packed before the loop
+// (hooks 5, 6), otherwise the plain weight.
+#ifdef MLSTM_FAST
+#define MATMUL_NT gemm_nt
+#define MATMUL_NN gemm_nn
+#define MATMUL_TN gemm_tn
+#define MATMUL_NT_ROWS gemm_nt_rows_packed
+#define MATMUL_NN_ROWS gemm_nn_rows_packed
+#else
+#define MATMUL_NT matmul_nt
+#define MATMUL_NN matmul_nn
+#define MATMUL_TN matmul_tn
+#define MATMUL_NT_ROWS(out, in, W, n0, n1, K, O, acc) mm_nt_rows(out, in, W, NULL, n0, n1, K, O, acc)
+#define MATMUL_NN_ROWS mm_nn_rows
+#endif
+
 // ----------------------------------------------------------------------------
 // Pointwise math, one definition for the CPU and the GPU (train.cu compiles
-// these as __host__ __device__).
+// these as __host__ __device__). On the CPU they are always inlined: the cell loops'
+// `omp simd` needs that, and clang declines it where a program (tools/generate.c)
+// also calls cell_forward elsewhere.
 #ifdef __CUDACC__
 #define HOSTDEV __host__ __device__
 #else
-#define HOSTDEV
+#define HOSTDEV __attribute__((always_inline))
 #endif
-static inline HOSTDEV real sigmoidr(real x) { return 1 / (1 + exp(-x)); }
+// gemm.h hook 7: exp and tanh of the cell. In the FP32 fast path they are plain
+// arithmetic, so the cell loops vectorise (glibc's expf and tanhf are calls, and
+// tanhf goes through expm1f: a quarter of the step at H=256); the plain build and
+// the GPU keep the library's. test_gemm checks both on a grid against double.
+// e^x: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, n*hi exact, so r is
+// exact to a rounding), e^r by its Taylor series to r^7 (the next term is 5e-9 of
+// it), times 2^n put straight into the exponent bits. x is clamped to [-87, 88],
+// where e^x stays a normal float (a NaN passes through: the comparisons are false).
+static inline HOSTDEV real expr(real x) {
+#if defined(MLSTM_FAST) && !defined(__CUDA_ARCH__)
+    x = x < -87 ? -87 : x > 88 ? 88 : x;
+    float t = x * 1.44269504f + 12582912.0f;  // 1.5*2^23: t's low bits hold n = round(x/ln2)
+    float n = t - 12582912.0f;
+    float r = x - n * 0.693145751953125f - n * 1.428606765330187e-6f;
+    float p = 1 + r * (1 + r * (1 / 2.f + r * (1 / 6.f + r * (1 / 24.f + r * (1 / 120.f + r * (1 / 720.f +
+              r * (1 / 5040.f)))))));
+    uint32_t tb, e;
+    memcpy(&tb, &t, 4);
+    e = (tb - 0x4b400000u + 127u) << 23;  // the bits of 2^n
+    float s;
+    memcpy(&s, &e, 4);
+    return p * s;
+#else
+    return exp(x);
+#endif
+}
+static inline HOSTDEV real sigmoidr(real x) { return 1 / (1 + expr(-x)); }
+// tanh: |x| < 0.5, its Taylor series to x^17 (the next term is < 3e-9 of tanh
+// there); above, 1 - 2/(1 + e^{2|x|}), where tanh > 0.46 so the subtraction loses
+// at most a bit. Within 3 ulp of tanh.
+static inline HOSTDEV real tanhr(real x) {
+#if defined(MLSTM_FAST) && !defined(__CUDA_ARCH__)
+    real a = x < 0 ? -x : x, r;
+    if (a < (real)0.5) {
+        real x2 = x * x;
+        r = x * (1 + x2 * (-1 / (real)3 + x2 * (2 / (real)15 + x2 * (-17 / (real)315 + x2 * (62 / (real)2835 +
+            x2 * (-1382 / (real)155925 + x2 * (21844 / (real)6081075 + x2 * (-929569 / (real)638512875 +
+            x2 * (6404582 / (real)10854718875)))))))));
+    } else {
+        r = 1 - 2 / (1 + expr(2 * a));
+        r = x < 0 ? -r : r;
+    }
+    return r;
+#else
+    return tanh(x);
+#endif
+}
 
 // One mLSTM cell update for one unit (doc/design.md, "The model", gate order i, f, o, u).
 // z: pre-activations in, gates out (i,f,o,u at stride H); returns c, writes h.
@@ -392,19 +469,19 @@ static inline HOSTDEV real cell_forward(real *z, size_t H, real c_prev, real *h)
     real i = sigmoidr(z[0]);
     real f = sigmoidr(z[H]);
     real o = sigmoidr(z[2 * H]);
-    real u = tanh(z[3 * H]);
+    real u = tanhr(z[3 * H]);
     z[0] = i;
     z[H] = f;
     z[2 * H] = o;
     z[3 * H] = u;
     real c = f * c_prev + i * u;
-    *h = o * tanh(c);
+    *h = o * tanhr(c);
     return c;
 }
 // Its backward: gates g (i,f,o,u at stride H), dh and dc flowing into this step's
 // outputs; writes dz (stride H) and returns the gradient into c_prev.
 static inline HOSTDEV real cell_backward(const real *g, size_t H, real c_prev, real c, real dh, real dc, real *dz) {
-    real i = g[0], f = g[H], o = g[2 * H], u = g[3 * H], tc = tanh(c);
+    real i = g[0], f = g[H], o = g[2 * H], u = g[3 * H], tc = tanhr(c);
     dc += dh * o * (1 - tc * tc);
     dz[0] = dc * u * i * (1 - i);
     dz[H] = dc * c_prev * f * (1 - f);
@@ -459,13 +536,13 @@ static inline void weightnorm_backward(real *dV, real *dg, const real *dW, const
 //
 //   W   = g V / ||V||, per row of W_x, W_h, W_mx, W_mh     weightnorm_forward, weightnorm_scale
 //   e_t = E[x_t]                                           mlstm_forward: embedding gather
-//   e_t W_x^T + b  and  e_t W_mx^T, all t at once          mlstm_forward: matmul_nt (before the time loop)
-//   m_t = (e_t W_mx^T) * (h_{t-1} W_mh^T)                  time loop: mm_nt_rows, then the product
-//   z_t = e_t W_x^T + m_t W_h^T + b                        time loop: mm_nt_rows(..., accumulate = 1)
+//   e_t W_x^T + b  and  e_t W_mx^T, all t at once          mlstm_forward: MATMUL_NT (before the time loop)
+//   m_t = (e_t W_mx^T) * (h_{t-1} W_mh^T)                  time loop: MATMUL_NT_ROWS, then the product
+//   z_t = e_t W_x^T + m_t W_h^T + b                        time loop: MATMUL_NT_ROWS(..., accumulate = 1)
 //   i = sigmoid(z_i), f = sigmoid(z_f), o = sigmoid(z_o)   cell_forward
 //   u = tanh(z_u)                                          cell_forward
 //   c_t = f * c_{t-1} + i * u,  h_t = o * tanh(c_t)        cell_forward
-//   p_t = softmax(h_t W_out^T + b_out)                     matmul_nt and the softmax loop (after the time loop)
+//   p_t = softmax(h_t W_out^T + b_out)                     MATMUL_NT and the softmax loop (after the time loop)
 //   loss = mean over t, b of -log p_t[x_{t+1}]             the softmax loop; summed in order, in double
 //
 // Gate order along the 4H rows of W_x, W_h, b and z: i, f, o, u (input, forget,
@@ -510,10 +587,17 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
             memcpy(m->xe + ((size_t)t * B + b) * D, row, D * sizeof(real));
         }
     // input projections for all T steps at once: gates = e W_x^T + b (N,4H), mx = e W_mx^T (N,H)
-    matmul_nt(m->gates, m->xe, m->W[WN_X], m->p.t[P_B], N, D, 4 * H, 0);
-    matmul_nt(m->mx, m->xe, m->W[WN_MX], NULL, N, D, H, 0);
+    MATMUL_NT(m->gates, m->xe, m->W[WN_X], m->p.t[P_B], N, D, 4 * H, 0);
+    MATMUL_NT(m->mx, m->xe, m->W[WN_MX], NULL, N, D, H, 0);
     memcpy(m->hs, h0, sizeof(real) * B * H);
     memcpy(m->cs, c0, sizeof(real) * B * H);
+    const real *Wmh = m->W[WN_MH], *Wh = m->W[WN_H];  // the weights as the time loop reads them
+#ifdef MLSTM_FAST  // gemm.h hook 5: packed once, used by all T steps
+    gemm_pack_nt(m->pack_mh, m->W[WN_MH], H, H);
+    gemm_pack_nt(m->pack_h, m->W[WN_H], 4 * H, H);
+    Wmh = m->pack_mh;
+    Wh = m->pack_h;
+#endif
     #pragma omp parallel
     {
         int b0, b1;
@@ -524,22 +608,27 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
             real *mh = m->mh + s, *mt = m->mt + s;
             real *hn = m->hs + s + (size_t)B * H, *cn = m->cs + s + (size_t)B * H;
             real *z = m->gates + (size_t)t * B * 4 * H;  // holds e W_x^T + b; becomes z_t, then the gates
-            mm_nt_rows(mh, hp, m->W[WN_MH], NULL, b0, b1, H, H, 0);     // h_{t-1} W_mh^T   (B,H)
+            MATMUL_NT_ROWS(mh, hp, Wmh, b0, b1, H, H, 0);               // h_{t-1} W_mh^T   (B,H)
             for (int b = b0; b < b1; b++) {
                 real *mhb = mh + (size_t)b * H;
                 if (is_reset(m, b, t)) memset(mhb, 0, H * sizeof(real));  // a boundary: h = c = 0
                 for (int j = 0; j < H; j++) mt[(size_t)b * H + j] = mx[(size_t)b * H + j] * mhb[j];  // m_t
             }
-            mm_nt_rows(z, mt, m->W[WN_H], NULL, b0, b1, H, 4 * H, 1);   // z += m_t W_h^T   (B,4H)
-            for (int b = b0; b < b1; b++)
+            MATMUL_NT_ROWS(z, mt, Wh, b0, b1, H, 4 * H, 1);             // z += m_t W_h^T   (B,4H)
+            for (int b = b0; b < b1; b++) {  // gemm.h hook 8: row pointers and a simd loop, so the cell vectorises
+                const int keep = !is_reset(m, b, t);
+                const real *cpb = cp + (size_t)b * H;
+                real *zb = z + (size_t)b * 4 * H, *cnb = cn + (size_t)b * H, *hnb = hn + (size_t)b * H;
+                #pragma omp simd
                 for (int j = 0; j < H; j++) {
-                    size_t i = (size_t)b * H + j;
-                    cn[i] = cell_forward(z + (size_t)b * 4 * H + j, H, is_reset(m, b, t) ? 0 : cp[i], &hn[i]);
+                    real c_prev = cpb[j];
+                    cnb[j] = cell_forward(zb + j, H, keep ? c_prev : 0, &hnb[j]);
                 }
+            }
         }
     }
     // output layer and softmax over all T*B rows; the loss accumulates in double
-    matmul_nt(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0);
+    MATMUL_NT(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0);
     double loss = 0;
     // per-prediction losses, then one sum in a fixed order (an OpenMP reduction adds
     // the threads' parts in the order they finish, which would change the last bits)
@@ -580,13 +669,20 @@ static inline void mlstm_backward(Mlstm *m, real scale) {
         p[m->targets[(n % B) * T + n / B]] -= 1;
         for (int v = 0; v < V; v++) p[v] *= s;
     }
-    matmul_tn(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);  // dW_out = dlogits^T h
+    MATMUL_TN(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);  // dW_out = dlogits^T h
     for (int n = 0; n < N; n++)
         for (int v = 0; v < V; v++) m->g.t[P_BOUT][v] += m->probs[(size_t)n * V + v];
-    matmul_nn(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0);              // dh_t from the output layer
+    MATMUL_NN(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0);              // dh_t from the output layer
     // the time loop, last step first
     memset(m->dh, 0, sizeof(real) * B * H);
     memset(m->dc, 0, sizeof(real) * B * H);
+    const real *Wmh = m->W[WN_MH], *Wh = m->W[WN_H];  // the weights as the time loop reads them
+#ifdef MLSTM_FAST  // gemm.h hook 6: packed once (the other way round from forward), used by all T steps
+    gemm_pack_nn(m->pack_mh, m->W[WN_MH], H, H);
+    gemm_pack_nn(m->pack_h, m->W[WN_H], 4 * H, H);
+    Wmh = m->pack_mh;
+    Wh = m->pack_h;
+#endif
     #pragma omp parallel
     {
         int b0, b1;
@@ -596,37 +692,42 @@ static inline void mlstm_backward(Mlstm *m, real scale) {
             const real *gates = m->gates + (size_t)t * B * 4 * H, *cp = m->cs + s, *cn = cp + (size_t)B * H;
             const real *dhs = m->dhs + s, *mx = m->mx + s, *mh = m->mh + s;
             real *dz = m->dz + (size_t)t * B * 4 * H, *dmx = m->dmx + s, *dmh = m->dmh + s;
-            for (int b = b0; b < b1; b++)
+            for (int b = b0; b < b1; b++) {  // gemm.h hook 8: row pointers and a simd loop, so the cell vectorises
+                const int keep = !is_reset(m, b, t);
+                const size_t r = (size_t)b * H, r4 = (size_t)b * 4 * H;
+                const real *gb = gates + r4, *cpb = cp + r, *cnb = cn + r, *dhsb = dhs + r, *dhb = m->dh + r;
+                real *dcb = m->dc + r, *dzb = dz + r4;
+                #pragma omp simd
                 for (int j = 0; j < H; j++) {
-                    size_t i = (size_t)b * H + j, i4 = (size_t)b * 4 * H + j;
-                    int reset = is_reset(m, b, t);
-                    real dh = m->dh[i] + dhs[i];  // from step t+1 and from the output layer
-                    real dc = cell_backward(gates + i4, H, reset ? 0 : cp[i], cn[i], dh, m->dc[i], dz + i4);
-                    m->dc[i] = reset ? 0 : dc;  // a reset cuts the state: nothing flows back
+                    real c_prev = cpb[j];
+                    real dh = dhb[j] + dhsb[j];  // from step t+1 and from the output layer
+                    real dc = cell_backward(gb + j, H, keep ? c_prev : 0, cnb[j], dh, dcb[j], dzb + j);
+                    dcb[j] = keep ? dc : 0;  // a reset cuts the state: nothing flows back
                 }
-            mm_nn_rows(m->dm, dz, m->W[WN_H], b0, b1, 4 * H, H, 0);     // dm = dz W_h   (B,H)
+            }
+            MATMUL_NN_ROWS(m->dm, dz, Wh, b0, b1, 4 * H, H, 0);         // dm = dz W_h   (B,H)
             for (int b = b0; b < b1; b++)
                 for (int j = 0; j < H; j++) {  // after a reset mh = 0 and h_{t-1} is a constant zero
                     size_t i = (size_t)b * H + j;
                     dmx[i] = m->dm[i] * mh[i];
                     dmh[i] = is_reset(m, b, t) ? 0 : m->dm[i] * mx[i];
                 }
-            mm_nn_rows(m->dh, dmh, m->W[WN_MH], b0, b1, H, H, 0);       // dh_{t-1} = dmh W_mh
+            MATMUL_NN_ROWS(m->dh, dmh, Wmh, b0, b1, H, H, 0);           // dh_{t-1} = dmh W_mh
         }
     }
     memcpy(m->dh0, m->dh, sizeof(real) * B * H);
     memcpy(m->dc0, m->dc, sizeof(real) * B * H);
     // weight gradients over all T*B rows. hs[0..T-1] are the states entering each
     // step; where a row was reset its dmh is zero, so dW_mh needs no special case.
-    matmul_tn(m->dW[WN_H], m->dz, m->mt, N, 4 * H, H);    // dW_h  = dz^T m
-    matmul_tn(m->dW[WN_X], m->dz, m->xe, N, 4 * H, D);    // dW_x  = dz^T e
-    matmul_tn(m->dW[WN_MX], m->dmx, m->xe, N, H, D);      // dW_mx = dmx^T e
-    matmul_tn(m->dW[WN_MH], m->dmh, m->hs, N, H, H);      // dW_mh = dmh^T h_{t-1}
+    MATMUL_TN(m->dW[WN_H], m->dz, m->mt, N, 4 * H, H);    // dW_h  = dz^T m
+    MATMUL_TN(m->dW[WN_X], m->dz, m->xe, N, 4 * H, D);    // dW_x  = dz^T e
+    MATMUL_TN(m->dW[WN_MX], m->dmx, m->xe, N, H, D);      // dW_mx = dmx^T e
+    MATMUL_TN(m->dW[WN_MH], m->dmh, m->hs, N, H, H);      // dW_mh = dmh^T h_{t-1}
     for (int n = 0; n < N; n++)
         for (int j = 0; j < 4 * H; j++) m->g.t[P_B][j] += m->dz[(size_t)n * 4 * H + j];
     // embedding: scatter-add dxe = dz W_x + dmx W_mx into the rows of E
-    matmul_nn(m->dxe, m->dz, m->W[WN_X], N, 4 * H, D, 0);
-    matmul_nn(m->dxe, m->dmx, m->W[WN_MX], N, H, D, 1);
+    MATMUL_NN(m->dxe, m->dz, m->W[WN_X], N, 4 * H, D, 0);
+    MATMUL_NN(m->dxe, m->dmx, m->W[WN_MX], N, H, D, 1);
     for (int t = 0; t < T; t++)
         for (int b = 0; b < B; b++) {
             real *dE = m->g.t[P_E] + (size_t)m->inputs[b * T + t] * D;

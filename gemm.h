@@ -1,0 +1,239 @@
+// gemm.h: the fast FP32 matmuls of the CPU trainer (doc/cpu-perf.md). mlstm.h's
+// plain loops stay the readable reference (and serve MLSTM_REAL=double); in FP32
+// mlstm.h calls these instead, through the hooks marked "gemm.h hook" there.
+//
+// One register-blocked kernel does all the work: a tile of MR rows x NR columns of
+// C lives in vector registers while k runs; each step adds the outer product of MR
+// values of A (broadcast) and NR values of B (two vectors). B is packed first into
+// KC x NR panels that the kernel streams; A is read in place through strides, so
+// A^T (the weight gradients) costs no copy. In the recurrence, W_h and W_mh are the
+// same for all T steps: they are packed once per forward (and once per backward)
+// and every step reuses them.
+//
+// Every element of C is one chain c = init; c += a_k b_k for k = 0..K-1 in order
+// (init: C itself, the bias, or 0). Tiles beyond the edge of A or B compute on
+// repeated rows or zero columns that are never stored, so an element gets the same
+// operations whatever tile it falls in, however many threads split the work, and
+// whatever vector width the compiler was given (MR, NR differ by instruction set,
+// the chain does not). Fused multiply-add, where the build contracts a*b+c, makes
+// the rounding differ between machines; never between runs or thread counts.
+#pragma once
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#if defined(__AVX512F__)
+#define GEMM_VB 64   // bytes per vector: 32 registers hold 8x2 accumulators, B and A
+#define GEMM_MR 8
+#elif defined(__AVX__)
+#define GEMM_VB 32   // 16 registers: 6x2 accumulators, 2 for B, 1 for A
+#define GEMM_MR 6
+#else
+#define GEMM_VB 16
+#define GEMM_MR 6
+#endif
+#define GEMM_VL (GEMM_VB / 4)   // floats per vector
+#define GEMM_NR (2 * GEMM_VL)   // columns per tile
+#define GEMM_KC 256             // k per packed block: an A sliver (MR x KC) stays in L1
+#define GEMM_NC 256             // columns per block of packed B that a thread keeps in L2
+
+typedef float gemm_vec __attribute__((vector_size(GEMM_VB), aligned(4), may_alias));
+
+static inline int gemm_panels(int N) { return (N + GEMM_NR - 1) / GEMM_NR; }
+// floats of a packed (K,N) operand: panels of NR columns, zero-padded
+static inline size_t gemm_packed_floats(int K, int N) { return (size_t)K * gemm_panels(N) * GEMM_NR; }
+
+// Packs B (K,N), element (k,n) at b[k*rs + n*cs], rows [k0, k0+kc), into
+// bp[panel][k][NR]: the kernel's order. Columns past N are zero.
+static inline void gemm_pack_block(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t cs, int k0, int kc, int N, int p0, int p1) {
+    for (int p = p0; p < p1; p++) {
+        float *d = bp + (size_t)p * kc * GEMM_NR;
+        int n0 = p * GEMM_NR, nn = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
+        if (nn < GEMM_NR) memset(d, 0, sizeof(float) * kc * GEMM_NR);
+        if (cs == 1)  // rows of B are contiguous
+            for (int k = 0; k < kc; k++) memcpy(d + (size_t)k * GEMM_NR, b + (size_t)(k0 + k) * rs + n0, sizeof(float) * nn);
+        else          // columns are: read each along k
+            for (int j = 0; j < nn; j++) {
+                const float *s = b + (size_t)(n0 + j) * cs + (size_t)k0 * rs;
+                for (int k = 0; k < kc; k++) d[(size_t)k * GEMM_NR + j] = s[(size_t)k * rs];
+            }
+    }
+}
+// The whole of B, block after block of KC rows: block k0 starts at k0 * panels * NR.
+static inline void gemm_pack(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t cs, int K, int N) {
+    int np = gemm_panels(N), nk = (K + GEMM_KC - 1) / GEMM_KC;
+    #pragma omp parallel for schedule(static) collapse(2)
+    for (int kb = 0; kb < nk; kb++)
+        for (int p = 0; p < np; p++) {
+            int k0 = kb * GEMM_KC, kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+            gemm_pack_block(bp + (size_t)k0 * np * GEMM_NR, b, rs, cs, k0, kc, N, p, p + 1);
+        }
+}
+
+// The kernel. C tile (mr x nr valid, at c with row stride ldc) = init + A . Bp over
+// kc steps. A row i's element k is at a[i][k*csa]; rows past mr repeat row mr-1.
+// init: 0 zero, 1 C's own values, 2 bias[0..nr) on every row.
+enum { GEMM_ZERO, GEMM_LOAD, GEMM_BIAS };
+#if defined(__clang__)
+__attribute__((noinline))  // one copy of the code: every tile takes the same instructions
+#elif defined(__GNUC__)
+__attribute__((noinline, noclone))
+#endif
+static void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float *bp, float *c, ptrdiff_t ldc,
+                      int mr, int nr, int init, const float *bias) {
+    float tmp[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
+    const int full = mr == GEMM_MR && nr == GEMM_NR;
+    float *t = full ? c : tmp;
+    ptrdiff_t ld = full ? ldc : GEMM_NR;
+    if (!full) {
+        memset(tmp, 0, sizeof tmp);
+        if (init == GEMM_LOAD)
+            for (int i = 0; i < mr; i++) memcpy(tmp + i * GEMM_NR, c + i * ldc, sizeof(float) * nr);
+        if (init == GEMM_BIAS)
+            for (int i = 0; i < mr; i++) memcpy(tmp + i * GEMM_NR, bias, sizeof(float) * nr);
+    }
+    gemm_vec acc[GEMM_MR][2];
+    #pragma GCC unroll 16
+    for (int i = 0; i < GEMM_MR; i++)
+        for (int v = 0; v < 2; v++) {
+            if (init == GEMM_ZERO) acc[i][v] = (gemm_vec){0};
+            else if (init == GEMM_BIAS && full) acc[i][v] = *(const gemm_vec *)(bias + v * GEMM_VL);
+            else acc[i][v] = *(const gemm_vec *)(t + i * ld + v * GEMM_VL);
+        }
+    const float *ar[GEMM_MR];
+    for (int i = 0; i < GEMM_MR; i++) ar[i] = a[i < mr ? i : mr - 1];
+    for (int k = 0; k < kc; k++) {
+        const gemm_vec b0 = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR);
+        const gemm_vec b1 = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR + GEMM_VL);
+        const ptrdiff_t o = k * csa;
+        #pragma GCC unroll 16
+        for (int i = 0; i < GEMM_MR; i++) {
+            const float x = ar[i][o];
+            acc[i][0] += x * b0;
+            acc[i][1] += x * b1;
+        }
+    }
+    #pragma GCC unroll 16
+    for (int i = 0; i < GEMM_MR; i++)
+        for (int v = 0; v < 2; v++) *(gemm_vec *)(t + i * ld + v * GEMM_VL) = acc[i][v];
+    if (!full)
+        for (int i = 0; i < mr; i++) memcpy(c + i * ldc, tmp + i * GEMM_NR, sizeof(float) * nr);
+}
+
+// Rows [i0, i0+mr) of C against panels [p0, p1) of one packed block (k0, kc).
+static inline void gemm_rows_block(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0, int mr,
+                                   const float *blk, int kc, int k0, int N, int p0, int p1, int init, const float *bias) {
+    const float *rows[GEMM_MR];
+    for (int i = 0; i < mr; i++) rows[i] = a + (size_t)(i0 + i) * rsa + (size_t)k0 * csa;
+    for (int p = p0; p < p1; p++) {
+        int n0 = p * GEMM_NR, nr = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
+        gemm_tile(kc, rows, csa, blk + (size_t)p * kc * GEMM_NR, c + (size_t)i0 * ldc + n0, ldc, mr, nr, init,
+                  bias ? bias + n0 : NULL);
+    }
+}
+
+// C (M,N) = [C +] A (M,K) . B (K,N) [+ bias (N,)], A's (i,k) at a[i*rsa + k*csa], B
+// already packed by gemm_pack. Serial: for the time loops, where each thread owns
+// its rows of the batch. Column panels outside, rows inside: a panel of B is read
+// once from memory per step and serves every row.
+static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa,
+                                      const float *bp, int M, int N, int K, int accumulate) {
+    int np = gemm_panels(N);
+    for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
+        int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, init = k0 > 0 || accumulate ? GEMM_LOAD : GEMM_ZERO;
+        const float *blk = bp + (size_t)k0 * np * GEMM_NR;
+        for (int p = 0; p < np; p++)
+            for (int i0 = 0; i0 < M; i0 += GEMM_MR)
+                gemm_rows_block(c, ldc, a, rsa, csa, i0, M - i0 < GEMM_MR ? M - i0 : GEMM_MR, blk, kc, k0, N, p, p + 1, init, NULL);
+    }
+}
+
+// A thread's buffer for packed blocks of B, kept between calls (the callers are
+// serial; threads beyond GEMM_THREADS take a fresh one per call).
+#define GEMM_THREADS 64
+static inline float *gemm_thread_buffer(int id, int *owned) {
+    static float *buf[GEMM_THREADS];
+    float **slot = id < GEMM_THREADS ? &buf[id] : NULL, *p = slot ? *slot : NULL;
+    if (!p) {
+        if (posix_memalign((void **)&p, 64, sizeof(float) * GEMM_KC * GEMM_NC) != 0) {
+            fprintf(stderr, "error: out of memory in gemm\n");
+            exit(1);
+        }
+        if (slot) *slot = p;
+    }
+    *owned = slot == NULL;
+    return p;
+}
+
+// The same with B unpacked ((k,n) at b[k*rsb + n*csb]), and the rows of C split
+// between threads in a fixed static way. Each thread packs the blocks of B it
+// needs (KC x NC, in its L2) itself: packing is a small part of the work at the
+// model's sizes, and the threads then meet only once, at the end.
+static inline void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa, const float *b, ptrdiff_t rsb,
+                        ptrdiff_t csb, const float *bias, int M, int N, int K, int accumulate) {
+    if (accumulate && bias)  // C + bias first, then the chain (a case the model does not use)
+        for (int i = 0; i < M; i++)
+            for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] += bias[n];
+    if (K == 0) {  // no products: C = [C +] bias
+        if (!accumulate)
+            for (int i = 0; i < M; i++)
+                for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] = bias ? bias[n] : 0;
+        return;
+    }
+    const int init0 = accumulate ? GEMM_LOAD : bias ? GEMM_BIAS : GEMM_ZERO, mp = (M + GEMM_MR - 1) / GEMM_MR;
+#ifdef _OPENMP
+    const int nested = omp_in_parallel();  // then thread numbers repeat across callers: no shared buffers
+#endif
+    #pragma omp parallel
+    {
+#ifdef _OPENMP
+        int nt = omp_get_num_threads(), id = omp_get_thread_num(), slot = nested ? GEMM_THREADS : id;
+#else
+        int nt = 1, id = 0, slot = 0;
+#endif
+        int q0 = (int)((long)mp * id / nt), q1 = (int)((long)mp * (id + 1) / nt), owned;
+        float *ws = q0 < q1 ? gemm_thread_buffer(slot, &owned) : NULL;
+        for (int j0 = 0; ws && j0 < N; j0 += GEMM_NC) {
+            int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC, np = gemm_panels(nc);
+            for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
+                int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+                gemm_pack_block(ws, b + (size_t)j0 * csb, rsb, csb, k0, kc, nc, 0, np);
+                for (int q = q0; q < q1; q++) {
+                    int i0 = q * GEMM_MR;
+                    gemm_rows_block(c + j0, ldc, a, rsa, csa, i0, M - i0 < GEMM_MR ? M - i0 : GEMM_MR, ws, kc, k0, nc, 0, np,
+                                    k0 ? GEMM_LOAD : init0, bias ? bias + j0 : NULL);
+                }
+            }
+        }
+        if (ws && owned) free(ws);
+    }
+}
+
+// The three layouts of mlstm.h, with the signatures of its plain matmul_nt/nn/tn.
+// out (N,O) = [out +] in (N,K) . W (O,K)^T [+ bias (O,)]
+static inline void gemm_nt(float *out, const float *in, const float *W, const float *bias, int N, int K, int O, int accumulate) {
+    gemm(out, O, in, K, 1, W, 1, K, bias, N, O, K, accumulate);
+}
+// dIn (N,K) = [dIn +] dOut (N,O) . W (O,K)
+static inline void gemm_nn(float *dIn, const float *dOut, const float *W, int N, int O, int K, int accumulate) {
+    gemm(dIn, K, dOut, O, 1, W, K, 1, NULL, N, K, O, accumulate);
+}
+// dW (O,K) += dOut (N,O)^T . in (N,K)
+static inline void gemm_tn(float *dW, const float *dOut, const float *in, int N, int O, int K) {
+    gemm(dW, K, dOut, 1, O, in, K, 1, NULL, O, K, N, 1);
+}
+
+// The time loops' products on rows [n0, n1) of the batch, with W packed once:
+// gemm_pack_nt(Wp, W, O, K) for out = in . W^T, gemm_pack_nn(Wp, W, O, K) for dIn = dOut . W.
+static inline void gemm_pack_nt(float *Wp, const float *W, int O, int K) { gemm_pack(Wp, W, 1, K, K, O); }
+static inline void gemm_pack_nn(float *Wp, const float *W, int O, int K) { gemm_pack(Wp, W, K, 1, O, K); }
+static inline void gemm_nt_rows_packed(float *out, const float *in, const float *Wp, int n0, int n1, int K, int O, int accumulate) {
+    gemm_packed_serial(out + (size_t)n0 * O, O, in + (size_t)n0 * K, K, 1, Wp, n1 - n0, O, K, accumulate);
+}
+static inline void gemm_nn_rows_packed(float *dIn, const float *dOut, const float *Wp, int n0, int n1, int O, int K, int accumulate) {
+    gemm_packed_serial(dIn + (size_t)n0 * K, K, dOut + (size_t)n0 * O, O, 1, Wp, n1 - n0, K, O, accumulate);
+}
