@@ -254,14 +254,21 @@ def save(path, ck):
         raise CheckpointError(f"{path}: a checkpoint needs adam_m, adam_v, h and c (mlstm_ckpt.new makes them)")
     hd, arrays = checked
     hd[128:136] = struct.pack("<Q", checksum([hd] + arrays, _progress(path, sum(a.nbytes for a in arrays))))
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
+    def write(tmp):
         with open(tmp, "wb") as f:
             f.write(hd)
             for a in arrays:
                 f.write(a)
             f.flush()
             os.fsync(f.fileno())
+    _write_whole(path, f"{path}.tmp.{os.getpid()}", write)
+
+
+def _write_whole(path, tmp, write):
+    """write(tmp), then rename tmp over path: a failure leaves no temporary file and
+    the previous file (if any) as it was, and raises CheckpointError naming path."""
+    try:
+        write(tmp)
         os.replace(tmp, path)
     except OSError as e:
         try:
@@ -304,16 +311,7 @@ def _export(ck, path):
     out = {f"{g}/{n}": a for g in ("params", "adam_m", "adam_v") for n, a in getattr(ck, g).items()}
     out.update(h=ck.h, c=ck.c, D=np.int64(ck.D), H=np.int64(ck.H), wnorm=np.int64(ck.wnorm), step=np.uint64(ck.step),
                data_step=np.uint64(ck.data_step), rng=np.uint64(ck.rng), scaler=np.frombuffer(ck.scaler, np.uint8))
-    tmp = f"{path}.tmp.{os.getpid()}.npz"
-    try:
-        np.savez(tmp, **out)
-        os.replace(tmp, path)
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise CheckpointError(f"cannot write {path}: {e.strerror or e}") from None
+    _write_whole(path, f"{path}.tmp.{os.getpid()}.npz", lambda tmp: np.savez(tmp, **out))
 
 
 def _import(path):
