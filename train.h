@@ -506,7 +506,9 @@ static double validate(Model *md, Model *ev, const Loader *val, long steps, uint
 // Each byte is drawn by mlstm.h's sample_byte from the log of the softmax the forward
 // left in probs. A model whose probabilities are not finite (NaN weights) has no
 // distribution to draw from: the sample stops there and says so, and training goes on.
-static void sample(Mlstm *m, const char *prompt, int len, double temperature, uint64_t *rng, FILE *out) {
+// With reset_docs the state is zeroed before each '\n' read, as in training and generate.
+static void sample(Mlstm *m, const char *prompt, int len, double temperature, int reset_docs, uint64_t *rng,
+                   FILE *out) {
     int H = m->cfg.H, V = m->cfg.V;
     real *h = (real *)mallocCheck(sizeof(real) * H), *c = (real *)mallocCheck(sizeof(real) * H);
     uint8_t x = (uint8_t)(prompt[0] ? prompt[0] : '\n'), dummy = 0;
@@ -514,7 +516,8 @@ static void sample(Mlstm *m, const char *prompt, int len, double temperature, ui
     SamplerConfig sc = {temperature, 0, 1.0};
     fprintf(out, "---- sample ----\n%s", prompt);
     for (size_t i = 1; i < np + (size_t)len; i++) {
-        mlstm_forward(m, &x, &dummy, NULL, h, c, 1, 1);
+        uint8_t reset = (uint8_t)(reset_docs && x == '\n');  // a document starts
+        mlstm_forward(m, &x, &dummy, &reset, h, c, 1, 1);
         carry(m, h, c);
         if (i < np) {  // still reading the prompt
             x = (uint8_t)prompt[i];
@@ -996,7 +999,7 @@ static int train_main(int argc, char **argv) {
             }
         }
         if (rank == 0 && o.sample_len > 0 && ((o.sample_every && data_step % o.sample_every == 0) || last)) {
-            sample(model_host(md), o.prompt, o.sample_len, o.temperature, &rng, stdout);
+            sample(model_host(md), o.prompt, o.sample_len, o.temperature, train.reset_docs, &rng, stdout);
         }
         // SIGINT/SIGTERM on any rank stops every rank after this step
         int stop = stop_agreed();
