@@ -16,15 +16,27 @@
 // What is FP16 in the FP16 build, and why that loses nothing that matters:
 //   FP16: the effective weights the matmuls read (W_x, W_h, W_mx, W_mh after weight
 //     norm, W_out), and the activations that only feed matmuls or products: the
-//     embedded inputs xe, h, m, mx = W_mx e, mh = W_mh h, the gates, and the
-//     backward's dz, dmx, dmh, dh-from-the-output-layer and dlogits. A tensor-core
-//     matmul rounds its inputs to FP16 anyway, so storing them in FP16 drops only
-//     bits the next matmul would drop; gates lie in [-1, 1] where FP16 keeps 11
-//     significant bits; backward tensors are loss-scaled (S) into FP16's range.
+//     embedded inputs xe, h, m, mx = W_mx e, mh = W_mh h, the input part of the
+//     pre-activations zx = e W_x^T + b, the gates, and the backward's dz, dmx, dmh,
+//     dh-from-the-output-layer and dlogits. A tensor-core matmul rounds its inputs
+//     to FP16 anyway, so storing them in FP16 drops only bits the next matmul would
+//     drop; gates lie in [-1, 1] where FP16 keeps 11 significant bits; zx's rounding
+//     (u |zx|) is the size of the error the FP16 m and W_h already put into the other
+//     part of z (doc/gpu.md has the measurement).
 //   FP32: the master weights, Adam moments and weight gradients (written straight
 //     from the FP32 accumulators), the cell state c (it integrates over many steps),
-//     the pre-activations z, logits, softmax and loss, the running dh/dc of the
-//     time loop, every sum, norm and reduction, and the carried state.
+//     z = zx + m W_h^T, logits, softmax and loss, the running dh/dc of the time
+//     loop, every sum, norm and reduction, and the carried c. The carried h is kept
+//     in an FP32 buffer but holds FP16 values: its only uses are matmul inputs.
+//
+// Loss scaling (Micikevicius et al. 2018; Puri et al. 2018 use it with a dynamic S):
+// the FP16 backward tensors hold each prediction's own gradient times S, dlogits =
+// (softmax - onehot) * S, and the mean's 1/N (N = B*T predictions) is applied in
+// FP32, by the epilogues that write weight gradients. So the range FP16 sees does
+// not depend on the batch: seeding with S/N instead (what the mean loss suggests)
+// would at B=512, T=256, S=2^16 multiply by 0.5 and flush probabilities below ~1e-7
+// to zero. An FP16 tensor that overflows reaches the weight gradients as inf/NaN,
+// which is what model_overflow looks for; the FP32 gradients cannot overflow.
 #define OMPI_SKIP_MPICXX 1  // mpi.h's C++ bindings: not used, and they warn under nvcc
 #define MPICH_SKIP_MPICXX 1
 #ifdef PRECISION_FP32
@@ -92,6 +104,7 @@ static int num_sms = 1;
 // out, in this order. Every tensor it touches is (rows, ld), indexed like `out`.
 
 typedef struct {
+    float scale;                 // acc *= scale first: 1, or the mean's 1/N for FP32 gradients
     float *outf;                 // the output in FP32 ...
     floatX *outx;                // ... or in the storage type (exactly one of the two)
     int ld;                      // columns of every tensor below
@@ -108,6 +121,7 @@ typedef struct {
 
 static __device__ inline void epilogue_store(const Epilogue &e, int r, int c, float acc) {
     size_t i = (size_t)r * e.ld + c;
+    acc *= e.scale;
     if (e.reset_rows && e.reset_rows[(size_t)r * e.reset_stride]) acc = 0.f;
     if (e.bias) acc += e.bias[c];
     if (e.addend) acc += tof(e.addend[i]);
@@ -381,9 +395,12 @@ static int matmul_use_cublas = 1;
 static int matmul_use_cublas = 0;
 #endif
 
-// Which kernel runs a shape (FP16 build): a TILE_BIG square tile where that still
-// gives a full wave of blocks, else TILE_SMALL (the per-step matmuls have only B
-// rows), else SIMT. K must be a multiple of the WMMA slab (32), operands 16-byte aligned.
+// Which kernel runs a shape (FP16 build): a TILE_BIG square tile where its blocks
+// fill at least 90% of one wave on the SMs, else TILE_SMALL (the per-step matmuls
+// have only B rows), else SIMT. K must be a multiple of the WMMA slab (32), operands
+// 16-byte aligned. 90%, not 100%: at B=512 the per-step W_mh products give 128 big
+// blocks for an H200's 132 SMs, and the big tile reads each weight slab half as
+// often as four waves of small ones would (doc/gpu-perf.md).
 enum { MM_SIMT, MM_WMMA64, MM_WMMA128 };
 #define TILE_BIG 128
 #define TILE_SMALL 64
@@ -391,7 +408,7 @@ enum { MM_SIMT, MM_WMMA64, MM_WMMA128 };
 static int matmul_plan(int M, int N, int K, const void *A, const void *B) {
     if (!GPU_FP16 || K % WMMA_K_MULTIPLE || ((uintptr_t)A | (uintptr_t)B) % 16) return MM_SIMT;
     long big_blocks = (long)(M / TILE_BIG) * (N / TILE_BIG);
-    if (M % TILE_BIG == 0 && N % TILE_BIG == 0 && big_blocks >= num_sms) return MM_WMMA128;
+    if (M % TILE_BIG == 0 && N % TILE_BIG == 0 && big_blocks * 10 >= (long)num_sms * 9) return MM_WMMA128;
     if (M % TILE_SMALL == 0 && N % TILE_SMALL == 0) return MM_WMMA64;
     return MM_SIMT;
 }
@@ -431,6 +448,7 @@ static void matmul(int layout, int M, int N, int K, const floatX *A, const float
 static Epilogue epi_f32(float *out, int ld) {
     Epilogue e;
     memset(&e, 0, sizeof e);
+    e.scale = 1.f;
     e.outf = out;
     e.ld = ld;
     return e;
@@ -438,8 +456,16 @@ static Epilogue epi_f32(float *out, int ld) {
 static Epilogue epi_x(floatX *out, int ld) {
     Epilogue e;
     memset(&e, 0, sizeof e);
+    e.scale = 1.f;
     e.outx = out;
     e.ld = ld;
+    return e;
+}
+// A weight gradient, FP32: the product sums N predictions' loss-scaled gradients;
+// times 1/N it is S * d(mean loss)/dW, what the contract returns.
+static Epilogue epi_grad(float *out, int ld, int N) {
+    Epilogue e = epi_f32(out, ld);
+    e.scale = 1.f / (float)N;
     return e;
 }
 // The m_t product (forward, step t; the product is h_{t-1} W_mh^T): mh is kept for
@@ -472,6 +498,45 @@ static Epilogue epi_dm_split(floatX *dmx, floatX *dmh, const floatX *mh, const f
     e.reset_rows = reset_t;
     e.reset_stride = T;
     return e;
+}
+
+// Every matmul of one training step of forward() and backward() below, V = 256.
+typedef struct {
+    const char *what;
+    int layout, M, N, K;
+} Shape;
+static int step_shapes(Shape *s, int H, int D, int B, int T) {
+    const int V = 256, N = B * T;
+    const Shape t[] = {
+        {"zx", MM_NT, N, 4 * H, D},   {"mx", MM_NT, N, H, D},       {"mh", MM_NT, B, H, H},
+        {"z", MM_NT, B, 4 * H, H},    {"logits", MM_NT, N, V, H},   {"dW_out", MM_TN, V, H, N},
+        {"dhs", MM_NN, N, H, V},      {"dm", MM_NN, B, H, 4 * H},   {"dh", MM_NN, B, H, H},
+        {"dW_h", MM_TN, 4 * H, H, N}, {"dW_x", MM_TN, 4 * H, D, N}, {"dW_mx", MM_TN, H, D, N},
+        {"dW_mh", MM_TN, H, H, N},    {"dxe", MM_NN, N, D, 4 * H},  {"dxe2", MM_NN, N, D, H}};
+    memcpy(s, t, sizeof t);
+    return (int)(sizeof t / sizeof t[0]);
+}
+#define MAX_SHAPES 16
+
+// The FP16 build runs a matmul on tensor cores only when its shape is a tile multiple;
+// any other shape silently runs on the SIMT kernel, several times slower. Says so
+// (to out), naming the products and the flags that fix it; returns how many drop.
+static int warn_simt_shapes(int H, int D, int B, int T, FILE *out) {
+    if (!GPU_FP16) return 0;
+    Shape s[MAX_SHAPES];
+    int n = step_shapes(s, H, D, B, T), slow = 0;
+    char names[256] = "";
+    for (int i = 0; i < n; i++)
+        if (matmul_plan(s[i].M, s[i].N, s[i].K, NULL, NULL) == MM_SIMT) {
+            size_t k = strlen(names);
+            snprintf(names + k, sizeof names - k, "%s%s", slow++ ? ", " : "", s[i].what);
+        }
+    if (slow)
+        fprintf(out, "warning: %d of the %d matmuls of a step (%s) are not multiples of the tensor-core tile "
+                     "and run on the slower SIMT kernel\nHINT: --batch, --hidden and --embed multiples of %d, and "
+                     "--batch x --seq-len a multiple of %d\n",
+                slow, n, names, TILE_SMALL, TILE_SMALL);
+    return slow;
 }
 
 // ----------------------------------------------------------------------------
@@ -631,7 +696,9 @@ static void cell_backward_step(floatX *dz, float *dc, const float *dh, const flo
 
 // ----------------------------------------------------------------------------
 // Softmax + cross-entropy, fused, FP32, one block per row n = (t,b) of the logits:
-// loss[n] = logsumexp - logit[target]; with dlogits, (softmax - onehot) * S / N.
+// loss[n] = logsumexp - logit[target]; with dlogits, (softmax - onehot) * S, the
+// gradient of prediction n's own loss, loss-scaled (the mean's 1/N comes later, in
+// FP32: "Loss scaling" at the top).
 
 __global__ void softmax_xent_kernel(floatX *dlogits, float *losses, const float *logits, const uint8_t *tg,
                                     int B, int T, int V, float s) {
@@ -653,8 +720,8 @@ static void softmax_xent(floatX *dlogits, float *losses, const float *logits, co
     launchCheck();
 }
 
-// out[c] = sum over rows of x[r,c] (bias gradients): fixed row chunks, then the
-// chunks added in order.
+// out[c] = scale * sum over rows of x[r,c] (bias gradients; scale = 1/N): fixed row
+// chunks, then the chunks added in order.
 #define COLSUM_CHUNKS 64
 __global__ void colsum_partial_kernel(float *part, const floatX *x, int rows, int cols) {
     int c = blockIdx.x * blockDim.x + threadIdx.x, per = (rows + COLSUM_CHUNKS - 1) / COLSUM_CHUNKS;
@@ -664,18 +731,18 @@ __global__ void colsum_partial_kernel(float *part, const floatX *x, int rows, in
     for (int r = r0; r < r1; r++) s += tof(x[(size_t)r * cols + c]);
     part[(size_t)blockIdx.y * cols + c] = s;
 }
-__global__ void colsum_finish_kernel(float *out, const float *part, int cols) {
+__global__ void colsum_finish_kernel(float *out, const float *part, int cols, float scale) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols) return;
     float s = 0.f;
     for (int k = 0; k < COLSUM_CHUNKS; k++) s += part[(size_t)k * cols + c];
-    out[c] = s;
+    out[c] = s * scale;
 }
-static void colsum(float *out, float *part /*(COLSUM_CHUNKS,cols)*/, const floatX *x, int rows, int cols) {
+static void colsum(float *out, float *part /*(COLSUM_CHUNKS,cols)*/, const floatX *x, int rows, int cols, float scale) {
     dim3 grid(ceil_div(cols, BLOCK_THREADS), COLSUM_CHUNKS);
     colsum_partial_kernel<<<grid, BLOCK_THREADS>>>(part, x, rows, cols);
     launchCheck();
-    colsum_finish_kernel<<<ceil_div(cols, BLOCK_THREADS), BLOCK_THREADS>>>(out, part, cols);
+    colsum_finish_kernel<<<ceil_div(cols, BLOCK_THREADS), BLOCK_THREADS>>>(out, part, cols, scale);
     launchCheck();
 }
 
@@ -779,7 +846,7 @@ struct Model {
     floatX *hs;            // (T+1,B,H) state entering step t at index t
     float *cs;             // (T+1,B,H)
     float *logits;         // (N,V)
-    floatX *dlogits;       // (N,V) (softmax - onehot) * S / N
+    floatX *dlogits;       // (N,V) (softmax - onehot) * S
     float *losses;         // (N,)
     floatX *dz;            // (N,4H)
     floatX *dmx, *dmh;     // (N,H)
@@ -848,6 +915,7 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
     md->cfg = cfg;
     md->B = B;
     md->T = T;
+    if (rank == 0) warn_simt_shapes(cfg.H, cfg.D, B, T, stderr);
     mlstm_build(&md->host, cfg, 1, 1);
     mlstm_init(&md->host, seed);  // the same initial weights as the CPU trainer
     md->np = md->host.nparams;
@@ -1011,7 +1079,7 @@ static double forward(Model *md, float *h0, float *c0, double scale) {
     e = epi_f32(md->logits, V);  // output layer over all T*B rows: logits = h W_out^T + b_out (N,V)
     e.bias = md->p.t[P_BOUT];
     matmul(MM_NT, N, V, H, md->hs + BH, md->Wout, e);
-    softmax_xent(scale > 0 ? md->dlogits : NULL, md->losses, md->logits, tg, B, T, V, (float)scale / (float)N);
+    softmax_xent(scale > 0 ? md->dlogits : NULL, md->losses, md->logits, tg, B, T, V, (float)scale);
     double loss = reduce(md->red, md->red_bad, md->losses, N, 0, INFINITY, NULL) / N;
     // stateful truncated BPTT: the last state feeds the next batch
     to_f32(h0, md->hs + (size_t)T * BH, BH);
@@ -1021,7 +1089,8 @@ static double forward(Model *md, float *h0, float *c0, double scale) {
 
 // Backward through time of the last forward (mlstm.h's mlstm_backward): writes
 // S * d(mean loss)/d(params) into grads. Weight gradients are single matmuls over
-// all T*B rows after the time loop.
+// all T*B rows after the time loop; the activation gradients before them carry each
+// prediction's gradient times S, and epi_grad / colsum apply the mean's 1/N in FP32.
 static void backward(Model *md) {
     const int D = md->cfg.D, H = md->cfg.H, V = md->cfg.V, B = md->B, T = md->T, N = B * T;
     const size_t BH = (size_t)B * H;
@@ -1029,8 +1098,8 @@ static void backward(Model *md) {
     ParamTable *g = &md->g;
     // every tensor is overwritten; zero is the safe default
     cudaCheck(cudaMemsetAsync(md->grads, 0, md->np * sizeof(float)));
-    matmul(MM_TN, V, H, N, md->dlogits, md->hs + BH, epi_f32(g->t[P_WOUT], H));  // dW_out = dlogits^T h
-    colsum(g->t[P_BOUT], md->colpart, md->dlogits, N, V);
+    matmul(MM_TN, V, H, N, md->dlogits, md->hs + BH, epi_grad(g->t[P_WOUT], H, N));  // dW_out = dlogits^T h / N
+    colsum(g->t[P_BOUT], md->colpart, md->dlogits, N, V, 1.f / N);
     matmul(MM_NN, N, H, V, md->dlogits, md->Wout, epi_x(md->dhs, H));  // dh_t from the output layer (N,H)
     cudaCheck(cudaMemsetAsync(md->dh, 0, sizeof(float) * BH));
     cudaCheck(cudaMemsetAsync(md->dc, 0, sizeof(float) * BH));
@@ -1044,13 +1113,13 @@ static void backward(Model *md) {
         matmul(MM_NN, B, H, 4 * H, md->dz + 4 * o, md->W[WN_H], split);
         matmul(MM_NN, B, H, H, md->dmh + o, md->W[WN_MH], epi_f32(md->dh, H));  // dh_{t-1} = dmh W_mh
     }
-    matmul(MM_TN, 4 * H, H, N, md->dz, md->mt, epi_f32(md->dW[WN_H], H));    // dW_h  = dz^T m
-    matmul(MM_TN, 4 * H, D, N, md->dz, md->xe, epi_f32(md->dW[WN_X], D));    // dW_x  = dz^T e
-    matmul(MM_TN, H, D, N, md->dmx, md->xe, epi_f32(md->dW[WN_MX], D));      // dW_mx = dmx^T e
-    matmul(MM_TN, H, H, N, md->dmh, md->hs, epi_f32(md->dW[WN_MH], H));      // dW_mh = dmh^T h_{t-1}
-    colsum(g->t[P_B], md->colpart, md->dz, N, 4 * H);
-    matmul(MM_NN, N, D, 4 * H, md->dz, md->W[WN_X], epi_f32(md->dxe, D));  // dxe = dz W_x + dmx W_mx   (N,D)
-    Epilogue e = epi_f32(md->dxe, D);
+    matmul(MM_TN, 4 * H, H, N, md->dz, md->mt, epi_grad(md->dW[WN_H], H, N));  // dW_h  = dz^T m / N
+    matmul(MM_TN, 4 * H, D, N, md->dz, md->xe, epi_grad(md->dW[WN_X], D, N));  // dW_x  = dz^T e / N
+    matmul(MM_TN, H, D, N, md->dmx, md->xe, epi_grad(md->dW[WN_MX], D, N));    // dW_mx = dmx^T e / N
+    matmul(MM_TN, H, H, N, md->dmh, md->hs, epi_grad(md->dW[WN_MH], H, N));    // dW_mh = dmh^T h_{t-1} / N
+    colsum(g->t[P_B], md->colpart, md->dz, N, 4 * H, 1.f / N);
+    matmul(MM_NN, N, D, 4 * H, md->dz, md->W[WN_X], epi_grad(md->dxe, D, N));  // dxe = (dz W_x + dmx W_mx) / N   (N,D)
+    Epilogue e = epi_grad(md->dxe, D, N);
     e.accumulate = 1;
     matmul(MM_NN, N, D, H, md->dmx, md->W[WN_MX], e);
     embed_backward(g->t[P_E], md->dxe, in, B, T, D, V);
@@ -1099,12 +1168,15 @@ static void model_allreduce(Model *md) {
     md->stats_fresh = 0;
 }
 
-// Step 5, on the reduced gradients: inf/NaN, or beyond FP16's range when fp16 (as
-// train.c's simulated mode). The same pass keeps the sum of squares for the clip.
+// Step 5, on the reduced gradients: inf/NaN. An FP16 activation gradient that
+// overflowed reaches them as inf/NaN ("Loss scaling" at the top); the FP32 weight
+// gradients themselves cannot overflow, so no FP16 limit applies to them. The same
+// pass keeps the sum of squares for the clip.
 static int model_overflow(Model *md, int fp16) {
+    (void)fp16;  // the same rule in both builds
     int bad = 0;
     // the limit must be finite: !(|inf| <= INFINITY) is false, so +-inf would pass
-    md->sumsq = reduce(md->red, md->red_bad, md->grads, md->np, 1, fp16 ? (float)FP16_MAX : FLT_MAX, &bad);
+    md->sumsq = reduce(md->red, md->red_bad, md->grads, md->np, 1, FLT_MAX, &bad);
     md->stats_fresh = 1;
     return bad;
 }

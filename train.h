@@ -22,8 +22,6 @@
 #include <mpi.h>
 #endif
 
-// FP16's largest finite value: a gradient beyond it has overflowed in FP16.
-#define FP16_MAX 65504.0
 // The loss scaler's state (schedule.h) travels in the checkpoint's scaler field (mlstm.h).
 static_assert(LOSS_SCALER_BYTES <= CKPT_SCALER_BYTES, "the loss scaler must fit its checkpoint field");
 
@@ -37,7 +35,7 @@ static_assert(LOSS_SCALER_BYTES <= CKPT_SCALER_BYTES, "the loss scaler must fit 
 //                         the carried state, returns this rank's mean loss (nats)
 //   model_inject_overflow (tests only) makes the gradients overflow
 //   model_allreduce       gradients = their mean over the ranks
-//   model_overflow        1 if a reduced gradient is inf/NaN, or (fp16) beyond FP16_MAX
+//   model_overflow        1 if a reduced gradient is inf/NaN
 //   model_apply           only if the step is not skipped: unscale by d->inv_scale,
 //                         clip the global norm to `clip` (0: off), Adam step number
 //                         `applied` at d->lr; returns the unscaled norm before clipping
@@ -145,8 +143,8 @@ static const Flag flags[] = {
      "train until N batches have been read; the default decay ends here", NULL},
     {"clip", "X", ARG_DOUBLE, AT(clip), 0, 1e30, "clip the global gradient norm to X, 0 = off", NULL},
     {"fp16", NULL, ARG_SET, AT(fp16), 1, 0,
-     "FP16 gradients: dynamic loss scaling, a gradient beyond 65504 overflows\n"
-     "                         (the CPU trainer simulates them; the GPU build fixes its precision)", NULL},
+     "dynamic loss scaling, as FP16 training needs (the CPU trainer runs the\n"
+     "                         protocol in FP32; the GPU build fixes its precision)", NULL},
     {"inject-overflow", "STEP", ARG_LONG, AT(inject_overflow), 0, MAX_STEPS,
      "make the gradients of data step STEP overflow (for tests)", "never"},
     {"seed", "N", ARG_LONG, AT(seed), 0, 9.2e18,

@@ -52,13 +52,13 @@ static void test_no_reexec(const char *trainer) {
     CHECK(rc == 0, "a second train_main in the same process resumes into the files of the first (its lock was released)");
 }
 
-// The CPU backend: --fp16 is a simulation it offers, and its host views are the
+// The CPU backend: --fp16 is the loss-scaling protocol it offers, and its host views are the
 // model itself, so a change to them is what the next step computes from.
 static void test_cpu_backend(void) {
     const char *d32 = NULL, *d16 = NULL;
     int p32 = model_precision(0, &d32), p16 = model_precision(1, &d16);
     CHECK(p32 == 0 && !strcmp(d32, "FP32"), "CPU backend: FP32 without --fp16 (%s)", d32);
-    CHECK(p16 == 1 && strstr(d16, "simulated FP16"), "CPU backend: --fp16 simulates FP16 (%s)", d16);
+    CHECK(p16 == 1 && strstr(d16, "loss scaling"), "CPU backend: --fp16 runs the loss scaling (%s)", d16);
     MlstmConfig cfg = {256, 8, 16, 1};
     int B = 4, T = 5;
     Model *md = model_create(cfg, B, T, 3);

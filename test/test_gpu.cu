@@ -25,6 +25,10 @@
 //                   rows and steps, and the gain gradients g_* are dot products dW.V
 //                   that cancel, which magnifies relative error
 //   ten losses      5e-3  (10u): weights moved by Adam from FP16-noisy gradients
+//   gradient norm   1e-2  (20u): dominated by the largest gradients, whose errors are
+//                   a few u and average out in the sum of squares
+// Matrix gradients are also compared row by row with the gradient tolerance: each row
+// is the same kind of sum as the whole tensor, judged against its own scale.
 // A bug (a wrong index, a missing term, a wrong row) gives errors of order 1.
 #define TRAIN_NO_MAIN  // train.cu without its main: this file has its own
 #define WITH_CUBLAS
@@ -32,9 +36,11 @@
 #include "test/test.h"
 
 #if GPU_FP16
-static const double TOL_LOGITS = 1e-2, TOL_LOSS = 2e-3, TOL_GRAD = 5e-2, TOL_STATE = 1e-2, TOL_STEPS = 5e-3;
+static const double TOL_LOGITS = 1e-2, TOL_LOSS = 2e-3, TOL_GRAD = 5e-2, TOL_STATE = 1e-2, TOL_STEPS = 5e-3,
+                    TOL_NORM = 1e-2;
 #else
-static const double TOL_LOGITS = 1e-4, TOL_LOSS = 1e-4, TOL_GRAD = 1e-4, TOL_STATE = 1e-4, TOL_STEPS = 1e-4;
+static const double TOL_LOGITS = 1e-4, TOL_LOSS = 1e-4, TOL_GRAD = 1e-4, TOL_STATE = 1e-4, TOL_STEPS = 1e-4,
+                    TOL_NORM = 1e-4;
 #endif
 // Matmul: FP16-rounded inputs are exact in both; FP32 accumulation error is about
 // u32 sqrt(K) of the result's scale. vs the exact double sum: |err| / sum|a_k b_k|;
@@ -61,6 +67,21 @@ static void check_err(const char *what, double err, double tol) {
 }
 static void check_tensor(const char *what, const float *gpu, const float *cpu, size_t n, double tol) {
     check_err(what, max_rel_err(gpu, cpu, n), tol);
+}
+// The same metric per row of a (rows, cols) tensor, each row against its own scale:
+// an error confined to a few small rows (one byte of dE, one unit of dW_mh, the
+// output row of a rare byte) hides in the whole-tensor metric, not here. A row that
+// is exactly 0 on the CPU (a byte absent from the batch) must be exactly 0.
+static void check_rows(const char *what, const float *gpu, const float *cpu, size_t rows, size_t cols, double tol) {
+    double worst = 0;
+    size_t at = 0;
+    for (size_t r = 0; r < rows; r++) {
+        double e = max_rel_err(gpu + r * cols, cpu + r * cols, cols);
+        if (!(e <= worst)) { worst = e; at = r; }  // NaN counts as worst
+    }
+    char w[96];
+    snprintf(w, sizeof w, "%s per row (worst: %zu)", what, at);
+    check_err(w, worst, tol);
 }
 static float *d2h(const float *d, size_t n) {
     float *h = (float *)mallocCheck(n * sizeof(float));
@@ -108,7 +129,9 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
     for (int i = 0; i < B * H; i++) gh[i] = h0[i] = tof(tox(h0[i]));  // the GPU keeps h in FP16; start equal
 #endif
     model_loaded(md);
-    double S = N;  // keeps dlogits near 1, well inside FP16's range
+    // a production-size loss scale: the scaler starts at 2^16 and halves on overflow;
+    // 2^14 leaves room for the random model's gradients (dlogits reach S)
+    const double S = 16384;
     double lc = mlstm_forward(&cpu, in, tg, rs, h0, c0, B, T);
     mlstm_backward(&cpu, (real)S);
     double lg = model_step(md, in, tg, rs, S);
@@ -120,11 +143,16 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
     float *grads = d2h(md->grads, md->np);
     ParamTable gt;
     param_table(&gt, &cfg, grads);
+    size_t rows[NPARAM], cols[NPARAM];
+    param_shapes(&cfg, rows, cols);
     for (int i = 0; i < NPARAM; i++) {
         if (!gt.n[i]) continue;
         char what[64];
         snprintf(what, sizeof what, "grad %s (%zu)", param_names[i], gt.n[i]);
         check_tensor(what, gt.t[i], cpu.g.t[i], gt.n[i], TOL_GRAD);
+        // matrices also row by row; the vectors (biases, gains) are single slices, as
+        // one bias or gain element can be a sum that cancels to near zero
+        if (cols[i] > 1) check_rows(what, gt.t[i], cpu.g.t[i], rows[i], cols[i], TOL_GRAD);
     }
     model_state(md, &gh, &gc);
     check_tensor("final state h", gh, mlstm_h_out(&cpu), (size_t)B * H, TOL_STATE);
@@ -137,9 +165,10 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
     if (sms > 0) num_sms = sms;
     mlstm_init(&cpu, seed);
     memset(h0, 0, sizeof(real) * B * H); memset(c0, 0, sizeof(real) * B * H);
-    double worst = 0, clip = 1.0, lr = 2e-3;
-    int overflowed = 0;
+    double worst = 0, worst_norm = 0, lr = 2e-3;
+    int overflowed = 0, clipped = 0;
     for (int step = 1; step <= 10; step++) {
+        double clip = step % 2 ? 0.05 : 1e3;  // odd steps clip (the norms are 0.1 - 0.4), even steps do not
         random_batch(in, tg, rs, B, T, seed * 1000 + step);
         lc = mlstm_forward(&cpu, in, tg, rs, h0, c0, B, T);
         mlstm_backward(&cpu, (real)S);
@@ -148,6 +177,7 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
         for (size_t i = 0; i < cpu.nparams; i++) cpu.grads[i] *= (real)(1 / S);  // train.c's CPU model_apply
         double gn = grad_norm(cpu.grads, cpu.nparams);
         if (gn > clip) for (size_t i = 0; i < cpu.nparams; i++) cpu.grads[i] *= (real)(clip / gn);
+        clipped += gn > clip;
         AdamConfig a = adam_defaults;
         a.lr = lr;
         adam_update(cpu.params, cpu.grads, cpu.adam_m, cpu.adam_v, cpu.nparams, a, step);
@@ -156,16 +186,115 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
         model_allreduce(md);
         overflowed |= model_overflow(md, GPU_FP16);
         StepDecision d = {1, lr, 1 / S, S};
-        model_apply(md, &d, clip, step);
-        double e = fabs(lg - lc) / fabs(lc);
+        double gg = model_apply(md, &d, clip, step);  // the norm before clipping, as the CPU's gn
+        double e = fabs(lg - lc) / fabs(lc), en = fabs(gg - gn) / gn;
         worst = e > worst ? e : worst;
-        printf("      step %2d  loss cpu %.6f gpu %.6f\n", step, lc, lg);
+        worst_norm = en > worst_norm ? en : worst_norm;
+        printf("      step %2d  loss cpu %.6f gpu %.6f  norm cpu %.6f gpu %.6f%s\n", step, lc, lg, gn, gg,
+               gn > clip ? " (clipped)" : "");
     }
     CHECK(!overflowed, "no overflow in ten steps at S = %g", S);
+    CHECK(clipped >= 3, "clipping triggered on %d of the 10 steps (it must, for the test to see it)", clipped);
     check_err("ten losses, state carried (worst)", worst, TOL_STEPS);
+    check_err("ten gradient norms, as returned (worst)", worst_norm, TOL_NORM);
     model_free(md);
     mlstm_free(&cpu);
     free(in); free(tg); free(rs); free(h0); free(c0);
+}
+
+// ----------------------------------------------------------------------------
+// FP16's range at the loss scale production uses. A trained character model gives
+// most bytes probabilities of 1e-7 and below, and the output layer learns from those
+// (softmax - onehot) terms. Here the model gets such a softmax (b_out spread over 16
+// nats: p from 0.06 down to 7e-9, targets among the 32 likeliest bytes), S is found
+// as the dynamic scaler finds it (2^16, halved while the step overflows), and the
+// gradients of W_out, of the rare bytes' b_out and of W_mh are compared with mlstm.h
+// (FP32) row by row. Then the FP16 build repeats the step with dlogits seeded at 0.5,
+// the factor the earlier seeding S/N had at B=512, T=256, S=2^16: there those terms
+// flush to zero, and the same comparison must see it.
+
+// One step from the given weights and a zero state at loss scale S: the unscaled
+// gradients into grads; returns model_overflow's verdict.
+static int precision_step(Model *md, const Mlstm *init, const uint8_t *in, const uint8_t *tg, const uint8_t *rs,
+                           double S, float *grads) {
+    Mlstm *h = model_host(md);
+    memcpy(h->params, init->params, sizeof(float) * md->np);
+    real *hh, *hc;
+    model_state(md, &hh, &hc);
+    memset(hh, 0, sizeof(real) * md->B * md->cfg.H);
+    memset(hc, 0, sizeof(real) * md->B * md->cfg.H);
+    model_loaded(md);
+    model_step(md, in, tg, rs, S);
+    int ov = model_overflow(md, 1);
+    cudaCheck(cudaMemcpy(grads, md->grads, sizeof(float) * md->np, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < md->np; i++) grads[i] = (float)(grads[i] / S);
+    return ov;
+}
+
+static void test_precision(void) {
+    printf("-- FP16 range at the production loss scale (%s)\n", precision_name);
+    MlstmConfig cfg = {256, 64, 128, 1};
+    const int B = 64, T = 8, N = B * T, V = cfg.V, H = cfg.H, LIKELY = 32;
+    uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
+    random_batch(in, tg, rs, B, T, 21);
+    for (int i = 0; i < N; i++) tg[i] %= LIKELY;
+    Mlstm cpu;
+    mlstm_build(&cpu, cfg, B, T);
+    mlstm_init(&cpu, 21);
+    for (int v = 0; v < V; v++) cpu.p.t[P_BOUT][v] = (real)(-16.0 * v / (V - 1));
+    real *h0 = (real *)calloc((size_t)B * H, sizeof(real)), *c0 = (real *)calloc((size_t)B * H, sizeof(real));
+    mlstm_forward(&cpu, in, tg, rs, h0, c0, B, T);
+    double p_min = 1;
+    for (int v = 0; v < V; v++) p_min = fmin(p_min, cpu.probs[v]);  // row 0's softmax (backward overwrites it)
+    printf("      smallest probability of row 0: %.1e\n", p_min);
+    mlstm_backward(&cpu, 1);
+
+    Model *md = model_create(cfg, B, T, 21);
+    float *grads = (float *)mallocCheck(sizeof(float) * md->np);
+    ParamTable gt;
+    param_table(&gt, &cfg, grads);
+    LossScaler ls;
+    loss_scaler_init(&ls, 1);
+    int tries = 0, ov = 1;
+    while (ov && tries++ < 20) {
+        ov = precision_step(md, &cpu, in, tg, rs, ls.scale, grads);
+        if (ov) loss_scaler_update(&ls, 1);
+    }
+    CHECK(!ov, "the scaler's S: %g after %d tries", ls.scale, tries);
+    check_rows("grad W_out", gt.t[P_WOUT], cpu.g.t[P_WOUT], V, H, TOL_GRAD);
+    check_rows("grad b_out, bytes never a target", gt.t[P_BOUT] + LIKELY, cpu.g.t[P_BOUT] + LIKELY, V - LIKELY, 1,
+               TOL_GRAD);
+    check_rows("grad W_mh", gt.t[P_WMH], cpu.g.t[P_WMH], H, H, TOL_GRAD);
+#if GPU_FP16
+    precision_step(md, &cpu, in, tg, rs, 0.5, grads);
+    double worst = 0;
+    for (int v = 0; v < V; v++) worst = fmax(worst, max_rel_err(gt.t[P_WOUT] + (size_t)v * H, cpu.g.t[P_WOUT] + (size_t)v * H, H));
+    CHECK(worst > TOL_GRAD, "seeded at 0.5 (S/N at B=512, T=256, S=2^16) the rare bytes' W_out rows are lost: worst row error %.2f",
+          worst);
+#endif
+    free(grads);
+    model_free(md);
+    mlstm_free(&cpu);
+    free(in); free(tg); free(rs); free(h0); free(c0);
+}
+
+// ----------------------------------------------------------------------------
+// Shapes that are not tile multiples run on the SIMT kernel; the FP16 build says so.
+static void test_simt_warning(void) {
+    printf("-- shapes off the tensor-core tile (%s)\n", precision_name);
+    char buf[1024] = "";
+    FILE *f = tmpfile();
+    int good = warn_simt_shapes(4096, 64, 128, 256, f), odd = warn_simt_shapes(4096, 64, 100, 256, f);
+    rewind(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    CHECK(good == 0, "H=4096 D=64 B=128 T=256: every matmul on the tensor-core path (%d off it)", good);
+    if (GPU_FP16)
+        CHECK(odd == 4 && strstr(buf, "warning:") && strstr(buf, "(mh, z, dm, dh)") && strstr(buf, "--batch"),
+              "B=100: the 4 per-step products with B rows (%d flagged) are named, with the flag: %s", odd, buf);
+    else
+        CHECK(odd == 0 && n == 0, "FP32 build: everything is SIMT by design, no warning (%d)", odd);
 }
 
 // ----------------------------------------------------------------------------
@@ -198,10 +327,11 @@ static void test_overflow(void) {
     CHECK(ls.scale == (S0 / 2 > 1 ? S0 / 2 : 1), "loss scale %g -> %g", S0, ls.scale);
     md->host_fresh = 0;  // read the device's master weights back, not the host copy
     CHECK(!memcmp(before, model_host(md)->params, n), "weights untouched by the skipped step (bit for bit)");
-    // a huge loss scale: FP16 gradients overflow for real; in the FP32 build the
-    // FP16-range check (--fp16 semantics) must still flag them
-    model_step(md, in, tg, rs, GPU_FP16 ? 1e12 : 1e9);
-    CHECK(model_overflow(md, 1), "gradients at S = %g flagged", GPU_FP16 ? 1e12 : 1e9);
+    // a huge loss scale: the gradients overflow for real (FP16: dlogits beyond 65504;
+    // FP32 build: the sums over N predictions beyond FLT_MAX) and arrive as inf/NaN
+    const double huge = GPU_FP16 ? 1e12 : 3e38;
+    model_step(md, in, tg, rs, huge);
+    CHECK(model_overflow(md, 1), "gradients at S = %g flagged", huge);
     // and a normal step applies
     model_step(md, in, tg, rs, B * T);
     ov = model_overflow(md, GPU_FP16);
@@ -353,8 +483,6 @@ static void *try_alloc(size_t bytes) {
 static const char *plan_names[] = {"simt", "wmma64", "wmma128"};
 static const char *layout_names[] = {"NT x.W^T", "NN dY.W", "TN dY^T.X"};
 
-typedef struct { const char *what; int layout, M, N, K; } Shape;
-
 // Element (m,k) of A and (k,n) of B as stored by the layout, FP16-rounded in the FP16 build.
 static double elem_a(int layout, int M, int K, int m, int k) {
     return tof(tox(hval(1, layout == MM_TN ? (uint64_t)k * M + m : (uint64_t)m * K + k)));
@@ -435,20 +563,6 @@ static void matmul_shape(const Shape *s, int bench_reps) {
     cudaCheck(cudaFree(A)); cudaCheck(cudaFree(Bm)); cudaCheck(cudaFree(C)); cudaCheck(cudaFree(Cb));
 }
 
-// Every matmul of one training step at (H, D, B, T), V = 256 (train.cu's forward and backward).
-static int model_shapes(Shape *s, int H, int D, int B, int T) {
-    const int V = 256, N = B * T;
-    Shape t[] = {
-        {"gates", MM_NT, N, 4 * H, D},  {"mx", MM_NT, N, H, D},      {"mh", MM_NT, B, H, H},
-        {"z", MM_NT, B, 4 * H, H},    {"logits", MM_NT, N, V, H},  {"dW_out", MM_TN, V, H, N},
-        {"dhs", MM_NN, N, H, V},      {"dm", MM_NN, B, H, 4 * H},  {"dh", MM_NN, B, H, H},
-        {"dW_h", MM_TN, 4 * H, H, N}, {"dW_x", MM_TN, 4 * H, D, N}, {"dW_mx", MM_TN, H, D, N},
-        {"dW_mh", MM_TN, H, H, N},    {"dxe", MM_NN, N, D, 4 * H}, {"dxe2", MM_NN, N, D, H}};
-    int n = sizeof t / sizeof t[0];
-    memcpy(s, t, sizeof t);
-    return n;
-}
-
 static void test_matmul(int quick) {
     printf("-- matmul (%s): hand-written vs exact (CPU, double) and vs cuBLAS\n", precision_name);
     // small and odd shapes: the SIMT path, both tile sizes, every layout
@@ -458,13 +572,13 @@ static void test_matmul(int quick) {
             Shape s = {"small", L, small[i][0], small[i][1], small[i][2]};
             matmul_shape(&s, 0);
         }
-    Shape shapes[32];
-    int n = model_shapes(shapes, 128, 64, 64, 8);  // the model test's own shapes
+    Shape shapes[MAX_SHAPES];
+    int n = step_shapes(shapes, 128, 64, 64, 8);  // the model test's own shapes
     for (int i = 0; i < n; i++) matmul_shape(&shapes[i], 0);
     if (quick) return;
     const int Bs[] = {128, 256, 512};
     for (int b = 0; b < 3; b++) {
-        n = model_shapes(shapes, 4096, 64, Bs[b], 256);
+        n = step_shapes(shapes, 4096, 64, Bs[b], 256);
         printf("-- matmul: the paper's shapes, H=4096 D=64 T=256 B=%d\n", Bs[b]);
         for (int i = 0; i < n; i++) matmul_shape(&shapes[i], 0);
     }
@@ -473,7 +587,9 @@ static void test_matmul(int quick) {
 // ----------------------------------------------------------------------------
 // Benchmarks (tools/gpu_check.sh reads the bench_* lines).
 
-static void bench_step(int B, int steps) {
+// Returns 0, or 1 when a loss was not finite or every timed step was skipped: a fast
+// step that computes nothing is not a result.
+static int bench_step(int B, int steps) {
     MlstmConfig cfg = {256, 64, 4096, 1};
     const int T = 256, N = B * T;
     Model *md = model_create(cfg, B, T, 1);
@@ -484,7 +600,7 @@ static void bench_step(int B, int steps) {
     lrs.rule = LR_CONSTANT; lrs.decay = DECAY_NONE; lrs.warmup = 0;
     long applied = 0;
     double t0 = 0, loss = 0;
-    int skipped = 0;
+    int skipped = 0, nonfinite = 0;
     for (int s = -1; s < steps; s++) {  // step -1 is the warm-up
         if (s == 0) { cudaCheck(cudaDeviceSynchronize()); t0 = now_seconds(); }
         random_batch(in, tg, rs, B, T, 1000 + s);
@@ -493,7 +609,8 @@ static void bench_step(int B, int steps) {
         model_allreduce(md);
         StepDecision d = decide_step(&ls, &lrs, &applied, B, model_overflow(md, GPU_FP16));
         if (d.apply) model_apply(md, &d, 1.0, applied);
-        else skipped++;
+        else if (s >= 0) skipped++;
+        nonfinite += !isfinite(loss);
         fprintf(stderr, "  bench B=%d step %d/%d loss %.3f\n", B, s + 1, steps, loss);
     }
     cudaCheck(cudaDeviceSynchronize());
@@ -502,6 +619,11 @@ static void bench_step(int B, int steps) {
            precision_name, matmul_use_cublas ? "cublas" : "ours", B, T, steps, dt, cps, 3 * flops_per_char(&cfg) * cps / 1e12, skipped);
     model_free(md);
     free(in); free(tg); free(rs);
+    if (nonfinite || skipped == steps) {
+        fprintf(stderr, "error: bench_step B=%d: %d non-finite losses, %d of %d steps skipped\n", B, nonfinite, skipped, steps);
+        return 1;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -523,10 +645,10 @@ int main(int argc, char **argv) {
         else { fprintf(stderr, "usage: %s [--quick] [--cublas] [--bench-step B STEPS] [--bench-matmul B]\n", argv[0]); return 2; }
     }
     select_device();
-    if (bench_b > 0) { bench_step(bench_b, bench_steps > 0 ? bench_steps : 5); return 0; }
+    if (bench_b > 0) return bench_step(bench_b, bench_steps > 0 ? bench_steps : 5);
     if (bench_mm > 0) {
-        Shape shapes[32];
-        int n = model_shapes(shapes, 4096, 64, bench_mm, 256);
+        Shape shapes[MAX_SHAPES];
+        int n = step_shapes(shapes, 4096, 64, bench_mm, 256);
         for (int i = 0; i < n; i++) matmul_shape(&shapes[i], 5);
         return 0;
     }
@@ -536,7 +658,9 @@ int main(int argc, char **argv) {
     test_model((MlstmConfig){256, 64, 128, 1}, 64, 8, 11, 1);  // tensor-core tiles: 128x128 over all rows, 64x64 per step
     test_model((MlstmConfig){256, 12, 40, 1}, 3, 5, 12, 0);    // odd sizes: the SIMT path
     test_model((MlstmConfig){256, 16, 64, 0}, 8, 6, 13, 0);    // without weight norm
+    test_precision();
     test_overflow();
+    test_simt_warning();
     test_resume();
     return test_summary("test_gpu");
 }

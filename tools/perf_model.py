@@ -70,7 +70,6 @@ VARIANTS = {
     "graph": "the T-step loops as CUDA graphs (launch gap {graph_gap_us:g} us instead of {gap_us:g})",
     "inflight4": "4x the bytes in flight in the per-step products (split-K by 4, or a 4x deeper cp.async pipeline)",
     "l2wmh": "W_mh pinned in L2 (cudaAccessPolicyWindow), read from L2 every time step",
-    "tile128": "the 128x128 tile also when its blocks fill >= 90% of the SMs (H200, B=512: 128 on 132)",
     "wgmma": "a wgmma (sm_90a) matmul at {eff_wgmma} of peak instead of WMMA",
     "all": "all of the above",
     "floor": "bound of the sequential algorithm: every matmul at 80% of peak or at full bandwidth, no gaps",
@@ -78,7 +77,7 @@ VARIANTS = {
 
 
 def variant_flags(variant):
-    names = ("graph", "inflight4", "l2wmh", "tile128", "wgmma")
+    names = ("graph", "inflight4", "l2wmh", "wgmma")
     if variant == "all":
         return set(names)
     if variant in names:
@@ -89,12 +88,11 @@ def variant_flags(variant):
 # ---------------------------------------------------------------------------
 # One matmul of train.cu: C (M,N) = A . B, K deep, through matmul_plan()'s tile choice.
 
-def tile_plan(M, N, K, g, fp16, tile128_relaxed=False):
-    """train.cu's matmul_plan(): 128x128 if that fills a wave, else 64x64, else SIMT."""
+def tile_plan(M, N, K, g, fp16):
+    """train.cu's matmul_plan(): 128x128 if its blocks fill >= 90% of a wave, else 64x64, else SIMT."""
     if not fp16 or K % 32:
         return "simt"
-    need = 0.9 * g["sms"] if tile128_relaxed else g["sms"]
-    if M % 128 == 0 and N % 128 == 0 and (M // 128) * (N // 128) >= need:
+    if M % 128 == 0 and N % 128 == 0 and (M // 128) * (N // 128) * 10 >= g["sms"] * 9:
         return "wmma128"
     if M % 64 == 0 and N % 64 == 0:
         return "wmma64"
@@ -113,7 +111,7 @@ def matmul(name, M, N, K, g, fp16, flags, *, extra_read=0, extra_write=0, out_by
     """One launch. weight: 'A' or 'B', the operand that is a weight matrix (read from DRAM
     every time step in the time loops). Returns a kernel record (times in us)."""
     es = 2 if fp16 else 4  # storage bytes per element of the operands
-    plan = tile_plan(M, N, K, g, fp16, "tile128" in flags)
+    plan = tile_plan(M, N, K, g, fp16)
     BM, BN, BK, stages, threads, smem = TILES[plan]
     blocks = math.ceil(M / BM) * math.ceil(N / BN)
     flops = 2.0 * M * N * K
@@ -364,7 +362,7 @@ def variants_table(gk, batches, T, fp16):
 
 
 def bench_shapes(B, T):
-    """test_gpu.cu's model_shapes(): the matmul benchmark's shapes (FP32 output, no epilogue)."""
+    """train.cu's step_shapes(): the matmul benchmark's shapes (FP32 output, no epilogue)."""
     N = B * T
     return [("zx", N, 4 * H, D), ("mx", N, H, D), ("mh", B, H, H), ("z", B, 4 * H, H), ("logits", N, V, H),
             ("dW_out", V, H, N), ("dhs", N, H, V), ("dm", B, H, 4 * H), ("dh", B, H, H), ("dW_h", 4 * H, H, N),
