@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The CPU trainer's speed in one run, as ratios measured side by side (doc/cpu-perf.md):
-#  - the machine's large-SGEMM rate (OpenBLAS through PyTorch, 2048x4096.4096x1024) on 1 and 2 threads,
-#    at the start and again at the end (the two bound how much the machine's speed moved meanwhile);
 #  - ./train's training step (forward, backward, clip, Adam) at H = 256, 1024, 4096: chars/s (the
 #    median step after the first), GFLOP/s (3 x mlstm.h's flops_per_char per char) and its fraction
-#    of the SGEMM rate on the same threads;
-#  - the same step in PyTorch + OpenBLAS (tools/bench_torch.py, its best thread setup) at H = 256, 1024;
+#    of the machine's large-SGEMM rate (OpenBLAS through PyTorch, 2048x4096.4096x1024) on the same
+#    threads, measured just before and just after each row: the ratio uses the higher of the two
+#    (a machine whose speed moves, as shared VMs' does, cannot flatter the step);
+#  - the same step in PyTorch + OpenBLAS (tools/bench_torch.py, its best thread setup) at H = 256, 1024, B = 32;
 #  - the peak RSS of ./train at H=4096, B=128, T=256 (one step);
 #  - with libopenblas-dev, tools/bench/step_vs_sgemm.c: the step against sgemm on one thread in CPU time.
 #   tools/bench_cpu.sh            (about 10 minutes on 2 idle cores; needs python3-torch, libopenblas0-pthread)
@@ -18,11 +18,8 @@ py=/usr/bin/python3
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 make -s build/train >/dev/null
 sgemm() { $py tools/bench_torch.py sgemm --threads "$1" | awk '/^sgemm/ { print $(NF-4) }'; }
-declare -A S0 S1
 out=$($py tools/bench_torch.py sgemm --threads 1)
 echo "${out%%$'\n'*}"  # which PyTorch and BLAS
-S0[1]=$(echo "$out" | awk '/^sgemm/ { print $(NF-4) }')
-S0[2]=$(sgemm 2)
 
 # ./train's median chars/s over the steps after the first (the first touches every buffer)
 train_cps() {  # H B T steps threads
@@ -34,34 +31,35 @@ train_cps() {  # H B T steps threads
 fpc() { echo "3 * 2 * (5 * $1 * 64 + 5 * $1 * $1 + 256 * $1)" | bc; }  # training FLOPs per char
 
 rows=()
-configs="256 32 64 12|1024 32 64 5"
+configs="256 32 64 12|256 128 64 6|1024 32 64 5"
 [ $quick = 1 ] || configs="$configs|4096 64 64 2"
 IFS='|' read -ra cfgs <<< "$configs"
 for cfg in "${cfgs[@]}"; do
     read -r H B T steps <<< "$cfg"
     for th in 1 2; do
         echo "measuring H=$H B=$B T=$T on $th thread(s) ..." >&2
+        sb=$(sgemm "$th")
         cps=$(train_cps "$H" "$B" "$T" "$steps" "$th")
+        sa=$(sgemm "$th")
+        ref=$(echo "if ($sb > $sa) $sb else $sa" | bc -l)
         gf=$(echo "$cps * $(fpc "$H") / 10^9" | bc -l)
         tcps=-; vs=-
-        if [ "$H" -le 1024 ]; then
+        if [ "$H" -le 1024 ] && [ "$B" = 32 ]; then
             tsteps=$([ "$H" -le 256 ] && echo 6 || echo 3)
             tcps=$($py tools/bench_torch.py step --hidden "$H" --batch "$B" --seq-len "$T" --threads "$th" --steps "$tsteps" | tee -a "$tmp/torch.txt" |
                    awk '/^torch H=/ { print $(NF-3) }')
             vs=$(printf '%.2fx' "$(echo "$cps / $tcps" | bc -l)")
         fi
-        rows+=("$(printf '| %s | %s | %s | %s | %.0f | %.1f | %.1f | %.2f | %s | %s |' "$H" "$B" "$T" "$th" "$cps" "$gf" "${S0[$th]}" \
-                  "$(echo "$gf / ${S0[$th]}" | bc -l)" "$tcps" "$vs")")
+        rows+=("$(printf '| %s | %s | %s | %s | %.0f | %.1f | %.1f / %.1f | %.2f | %s | %s |' "$H" "$B" "$T" "$th" "$cps" "$gf" \
+                  "$sb" "$sa" "$(echo "$gf / $ref" | bc -l)" "$tcps" "$vs")")
     done
 done
-for th in 1 2; do S1[$th]=$(sgemm "$th"); done
 
 echo
-echo "| H | B | T | threads | train.c chars/s | GFLOP/s | sgemm GFLOP/s | step / sgemm | PyTorch chars/s | train.c / PyTorch |"
+echo "| H | B | T | threads | train.c chars/s | GFLOP/s | sgemm GFLOP/s before / after | step / sgemm (the higher) | PyTorch chars/s | train.c / PyTorch |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
-echo "sgemm GFLOP/s at the start / end: 1 thread ${S0[1]} / ${S1[1]}, 2 threads ${S0[2]} / ${S1[2]}"
 echo "PyTorch thread setups tried:"
 grep -E '^  setup|^torch H=' "$tmp/torch.txt" | sed 's/^/  /'
 if echo '#include <cblas.h>' | ${CC:-cc} -E -x c - >/dev/null 2>&1; then
