@@ -42,7 +42,7 @@ MUTANTS = [
     ("matmul epilogue ignores reset rows (mh, dm)", "train.cu",
      "if (e.reset_rows && e.reset_rows[(size_t)r * e.reset_stride]) acc = 0.f;", "", [FP16]),
     ("no cudaFuncSetAttribute for the 128x128 tile's 55.5 KB of shared memory", "train.cu",
-     "        cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));\n", "", [FP16]),
+     "    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));\n", "", [FP16]),
     ("float->half truncates instead of rounding to even", "test/cuda/cuda_fp16.h",
      "r += rem > 0x1000u || (rem == 0x1000u && (r & 1));", "", [HALF]),
 ]
