@@ -77,7 +77,8 @@ static void launch_check_sync(const char *launcher, const char *file, int line) 
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     if (e == cudaSuccess) return;
-    fprintf(stderr, "error: CUDA: %s in the kernel launched by %s at %s:%d\n", cudaGetErrorString(e), launcher, file, line);
+    fprintf(stderr, "error: CUDA: %s in the kernel launched by %s at %s:%d\n", cudaGetErrorString(e), launcher, file,
+            line);
     exit(1);
 }
 #define launchCheck() launch_check_sync(__func__, __FILE__, __LINE__)
@@ -540,7 +541,8 @@ __global__ void weightnorm_forward_kernel(floatX *W, float *norms, const float *
     for (int k = lane; k < cols; k += WARP_SIZE) W[(size_t)row * cols + k] = tox(s * v[k]);
 }
 static void weightnorm_forward_gpu(floatX *W, float *norms, const float *Vd, const float *g, int rows, int cols) {
-    weightnorm_forward_kernel<<<ceil_div(rows, WARPS_PER_BLOCK), BLOCK_THREADS, 0, stream>>>(W, norms, Vd, g, rows, cols);
+    int blocks = ceil_div(rows, WARPS_PER_BLOCK);
+    weightnorm_forward_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(W, norms, Vd, g, rows, cols);
     launchCheck();
 }
 
@@ -1192,7 +1194,8 @@ static void model_allreduce(Model *md) {
     dist_sum(md->host.grads, md->np);
     cudaCheck(cudaMemcpyAsync(md->grads, md->host.grads, n, cudaMemcpyHostToDevice, stream));
 #endif
-    divide_kernel<<<4 * num_sms, BLOCK_THREADS, 0, stream>>>(md->grads, md->np, (float)world);  // as train.c: sum, then divide
+    // as train.c: sum, then divide
+    divide_kernel<<<4 * num_sms, BLOCK_THREADS, 0, stream>>>(md->grads, md->np, (float)world);
     launchCheck();
     md->stats_fresh = 0;
 }
@@ -1217,8 +1220,8 @@ static double model_apply(Model *md, const StepDecision *d, double clip, long ap
     AdamStep s = adam_step(a, applied);
     float inv_scale = (float)d->inv_scale;
     int blocks = 8 * num_sms;  // a grid-stride loop: a few waves of blocks
-    adam_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(md->params, md->adam_m, md->adam_v, md->grads, md->np, inv_scale, clipf,
-                                           s);
+    adam_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(md->params, md->adam_m, md->adam_v, md->grads, md->np, inv_scale,
+                                                      clipf, s);
     launchCheck();
     md->host_fresh = 0;
     md->weights_fresh = 0;

@@ -138,6 +138,7 @@ static void cpasync(int misalign, int wait, float *h) {
     cudaMemcpy(g, hg, sizeof hg, cudaMemcpyHostToDevice);
     k_cpasync<<<1, 32, 4 * 33 * sizeof(float)>>>(g, o, misalign, wait);
     if (h) cudaMemcpy(h, o, 64 * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaFree(g); cudaFree(o);
 }
 static void cp_misaligned(void *) { cpasync(1, 1, NULL); }
 static void cp_unwaited(void *) { cpasync(0, 0, NULL); }
@@ -199,6 +200,7 @@ static void wmma_run(int sync, int skew, float *h, float *ref) {
     cudaMemcpy(b, hb, sizeof hb, cudaMemcpyHostToDevice);
     k_wmma<<<1, 32, 1024>>>(a, b, o, sync, skew);
     if (h) cudaMemcpy(h, o, 256 * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaFree(a); cudaFree(b); cudaFree(o);
     if (ref)
         for (int i = 0; i < 16; i++)
             for (int j = 0; j < 16; j++) {
