@@ -8,6 +8,8 @@
 //   build/test_gpu --bench-step B N   N timed training steps at H=4096 D=64 T=256
 //   build/test_gpu --bench-matmul B   hand-written matmul vs cuBLAS on the model's shapes
 //   add --cublas to train with cuBLAS's matmul in --bench-step
+//   MLSTM_NO_GRAPH=1 in the environment: the time loops without CUDA graphs (a --bench-step of
+//   the direct path; the checks compare the two paths themselves)
 //
 // What is compared, and how. The error of a tensor is max|gpu - cpu| / max|cpu|
 // (so a single wrong row fails; noise is judged against the tensor's scale), and
