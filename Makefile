@@ -155,12 +155,16 @@ $(BUILD)/make_seeds: test/fuzz/make_seeds.c $(HEADERS) | $(BUILD)
 # cp.async is only compiled for sm_80+):
 #   make gpu NVCC=/usr/local/cuda-12/bin/nvcc GPU_ARCHS="-gencode arch=compute_70,code=sm_70"
 # Options: NCCL_HOME=DIR (nccl.h and libnccl under DIR/include, DIR/lib),
-# USE_CUBLAS=1 (train with cuBLAS's matmul, for comparison; rebuild with make -B).
+# USE_CUBLAS=1 (train with cuBLAS's matmul, for comparison), GPU_DEBUG=1 (every launch
+# waited for and checked, so a fault names the function that launched the kernel, with
+# file and line; the time loops run without CUDA graphs; slower): rebuild with make -B.
+# Device code carries line info (-lineinfo) for compute-sanitizer and Nsight.
+# MLSTM_NO_GRAPH=1 in the environment runs the time loops without CUDA graphs.
 comma := ,
 GPU_ARCHS ?= -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
              -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVCCFLAGS ?= -O3
-NVCCFLAGS += -std=c++17 -I. -D_GNU_SOURCE $(GPU_ARCHS) -Xcompiler -Wall$(comma)-Wextra$(if $(OMP_OK),$(comma)-fopenmp,$(comma)-Wno-unknown-pragmas)
+NVCCFLAGS += -std=c++17 -I. -D_GNU_SOURCE -lineinfo $(GPU_ARCHS) -Xcompiler -Wall$(comma)-Wextra$(if $(OMP_OK),$(comma)-fopenmp,$(comma)-Wno-unknown-pragmas)
 ifeq ($(WERROR),1)
   NVCCFLAGS += -Werror all-warnings -Xcompiler -Werror
 endif
@@ -183,6 +187,9 @@ ifeq ($(NCCL_OK),yes)
 endif
 ifeq ($(USE_CUBLAS),1)
   GPU_DEFS += -DUSE_CUBLAS
+endif
+ifeq ($(GPU_DEBUG),1)
+  GPU_DEFS += -DGPU_DEBUG
 endif
 GPU_DEPS := train.cu $(TRAIN_HEADERS)
 GPU_BINS := train_gpu train_gpu_fp32 $(BUILD)/test_gpu $(BUILD)/test_gpu_fp32
@@ -227,8 +234,9 @@ gpu-regs: | $(BUILD)
 # C++, which compiles against the layer's CUDA headers; every kernel then runs on the
 # CPU, thread by thread, and `make test` checks the GPU trainer against mlstm.h.
 # Variants: FP16 with cp.async (sm_80) under the lockstep schedule, FP16 with
-# synchronous copies (sm_75) warp by warp in reverse, FP32 under both; in the SAN
-# build only the first (ASan+UBSan are ~5x slower). test_half checks the float->half
+# synchronous copies (sm_75) warp by warp in reverse, FP32 under both, and the
+# GPU_DEBUG build (FP32, lockstep: every launch checked and waited for, no graphs); in
+# the SAN build only the first (ASan+UBSan are ~5x slower). test_half checks the float->half
 # conversion on all 2^32 inputs; test_cudacpu checks the layer's own reports and
 # runs the emulated trainer under mpirun -np 2 against -np 1 with twice the rows.
 CXX ?= g++
@@ -243,7 +251,7 @@ ifeq ($(SAN),1)
   CUDACPU_TESTS := $(CUDACPU)/test_gpu.lockstep
 else
   CUDACPU_TESTS := $(CUDACPU)/test_gpu.lockstep $(CUDACPU)/test_gpu_sm75.reverse $(CUDACPU)/test_gpu_fp32.lockstep \
-                   $(CUDACPU)/test_gpu_fp32.reverse $(CUDACPU)/test_half $(CUDACPU)/test_cudacpu
+                   $(CUDACPU)/test_gpu_fp32.reverse $(CUDACPU)/test_gpu_debug.lockstep $(CUDACPU)/test_half $(CUDACPU)/test_cudacpu
 endif
 test: $(CUDACPU_TESTS)
 .PHONY: cudacpu
@@ -264,6 +272,8 @@ $(CUDACPU)/test_gpu_sm75: $(CUDACPU)/test_gpu.cpp $(CUDACPU)/layer_750.o
 	$(CXX) $(CUDACPU_CXXFLAGS) $(CUDACPU_MPI) -D__CUDA_ARCH__=750 $^ -o $@ $(CUDACPU_MPI_LIBS) -lm
 $(CUDACPU)/test_gpu_fp32: $(CUDACPU)/test_gpu.cpp $(CUDACPU)/layer_800.o
 	$(CXX) $(CUDACPU_CXXFLAGS) $(CUDACPU_MPI) -D__CUDA_ARCH__=800 -DPRECISION_FP32 $^ -o $@ $(CUDACPU_MPI_LIBS) -lm
+$(CUDACPU)/test_gpu_debug: $(CUDACPU)/test_gpu.cpp $(CUDACPU)/layer_800.o
+	$(CXX) $(CUDACPU_CXXFLAGS) $(CUDACPU_MPI) -D__CUDA_ARCH__=800 -DPRECISION_FP32 -DGPU_DEBUG $^ -o $@ $(CUDACPU_MPI_LIBS) -lm
 $(CUDACPU)/train_gpu: $(CUDACPU)/train.cpp $(CUDACPU)/layer_800.o
 	$(CXX) $(CUDACPU_CXXFLAGS) $(CUDACPU_MPI) -D__CUDA_ARCH__=800 $^ -o $@ $(CUDACPU_MPI_LIBS) -lm
 $(CUDACPU)/train_gpu_fp32: $(CUDACPU)/train.cpp $(CUDACPU)/layer_800.o
@@ -279,7 +289,7 @@ $(CUDACPU)/%.lockstep: | $(CUDACPU)
 	$(call CUDACPU_WRAP,lockstep)
 $(CUDACPU)/%.reverse: | $(CUDACPU)
 	$(call CUDACPU_WRAP,reverse)
-$(CUDACPU_TESTS): $(CUDACPU)/test_gpu $(if $(filter 1,$(SAN)),,$(CUDACPU)/test_gpu_sm75 $(CUDACPU)/test_gpu_fp32)
+$(CUDACPU_TESTS): $(CUDACPU)/test_gpu $(if $(filter 1,$(SAN)),,$(CUDACPU)/test_gpu_sm75 $(CUDACPU)/test_gpu_fp32 $(CUDACPU)/test_gpu_debug)
 
 clean: clean-gpu
 clean-gpu:

@@ -11,7 +11,8 @@
 // Build-time switches: -DPRECISION_FP32 (everything FP32, the comparison of the
 // paper's 4.2x), -DUSE_CUBLAS (cuBLAS instead of the hand-written matmul, for
 // comparison only), -DUSE_NCCL (multi-process), -DUSE_MPI (as train.c),
-// -DTRAIN_NO_MAIN (no main: test/test_gpu.cu includes this file).
+// -DTRAIN_NO_MAIN (no main: test/test_gpu.cu includes this file), -DGPU_DEBUG (every
+// launch waited for and checked, no CUDA graphs: make gpu GPU_DEBUG=1).
 //
 // What is FP16 in the FP16 build, and why that loses nothing that matters:
 //   FP16: the effective weights the matmuls read (W_x, W_h, W_mx, W_mh after weight
@@ -79,7 +80,25 @@ static void cuda_check(cudaError_t e, const char *file, int line) {
     exit(1);
 }
 #define cudaCheck(x) cuda_check((x), __FILE__, __LINE__)
+#ifdef GPU_DEBUG
+// The debug build (make gpu GPU_DEBUG=1): each launch is waited for, so a fault in a
+// kernel (an illegal address, a trap) is reported with the function that launched
+// it, not by a later call that happens to see the error. CUDA graphs are off in it:
+// waiting inside a capture is illegal.
+static void launch_check_sync(const char *launcher, const char *file, int line) {
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();
+    if (e == cudaSuccess) return;
+    fprintf(stderr, "error: CUDA: %s in the kernel launched by %s at %s:%d\n", cudaGetErrorString(e), launcher, file,
+            line);
+    exit(1);
+}
+#define launchCheck() launch_check_sync(__func__, __FILE__, __LINE__)
+#define GPU_GRAPHS 0
+#else
 #define launchCheck() cudaCheck(cudaGetLastError())
+#define GPU_GRAPHS 1
+#endif
 #if GPU_NCCL
 static void nccl_check(ncclResult_t r, const char *file, int line) {
     if (r == ncclSuccess) return;
@@ -91,6 +110,11 @@ static void nccl_check(ncclResult_t r, const char *file, int line) {
 #endif
 static int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
 static int num_sms = 1;
+// Every launch, copy and memset of train.cu goes to this one stream (select_device
+// creates it): a CUDA graph can be captured only from a stream other than the legacy
+// default stream 0. It is a blocking stream, so work a caller puts on stream 0 (the
+// tests' cudaMemcpy) still waits for it, and it for that work.
+static cudaStream_t stream;
 
 // Launch shapes. Pointwise kernels run BLOCK_THREADS threads a block; the row
 // kernels (weight norm) give each row one warp, WARPS_PER_BLOCK rows a block.
@@ -286,13 +310,14 @@ template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
 static void matmul_wmma(const half *A, const half *B, int M, int N, int K, const Epilogue &e) {
     typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL> P;
     auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL>;
-    static bool configured = false;  // more than 48 KB of dynamic shared memory needs an opt-in
-    if (!configured) {
-        cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
-        configured = true;
-    }
-    kernel<<<dim3(N / BN, M / BM), P::THREADS, P::SMEM>>>(A, B, M, N, K, e);
+    kernel<<<dim3(N / BN, M / BM), P::THREADS, P::SMEM, stream>>>(A, B, M, N, K, e);
     launchCheck();
+}
+// More than 48 KB of dynamic shared memory needs an opt-in per kernel (matmul_setup).
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL> static void matmul_wmma_setup() {
+    typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL> P;
+    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL>;
+    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
 }
 #endif
 
@@ -341,7 +366,7 @@ matmul_simt_kernel(const floatX *A, const floatX *B, int M, int N, int K, Epilog
 template <bool ACOL, bool BCOL>
 static void matmul_simt(const floatX *A, const floatX *B, int M, int N, int K, const Epilogue &e) {
     dim3 grid(ceil_div(N, SIMT_TILE), ceil_div(M, SIMT_TILE));
-    matmul_simt_kernel<ACOL, BCOL><<<grid, SIMT_THREADS>>>(A, B, M, N, K, e);
+    matmul_simt_kernel<ACOL, BCOL><<<grid, SIMT_THREADS, 0, stream>>>(A, B, M, N, K, e);
     launchCheck();
 }
 
@@ -364,7 +389,10 @@ static void cublas_check(cublasStatus_t s, const char *file, int line) {
 
 // C (M,N) FP32 = A . B in the given layout, cuBLAS's choice of algorithm.
 static void cublas_gemm(int layout, int M, int N, int K, const floatX *A, const floatX *B, float *C) {
-    if (!cublas_handle) cublasCheck(cublasCreate(&cublas_handle));
+    if (!cublas_handle) {
+        cublasCheck(cublasCreate(&cublas_handle));
+        cublasCheck(cublasSetStream(cublas_handle, stream));
+    }
     bool acol = layout == MM_TN, bcol = layout == MM_NT;
     const float one = 1.f, zero = 0.f;
     cudaDataType_t t = GPU_FP16 ? CUDA_R_16F : CUDA_R_32F;
@@ -385,7 +413,7 @@ static void matmul_cublas(int layout, int M, int N, int K, const floatX *A, cons
         cublas_scratch_n = n;
     }
     cublas_gemm(layout, M, N, K, A, B, cublas_scratch);
-    epilogue_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS>>>(cublas_scratch, M, N, e);
+    epilogue_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(cublas_scratch, M, N, e);
     launchCheck();
 }
 #endif
@@ -578,7 +606,8 @@ __global__ void weightnorm_forward_kernel(floatX *W, float *norms, const float *
     for (int k = lane; k < cols; k += WARP_SIZE) W[(size_t)row * cols + k] = tox(s * v[k]);
 }
 static void weightnorm_forward_gpu(floatX *W, float *norms, const float *Vd, const float *g, int rows, int cols) {
-    weightnorm_forward_kernel<<<ceil_div(rows, WARPS_PER_BLOCK), BLOCK_THREADS>>>(W, norms, Vd, g, rows, cols);
+    int blocks = ceil_div(rows, WARPS_PER_BLOCK);
+    weightnorm_forward_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(W, norms, Vd, g, rows, cols);
     launchCheck();
 }
 
@@ -600,7 +629,7 @@ __global__ void weightnorm_backward_kernel(float *dV, float *dg, const float *dW
 static void weightnorm_backward_gpu(float *dV, float *dg, const float *dW, const float *Vd, const float *g,
                                     const float *norms, int rows, int cols) {
     int blocks = ceil_div(rows, WARPS_PER_BLOCK);
-    weightnorm_backward_kernel<<<blocks, BLOCK_THREADS>>>(dV, dg, dW, Vd, g, norms, rows, cols);
+    weightnorm_backward_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(dV, dg, dW, Vd, g, norms, rows, cols);
     launchCheck();
 }
 
@@ -615,7 +644,7 @@ __global__ void embed_forward_kernel(floatX *xe, const float *E, const uint8_t *
     xe[i] = tox(E[(size_t)in[b * T + t] * D + d]);
 }
 static void embed_forward(floatX *xe, const float *E, const uint8_t *in, int B, int T, int D) {
-    embed_forward_kernel<<<ceil_div((long)B * T * D, BLOCK_THREADS), BLOCK_THREADS>>>(xe, E, in, B, T, D);
+    embed_forward_kernel<<<ceil_div((long)B * T * D, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(xe, E, in, B, T, D);
     launchCheck();
 }
 
@@ -643,7 +672,7 @@ __global__ void embed_backward_kernel(float *dE, const float *dxe, const uint8_t
     }
 }
 static void embed_backward(float *dE, const float *dxe, const uint8_t *in, int B, int T, int D, int V) {
-    embed_backward_kernel<<<V, dim3(EMB, EMB)>>>(dE, dxe, in, B, T, D);
+    embed_backward_kernel<<<V, dim3(EMB, EMB), 0, stream>>>(dE, dxe, in, B, T, D);
     launchCheck();
 }
 
@@ -668,7 +697,7 @@ __global__ void cell_forward_kernel(floatX *gates, floatX *h, float *c, const fl
 static void cell_forward_step(floatX *gates, floatX *h, float *c, const float *z, const float *c_prev,
                               const uint8_t *rs, int t, int T, int B, int H) {
     int blocks = ceil_div((long)B * H, BLOCK_THREADS);
-    cell_forward_kernel<<<blocks, BLOCK_THREADS>>>(gates, h, c, z, c_prev, rs, t, T, B, H);
+    cell_forward_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(gates, h, c, z, c_prev, rs, t, T, B, H);
     launchCheck();
 }
 
@@ -690,7 +719,7 @@ __global__ void cell_backward_kernel(floatX *dz, float *dc, const float *dh, con
 static void cell_backward_step(floatX *dz, float *dc, const float *dh, const floatX *dhs, const floatX *gates,
                                const float *c_prev, const float *c, const uint8_t *rs, int t, int T, int B, int H) {
     int blocks = ceil_div((long)B * H, BLOCK_THREADS);
-    cell_backward_kernel<<<blocks, BLOCK_THREADS>>>(dz, dc, dh, dhs, gates, c_prev, c, rs, t, T, B, H);
+    cell_backward_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(dz, dc, dh, dhs, gates, c_prev, c, rs, t, T, B, H);
     launchCheck();
 }
 
@@ -716,7 +745,7 @@ __global__ void softmax_xent_kernel(floatX *dlogits, float *losses, const float 
 }
 static void softmax_xent(floatX *dlogits, float *losses, const float *logits, const uint8_t *tg, int B, int T, int V,
                          float s) {
-    softmax_xent_kernel<<<B * T, BLOCK_THREADS>>>(dlogits, losses, logits, tg, B, T, V, s);
+    softmax_xent_kernel<<<B * T, BLOCK_THREADS, 0, stream>>>(dlogits, losses, logits, tg, B, T, V, s);
     launchCheck();
 }
 
@@ -740,9 +769,9 @@ __global__ void colsum_finish_kernel(float *out, const float *part, int cols, fl
 }
 static void colsum(float *out, float *part /*(COLSUM_CHUNKS,cols)*/, const floatX *x, int rows, int cols, float scale) {
     dim3 grid(ceil_div(cols, BLOCK_THREADS), COLSUM_CHUNKS);
-    colsum_partial_kernel<<<grid, BLOCK_THREADS>>>(part, x, rows, cols);
+    colsum_partial_kernel<<<grid, BLOCK_THREADS, 0, stream>>>(part, x, rows, cols);
     launchCheck();
-    colsum_finish_kernel<<<ceil_div(cols, BLOCK_THREADS), BLOCK_THREADS>>>(out, part, cols, scale);
+    colsum_finish_kernel<<<ceil_div(cols, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(out, part, cols, scale);
     launchCheck();
 }
 
@@ -765,12 +794,13 @@ __global__ void reduce_kernel(double *part, int *bad, const float *x, size_t n, 
     }
 }
 static double reduce(double *part, int *bad, const float *x, size_t n, int square, float limit, int *any_bad) {
-    reduce_kernel<<<RED_BLOCKS, BLOCK_THREADS>>>(part, bad, x, n, square, limit);
+    reduce_kernel<<<RED_BLOCKS, BLOCK_THREADS, 0, stream>>>(part, bad, x, n, square, limit);
     launchCheck();
     double hp[RED_BLOCKS], s = 0;
     int hb[RED_BLOCKS], b = 0;
-    cudaCheck(cudaMemcpy(hp, part, sizeof hp, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(hb, bad, sizeof hb, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpyAsync(hp, part, sizeof hp, cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaMemcpyAsync(hb, bad, sizeof hb, cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
     for (int i = 0; i < RED_BLOCKS; i++) {
         s += hp[i];
         b |= hb[i];
@@ -806,11 +836,11 @@ __global__ void to_f32_kernel(float *y, const floatX *x, size_t n) {
     if (i < n) y[i] = tof(x[i]);
 }
 static void to_x(floatX *y, const float *x, size_t n) {
-    to_x_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS>>>(y, x, n);
+    to_x_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(y, x, n);
     launchCheck();
 }
 static void to_f32(float *y, const floatX *x, size_t n) {
-    to_f32_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS>>>(y, x, n);
+    to_f32_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(y, x, n);
     launchCheck();
 }
 
@@ -862,6 +892,8 @@ struct Model {
 #if GPU_NCCL
     ncclComm_t comm;
 #endif
+    int use_graphs;        // run the time loops as CUDA graphs (run_steps); 0: launch them directly
+    cudaGraphExec_t fwd_graph, bwd_graph;  // the forward and backward time loops, captured on first use
 };
 
 // Carves one allocation into the buffers of a table, 256-byte aligned.
@@ -876,13 +908,28 @@ static void *alloc_bufs(Buf *b, int n) {
     for (int i = 0; i < n; i++) total += buf_rounded(b[i].bytes);
     char *base;
     cudaCheck(cudaMalloc(&base, total));
-    cudaCheck(cudaMemset(base, 0, total));
+    cudaCheck(cudaMemsetAsync(base, 0, total, stream));
     size_t off = 0;
     for (int i = 0; i < n; i++) {
         *b[i].ptr = base + off;
         off += buf_rounded(b[i].bytes);
     }
     return base;
+}
+
+// More than 48 KB of dynamic shared memory needs an opt-in per kernel: given here, for
+// every WMMA tile matmul() dispatches to (a tile missing here fails its first launch),
+// once, before any CUDA graph capture (a kernel's attributes are not set inside one).
+static void matmul_setup(void) {
+#if GPU_FP16
+    const int T = TILE_BIG, S = TILE_SMALL;
+    matmul_wmma_setup<T, T, 64, 32, false, true>();
+    matmul_wmma_setup<T, T, 64, 32, false, false>();
+    matmul_wmma_setup<T, T, 64, 32, true, false>();
+    matmul_wmma_setup<S, S, 32, 32, false, true>();
+    matmul_wmma_setup<S, S, 32, 32, false, false>();
+    matmul_wmma_setup<S, S, 32, 32, true, false>();
+#endif
 }
 
 // One GPU per process: the local rank picks it (mpirun sets OMPI_COMM_WORLD_LOCAL_RANK).
@@ -901,6 +948,10 @@ static void select_device(void) {
     cudaDeviceProp prop;
     cudaCheck(cudaGetDeviceProperties(&prop, dev));
     num_sms = prop.multiProcessorCount;
+    if (!stream) {  // once per process; both live as long as it
+        cudaCheck(cudaStreamCreate(&stream));
+        matmul_setup();
+    }
     static int printed = 0;
     const char *kind = GPU_FP16 ? "hand-written WMMA" : "hand-written SIMT FP32";
     if (matmul_use_cublas) kind = "cuBLAS (USE_CUBLAS)";
@@ -980,6 +1031,9 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
     memset(md->host_h, 0, sizeof(real) * B * H);
     memset(md->host_c, 0, sizeof(real) * B * H);
     model_loaded(md);
+    const char *no_graph = getenv("MLSTM_NO_GRAPH");  // MLSTM_NO_GRAPH=1: the direct path, to compare
+    md->use_graphs = GPU_GRAPHS && !(no_graph && atoi(no_graph));
+    md->fwd_graph = md->bwd_graph = NULL;
     return md;
 }
 
@@ -992,6 +1046,8 @@ static void model_free(Model *md) {
     mlstm_free(&md->host);
     free(md->host_h);
     free(md->host_c);
+    if (md->fwd_graph) cudaCheck(cudaGraphExecDestroy(md->fwd_graph));
+    if (md->bwd_graph) cudaCheck(cudaGraphExecDestroy(md->bwd_graph));
     free(md);
 }
 
@@ -1001,27 +1057,29 @@ static void model_free(Model *md) {
 static Mlstm *model_host(Model *md) {
     if (!md->host_fresh) {
         size_t n = md->np * sizeof(float);
-        cudaCheck(cudaMemcpy(md->host.params, md->params, n, cudaMemcpyDeviceToHost));
-        cudaCheck(cudaMemcpy(md->host.adam_m, md->adam_m, n, cudaMemcpyDeviceToHost));
-        cudaCheck(cudaMemcpy(md->host.adam_v, md->adam_v, n, cudaMemcpyDeviceToHost));
+        cudaCheck(cudaMemcpyAsync(md->host.params, md->params, n, cudaMemcpyDeviceToHost, stream));
+        cudaCheck(cudaMemcpyAsync(md->host.adam_m, md->adam_m, n, cudaMemcpyDeviceToHost, stream));
+        cudaCheck(cudaMemcpyAsync(md->host.adam_v, md->adam_v, n, cudaMemcpyDeviceToHost, stream));
+        cudaCheck(cudaStreamSynchronize(stream));
         md->host_fresh = 1;
     }
     return &md->host;
 }
 static void model_state(Model *md, real **h, real **c) {
     size_t n = sizeof(float) * md->B * md->cfg.H;
-    cudaCheck(cudaMemcpy(md->host_h, md->train_h, n, cudaMemcpyDeviceToHost));
-    cudaCheck(cudaMemcpy(md->host_c, md->train_c, n, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpyAsync(md->host_h, md->train_h, n, cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaMemcpyAsync(md->host_c, md->train_c, n, cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
     *h = md->host_h;
     *c = md->host_c;
 }
 static void model_loaded(Model *md) {  // the host copies are the truth: push them to the device
     size_t n = md->np * sizeof(float), s = sizeof(float) * md->B * md->cfg.H;
-    cudaCheck(cudaMemcpy(md->params, md->host.params, n, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(md->adam_m, md->host.adam_m, n, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(md->adam_v, md->host.adam_v, n, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(md->train_h, md->host_h, s, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(md->train_c, md->host_c, s, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpyAsync(md->params, md->host.params, n, cudaMemcpyHostToDevice, stream));
+    cudaCheck(cudaMemcpyAsync(md->adam_m, md->host.adam_m, n, cudaMemcpyHostToDevice, stream));
+    cudaCheck(cudaMemcpyAsync(md->adam_v, md->host.adam_v, n, cudaMemcpyHostToDevice, stream));
+    cudaCheck(cudaMemcpyAsync(md->train_h, md->host_h, s, cudaMemcpyHostToDevice, stream));
+    cudaCheck(cudaMemcpyAsync(md->train_c, md->host_c, s, cudaMemcpyHostToDevice, stream));
     md->host_fresh = 1;
     md->weights_fresh = 0;
     md->stats_fresh = 0;
@@ -1044,30 +1102,44 @@ static void refresh_weights(Model *md) {
     md->weights_fresh = 1;
 }
 
+// (From pageable host memory a cudaMemcpyAsync returns once the bytes are staged, so
+// the caller may reuse its buffers at once.)
 static void upload_batch(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs) {
     size_t n = (size_t)md->B * md->T;
-    cudaCheck(cudaMemcpy(md->tok, in, n, cudaMemcpyHostToDevice));
-    cudaCheck(cudaMemcpy(md->tok + n, tg, n, cudaMemcpyHostToDevice));
-    if (rs) cudaCheck(cudaMemcpy(md->tok + 2 * n, rs, n, cudaMemcpyHostToDevice));
-    else cudaCheck(cudaMemset(md->tok + 2 * n, 0, n));
+    cudaCheck(cudaMemcpyAsync(md->tok, in, n, cudaMemcpyHostToDevice, stream));
+    cudaCheck(cudaMemcpyAsync(md->tok + n, tg, n, cudaMemcpyHostToDevice, stream));
+    if (rs) cudaCheck(cudaMemcpyAsync(md->tok + 2 * n, rs, n, cudaMemcpyHostToDevice, stream));
+    else cudaCheck(cudaMemsetAsync(md->tok + 2 * n, 0, n, stream));
 }
 
-// Forward over T steps from the state (h0, c0) (B,H), which it advances; with
-// scale > 0 also dlogits for backward, seeded with S. Returns the mean loss.
-// mlstm.h's mlstm_forward, equation by equation (the block above it).
-static double forward(Model *md, float *h0, float *c0, double scale) {
-    const int D = md->cfg.D, H = md->cfg.H, V = md->cfg.V, B = md->B, T = md->T, N = B * T;
+// The two time loops: T dependent steps of two matmuls and a cell kernel each, 3T
+// launches that are short at small B, so launch latency adds up (1,536 launches a
+// step at T = 256). Their arguments are the Model's own buffers, fixed from
+// model_create on, so each loop is captured once into a CUDA graph and replayed
+// with one launch: the same kernels, in the same order, with the same arguments as
+// the direct path, so the same bits (test_gpu checks). Not with cuBLAS (which
+// allocates its scratch inside the loop), nor in the debug build.
+static void run_steps(Model *md, cudaGraphExec_t *graph, void (*steps)(Model *)) {
+    if (!md->use_graphs || matmul_use_cublas) {
+        steps(md);
+        return;
+    }
+    if (!*graph) {  // capture: the launches are recorded, not run
+        cudaGraph_t g;
+        cudaCheck(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));  // only this thread's calls matter
+        steps(md);
+        cudaCheck(cudaStreamEndCapture(stream, &g));
+        cudaCheck(cudaGraphInstantiate(graph, g, 0));
+        cudaCheck(cudaGraphDestroy(g));
+    }
+    cudaCheck(cudaGraphLaunch(*graph, stream));
+}
+
+// Forward steps t = 0 .. T-1 from hs[0], cs[0] (mlstm.h's recurrence).
+static void forward_steps(Model *md) {
+    const int H = md->cfg.H, B = md->B, T = md->T, N = B * T;
     const size_t BH = (size_t)B * H;
-    const uint8_t *in = md->tok, *tg = md->tok + N, *rs = md->tok + 2 * N;
-    refresh_weights(md);
-    embed_forward(md->xe, md->p.t[P_E], in, B, T, D);
-    // input projections of all T steps: gates = e W_x^T + b (N,4H), mx = e W_mx^T (N,H)
-    Epilogue e = epi_x(md->gates, 4 * H);
-    e.bias = md->p.t[P_B];
-    matmul(MM_NT, N, 4 * H, D, md->xe, md->W[WN_X], e);
-    matmul(MM_NT, N, H, D, md->xe, md->W[WN_MX], epi_x(md->mx, H));
-    to_x(md->hs, h0, BH);
-    cudaCheck(cudaMemcpy(md->cs, c0, sizeof(float) * BH, cudaMemcpyDeviceToDevice));
+    const uint8_t *rs = md->tok + 2 * N;
     for (int t = 0; t < T; t++) {
         size_t o = (size_t)t * BH;
         floatX *gates_t = md->gates + 4 * o;  // holds e W_x^T + b until the cell overwrites it with the gates
@@ -1076,33 +1148,13 @@ static double forward(Model *md, float *h0, float *c0, double scale) {
         matmul(MM_NT, B, 4 * H, H, md->mt + o, md->W[WN_H], epi_z_sum(md->zs, gates_t, H));  // z_t   (B,4H)
         cell_forward_step(gates_t, md->hs + o + BH, md->cs + o + BH, md->zs, md->cs + o, rs, t, T, B, H);
     }
-    e = epi_f32(md->logits, V);  // output layer over all T*B rows: logits = h W_out^T + b_out (N,V)
-    e.bias = md->p.t[P_BOUT];
-    matmul(MM_NT, N, V, H, md->hs + BH, md->Wout, e);
-    softmax_xent(scale > 0 ? md->dlogits : NULL, md->losses, md->logits, tg, B, T, V, (float)scale);
-    double loss = reduce(md->red, md->red_bad, md->losses, N, 0, INFINITY, NULL) / N;
-    // stateful truncated BPTT: the last state feeds the next batch
-    to_f32(h0, md->hs + (size_t)T * BH, BH);
-    cudaCheck(cudaMemcpy(c0, md->cs + (size_t)T * BH, sizeof(float) * BH, cudaMemcpyDeviceToDevice));
-    return loss;
 }
 
-// Backward through time of the last forward (mlstm.h's mlstm_backward): writes
-// S * d(mean loss)/d(params) into grads. Weight gradients are single matmuls over
-// all T*B rows after the time loop; the activation gradients before them carry each
-// prediction's gradient times S, and epi_grad / colsum apply the mean's 1/N in FP32.
-static void backward(Model *md) {
-    const int D = md->cfg.D, H = md->cfg.H, V = md->cfg.V, B = md->B, T = md->T, N = B * T;
+// Backward steps t = T-1 .. 0 from dh = dc = 0 (mlstm.h's mlstm_backward's time loop).
+static void backward_steps(Model *md) {
+    const int H = md->cfg.H, B = md->B, T = md->T, N = B * T;
     const size_t BH = (size_t)B * H;
-    const uint8_t *in = md->tok, *rs = md->tok + 2 * N;
-    ParamTable *g = &md->g;
-    // every tensor is overwritten; zero is the safe default
-    cudaCheck(cudaMemsetAsync(md->grads, 0, md->np * sizeof(float)));
-    matmul(MM_TN, V, H, N, md->dlogits, md->hs + BH, epi_grad(g->t[P_WOUT], H, N));  // dW_out = dlogits^T h / N
-    colsum(g->t[P_BOUT], md->colpart, md->dlogits, N, V, 1.f / N);
-    matmul(MM_NN, N, H, V, md->dlogits, md->Wout, epi_x(md->dhs, H));  // dh_t from the output layer (N,H)
-    cudaCheck(cudaMemsetAsync(md->dh, 0, sizeof(float) * BH));
-    cudaCheck(cudaMemsetAsync(md->dc, 0, sizeof(float) * BH));
+    const uint8_t *rs = md->tok + 2 * N;
     for (int t = T - 1; t >= 0; t--) {
         size_t o = (size_t)t * BH;
         const floatX *gates_t = md->gates + 4 * o;
@@ -1113,6 +1165,53 @@ static void backward(Model *md) {
         matmul(MM_NN, B, H, 4 * H, md->dz + 4 * o, md->W[WN_H], split);
         matmul(MM_NN, B, H, H, md->dmh + o, md->W[WN_MH], epi_f32(md->dh, H));  // dh_{t-1} = dmh W_mh
     }
+}
+
+// Forward over T steps from the state (h0, c0) (B,H), which it advances; with
+// scale > 0 also dlogits for backward, seeded with S. Returns the mean loss.
+// mlstm.h's mlstm_forward, equation by equation (the block above it).
+static double forward(Model *md, float *h0, float *c0, double scale) {
+    const int D = md->cfg.D, H = md->cfg.H, V = md->cfg.V, B = md->B, T = md->T, N = B * T;
+    const size_t BH = (size_t)B * H;
+    const uint8_t *in = md->tok, *tg = md->tok + N;
+    refresh_weights(md);
+    embed_forward(md->xe, md->p.t[P_E], in, B, T, D);
+    // input projections of all T steps: gates = e W_x^T + b (N,4H), mx = e W_mx^T (N,H)
+    Epilogue e = epi_x(md->gates, 4 * H);
+    e.bias = md->p.t[P_B];
+    matmul(MM_NT, N, 4 * H, D, md->xe, md->W[WN_X], e);
+    matmul(MM_NT, N, H, D, md->xe, md->W[WN_MX], epi_x(md->mx, H));
+    to_x(md->hs, h0, BH);
+    cudaCheck(cudaMemcpyAsync(md->cs, c0, sizeof(float) * BH, cudaMemcpyDeviceToDevice, stream));
+    run_steps(md, &md->fwd_graph, forward_steps);
+    e = epi_f32(md->logits, V);  // output layer over all T*B rows: logits = h W_out^T + b_out (N,V)
+    e.bias = md->p.t[P_BOUT];
+    matmul(MM_NT, N, V, H, md->hs + BH, md->Wout, e);
+    softmax_xent(scale > 0 ? md->dlogits : NULL, md->losses, md->logits, tg, B, T, V, (float)scale);
+    double loss = reduce(md->red, md->red_bad, md->losses, N, 0, INFINITY, NULL) / N;
+    // stateful truncated BPTT: the last state feeds the next batch
+    to_f32(h0, md->hs + (size_t)T * BH, BH);
+    cudaCheck(cudaMemcpyAsync(c0, md->cs + (size_t)T * BH, sizeof(float) * BH, cudaMemcpyDeviceToDevice, stream));
+    return loss;
+}
+
+// Backward through time of the last forward (mlstm.h's mlstm_backward): writes
+// S * d(mean loss)/d(params) into grads. Weight gradients are single matmuls over
+// all T*B rows after the time loop; the activation gradients before them carry each
+// prediction's gradient times S, and epi_grad / colsum apply the mean's 1/N in FP32.
+static void backward(Model *md) {
+    const int D = md->cfg.D, H = md->cfg.H, V = md->cfg.V, B = md->B, T = md->T, N = B * T;
+    const size_t BH = (size_t)B * H;
+    const uint8_t *in = md->tok;
+    ParamTable *g = &md->g;
+    // every tensor is overwritten; zero is the safe default
+    cudaCheck(cudaMemsetAsync(md->grads, 0, md->np * sizeof(float), stream));
+    matmul(MM_TN, V, H, N, md->dlogits, md->hs + BH, epi_grad(g->t[P_WOUT], H, N));  // dW_out = dlogits^T h / N
+    colsum(g->t[P_BOUT], md->colpart, md->dlogits, N, V, 1.f / N);
+    matmul(MM_NN, N, H, V, md->dlogits, md->Wout, epi_x(md->dhs, H));  // dh_t from the output layer (N,H)
+    cudaCheck(cudaMemsetAsync(md->dh, 0, sizeof(float) * BH, stream));
+    cudaCheck(cudaMemsetAsync(md->dc, 0, sizeof(float) * BH, stream));
+    run_steps(md, &md->bwd_graph, backward_steps);
     matmul(MM_TN, 4 * H, H, N, md->dz, md->mt, epi_grad(md->dW[WN_H], H, N));  // dW_h  = dz^T m / N
     matmul(MM_TN, 4 * H, D, N, md->dz, md->xe, epi_grad(md->dW[WN_X], D, N));  // dW_x  = dz^T e / N
     matmul(MM_TN, H, D, N, md->dmx, md->xe, epi_grad(md->dW[WN_MX], D, N));    // dW_mx = dmx^T e / N
@@ -1147,7 +1246,7 @@ static double model_step(Model *md, const uint8_t *in, const uint8_t *tg, const 
 
 static void model_inject_overflow(Model *md) {
     const float inf = INFINITY;
-    cudaCheck(cudaMemcpy(md->grads, &inf, sizeof inf, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpyAsync(md->grads, &inf, sizeof inf, cudaMemcpyHostToDevice, stream));
     md->stats_fresh = 0;
 }
 
@@ -1156,14 +1255,16 @@ static void model_allreduce(Model *md) {
     if (world == 1) return;
 #if GPU_NCCL
     (void)dist_sum;  // train.h's MPI path, not needed with NCCL
-    ncclCheck(ncclAllReduce(md->grads, md->grads, md->np, ncclFloat, ncclSum, md->comm, 0));
+    ncclCheck(ncclAllReduce(md->grads, md->grads, md->np, ncclFloat, ncclSum, md->comm, stream));
 #else
     size_t n = md->np * sizeof(float);
-    cudaCheck(cudaMemcpy(md->host.grads, md->grads, n, cudaMemcpyDeviceToHost));
+    cudaCheck(cudaMemcpyAsync(md->host.grads, md->grads, n, cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
     dist_sum(md->host.grads, md->np);
-    cudaCheck(cudaMemcpy(md->grads, md->host.grads, n, cudaMemcpyHostToDevice));
+    cudaCheck(cudaMemcpyAsync(md->grads, md->host.grads, n, cudaMemcpyHostToDevice, stream));
 #endif
-    divide_kernel<<<4 * num_sms, BLOCK_THREADS>>>(md->grads, md->np, (float)world);  // as train.c: sum, then divide
+    // as train.c: sum, then divide
+    divide_kernel<<<4 * num_sms, BLOCK_THREADS, 0, stream>>>(md->grads, md->np, (float)world);
     launchCheck();
     md->stats_fresh = 0;
 }
@@ -1191,8 +1292,8 @@ static double model_apply(Model *md, const StepDecision *d, double clip, long ap
     AdamStep s = adam_step(a, applied);
     float inv_scale = (float)d->inv_scale;
     int blocks = 8 * num_sms;  // a grid-stride loop: a few waves of blocks
-    adam_kernel<<<blocks, BLOCK_THREADS>>>(md->params, md->adam_m, md->adam_v, md->grads, md->np, inv_scale, clipf,
-                                           s);
+    adam_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(md->params, md->adam_m, md->adam_v, md->grads, md->np, inv_scale,
+                                                      clipf, s);
     launchCheck();
     md->host_fresh = 0;
     md->weights_fresh = 0;
@@ -1203,8 +1304,8 @@ static double model_apply(Model *md, const StepDecision *d, double clip, long ap
 // Validation: forward only, on the validation state (first = 1 zeroes it).
 static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, int first) {
     if (first) {
-        cudaCheck(cudaMemset(md->val_h, 0, sizeof(float) * md->B * md->cfg.H));
-        cudaCheck(cudaMemset(md->val_c, 0, sizeof(float) * md->B * md->cfg.H));
+        cudaCheck(cudaMemsetAsync(md->val_h, 0, sizeof(float) * md->B * md->cfg.H, stream));
+        cudaCheck(cudaMemsetAsync(md->val_c, 0, sizeof(float) * md->B * md->cfg.H, stream));
     }
     upload_batch(md, in, tg, rs);
     return forward(md, md->val_h, md->val_c, 0);

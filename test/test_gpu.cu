@@ -8,6 +8,8 @@
 //   build/test_gpu --bench-step B N   N timed training steps at H=4096 D=64 T=256
 //   build/test_gpu --bench-matmul B   hand-written matmul vs cuBLAS on the model's shapes
 //   add --cublas to train with cuBLAS's matmul in --bench-step
+//   MLSTM_NO_GRAPH=1 in the environment: the time loops without CUDA graphs (a --bench-step of
+//   the direct path; the checks compare the two paths themselves)
 //
 // What is compared, and how. The error of a tensor is max|gpu - cpu| / max|cpu|
 // (so a single wrong row fails; noise is judged against the tensor's scale), and
@@ -100,6 +102,68 @@ static void random_batch(uint8_t *in, uint8_t *tg, uint8_t *rs, int B, int T, ui
 }
 
 // ----------------------------------------------------------------------------
+// The time loops as CUDA graphs (the default) against the direct path (MLSTM_NO_GRAPH=1):
+// the same kernels in the same order with the same arguments, so the same bits, at the
+// step that captures the loops, at a step that replays them after Adam moved the
+// weights (state carried), and at a validation forward.
+
+static void test_graph_path(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
+    if (!GPU_GRAPHS || matmul_use_cublas) {
+        printf("skip  graph path: no CUDA graphs in this build (%s)\n", matmul_use_cublas ? "cuBLAS" : "GPU_DEBUG");
+        return;
+    }
+    const int N = B * T, BH = B * cfg.H;
+    Model *m[2];
+    const char *env = getenv("MLSTM_NO_GRAPH");
+    char *saved = env ? strdup(env) : NULL;
+    for (int k = 0; k < 2; k++) {  // the switch as a user sets it
+        if (k) setenv("MLSTM_NO_GRAPH", "1", 1);
+        else unsetenv("MLSTM_NO_GRAPH");
+        m[k] = model_create(cfg, B, T, seed);
+        if (sms > 0) num_sms = sms;
+    }
+    if (saved) setenv("MLSTM_NO_GRAPH", saved, 1);
+    else unsetenv("MLSTM_NO_GRAPH");
+    free(saved);
+    CHECK(m[0]->use_graphs && !m[1]->use_graphs, "MLSTM_NO_GRAPH=1 turns the graphs off, its absence leaves them on");
+    const size_t np = m[0]->np, nl = (size_t)N * cfg.V;
+    uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
+    cudaGraphExec_t fwd = NULL, bwd = NULL;
+    for (int step = 1; step <= 2; step++) {
+        random_batch(in, tg, rs, B, T, seed * 7 + step);
+        double loss[2];
+        float *grads[2], *logits[2], *state[2];
+        for (int k = 0; k < 2; k++) {
+            loss[k] = model_step(m[k], in, tg, rs, N);
+            grads[k] = d2h(m[k]->grads, np);
+            logits[k] = d2h(m[k]->logits, nl);
+            state[k] = (float *)mallocCheck(sizeof(float) * 2 * BH);
+            real *h, *c;
+            model_state(m[k], &h, &c);
+            memcpy(state[k], h, sizeof(float) * BH);
+            memcpy(state[k] + BH, c, sizeof(float) * BH);
+            model_overflow(m[k], 0);
+            StepDecision d = {1, 1e-3, 1.0 / N, (double)N};
+            model_apply(m[k], &d, 1.0, step);
+        }
+        if (step == 1) { fwd = m[0]->fwd_graph; bwd = m[0]->bwd_graph; }
+        CHECK(loss[0] == loss[1] && !memcmp(grads[0], grads[1], np * 4) && !memcmp(logits[0], logits[1], nl * 4) &&
+                  !memcmp(state[0], state[1], sizeof(float) * 2 * BH),
+              "graph path == direct path, bit for bit, step %d (%s): loss %s, gradients %s, logits %s, state %s", step,
+              step == 1 ? "captures" : "replays", loss[0] == loss[1] ? "same" : "DIFFER",
+              memcmp(grads[0], grads[1], np * 4) ? "DIFFER" : "same", memcmp(logits[0], logits[1], nl * 4) ? "DIFFER" : "same",
+              memcmp(state[0], state[1], sizeof(float) * 2 * BH) ? "DIFFER" : "same");
+        for (int k = 0; k < 2; k++) { free(grads[k]); free(logits[k]); free(state[k]); }
+    }
+    CHECK(fwd && bwd && m[0]->fwd_graph == fwd && m[0]->bwd_graph == bwd && !m[1]->fwd_graph && !m[1]->bwd_graph,
+          "each time loop captured once (step 1) and replayed (step 2); none on the direct path");
+    double ev0 = model_eval(m[0], in, tg, rs, 1), ev1 = model_eval(m[1], in, tg, rs, 1);
+    CHECK(ev0 == ev1, "validation forward (its own state) through the replayed graph: loss %.9g == %.9g", ev0, ev1);
+    for (int k = 0; k < 2; k++) model_free(m[k]);
+    free(in); free(tg); free(rs);
+}
+
+// ----------------------------------------------------------------------------
 // Model vs CPU: one step (loss, logits, every gradient, the state), then ten
 // training steps with the state carried.
 
@@ -159,6 +223,7 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
     check_tensor("final state c", gc, mlstm_c_out(&cpu), (size_t)B * H, TOL_STATE);
     free(logits_cpu); free(logits_gpu); free(grads);
     model_free(md);
+    test_graph_path(cfg, B, T, seed, sms);
 
     // ten steps from the same initial weights and a zero state, state carried
     md = model_create(cfg, B, T, seed);
@@ -167,6 +232,7 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
     memset(h0, 0, sizeof(real) * B * H); memset(c0, 0, sizeof(real) * B * H);
     double worst = 0, worst_norm = 0, lr = 2e-3;
     int overflowed = 0, clipped = 0;
+    cudaGraphExec_t fwd_graph = NULL;
     for (int step = 1; step <= 10; step++) {
         double clip = step % 2 ? 0.05 : 1e3;  // odd steps clip (the norms are 0.1 - 0.4), even steps do not
         random_batch(in, tg, rs, B, T, seed * 1000 + step);
@@ -187,6 +253,7 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
         overflowed |= model_overflow(md, GPU_FP16);
         StepDecision d = {1, lr, 1 / S, S};
         double gg = model_apply(md, &d, clip, step);  // the norm before clipping, as the CPU's gn
+        if (step == 1) fwd_graph = md->fwd_graph;
         double e = fabs(lg - lc) / fabs(lc), en = fabs(gg - gn) / gn;
         worst = e > worst ? e : worst;
         worst_norm = en > worst_norm ? en : worst_norm;
@@ -197,10 +264,27 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
     CHECK(clipped >= 3, "clipping triggered on %d of the 10 steps (it must, for the test to see it)", clipped);
     check_err("ten losses, state carried (worst)", worst, TOL_STEPS);
     check_err("ten gradient norms, as returned (worst)", worst_norm, TOL_NORM);
+    if (md->use_graphs && !matmul_use_cublas)
+        CHECK(fwd_graph && md->fwd_graph == fwd_graph, "the ten steps ran the time loops as CUDA graphs, captured at step 1");
     model_free(md);
     mlstm_free(&cpu);
     free(in); free(tg); free(rs); free(h0); free(c0);
 }
+
+#ifdef GPU_DEBUG
+// The debug build: a failed launch is reported with the function that launched it.
+static void bad_launch(void *) {
+    float *x;
+    floatX *y;
+    cudaCheck(cudaMalloc(&x, sizeof(float)));
+    cudaCheck(cudaMalloc(&y, sizeof(floatX)));
+    to_x(y, x, 0);  // an empty grid: an invalid configuration
+}
+static void test_debug_check(void) {
+    printf("-- GPU_DEBUG: every launch checked and waited for\n");
+    EXPECT_EXIT(bad_launch, NULL, 1, "launched by to_x at", "a failed launch names its launcher, file and line");
+}
+#endif
 
 // ----------------------------------------------------------------------------
 // FP16's range at the loss scale production uses. A trained character model gives
@@ -654,6 +738,9 @@ int main(int argc, char **argv) {
     }
     printf("test_gpu: %s build; tolerances: logits %.0e loss %.0e gradients %.0e state %.0e ten losses %.0e matmul %.0e\n",
            precision_name, TOL_LOGITS, TOL_LOSS, TOL_GRAD, TOL_STATE, TOL_STEPS, TOL_MM);
+#ifdef GPU_DEBUG
+    test_debug_check();
+#endif
     test_matmul(quick);
     test_model((MlstmConfig){256, 64, 128, 1}, 64, 8, 11, 1);  // tensor-core tiles: 128x128 over all rows, 64x64 per step
     test_model((MlstmConfig){256, 12, 40, 1}, 3, 5, 12, 0);    // odd sizes: the SIMT path

@@ -9,17 +9,20 @@ typedef enum { CUBLAS_OP_N, CUBLAS_OP_T } cublasOperation_t;
 typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2 } cudaDataType_t;
 typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
 typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
-typedef struct cublas_context { int unused; } *cublasHandle_t;
+typedef struct cublas_context { cudaStream_t stream; } *cublasHandle_t;
 
-static inline cublasStatus_t cublasCreate(cublasHandle_t *h) { *h = new cublas_context{0}; return CUBLAS_STATUS_SUCCESS; }
+static inline cublasStatus_t cublasCreate(cublasHandle_t *h) { *h = new cublas_context{nullptr}; return CUBLAS_STATUS_SUCCESS; }
 static inline cublasStatus_t cublasDestroy(cublasHandle_t h) { delete h; return CUBLAS_STATUS_SUCCESS; }
+static inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) { h->stream = s; return CUBLAS_STATUS_SUCCESS; }
 
 // C (m,n) = alpha op(A) (m,k) op(B) (k,n) + beta C, column-major with leading dimensions.
-static inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+static inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                                           const void *alpha, const void *A, cudaDataType_t at, int lda, const void *B,
                                           cudaDataType_t bt, int ldb, const void *beta, void *C, cudaDataType_t ct, int ldc,
                                           cublasComputeType_t, cublasGemmAlgo_t) {
     if (ct != CUDA_R_32F || (at != CUDA_R_32F && at != CUDA_R_16F) || bt != at) return CUBLAS_STATUS_NOT_SUPPORTED;
+    cudaStreamCaptureStatus cs;  // the product runs at once: it cannot be recorded into a graph here
+    if (cudaStreamIsCapturing(h->stream, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) return CUBLAS_STATUS_NOT_SUPPORTED;
     if (m < 0 || n < 0 || k < 0 || lda < (ta == CUBLAS_OP_N ? m : k) || ldb < (tb == CUBLAS_OP_N ? k : n) || ldc < m)
         return CUBLAS_STATUS_INVALID_VALUE;
     size_t es = at == CUDA_R_16F ? 2 : 4;

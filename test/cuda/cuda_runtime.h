@@ -1,6 +1,7 @@
 // test/cuda/cuda_runtime.h: the part of the CUDA runtime API train.cu and
-// test_gpu.cu use, on the CPU layer (cudacpu.h). One device, one stream, every call
-// synchronous; errors are returned (and kept for cudaGetLastError) as on a GPU.
+// test_gpu.cu use, on the CPU layer (cudacpu.h). One device; every call runs at once,
+// in call order, except on a stream that is capturing a graph (cudacpu.h); errors are
+// returned (and kept for cudaGetLastError) as on a GPU.
 #pragma once
 #include "cudacpu.h"
 
@@ -14,12 +15,21 @@ typedef enum cudaError {
     cudaErrorInsufficientDriver = 35,
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
+    cudaErrorInvalidResourceHandle = 400,
+    cudaErrorIllegalState = 401,
     cudaErrorLaunchOutOfResources = 701,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureImplicit = 906,
 } cudaError_t;
 typedef enum { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault } cudaMemcpyKind;
 typedef enum { cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaFuncAttributePreferredSharedMemoryCarveout = 9 } cudaFuncAttribute;
 typedef struct CUstream_st *cudaStream_t;
 typedef struct cudacpu_event *cudaEvent_t;
+typedef struct cudacpu_graph *cudaGraph_t;
+typedef struct cudacpu_graph_exec *cudaGraphExec_t;
+typedef enum { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1, cudaStreamCaptureModeRelaxed = 2 } cudaStreamCaptureMode;
+typedef enum { cudaStreamCaptureStatusNone = 0, cudaStreamCaptureStatusActive = 1, cudaStreamCaptureStatusInvalidated = 2 } cudaStreamCaptureStatus;
 
 struct cudaDeviceProp {
     char name[256];
@@ -46,7 +56,16 @@ cudaError_t cudaFuncSetAttribute_(const void *fn, cudaFuncAttribute attr, int va
 template <typename F> static inline cudaError_t cudaFuncSetAttribute(F *fn, cudaFuncAttribute attr, int value) {
     return cudaFuncSetAttribute_((const void *)fn, attr, value);
 }
+cudaError_t cudaStreamCreate(cudaStream_t *s);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags = 0);  // CUDA 12/13's signature
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t g);
 cudaError_t cudaEventCreate(cudaEvent_t *e);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);

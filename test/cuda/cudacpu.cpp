@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <signal.h>
 #include <map>
+#include <set>
 #include <vector>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -493,9 +494,7 @@ static cudaError_t set_error(cudaError_t e) {
     return e;
 }
 
-int launch_grid(const void *kernel, const char *name, dim3 grid, dim3 block, size_t smem, BodyFn body, void *closure, const char *file,
-                int line) {
-    if (cur) fail(file, line, "kernel %s launched from inside a kernel", name);
+int check_launch(const void *kernel, const char *name, dim3 grid, dim3 block, size_t smem, const char *file, int line) {
     long nt = (long)block.x * block.y * block.z;
     if (nt < 1 || nt > 1024 || block.z > 64 || grid.x < 1 || grid.y < 1 || grid.z < 1 || grid.y > 65535 || grid.z > 65535 ||
         grid.x > 2147483647u) {
@@ -510,6 +509,14 @@ int launch_grid(const void *kernel, const char *name, dim3 grid, dim3 block, siz
              limit == SMEM_DEFAULT ? " (above 48 KB needs cudaFuncSetAttribute(MaxDynamicSharedMemorySize))" : "");
         return set_error(cudaErrorInvalidValue);
     }
+    return cudaSuccess;
+}
+
+int launch_grid(const void *kernel, const char *name, dim3 grid, dim3 block, size_t smem, BodyFn body, void *closure, const char *file,
+                int line) {
+    if (cur) fail(file, line, "kernel %s launched from inside a kernel", name);
+    if (int e = check_launch(kernel, name, grid, block, smem, file, line)) return e;
+    long nt = (long)block.x * block.y * block.z;
     if ((int)threads.size() < nt) {
         size_t old = threads.size();
         threads.resize(nt);
@@ -598,6 +605,11 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
     }
     return "unknown error";
 }
@@ -617,10 +629,158 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
     p->warpSize = 32; p->maxThreadsPerBlock = 1024;
     return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+// ----------------------------------------------------------------------------
+// Streams and graphs. Work runs at once, in call order (one device, nothing
+// concurrent), except on a stream that is capturing: that records it, and each
+// cudaGraphLaunch runs the recording in order. What CUDA refuses during a capture is
+// refused here with CUDA's error, and invalidates the capture (cudaStreamEndCapture
+// then fails), so a capture that could not work on a GPU fails here too:
+//   - the legacy stream (0, and with it the synchronous cudaMemcpy and cudaMemset)
+//     waits for every blocking stream, as all streams here are: using it while one
+//     captures would make it wait for the capture: cudaErrorStreamCaptureImplicit;
+//   - waiting for a capture (cudaStreamSynchronize on it, cudaDeviceSynchronize):
+//     cudaErrorStreamCaptureUnsupported; so is cudaMalloc or cudaFree in the global
+//     and thread-local modes (they may synchronise the device);
+//   - the layer's own rules, stricter than CUDA's documented ones: kernel attributes
+//     (cudaFuncSetAttribute) are set before a capture, and events are not recorded
+//     into one.
+struct Node { const char *what; std::function<int()> op; };
+struct cudacpu_graph { std::vector<Node> nodes; };
+struct cudacpu_graph_exec { std::vector<Node> nodes; };
+struct CUstream_st { cudaStreamCaptureStatus capture; cudaStreamCaptureMode mode; cudacpu_graph *graph; };
+static std::set<cudaStream_t> streams;
+static std::set<cudaGraph_t> graphs;
+static std::set<cudaGraphExec_t> execs;
+
+static cudaStream_t capturing() {  // a stream with a capture under way, if any
+    for (cudaStream_t s : streams)
+        if (s->capture != cudaStreamCaptureStatusNone) return s;
+    return nullptr;
+}
+// Refuses a call made during a capture: invalidates s's capture (every capture without s).
+static cudaError_t refuse(cudaStream_t s, cudaError_t e, const char *what) {
+    note("%s while a stream is capturing a graph: %s; the capture is invalidated", what, cudaGetErrorString(e));
+    for (cudaStream_t o : streams)
+        if (o->capture == cudaStreamCaptureStatusActive && (!s || o == s)) o->capture = cudaStreamCaptureStatusInvalidated;
+    return set_error(e);
+}
+static cudaError_t legacy_stream_ok(const char *what) {
+    return capturing() ? refuse(nullptr, cudaErrorStreamCaptureImplicit, what) : cudaSuccess;
+}
+static cudaError_t stream_ok(cudaStream_t s, const char *what) {
+    if (!s || streams.count(s)) return cudaSuccess;
+    note("%s on %p, which is not a live stream", what, (void *)s);
+    return set_error(cudaErrorInvalidResourceHandle);
+}
+
+int cudacpu::submit(void *stream, const char *what, const char *file, int line, const std::function<int()> &check,
+                    std::function<int()> op) {
+    cudaStream_t s = (cudaStream_t)stream;
+    if (cudaError_t e = stream_ok(s, what)) return e;
+    if (!s && capturing()) {
+        char where[600];
+        snprintf(where, sizeof where, "%s (%s:%d) on the legacy stream", what, file ? file : "?", line);
+        return legacy_stream_ok(where);
+    }
+    if (int e = check()) {  // check has set the error
+        if (s && s->capture == cudaStreamCaptureStatusActive) s->capture = cudaStreamCaptureStatusInvalidated;
+        return e;
+    }
+    if (!s || s->capture == cudaStreamCaptureStatusNone) return op();
+    if (s->capture == cudaStreamCaptureStatusInvalidated) return set_error(cudaErrorStreamCaptureInvalidated);
+    s->graph->nodes.push_back(Node{what, std::move(op)});
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    *s = new CUstream_st{cudaStreamCaptureStatusNone, cudaStreamCaptureModeGlobal, nullptr};
+    streams.insert(*s);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (!s) return set_error(cudaErrorInvalidResourceHandle);
+    if (cudaError_t e = stream_ok(s, "cudaStreamDestroy")) return e;
+    if (s->capture != cudaStreamCaptureStatusNone) { note("cudaStreamDestroy of a stream that is capturing"); return set_error(cudaErrorIllegalState); }
+    streams.erase(s);
+    delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
+    if (!s) { note("cudaStreamBeginCapture: the legacy stream cannot be captured"); return set_error(cudaErrorStreamCaptureUnsupported); }
+    if (cudaError_t e = stream_ok(s, "cudaStreamBeginCapture")) return e;
+    if (s->capture != cudaStreamCaptureStatusNone) { note("cudaStreamBeginCapture: the stream is capturing already"); return set_error(cudaErrorIllegalState); }
+    s->capture = cudaStreamCaptureStatusActive;
+    s->mode = mode;
+    s->graph = new cudacpu_graph;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
+    *g = nullptr;
+    if (cudaError_t e = stream_ok(s, "cudaStreamEndCapture")) return e;
+    if (!s || s->capture == cudaStreamCaptureStatusNone) { note("cudaStreamEndCapture: the stream is not capturing"); return set_error(cudaErrorIllegalState); }
+    bool ok = s->capture == cudaStreamCaptureStatusActive;
+    cudacpu_graph *graph = s->graph;
+    s->graph = nullptr;
+    s->capture = cudaStreamCaptureStatusNone;
+    if (!ok) {
+        delete graph;
+        return set_error(cudaErrorStreamCaptureInvalidated);
+    }
+    graphs.insert(graph);
+    *g = graph;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status) {
+    *status = cudaStreamCaptureStatusNone;
+    if (cudaError_t e = stream_ok(s, "cudaStreamIsCapturing")) return e;
+    if (!s) return capturing() ? set_error(cudaErrorStreamCaptureImplicit) : cudaSuccess;
+    *status = s->capture;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags) {
+    *exec = nullptr;
+    if (!graphs.count(g) || flags) return set_error(cudaErrorInvalidValue);
+    *exec = new cudacpu_graph_exec{g->nodes};  // the nodes, copied: the graph may be destroyed now
+    execs.insert(*exec);
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+    if (!execs.count(exec)) { note("cudaGraphLaunch of %p, which is not an instantiated graph", (void *)exec); return set_error(cudaErrorInvalidResourceHandle); }
+    std::vector<Node> nodes = exec->nodes;  // (captured into another graph, this launch keeps its own copy)
+    return (cudaError_t)submit(s, "cudaGraphLaunch", nullptr, 0, [] { return 0; }, [nodes] {
+        for (const Node &n : nodes)
+            if (int e = n.op()) return e;
+        return 0;
+    });
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    if (!execs.erase(exec)) return set_error(cudaErrorInvalidValue);
+    delete exec;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+    if (!graphs.erase(g)) return set_error(cudaErrorInvalidValue);
+    delete g;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+    return capturing() ? refuse(nullptr, cudaErrorStreamCaptureUnsupported, "cudaDeviceSynchronize") : cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    if (cudaError_t e = stream_ok(s, "cudaStreamSynchronize")) return e;
+    if (!s) return legacy_stream_ok("cudaStreamSynchronize of the legacy stream");
+    if (s->capture != cudaStreamCaptureStatusNone) return refuse(s, cudaErrorStreamCaptureUnsupported, "cudaStreamSynchronize of the capturing stream");
+    return cudaSuccess;
+}
+// cudaMalloc and cudaFree may synchronise the device: refused during a global or thread-local capture
+static cudaError_t alloc_ok(const char *what) {
+    cudaStream_t s = capturing();
+    return s && s->mode != cudaStreamCaptureModeRelaxed ? refuse(nullptr, cudaErrorStreamCaptureUnsupported, what) : cudaSuccess;
+}
 cudaError_t cudaMalloc(void **p, size_t n) {
     *p = nullptr;
+    if (cudaError_t e = alloc_ok("cudaMalloc")) return e;
     if (n == 0) return cudaSuccess;
     void *m = nullptr;
     if (n > ((size_t)64 << 30) || posix_memalign(&m, 256, n)) return set_error(cudaErrorMemoryAllocation);
@@ -630,6 +790,7 @@ cudaError_t cudaMalloc(void **p, size_t n) {
     return cudaSuccess;
 }
 cudaError_t cudaFree(void *p) {
+    if (cudaError_t e = alloc_ok("cudaFree")) return e;
     if (!p) return cudaSuccess;
     auto it = allocs.find((uintptr_t)p);
     if (it == allocs.end()) { note("cudaFree(%p): not the start of a device allocation", p); return set_error(cudaErrorInvalidDevicePointer); }
@@ -643,25 +804,46 @@ static cudaError_t check_side(const void *p, size_t n, bool device, const char *
     note("%s %p (+%zu bytes) is %s", what, p, n, device ? "not inside one device allocation" : "device memory, but the copy kind says host");
     return set_error(cudaErrorInvalidValue);
 }
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
-    if (n == 0) return cudaSuccess;
+static cudaError_t memcpy_check(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
     bool ddev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
     bool sdev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
     if (kind == cudaMemcpyDefault) { ddev = is_device(dst, 1); sdev = is_device(src, 1); }
     cudaError_t e;
     if ((e = check_side(dst, n, ddev, "cudaMemcpy destination")) || (e = check_side(src, n, sdev, "cudaMemcpy source"))) return e;
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
+    if (cudaError_t e = legacy_stream_ok("cudaMemcpy (synchronous, on the legacy stream)")) return e;
+    if (n == 0) return cudaSuccess;
+    if (cudaError_t e = memcpy_check(dst, src, n, kind)) return e;
     memmove(dst, src, n);
     return cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t) { return cudaMemcpy(dst, src, n, kind); }
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t s) {
+    auto check = [=] { return n ? memcpy_check(dst, src, n, kind) : cudaSuccess; };
+    return (cudaError_t)submit(s, "cudaMemcpyAsync", nullptr, 0, check, [=] {
+        cudaError_t e = check();
+        if (!e && n) memmove(dst, src, n);  // the memory as it is when the copy runs (at a graph's replay)
+        return e;
+    });
+}
 cudaError_t cudaMemset(void *p, int v, size_t n) {
+    if (cudaError_t e = legacy_stream_ok("cudaMemset (synchronous, on the legacy stream)")) return e;
     if (n == 0) return cudaSuccess;
     if (cudaError_t e = check_side(p, n, true, "cudaMemset")) return e;
     memset(p, v, n);
     return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { return cudaMemset(p, v, n); }
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
+    auto check = [=] { return n ? check_side(p, n, true, "cudaMemsetAsync") : cudaSuccess; };
+    return (cudaError_t)submit(s, "cudaMemsetAsync", nullptr, 0, check, [=] {
+        cudaError_t e = check();
+        if (!e && n) memset(p, v, n);
+        return e;
+    });
+}
 cudaError_t cudaFuncSetAttribute_(const void *fn, cudaFuncAttribute attr, int value) {
+    if (capturing()) return refuse(nullptr, cudaErrorStreamCaptureUnsupported, "cudaFuncSetAttribute (the layer's rule: before a capture)");
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
         if (value < 0 || (size_t)value > SMEM_OPTIN) {
             note("cudaFuncSetAttribute: %d bytes of dynamic shared memory; the device allows %zu", value, SMEM_OPTIN);
@@ -679,6 +861,13 @@ static double now_s() {
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) { *e = new cudacpu_event{0}; return cudaSuccess; }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
-cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) { e->t = now_s(); return cudaSuccess; }
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    if (cudaError_t err = stream_ok(s, "cudaEventRecord")) return err;
+    if (!s && capturing()) return legacy_stream_ok("cudaEventRecord on the legacy stream");
+    if (s && s->capture != cudaStreamCaptureStatusNone)
+        return refuse(s, cudaErrorStreamCaptureUnsupported, "cudaEventRecord into it (the layer does not record events)");
+    e->t = now_s();
+    return cudaSuccess;
+}
 cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) { *ms = (float)(1e3 * (b->t - a->t)); return cudaSuccess; }

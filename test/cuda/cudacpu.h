@@ -18,7 +18,11 @@
 //     until then; alignment, sizes and the source range are checked;
 //   - device memory is host memory, filled with NaN bytes when allocated, range-checked
 //     by cudaMemcpy/cudaMemset/cp.async (and by ASan in the SAN build); more than 48 KB
-//     of dynamic shared memory needs cudaFuncSetAttribute, as on a GPU.
+//     of dynamic shared memory needs cudaFuncSetAttribute, as on a GPU;
+//   - streams run everything at once, in call order, except a stream that is capturing
+//     a CUDA graph: its launches, copies and memsets are recorded (kernel parameters
+//     copied at the capture, as on a GPU) and run, in order, by each cudaGraphLaunch;
+//     the calls CUDA refuses during a capture fail with CUDA's errors.
 // A report names the kernel, the block, the thread and the line, and aborts.
 #pragma once
 #include <stddef.h>
@@ -27,6 +31,8 @@
 #include <math.h>
 #include <tuple>
 #include <utility>
+#include <functional>
+#include <memory>
 #include <type_traits>
 
 #ifndef __CUDA_ARCH__
@@ -131,28 +137,47 @@ template <typename T> static inline void check_arg(const T &x, int k, const char
 }
 void set_schedule(const char *name);  // "lockstep" or "reverse" (tests; CUDACPU_SCHEDULE sets it for a run)
 
+// Runs op on a stream now, or records it when the stream is capturing a graph (then
+// each cudaGraphLaunch runs it). check validates the call at the time it is made, as
+// CUDA does at a launch or a capture; op validates again when it runs. Returns the
+// error, which is also kept for cudaGetLastError.
+int submit(void *stream, const char *what, const char *file, int line, const std::function<int()> &check,
+           std::function<int()> op);
+int check_launch(const void *kernel, const char *name, dim3 grid, dim3 block, size_t smem, const char *file, int line);
+
 template <typename... P> struct Launcher {
     void (*fn)(P...);
     const char *name, *file;
     int line;
     dim3 grid, block;
     size_t smem;
+    void *stream;
     template <typename... A> void operator()(A &&...a) {
         static_assert(sizeof...(A) == sizeof...(P), "kernel launched with the wrong number of arguments");
-        // the kernel's parameters, converted once as on a GPU; each thread gets copies
+        // the kernel's parameters, converted and copied once, at the launch, as on a GPU
+        // (a captured graph keeps this copy); each thread gets copies of its own
         struct Closure { void (*fn)(P...); std::tuple<typename std::decay<P>::type...> args; };
-        Closure c{fn, std::tuple<typename std::decay<P>::type...>(std::forward<A>(a)...)};
-        int k = 0;  // a pointer argument must point into device memory (a host pointer faults on a GPU)
-        std::apply([&](const auto &...x) { (check_arg(x, k++, name, file, line), ...); }, c.args);
-        launch_grid((const void *)fn, name, grid, block, smem,
-                    [](void *p) { Closure *cl = (Closure *)p; std::apply(cl->fn, cl->args); }, &c, file, line);
+        auto c = std::make_shared<Closure>(Closure{fn, std::tuple<typename std::decay<P>::type...>(std::forward<A>(a)...)});
+        Launcher l = *this;
+        // a pointer argument must point into device memory (a host pointer faults on a GPU);
+        // checked at the launch and again when a graph replays it (the memory may be freed)
+        auto args_ok = [c, l]() {
+            int k = 0;
+            std::apply([&](const auto &...x) { (check_arg(x, k++, l.name, l.file, l.line), ...); }, c->args);
+        };
+        submit(stream, name, file, line,
+               [args_ok, l]() { args_ok(); return check_launch((const void *)l.fn, l.name, l.grid, l.block, l.smem, l.file, l.line); },
+               [args_ok, c, l]() {
+                   args_ok();
+                   return launch_grid((const void *)l.fn, l.name, l.grid, l.block, l.smem,
+                                      [](void *p) { Closure *cl = (Closure *)p; std::apply(cl->fn, cl->args); }, c.get(), l.file, l.line);
+               });
     }
 };
 template <typename... P>
 Launcher<P...> launch(const char *file, int line, const char *name, void (*fn)(P...), dim3 grid, dim3 block, size_t smem = 0,
                       void *stream = nullptr) {
-    (void)stream;  // one stream: everything runs in order
-    return Launcher<P...>{fn, name, file, line, grid, block, smem};
+    return Launcher<P...>{fn, name, file, line, grid, block, smem, stream};
 }
 
 // ---- device memory registry (cudaMalloc'd ranges)

@@ -12,6 +12,7 @@ import concurrent.futures, os, re, shutil, subprocess, sys, tempfile, time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FP16, SM75, FP32, CUDACPU, HALF = ("build/cudacpu/test_gpu.lockstep", "build/cudacpu/test_gpu_sm75.reverse",
                                   "build/cudacpu/test_gpu_fp32.lockstep", "build/cudacpu/test_cudacpu", "build/cudacpu/test_half")
+DEBUG = "build/cudacpu/test_gpu_debug.lockstep"
 SAN16 = "build-san/cudacpu/test_gpu.lockstep"
 
 # name, file, original text, mutated text, tests to run
@@ -47,7 +48,12 @@ MUTANTS = [
     ("matmul epilogue ignores reset rows (mh, dm)", "train.cu",
      "if (e.reset_rows && e.reset_rows[(size_t)r * e.reset_stride]) acc = 0.f;", "", [FP16]),
     ("no cudaFuncSetAttribute for the 128x128 tile's 55.5 KB of shared memory", "train.cu",
-     "        cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));\n", "", [FP16]),
+     "    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));\n", "", [FP16]),
+    ("the capturing call does not launch its graph (a capture records, it does not run)", "train.cu",
+     "    }\n    cudaCheck(cudaGraphLaunch(*graph, stream));", "    } else\n        cudaCheck(cudaGraphLaunch(*graph, stream));", [FP32]),
+    ("CUDA graphs left on in the debug build", "train.cu", "#define GPU_GRAPHS 0", "#define GPU_GRAPHS 1", [DEBUG]),
+    ("the layer runs a captured launch at once instead of recording it", "test/cuda/cudacpu.cpp",
+     "    if (!s || s->capture == cudaStreamCaptureStatusNone) return op();", "    if (true) return op();", [CUDACPU, FP32]),
     ("float->half truncates instead of rounding to even", "test/cuda/cuda_fp16.h",
      "r += rem > 0x1000u || (rem == 0x1000u && (r & 1));", "", [HALF]),
 ]

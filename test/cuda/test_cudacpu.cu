@@ -138,6 +138,7 @@ static void cpasync(int misalign, int wait, float *h) {
     cudaMemcpy(g, hg, sizeof hg, cudaMemcpyHostToDevice);
     k_cpasync<<<1, 32, 4 * 33 * sizeof(float)>>>(g, o, misalign, wait);
     if (h) cudaMemcpy(h, o, 64 * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaFree(g); cudaFree(o);
 }
 static void cp_misaligned(void *) { cpasync(1, 1, NULL); }
 static void cp_unwaited(void *) { cpasync(0, 0, NULL); }
@@ -199,6 +200,7 @@ static void wmma_run(int sync, int skew, float *h, float *ref) {
     cudaMemcpy(b, hb, sizeof hb, cudaMemcpyHostToDevice);
     k_wmma<<<1, 32, 1024>>>(a, b, o, sync, skew);
     if (h) cudaMemcpy(h, o, 256 * sizeof(float), cudaMemcpyDeviceToHost);
+    cudaFree(a); cudaFree(b); cudaFree(o);
     if (ref)
         for (int i = 0; i < 16; i++)
             for (int j = 0; j < 16; j++) {
@@ -238,6 +240,104 @@ static void test_memory(void) {
           "device memory: NaN until written; a copy past its end and a copy of the wrong kind fail (%s)", cudaGetErrorString(e));
     cudaFree(d);
     EXPECT_EXIT(host_arg, NULL, ABORT, "not device memory", "a host pointer passed to a kernel is reported");
+}
+
+// ---- streams and CUDA graphs
+
+__global__ void k_add(float *p, float v) { p[threadIdx.x] += v; }
+__global__ void k_mul(float *p, float v) { p[threadIdx.x] *= v; }
+static float first(const float *d) {
+    float h;
+    cudaMemcpy(&h, d, sizeof h, cudaMemcpyDeviceToHost);
+    return h;
+}
+// One illegal call during a capture: its error, and the capture's end must fail.
+static void illegal_in_capture(const char *what, cudaError_t want, cudaError_t (*call)(cudaStream_t, float *)) {
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    float *d = dev_floats(32), *a = dev_floats(32);
+    cudaMemset(d, 0, 32 * sizeof(float));
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    k_add<<<1, 32, 0, s>>>(d, 1.f);
+    cudaError_t e = call(s, a);
+    cudaStreamCaptureStatus st;
+    cudaStreamIsCapturing(s, &st);
+    cudaGraph_t g = (cudaGraph_t)1;
+    cudaError_t end = cudaStreamEndCapture(s, &g);
+    cudaGetLastError();
+    CHECK(e == want && st == cudaStreamCaptureStatusInvalidated && end == cudaErrorStreamCaptureInvalidated && !g && first(d) == 0.f,
+          "capture: %s is refused (%s) and invalidates the capture (end: %s)", what, cudaGetErrorString(e), cudaGetErrorString(end));
+    cudaFree(d); cudaFree(a);
+    cudaStreamDestroy(s);
+}
+static void test_graphs(void) {
+    cudaGetLastError();  // the tests above leave errors behind
+    cudaStream_t s;
+    CHECK(cudaStreamCreate(&s) == cudaSuccess, "cudaStreamCreate");
+    float *a = dev_floats(32), *b = dev_floats(32), *c = dev_floats(32), one = 1.f;
+    cudaMemset(b, 0, 32 * sizeof(float));
+    cudaMemsetAsync(c, 0, 32 * sizeof(float), s);
+    k_add<<<1, 32, 0, s>>>(c, 5.f);  // not capturing: runs at once
+    CHECK(first(c) == 5.f, "a launch on a stream that is not capturing runs at once");
+    // graph: a = 0; a += v (v = 2 at the capture); a *= 3; b += 1; c = a (copy). Order matters: (0 + 2) * 3 = 6, not 2.
+    float v = 2.f;
+    cudaStreamCaptureStatus st;
+    cudaError_t eb = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    cudaStreamIsCapturing(s, &st);
+    cudaMemsetAsync(a, 0, 32 * sizeof(float), s);
+    k_add<<<1, 32, 0, s>>>(a, v);
+    v = 100.f;  // a kernel's parameters are copied at the capture: the graph keeps 2
+    k_mul<<<1, 32, 0, s>>>(a, 3.f);
+    k_add<<<1, 32, 0, s>>>(b, one);
+    cudaMemcpyAsync(c, a, 32 * sizeof(float), cudaMemcpyDeviceToDevice, s);
+    cudaError_t e1 = cudaGetLastError();
+    cudaGraph_t g = NULL;
+    cudaError_t ee = cudaStreamEndCapture(s, &g);
+    CHECK(eb == cudaSuccess && st == cudaStreamCaptureStatusActive && e1 == cudaSuccess && ee == cudaSuccess && g,
+          "capture of 2 copies/memsets and 3 launches: begin %s, status active, end %s", cudaGetErrorString(eb), cudaGetErrorString(ee));
+    CHECK(first(b) == 0.f && first(c) == 5.f && isnan(first(a)), "captured launches, memsets and copies do not run at the capture");
+    cudaGraphExec_t x = NULL;
+    cudaError_t ei = cudaGraphInstantiate(&x, g, 0);
+    cudaGraphDestroy(g);  // the instantiated graph keeps its own copy
+    cudaError_t l1 = cudaGraphLaunch(x, s);
+    float a1 = first(a), b1 = first(b), c1 = first(c);
+    cudaError_t l2 = cudaGraphLaunch(x, s);
+    cudaStreamSynchronize(s);
+    float a2 = first(a), b2 = first(b), c2 = first(c);
+    CHECK(ei == cudaSuccess && l1 == cudaSuccess && l2 == cudaSuccess && a1 == 6.f && c1 == 6.f && b1 == 1.f && a2 == 6.f &&
+              c2 == 6.f && b2 == 2.f,
+          "graph replay: in capture order, with the capture-time argument (a = %g, c = %g; (0 + 2) * 3 = 6), twice runs twice "
+          "(b = %g, then %g)", a1, c1, b1, b2);
+    cudaGraphExecDestroy(x);
+    cudaStreamDestroy(s);
+    cudaFree(a); cudaFree(b); cudaFree(c);
+}
+static cudaError_t sync_memcpy(cudaStream_t, float *a) {
+    float h;
+    return cudaMemcpy(&h, a, sizeof h, cudaMemcpyDeviceToHost);
+}
+static cudaError_t sync_memset(cudaStream_t, float *a) { return cudaMemset(a, 0, 4); }
+static cudaError_t device_sync(cudaStream_t, float *) { return cudaDeviceSynchronize(); }
+static cudaError_t stream_sync(cudaStream_t s, float *) { return cudaStreamSynchronize(s); }
+static cudaError_t malloc_(cudaStream_t, float *) {
+    void *p;
+    return cudaMalloc(&p, 64);
+}
+static cudaError_t legacy_launch(cudaStream_t, float *a) {
+    k_add<<<1, 32>>>(a, 1.f);
+    return cudaGetLastError();
+}
+static cudaError_t set_attribute(cudaStream_t, float *) {
+    return cudaFuncSetAttribute(k_big, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 << 10);
+}
+static void test_capture_rules(void) {
+    illegal_in_capture("a synchronous cudaMemcpy (the legacy stream)", cudaErrorStreamCaptureImplicit, sync_memcpy);
+    illegal_in_capture("a synchronous cudaMemset", cudaErrorStreamCaptureImplicit, sync_memset);
+    illegal_in_capture("a launch on the legacy stream 0", cudaErrorStreamCaptureImplicit, legacy_launch);
+    illegal_in_capture("cudaDeviceSynchronize", cudaErrorStreamCaptureUnsupported, device_sync);
+    illegal_in_capture("cudaStreamSynchronize of the capturing stream", cudaErrorStreamCaptureUnsupported, stream_sync);
+    illegal_in_capture("cudaMalloc (thread-local mode)", cudaErrorStreamCaptureUnsupported, malloc_);
+    illegal_in_capture("cudaFuncSetAttribute (set attributes before)", cudaErrorStreamCaptureUnsupported, set_attribute);
 }
 
 // ---- NCCL via MPI: the emulated GPU trainer, 2 ranks x 4 rows against 1 rank x 8 rows
@@ -293,6 +393,8 @@ int main(int argc, char **argv) {
     test_smem_limit();
     test_wmma();
     test_memory();
+    test_graphs();
+    test_capture_rules();
     char self[1024], trainer[1100];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     self[n > 0 ? n : 0] = 0;
