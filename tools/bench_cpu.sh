@@ -31,7 +31,7 @@ train_cps() {  # H B T steps threads
 fpc() { echo "3 * 2 * (5 * $1 * 64 + 5 * $1 * $1 + 256 * $1)" | bc; }  # training FLOPs per char
 
 rows=()
-configs="256 32 64 12|256 128 64 6|1024 32 64 5"
+configs="256 32 64 12|256 128 64 6|1024 32 64 5|1024 128 64 3"
 [ $quick = 1 ] || configs="$configs|4096 64 64 2"
 IFS='|' read -ra cfgs <<< "$configs"
 for cfg in "${cfgs[@]}"; do
