@@ -700,7 +700,8 @@ static int bench_step(int B, int steps) {
     cudaCheck(cudaDeviceSynchronize());
     double dt = now_seconds() - t0, cps = (double)N * steps / dt;
     printf("bench_step precision=%s matmul=%s B=%d T=%d H=4096 steps=%d seconds=%.3f chars_per_s=%.0f tflops=%.2f skipped=%d\n",
-           precision_name, matmul_use_cublas ? "cublas" : "ours", B, T, steps, dt, cps, 3 * flops_per_char(&cfg) * cps / 1e12, skipped);
+           precision_name, matmul_use_cublas ? "cublas" : md->use_graphs ? "ours" : "ours-direct",  // direct: MLSTM_NO_GRAPH=1
+           B, T, steps, dt, cps, 3 * flops_per_char(&cfg) * cps / 1e12, skipped);
     model_free(md);
     free(in); free(tg); free(rs);
     if (nonfinite || skipped == steps) {

@@ -92,6 +92,8 @@ report() {
         printf "- ours FP16 / cuBLAS FP32 (TF32 off: the comparison behind the 4.2x of the papers): %s\n", ratio(f16, c32)
         printf "- cuBLAS FP16 / cuBLAS FP32 (TF32 off): %s\n", ratio(c16, c32)
         if (f16 > 0) printf "\nmeasured FP16 step at B=256: %.1f ms\n", 1000 * 256 * 256 / f16
+        printf "\n- CUDA graphs / direct launches of the time loops, FP16 B=128 (chars/s): %s (perf_model.py: 1.02)\n",
+            ratio(cps["FP16/ours/128"], cps["FP16/ours-direct/128"])
     }' "$dir/predict.txt" "$dir/bench.txt"
 }
 
@@ -287,6 +289,8 @@ say "benchmark: training step, H=4096 D=64 T=256, FP16 ($S16 timed steps after a
 for B in 128 256 512; do
     run bench "bench FP16 B=$B" 90 build/test_gpu --bench-step "$B" "$S16" | tee -a "$BENCH"
 done
+say "benchmark: the same at B=128 with the time loops launched one by one (MLSTM_NO_GRAPH=1), against the graphs"
+run bench "bench FP16 B=128 direct" 90 env MLSTM_NO_GRAPH=1 build/test_gpu --bench-step 128 "$S16" | tee -a "$BENCH"
 say "benchmark: hand-written matmul vs cuBLAS on the model's shapes (FP16)"
 for B in 128 256 512; do
     run bench "bench matmul B=$B" 90 build/test_gpu --bench-matmul "$B" | tee -a "$BENCH"
