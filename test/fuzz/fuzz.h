@@ -329,3 +329,15 @@ static inline const uint8_t *fuzz_piece(FuzzIn *in, size_t *n) { *n = fuzz_u16(i
 
 #define FUZZ_CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "fuzz: check failed: %s: ", #cond); \
     fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); abort(); } } while (0)
+
+// libFuzzer calls this once, before the first input. A harness with more to set up
+// defines FUZZ_SETUP() before including this file.
+#ifndef FUZZ_SETUP
+#define FUZZ_SETUP() ((void)0)
+#endif
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc; (void)argv;
+    fuzz_init();
+    FUZZ_SETUP();
+    return 0;
+}

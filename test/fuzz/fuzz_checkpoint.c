@@ -44,8 +44,6 @@ static uint8_t *read_all(const char *path, size_t *n) {
     return b;
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) { (void)argc; (void)argv; fuzz_init(); return 0; }
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FuzzIn in = {data, size};
     unsigned mode = fuzz_u8(&in);

@@ -58,8 +58,6 @@ typedef struct { int argc; char *argv[8]; int rc; } Ctx;
 static void run(void *arg) { Ctx *x = (Ctx *)arg; x->rc = import_npy_main(x->argc, x->argv); }
 static void read_back(void *arg) { checkpoint_header(fuzz_path("out.ckpt"), (CkptHeader *)arg); }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) { (void)argc; (void)argv; fuzz_init(); return 0; }
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FuzzIn in = {data, size};
     unsigned mode = fuzz_u8(&in);

@@ -8,6 +8,7 @@
 // Input: u8 mode, u8 fields, [FUZZ_LABELS: u8 shard bytes], then the file. mode bits
 // 0-1: text, jsonl, csv, csv; bit 2: gzip the file; bit 3: --strict; bit 4:
 // --text-field given, bit 5: --label-field given, named by fields' low and high nibble.
+#define FUZZ_SETUP() mkdir(fuzz_path("out"), 0777)  // where write_split writes (FUZZ_LABELS)
 #include "fuzz.h"
 #define main prepare_main
 #include "tools/prepare.c"
@@ -90,13 +91,6 @@ static void check_output(Ctx *x) {
     stream_free(&r.s);
 }
 #endif
-
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc; (void)argv;
-    fuzz_init();
-    mkdir(fuzz_path("out"), 0777);
-    return 0;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FuzzIn in = {data, size};

@@ -24,8 +24,6 @@ static void open_and_load(void *arg) {
     loader_init(&c->l, &c->s, c->world, c->rank, c->B, c->T);
 }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) { (void)argc; (void)argv; fuzz_init(); return 0; }
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FuzzIn in = {data, size};
     unsigned mode = fuzz_u8(&in);

@@ -12,8 +12,6 @@ typedef struct { const char *path; Feats f; } Ctx;
 static void run(void *arg) { Ctx *x = (Ctx *)arg; feats_read(x->path, &x->f); }
 static void write_back(void *arg) { Ctx *x = (Ctx *)arg; feats_write(fuzz_path("out.feat"), &x->f); }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) { (void)argc; (void)argv; fuzz_init(); return 0; }
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FuzzIn in = {data, size};
     unsigned mode = fuzz_u8(&in);

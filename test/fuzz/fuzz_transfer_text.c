@@ -16,8 +16,6 @@ static const char *const field_names[16] = {"reviewText", "text", "sentence", "r
 typedef struct { const char *path; InputOptions o; Docs d; } Ctx;
 static void run(void *arg) { Ctx *x = (Ctx *)arg; read_input(&x->d, x->path, &x->o); }
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) { (void)argc; (void)argv; fuzz_init(); return 0; }
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FuzzIn in = {data, size};
     unsigned mode = fuzz_u8(&in), fields = fuzz_u8(&in), thr = fuzz_u8(&in);
