@@ -81,8 +81,7 @@ static void model_allreduce(Model *md) {
 }
 
 // Step 5: inf/NaN in the reduced gradients, the GPU's rule too (train.cu).
-static int model_overflow(Model *md, int fp16) {
-    (void)fp16;
+static int model_overflow(Model *md) {
     const real *g = md->m.grads;
     double limit = DBL_MAX;  // finite: with HUGE_VAL, !(inf <= inf) would let inf through
     int bad = 0;

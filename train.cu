@@ -1273,8 +1273,7 @@ static void model_allreduce(Model *md) {
 // overflowed reaches them as inf/NaN ("Loss scaling" at the top); the FP32 weight
 // gradients themselves cannot overflow, so no FP16 limit applies to them. The same
 // pass keeps the sum of squares for the clip.
-static int model_overflow(Model *md, int fp16) {
-    (void)fp16;  // the same rule in both builds
+static int model_overflow(Model *md) {
     int bad = 0;
     // the limit must be finite: !(|inf| <= INFINITY) is false, so +-inf would pass
     md->sumsq = reduce(md->red, md->red_bad, md->grads, md->np, 1, FLT_MAX, &bad);
@@ -1284,7 +1283,7 @@ static int model_overflow(Model *md, int fp16) {
 
 // Step 7: unscale, clip the global norm, Adam, in one kernel. Returns the norm before clipping.
 static double model_apply(Model *md, const StepDecision *d, double clip, long applied) {
-    if (!md->stats_fresh) model_overflow(md, 0);
+    if (!md->stats_fresh) model_overflow(md);
     double gnorm = sqrt(md->sumsq) * d->inv_scale;
     float clipf = clip > 0 && gnorm > clip ? (float)(clip / gnorm) : 1.f;
     AdamConfig a = adam_defaults;

@@ -66,7 +66,7 @@ static void model_loaded(Model *md);
 static double model_step(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, double scale);
 static void model_inject_overflow(Model *md);
 static void model_allreduce(Model *md);
-static int model_overflow(Model *md, int fp16);
+static int model_overflow(Model *md);
 static double model_apply(Model *md, const StepDecision *d, double clip, long applied);
 static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, int first);
 
@@ -955,7 +955,7 @@ static int train_main(int argc, char **argv) {
         model_allreduce(md);
         loss = dist_sum1(loss) / world;
         // 5-7: overflow check on the reduced gradients, then skip, or unscale + clip + Adam
-        int overflow = model_overflow(md, o.fp16);
+        int overflow = model_overflow(md);
         StepDecision d = decide_step(&scaler, &o.lr, &applied, G, overflow);
         double gnorm = d.apply ? model_apply(md, &d, o.clip, applied) : 0;
         data_step++;

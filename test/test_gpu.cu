@@ -142,7 +142,7 @@ static void test_graph_path(MlstmConfig cfg, int B, int T, uint64_t seed, int sm
             model_state(m[k], &h, &c);
             memcpy(state[k], h, sizeof(float) * BH);
             memcpy(state[k] + BH, c, sizeof(float) * BH);
-            model_overflow(m[k], 0);
+            model_overflow(m[k]);
             StepDecision d = {1, 1e-3, 1.0 / N, (double)N};
             model_apply(m[k], &d, 1.0, step);
         }
@@ -250,7 +250,7 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
 
         lg = model_step(md, in, tg, rs, S);
         model_allreduce(md);
-        overflowed |= model_overflow(md, GPU_FP16);
+        overflowed |= model_overflow(md);
         StepDecision d = {1, lr, 1 / S, S};
         double gg = model_apply(md, &d, clip, step);  // the norm before clipping, as the CPU's gn
         if (step == 1) fwd_graph = md->fwd_graph;
@@ -309,7 +309,7 @@ static int precision_step(Model *md, const Mlstm *init, const uint8_t *in, const
     memset(hc, 0, sizeof(real) * md->B * md->cfg.H);
     model_loaded(md);
     model_step(md, in, tg, rs, S);
-    int ov = model_overflow(md, 1);
+    int ov = model_overflow(md);
     cudaCheck(cudaMemcpy(grads, md->grads, sizeof(float) * md->np, cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < md->np; i++) grads[i] = (float)(grads[i] / S);
     return ov;
@@ -404,7 +404,7 @@ static void test_overflow(void) {
     model_step(md, in, tg, rs, ls.scale);
     model_inject_overflow(md);
     model_allreduce(md);
-    int ov = model_overflow(md, GPU_FP16);
+    int ov = model_overflow(md);
     StepDecision d = decide_step(&ls, &lrs, &applied, B, ov);
     if (d.apply) model_apply(md, &d, 1.0, applied);
     CHECK(ov && !d.apply && applied == 0, "injected inf: overflow %d, step skipped %d, applied steps %ld", ov, !d.apply, applied);
@@ -415,10 +415,10 @@ static void test_overflow(void) {
     // FP32 build: the sums over N predictions beyond FLT_MAX) and arrive as inf/NaN
     const double huge = GPU_FP16 ? 1e12 : 3e38;
     model_step(md, in, tg, rs, huge);
-    CHECK(model_overflow(md, 1), "gradients at S = %g flagged", huge);
+    CHECK(model_overflow(md), "gradients at S = %g flagged", huge);
     // and a normal step applies
     model_step(md, in, tg, rs, B * T);
-    ov = model_overflow(md, GPU_FP16);
+    ov = model_overflow(md);
     d.apply = 1; d.lr = 1e-3; d.inv_scale = 1.0 / (B * T); d.scale = B * T;
     if (!ov) model_apply(md, &d, 1.0, 1);
     CHECK(!ov && memcmp(before, model_host(md)->params, n), "a clean step applies and moves the weights");
@@ -691,7 +691,7 @@ static int bench_step(int B, int steps) {
         memset(rs, 0, N);
         loss = model_step(md, in, tg, rs, ls.scale);
         model_allreduce(md);
-        StepDecision d = decide_step(&ls, &lrs, &applied, B, model_overflow(md, GPU_FP16));
+        StepDecision d = decide_step(&ls, &lrs, &applied, B, model_overflow(md));
         if (d.apply) model_apply(md, &d, 1.0, applied);
         else if (s >= 0) skipped++;
         nonfinite += !isfinite(loss);
