@@ -797,11 +797,14 @@ static inline double grad_norm(const real *g, size_t n) {
 // ----------------------------------------------------------------------------
 // Checkpoints (doc/design.md, "Checkpoints"; byte layout in doc/formats.md). A 256-byte
 // little-endian header, then FP32 master weights, Adam moments, and the carried
-// state of all G rows of the global batch. The checksum covers the header (with
-// its checksum field zero) and the payload. Written whole or not at all.
+// state of all G rows of the global batch, then the run record: the trainer's
+// settings as text, so that a resume continues the same run (train.h). The checksum
+// covers the header (with its checksum field zero), the payload and the record.
+// Written whole or not at all; read through the one open file that was verified.
 
 #define CKPT_MAGIC "MLSTMCKP"
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2        // 2 added the run record; version 1 files (no record) are read too
+#define CKPT_MAX_RUN_BYTES (1u << 30)
 #define CKPT_HEADER_BYTES 256
 #define CKPT_SCALER_BYTES 48  // the scaler's field; schedule.h's LOSS_SCALER_BYTES of it are used, the rest 0
 
@@ -821,7 +824,8 @@ enum {
     CKPT_AT_RNG = 64,          // u64 the trainer's RNG state
     CKPT_AT_SCALER = 72,       // CKPT_SCALER_BYTES of loss scaler state
     CKPT_AT_PAYLOAD = 120,     // u64 payload bytes
-    CKPT_AT_CHECKSUM = 128,    // u64 checksum; 136..255 reserved, 0
+    CKPT_AT_CHECKSUM = 128,    // u64 checksum
+    CKPT_AT_RUN_BYTES = 136,   // u64 bytes of the run record after the payload (version 1: reserved, 0); 144..255 reserved, 0
 };
 
 typedef struct {
@@ -834,7 +838,7 @@ typedef struct {
 
 typedef struct {
     MlstmConfig cfg;
-    uint64_t nparams, payload_bytes;
+    uint64_t nparams, payload_bytes, run_bytes;
     TrainState st;
 } CkptHeader;
 
@@ -864,9 +868,10 @@ static inline void ckpt_write_f32(AtomicFile *af, CkptSum *s, const real *x, siz
     }
 }
 
-// h, c: (G,H) carried state of the whole global batch.
-static inline void checkpoint_save(const char *path, const Mlstm *m, const TrainState *st, const real *h,
-                                   const real *c) {
+// h, c: (G,H) carried state of the whole global batch; run: (run_bytes,) the run record, or NULL.
+static inline void checkpoint_save_run(const char *path, const Mlstm *m, const TrainState *st, const real *h,
+                                       const real *c, const uint8_t *run, size_t run_bytes) {
+    if (run_bytes > CKPT_MAX_RUN_BYTES) fail("cannot write %s: a run record of %zu bytes (a bug)", path, run_bytes);
     uint8_t hd[CKPT_HEADER_BYTES] = {0};
     memcpy(hd + CKPT_AT_MAGIC, CKPT_MAGIC, 8);
     put32(hd + CKPT_AT_VERSION, CKPT_VERSION);
@@ -882,6 +887,7 @@ static inline void checkpoint_save(const char *path, const Mlstm *m, const Train
     put64(hd + CKPT_AT_RNG, st->rng);
     memcpy(hd + CKPT_AT_SCALER, st->scaler, CKPT_SCALER_BYTES);
     put64(hd + CKPT_AT_PAYLOAD, ckpt_payload_bytes(&m->cfg, m->nparams, st->G));
+    put64(hd + CKPT_AT_RUN_BYTES, run_bytes);
     // the checksum is computed with its own field zero, then patched in
     AtomicFile af;
     atomic_open(&af, path);
@@ -892,7 +898,14 @@ static inline void checkpoint_save(const char *path, const Mlstm *m, const Train
     ckpt_write_f32(&af, &sum, m->adam_v, m->nparams);
     ckpt_write_f32(&af, &sum, h, (size_t)st->G * m->cfg.H);
     ckpt_write_f32(&af, &sum, c, (size_t)st->G * m->cfg.H);
-    if (sum.has_carry) sum.h = checksum_update(sum.h, &sum.carry, 4);  // the file's last, half word
+    atomic_write(&af, run, run_bytes);
+    // the last chunk: the float the payload left half a word open, if any, then the record
+    uint8_t *tail = (uint8_t *)mallocCheck(4 + run_bytes);
+    size_t n_tail = 0;
+    if (sum.has_carry) memcpy(tail, &sum.carry, 4), n_tail = 4;
+    if (run_bytes) memcpy(tail + n_tail, run, run_bytes);
+    sum.h = checksum_update(sum.h, tail, n_tail + run_bytes);
+    free(tail);
     put64(hd + CKPT_AT_CHECKSUM, checksum_final(sum.h));
     if (fseek(af.f, CKPT_AT_CHECKSUM, SEEK_SET) != 0) {
         atomic_abort(&af);
@@ -901,10 +914,16 @@ static inline void checkpoint_save(const char *path, const Mlstm *m, const Train
     atomic_write(&af, hd + CKPT_AT_CHECKSUM, 8);
     atomic_commit(&af);
 }
+static inline void checkpoint_save(const char *path, const Mlstm *m, const TrainState *st, const real *h,
+                                   const real *c) {
+    checkpoint_save_run(path, m, st, h, c, NULL, 0);
+}
 
-// Reads and validates a checkpoint's header and checksum (the whole file is read
-// once). Any problem is fatal with a message naming the file.
-static inline void checkpoint_header(const char *path, CkptHeader *out) {
+// Opens a checkpoint and validates its header and checksum (the whole file is read
+// once). Any problem is fatal with a message naming the file. The weights are then
+// read from the returned file (checkpoint_read), never from the path again: a file
+// put in its place meanwhile is not read unverified.
+static inline FILE *checkpoint_open(const char *path, CkptHeader *out) {
     FILE *f = fopen(path, "rb");
     if (!f) fail("cannot open checkpoint %s: %s", path, strerror(errno));
     uint8_t hd[CKPT_HEADER_BYTES];
@@ -918,9 +937,9 @@ static inline void checkpoint_header(const char *path, CkptHeader *out) {
         fail("checkpoint %s is truncated: %zu bytes, the header alone is %d", path, got, CKPT_HEADER_BYTES);
     }
     uint32_t version = get32(hd + CKPT_AT_VERSION);
-    if (version != CKPT_VERSION) {
+    if (version != 1 && version != CKPT_VERSION) {
         fclose(f);
-        fail("checkpoint %s has format version %u; this build reads version %d", path, version, CKPT_VERSION);
+        fail("checkpoint %s has format version %u; this build reads versions 1 to %d", path, version, CKPT_VERSION);
     }
     out->cfg.V = (int)get32(hd + CKPT_AT_V);
     out->cfg.D = (int)get32(hd + CKPT_AT_D);
@@ -933,10 +952,12 @@ static inline void checkpoint_header(const char *path, CkptHeader *out) {
     out->st.rng = get64(hd + CKPT_AT_RNG);
     memcpy(out->st.scaler, hd + CKPT_AT_SCALER, CKPT_SCALER_BYTES);
     out->payload_bytes = get64(hd + CKPT_AT_PAYLOAD);
+    out->run_bytes = get64(hd + CKPT_AT_RUN_BYTES);
     uint64_t want_sum = get64(hd + CKPT_AT_CHECKSUM);
     int sane = out->cfg.V == 256 && out->cfg.D >= 1 && out->cfg.H >= 1 && out->st.G >= 1 && !(out->cfg.wnorm & ~1);
     sane = sane && out->nparams == param_count(&out->cfg);
     sane = sane && out->payload_bytes == ckpt_payload_bytes(&out->cfg, out->nparams, out->st.G);
+    sane = sane && out->run_bytes <= (version == 1 ? 0 : CKPT_MAX_RUN_BYTES);
     if (!sane) {
         fclose(f);
         fail("checkpoint %s has an inconsistent header (corrupt file)", path);
@@ -949,15 +970,20 @@ static inline void checkpoint_header(const char *path, CkptHeader *out) {
         sum = checksum_update(sum, buf, k);
         total += k;
     }
-    fclose(f);
-    if (total < out->payload_bytes)
-        fail("checkpoint %s is truncated: payload %llu bytes, the header says %llu", path,
-             (unsigned long long)total, (unsigned long long)out->payload_bytes);
-    if (total > out->payload_bytes)
-        fail("checkpoint %s has %llu bytes after the payload (corrupt file)", path,
-             (unsigned long long)(total - out->payload_bytes));
-    if (checksum_final(sum) != want_sum) fail("checkpoint %s fails its checksum (corrupt file)", path);
+    uint64_t want = out->payload_bytes + out->run_bytes;
+    int bad = total < want ? 1 : total > want ? 2 : checksum_final(sum) != want_sum ? 3 : 0;
+    if (bad) fclose(f);
+    if (bad == 1)
+        fail("checkpoint %s is truncated: %llu bytes after the header, the header says %llu", path,
+             (unsigned long long)total, (unsigned long long)want);
+    if (bad == 2)
+        fail("checkpoint %s has %llu bytes after the payload and run record (corrupt file)", path,
+             (unsigned long long)(total - want));
+    if (bad == 3) fail("checkpoint %s fails its checksum (corrupt file)", path);
+    return f;
 }
+// Validation alone (the header fields for the caller), the file closed again.
+static inline void checkpoint_header(const char *path, CkptHeader *out) { fclose(checkpoint_open(path, out)); }
 
 static inline void ckpt_read_f32(FILE *f, real *x, size_t n) {
     float buf[CKPT_CHUNK];
@@ -968,12 +994,23 @@ static inline void ckpt_read_f32(FILE *f, real *x, size_t n) {
     }
 }
 
-// Loads a checkpoint into a model built with the config the command line asks
-// for, and the carried state of G rows into h, c (G,H). A different config or G
-// is an error that names both.
-static inline void checkpoint_load(const char *path, Mlstm *m, TrainState *st, real *h, real *c, int G) {
-    CkptHeader hd;
-    checkpoint_header(path, &hd);
+// The run record of an open, verified checkpoint: (run_bytes + 1,) malloc'd, NUL-terminated
+// past its end; NULL when the file has none (version 1, or written by tools/mlstm_ckpt.py new).
+static inline uint8_t *checkpoint_read_run(FILE *f, const char *path, const CkptHeader *hd) {
+    if (!hd->run_bytes) return NULL;
+    uint8_t *run = (uint8_t *)mallocCheck(hd->run_bytes + 1);
+    if (fseeko(f, (off_t)(CKPT_HEADER_BYTES + hd->payload_bytes), SEEK_SET) != 0 ||
+        fread(run, 1, hd->run_bytes, f) != hd->run_bytes)
+        fail("cannot read checkpoint %s: its run record", path);
+    return run;
+}
+
+// Reads an open, verified checkpoint (checkpoint_open) into a model built with the
+// config the command line asks for, and the carried state of G rows into h, c (G,H).
+// A different config or G is an error that names both.
+static inline void checkpoint_read(FILE *f, const char *path, const CkptHeader *hd_in, Mlstm *m, TrainState *st,
+                                   real *h, real *c, int G) {
+    CkptHeader hd = *hd_in;
     const MlstmConfig *w = &m->cfg;
     if (hd.cfg.D != w->D || hd.cfg.H != w->H || hd.cfg.wnorm != w->wnorm)
         fail("checkpoint %s is a model with D=%d H=%d weight-norm=%d; "
@@ -982,15 +1019,20 @@ static inline void checkpoint_load(const char *path, Mlstm *m, TrainState *st, r
     if (hd.st.G != G)
         fail("checkpoint %s carries state for a global batch of %d rows; "
              "the command line asks for %d (world x --batch)", path, hd.st.G, G);
-    FILE *f = fopen(path, "rb");
-    if (!f || fseek(f, CKPT_HEADER_BYTES, SEEK_SET) != 0) fail("cannot read checkpoint %s", path);
+    if (fseek(f, CKPT_HEADER_BYTES, SEEK_SET) != 0) fail("cannot read checkpoint %s", path);
     ckpt_read_f32(f, m->params, m->nparams);
     ckpt_read_f32(f, m->adam_m, m->nparams);
     ckpt_read_f32(f, m->adam_v, m->nparams);
     ckpt_read_f32(f, h, (size_t)G * w->H);
     ckpt_read_f32(f, c, (size_t)G * w->H);
-    fclose(f);
     *st = hd.st;
+}
+// Opens, verifies and reads in one go.
+static inline void checkpoint_load(const char *path, Mlstm *m, TrainState *st, real *h, real *c, int G) {
+    CkptHeader hd;
+    FILE *f = checkpoint_open(path, &hd);
+    checkpoint_read(f, path, &hd, m, st, h, c, G);
+    fclose(f);
 }
 
 // ----------------------------------------------------------------------------

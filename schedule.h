@@ -258,6 +258,29 @@ static inline int lr_settings_set(LrSettings *s, const char *flag, const char *v
     return 1;
 }
 
+// The inverse of lr_settings_set: the value of `flag` that sets s's setting exactly
+// (%.17g round-trips a double), or 0 when that flag does not describe s: --warmup-steps
+// when the warmup is in epochs, and --decay-epochs and --decay-steps when no horizon
+// was given (the trainer ends the decay at --steps). Setting --lr-schedule first, then
+// every flag this returns, rebuilds s; the trainer's run record is made so.
+static inline int lr_settings_value(const LrSettings *s, const char *flag, char *out, size_t n) {
+    int given_horizon = (s->given & GIVEN_HORIZON) != 0;
+    if (!strcmp(flag, "--lr-schedule")) snprintf(out, n, "%s", lr_rule_names[s->rule]);
+    else if (!strcmp(flag, "--decay")) snprintf(out, n, "%s", decay_names[s->decay]);
+    else if (!strcmp(flag, "--lr")) snprintf(out, n, "%.17g", s->base_lr);
+    else if (!strcmp(flag, "--base-batch")) snprintf(out, n, "%ld", s->base_batch);
+    else if (!strcmp(flag, "--warmup-epochs") && s->warmup_in_epochs) snprintf(out, n, "%.17g", s->warmup);
+    else if (!strcmp(flag, "--warmup-steps") && !s->warmup_in_epochs) snprintf(out, n, "%.17g", s->warmup);
+    else if (!strcmp(flag, "--decay-epochs") && given_horizon && s->horizon_in_epochs) snprintf(out, n, "%.17g", s->horizon);
+    else if (!strcmp(flag, "--decay-steps") && given_horizon && !s->horizon_in_epochs) snprintf(out, n, "%.17g", s->horizon);
+    else if (!strcmp(flag, "--decay-power")) snprintf(out, n, "%.17g", s->decay_power);
+    else if (!strcmp(flag, "--decay-rate")) snprintf(out, n, "%.17g", s->decay_rate);
+    else if (!strcmp(flag, "--min-lr")) snprintf(out, n, "%.17g", s->min_lr);
+    else if (!strcmp(flag, "--lr-cap")) snprintf(out, n, "%.17g", s->lr_cap);
+    else return 0;
+    return 1;
+}
+
 // Checks the settings as a whole, once every flag is in and the trainer has set
 // epoch_sequences from the data. Exits 2 naming the flag at fault.
 static inline void lr_settings_check(const LrSettings *s) {

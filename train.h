@@ -11,7 +11,6 @@
 #include "schedule.h"  // defines: LrSettings, LossScaler, StepDecision, decide_step
 #include <assert.h>
 #include <float.h>
-#include <getopt.h>
 #include <signal.h>
 #include <time.h>
 #include <dirent.h>
@@ -71,8 +70,8 @@ static double model_apply(Model *md, const StepDecision *d, double clip, long ap
 static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, int first);
 
 // ----------------------------------------------------------------------------
-// Settings. One table lists every flag: getopt_long is built from it and --help
-// prints it, so the two cannot disagree. The schedule's flags are parsed and
+// Settings. One table lists every flag: options_parse reads it and --help prints it,
+// so the two cannot disagree. The schedule's flags are parsed and
 // explained by schedule.h (lr_settings_set, lr_settings_help).
 
 typedef struct {
@@ -114,6 +113,16 @@ typedef struct {
 // [min, max], a string, or a switch that stores `min`. The default --help prints is
 // read from the Options that options_defaults fills, so it is the one the code uses.
 typedef enum { ARG_SET, ARG_INT, ARG_LONG, ARG_DOUBLE, ARG_STR, ARG_SCHEDULE, ARG_HELP } ArgKind;
+// What --resume does with a flag. A checkpoint records the run it belongs to (its run
+// record, doc/formats.md), so that a resume continues that run and no other:
+//   RUN_DEFINING    the data, T, schedule, clip, precision, seed: taken from the
+//                   record; given again, the value must agree
+//   RUN_LENGTH      --steps: the record's unless given anew
+//   RUN_MODEL       the model and the global batch, in the checkpoint's header
+//                   (config_from_checkpoint checks them)
+//   RUN_INVOCATION  outputs, reporting, threads: this invocation's, not recorded, so two
+//                   runs that train alike write checkpoints alike wherever they write them
+typedef enum { RUN_DEFINING, RUN_LENGTH, RUN_MODEL, RUN_INVOCATION } RunRule;
 typedef struct {
     const char *name, *arg;
     ArgKind kind;
@@ -121,67 +130,68 @@ typedef struct {
     double min, max;
     const char *help;
     const char *unset;  // the default in words when the field is 0 or NULL (NULL: print the value)
+    RunRule on_resume;
 } Flag;
 #define AT(field) offsetof(Options, field)
 static const Flag flags[] = {
     {"train", "PATH", ARG_STR, AT(train), 0, 0,
      "training data: a directory of train_NNN.bin shards or comma-separated shard files",
-     "the built-in review corpus, no download"},
-    {"val", "PATH", ARG_STR, AT(val), 0, 0, "validation data, as --train", "the val_NNN.bin shards beside --train"},
+     "the built-in review corpus, no download", RUN_DEFINING},
+    {"val", "PATH", ARG_STR, AT(val), 0, 0, "validation data, as --train", "the val_NNN.bin shards beside --train", RUN_DEFINING},
     {"corpus-bytes", "N", ARG_LONG, AT(corpus_bytes), 1, 1L << 40,
-     "built-in corpus: bytes of training text; val is 1/40 of it", NULL},
+     "built-in corpus: bytes of training text; val is 1/40 of it", NULL, RUN_DEFINING},
     {"no-reset-docs", NULL, ARG_SET, AT(reset_docs), 0, 0,
-     "keep the state across document starts (default: reset at each '\\n' of framed data)", NULL},
-    {"hidden", "H", ARG_INT, AT(model.H), 1, MAX_HIDDEN, "hidden units, 4096 in the paper", NULL},
-    {"embed", "D", ARG_INT, AT(model.D), 1, MAX_EMBED, "embedding width, 64 in the paper", NULL},
+     "keep the state across document starts (default: reset at each '\\n' of framed data)", NULL, RUN_DEFINING},
+    {"hidden", "H", ARG_INT, AT(model.H), 1, MAX_HIDDEN, "hidden units, 4096 in the paper", NULL, RUN_MODEL},
+    {"embed", "D", ARG_INT, AT(model.D), 1, MAX_EMBED, "embedding width, 64 in the paper", NULL, RUN_MODEL},
     {"no-weight-norm", NULL, ARG_SET, AT(model.wnorm), 0, 0,
-     "train without weight normalisation (default: on, as the reference models)", NULL},
-    {"batch", "B", ARG_INT, AT(B), 1, MAX_ROWS, "sequences per rank per step; the global batch is ranks x B", NULL},
+     "train without weight normalisation (default: on, as the reference models)", NULL, RUN_MODEL},
+    {"batch", "B", ARG_INT, AT(B), 1, MAX_ROWS, "sequences per rank per step; the global batch is ranks x B", NULL, RUN_MODEL},
     {"seq-len", "T", ARG_INT, AT(T), 1, MAX_SEQ_LEN,
-     "characters per sequence, the truncated-BPTT window, 256 in the paper", NULL},
+     "characters per sequence, the truncated-BPTT window, 256 in the paper", NULL, RUN_DEFINING},
     {"steps", "N", ARG_LONG, AT(steps), 1, MAX_STEPS,
-     "train until N batches have been read; the default decay ends here", NULL},
-    {"clip", "X", ARG_DOUBLE, AT(clip), 0, 1e30, "clip the global gradient norm to X, 0 = off", NULL},
+     "train until N batches have been read; the default decay ends here", NULL, RUN_LENGTH},
+    {"clip", "X", ARG_DOUBLE, AT(clip), 0, 1e30, "clip the global gradient norm to X, 0 = off", NULL, RUN_DEFINING},
     {"fp16", NULL, ARG_SET, AT(fp16), 1, 0,
      "dynamic loss scaling, as FP16 training needs (the CPU trainer runs the\n"
-     "                         protocol in FP32; the GPU build fixes its precision)", NULL},
+     "                         protocol in FP32; the GPU build fixes its precision)", NULL, RUN_DEFINING},
     {"inject-overflow", "STEP", ARG_LONG, AT(inject_overflow), 0, MAX_STEPS,
-     "make the gradients of data step STEP overflow (for tests)", "never"},
+     "make the gradients of data step STEP overflow (for tests)", "never", RUN_INVOCATION},
     {"seed", "N", ARG_LONG, AT(seed), 0, 9.2e18,
-     "seed of the initial weights, the built-in corpus and sampling", NULL},
-    {"val-every", "N", ARG_LONG, AT(val_every), 0, MAX_STEPS, "validate every N steps, 0 = only at the end", NULL},
+     "seed of the initial weights, the built-in corpus and sampling", NULL, RUN_DEFINING},
+    {"val-every", "N", ARG_LONG, AT(val_every), 0, MAX_STEPS, "validate every N steps, 0 = only at the end", NULL, RUN_INVOCATION},
     {"val-steps", "N", ARG_LONG, AT(val_steps), 0, MAX_STEPS,
-     "batches per validation, 0 = the whole val stream", NULL},
+     "batches per validation, 0 = the whole val stream", NULL, RUN_INVOCATION},
     {"val-batch", "N", ARG_LONG, AT(val_batch), 1, MAX_ROWS,
      "validate on N rows in all, whatever --batch and the ranks; runs at different\n"
-     "                         batches then score the same rows and windows", "the training batch"},
+     "                         batches then score the same rows and windows", "the training batch", RUN_INVOCATION},
     {"sample-every", "N", ARG_LONG, AT(sample_every), 0, MAX_STEPS,
-     "print a sample every N steps, 0 = only at the end", NULL},
-    {"sample-len", "N", ARG_INT, AT(sample_len), 0, 1 << 30, "characters per sample, 0 = no samples", NULL},
-    {"prompt", "TEXT", ARG_STR, AT(prompt), 0, 0, "what a sample starts from", NULL},
-    {"temperature", "X", ARG_DOUBLE, AT(temperature), 1e-6, 1e6, "sampling temperature", NULL},
-    {"ckpt", "PATH", ARG_STR, AT(ckpt), 0, 0, "write checkpoints here (and hold PATH.lock while running)", NULL},
+     "print a sample every N steps, 0 = only at the end", NULL, RUN_INVOCATION},
+    {"sample-len", "N", ARG_INT, AT(sample_len), 0, 1 << 30, "characters per sample, 0 = no samples", NULL, RUN_INVOCATION},
+    {"prompt", "TEXT", ARG_STR, AT(prompt), 0, 0, "what a sample starts from", NULL, RUN_INVOCATION},
+    {"temperature", "X", ARG_DOUBLE, AT(temperature), 1e-6, 1e6, "sampling temperature", NULL, RUN_INVOCATION},
+    {"ckpt", "PATH", ARG_STR, AT(ckpt), 0, 0, "write checkpoints here (and hold PATH.lock while running)", NULL, RUN_INVOCATION},
     {"ckpt-every", "N", ARG_LONG, AT(ckpt_every), 0, MAX_STEPS,
-     "write a checkpoint every N steps, 0 = only at the end", NULL},
+     "write a checkpoint every N steps, 0 = only at the end", NULL, RUN_INVOCATION},
     {"resume", "PATH", ARG_STR, AT(resume), 0, 0,
      "continue from this checkpoint (model and batch, optimiser, schedule, data\n"
-     "                         position, state); the model flags may be left out", "a new run"},
+     "                         position, state); the model flags may be left out", "a new run", RUN_INVOCATION},
     {"init-from", "PATH", ARG_STR, AT(init_from), 0, 0,
      "a new run from this checkpoint's weights: fresh optimiser, step 0,\n"
      "                         any --batch and number of ranks (fine-tuning)",
-     "mlstm_init's weights for --seed"},
+     "mlstm_init's weights for --seed", RUN_INVOCATION},
     {"overwrite", NULL, ARG_SET, AT(overwrite), 1, 0,
-     "a new run may replace an existing --ckpt and --log (default: refuse)", NULL},
-    {"log", "PATH", ARG_STR, AT(log), 0, 0, "machine-readable log, one line per step and per validation", NULL},
-    {"print-every", "N", ARG_LONG, AT(print_every), 1, MAX_STEPS, "progress line every N steps", NULL},
-    {"threads", "N", ARG_INT, AT(threads), 1, MAX_THREADS, "OpenMP threads", "all cores"},
-    {"lr-schedule", "NAME", ARG_SCHEDULE, 0, 0, 0, NULL, NULL}, {"lr", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL},
-    {"base-batch", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL}, {"warmup-epochs", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL},
-    {"warmup-steps", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL}, {"decay", "SHAPE", ARG_SCHEDULE, 0, 0, 0, NULL, NULL},
-    {"decay-epochs", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL}, {"decay-steps", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL},
-    {"decay-power", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL}, {"decay-rate", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL},
-    {"min-lr", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL}, {"lr-cap", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL},
-    {"help", NULL, ARG_HELP, 0, 0, 0, "this text", NULL},
+     "a new run may replace an existing --ckpt and --log (default: refuse)", NULL, RUN_INVOCATION},
+    {"log", "PATH", ARG_STR, AT(log), 0, 0, "machine-readable log, one line per step and per validation", NULL, RUN_INVOCATION},
+    {"print-every", "N", ARG_LONG, AT(print_every), 1, MAX_STEPS, "progress line every N steps", NULL, RUN_INVOCATION},
+    {"threads", "N", ARG_INT, AT(threads), 1, MAX_THREADS, "OpenMP threads", "all cores", RUN_INVOCATION},
+    {"lr-schedule", "NAME", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING}, {"lr", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"base-batch", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING}, {"warmup-epochs", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"warmup-steps", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING}, {"decay", "SHAPE", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"decay-epochs", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING}, {"decay-steps", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"decay-power", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING}, {"decay-rate", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"min-lr", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING}, {"lr-cap", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"help", NULL, ARG_HELP, 0, 0, 0, "this text", NULL, RUN_INVOCATION},
 };
 #undef AT
 enum { NFLAGS = sizeof flags / sizeof flags[0] };
@@ -245,6 +255,7 @@ static void flag_default(const Flag *f, const Options *d, char *out, size_t n) {
     } else snprintf(out, n, " %ld", x);
 }
 
+static void usage_resume(FILE *f);
 static void usage(FILE *f, const char *prog) {
     Options d;
     options_defaults(&d);
@@ -262,6 +273,7 @@ static void usage(FILE *f, const char *prog) {
         fprintf(f, "\n");
     }
     fprintf(f, "\n");
+    usage_resume(f);
     lr_settings_help_with(f, &d.lr, "--steps");
 }
 
@@ -304,29 +316,196 @@ static void apply_flag(Options *o, int i, const char *v) {
     }
 }
 
+static int flag_named(const char *name, size_t n) {
+    for (int i = 0; i < NFLAGS; i++)
+        if (strlen(flags[i].name) == n && !strncmp(flags[i].name, name, n)) return i;
+    return -1;
+}
+
+// --name value or --name=value, exact names only (no abbreviations), "--" ends the flags.
 static void options_parse(Options *o, int argc, char **argv) {
     options_defaults(o);
-    struct option longopts[NFLAGS + 1];
-    for (int i = 0; i < NFLAGS; i++)
-        longopts[i] = (struct option){flags[i].name, flags[i].arg ? required_argument : no_argument, NULL, 1000 + i};
-    longopts[NFLAGS] = (struct option){NULL, 0, NULL, 0};
-    opterr = 0;  // we say what was wrong ourselves, then exit 2
-    int c;
-    while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
-        if (c == '?') fail("unknown flag %s (see --help)", argv[optind - 1]);
-        if (c == ':') fail("%s needs a value (see --help)", argv[optind - 1]);
-        if (flags[c - 1000].kind == ARG_HELP) {
+    int k = 1;
+    for (; k < argc; k++) {
+        const char *a = argv[k];
+        if (!strcmp(a, "--")) {
+            k++;
+            break;
+        }
+        if (a[0] != '-' || !a[1]) break;  // an argument: refused below
+        if (a[1] != '-') {
+            int i = flag_named(a + 1, strcspn(a + 1, "="));
+            if (i >= 0) fail("unknown flag %s: flags start with two dashes (--%s)", a, flags[i].name);
+            fail("unknown flag %s (flags start with two dashes; see --help)", a);
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        int i = flag_named(name, eq ? (size_t)(eq - name) : strlen(name));
+        if (i < 0) fail("unknown flag --%.*s (see --help)", eq ? (int)(eq - name) : (int)strlen(name), name);
+        const Flag *f = &flags[i];
+        if (f->kind == ARG_HELP) {
             usage(stdout, argv[0]);
             exit(0);
         }
-        apply_flag(o, c - 1000, optarg);
+        const char *v = NULL;
+        if (f->arg) {
+            if (eq) v = eq + 1;
+            else if (k + 1 < argc) v = argv[++k];
+            else fail("--%s needs a value (see --help)", f->name);
+        } else if (eq) {
+            fail("--%s takes no value, got \"%s\"", f->name, a);
+        }
+        apply_flag(o, i, v);
     }
-    if (optind < argc) fail("unexpected argument \"%s\" (flags are --name value; see --help)", argv[optind]);
-    if (o->val && !o->train) fail("--val given without --train");
+    if (k < argc) fail("unexpected argument \"%s\" (flags are --name value; see --help)", argv[k]);
     if (o->resume && o->init_from)
         fail("--resume and --init-from: give one (--resume continues a run, --init-from starts one)");
+}
+
+// Checks across flags, once a resume has filled in the run's own.
+static void options_check(const Options *o) {
+    if (o->val && !o->train) fail("--val given without --train");
     if ((long)o->B * o->T > INT_MAX)
         fail("--batch %d x --seq-len %d: too large (at most %d characters per step)", o->B, o->T, INT_MAX);
+}
+
+// ----------------------------------------------------------------------------
+// The run record: the values of the RUN_DEFINING and RUN_LENGTH flags, written into
+// every checkpoint (doc/formats.md, "The run record") as pairs of NUL-terminated strings,
+// the name without dashes and the value as apply_flag reads it back. A resume replays it
+// (options_from_record); the ranks compare the same text for all flags (ranks_agree).
+
+// The value of flags[i] in o as text that apply_flag reads back to the same value, in
+// buf[64] or the string itself; NULL when the flag sets nothing (a switch that is off, a
+// path not given, a schedule flag that does not describe o->lr, --help).
+static const char *flag_value(const Options *o, int i, char *buf) {
+    const Flag *f = &flags[i];
+    const char *p = (const char *)o + f->at;
+    char dashed[64];
+    switch (f->kind) {
+    case ARG_SET: return *(const int *)p == (int)f->min ? "on" : NULL;
+    case ARG_INT: snprintf(buf, 64, "%d", *(const int *)p); break;
+    case ARG_LONG: snprintf(buf, 64, "%ld", *(const long *)p); break;
+    case ARG_DOUBLE: snprintf(buf, 64, "%.17g", *(const double *)p); return buf;
+    case ARG_STR: return *(const char *const *)p;
+    case ARG_SCHEDULE:
+        snprintf(dashed, sizeof dashed, "--%s", f->name);
+        return lr_settings_value(&o->lr, dashed, buf, 64) ? buf : NULL;
+    case ARG_HELP: return NULL;
+    }
+    // a whole number whose default is a word (--val-batch: the training batch) is unset at 0 or -1
+    return f->unset && (!strcmp(buf, "0") || !strcmp(buf, "-1")) ? NULL : buf;
+}
+
+typedef struct {
+    char *text;  // (bytes,) name\0value\0 pairs
+    size_t bytes, cap;
+} RunText;
+
+static void run_text_add(RunText *r, const char *name, const char *value) {
+    size_t n = strlen(name) + 1, v = strlen(value) + 1;
+    if (n + v > SIZE_MAX / 2 - r->bytes) fail("the settings are too long to record");
+    if (r->bytes + n + v > r->cap) {
+        r->cap = 2 * (r->bytes + n + v);
+        r->text = (char *)realloc(r->text, r->cap);
+        if (!r->text) fail("out of memory recording the settings (%zu bytes)", r->cap);
+    }
+    memcpy(r->text + r->bytes, name, n);
+    memcpy(r->text + r->bytes + n, value, v);
+    r->bytes += n + v;
+}
+
+// The record of o's run (only RUN_DEFINING and RUN_LENGTH flags), or of all its flags.
+typedef enum { RECORD_RUN, RECORD_ALL_FLAGS } RecordWhat;
+static RunText run_record(const Options *o, RecordWhat what) {
+    RunText r = {NULL, 0, 0};
+    for (int i = 0; i < NFLAGS; i++) {
+        RunRule rule = flags[i].on_resume;
+        char buf[64];
+        const char *v = flag_value(o, i, buf);
+        if (v && (what == RECORD_ALL_FLAGS || rule == RUN_DEFINING || rule == RUN_LENGTH))
+            run_text_add(&r, flags[i].name, v);
+    }
+    return r;
+}
+
+// The value a record holds for `name`, or NULL. `text` ends in a NUL past its `bytes`.
+static const char *run_text_find(const char *text, size_t bytes, const char *name) {
+    for (size_t at = 0; at < bytes;) {
+        const char *n = text + at, *v = n + strlen(n) + 1;
+        if (!strcmp(n, name)) return v;
+        at = (size_t)(v + strlen(v) + 1 - text);
+    }
+    return NULL;
+}
+
+// Copies the field of flags[i] from src to dst (a schedule flag: the whole schedule).
+static void flag_copy(Options *dst, const Options *src, int i) {
+    const Flag *f = &flags[i];
+    size_t size = f->kind == ARG_LONG ? sizeof(long) : f->kind == ARG_DOUBLE ? sizeof(double)
+                : f->kind == ARG_STR ? sizeof(const char *) : sizeof(int);
+    if (f->kind == ARG_SCHEDULE) dst->lr = src->lr;
+    else if (f->kind != ARG_HELP) memcpy((char *)dst + f->at, (const char *)src + f->at, size);
+}
+
+// A value for a message: numbers as %g (the record's %.17g is exact, not readable), text cut.
+static void flag_shown(const char *value, char out[200]) {
+    char *end;
+    double x = value ? strtod(value, &end) : 0;
+    if (!value) snprintf(out, 200, "(not set)");
+    else if (end != value && !*end) snprintf(out, 200, x == floor(x) && fabs(x) < 1e15 ? "%.0f" : "%g", x);
+    else snprintf(out, 200, "%.180s%s", value, strlen(value) > 180 ? "..." : "");
+}
+
+// --resume: the run's settings from the checkpoint's record `text` (bytes, NUL-terminated
+// past the end). A RUN_DEFINING flag given on the command line must agree with it; a
+// RUN_LENGTH one given replaces it; all others keep the command line's value.
+static void options_from_record(Options *o, const char *path, const char *text, size_t bytes) {
+    if (bytes == 0 || text[bytes - 1] != 0)
+        fail("checkpoint %s: its run record is not a list of settings (corrupt file)", path);
+    Options rec;
+    options_defaults(&rec);
+    for (size_t at = 0; at < bytes;) {
+        const char *name = text + at, *value = name + strlen(name) + 1;
+        int i = flag_named(name, strlen(name));
+        if (value >= text + bytes || i < 0 || (flags[i].on_resume != RUN_DEFINING && flags[i].on_resume != RUN_LENGTH))
+            fail("checkpoint %s: its run record holds \"%s\", not a setting this trainer records (written by "
+                 "another version?)", path, name);
+        apply_flag(&rec, i, value);
+        at = (size_t)(value + strlen(value) + 1 - text);
+    }
+    for (int i = 0; i < NFLAGS; i++) {  // first every check, against the command line's values
+        if (flags[i].on_resume != RUN_DEFINING || !((o->given >> i) & 1)) continue;
+        char b1[64], b2[64];
+        const char *mine = flag_value(o, i, b1), *run = flag_value(&rec, i, b2);
+        if (!mine != !run || (mine && strcmp(mine, run))) {
+            char shown[2][200];
+            flag_shown(mine, shown[0]);
+            flag_shown(run, shown[1]);
+            fail("--%s %s disagrees with checkpoint %s, whose run has --%s %s: a resume continues that run (leave "
+                 "the flag out, or start a new run from its weights with --init-from)", flags[i].name, shown[0],
+                 path, flags[i].name, shown[1]);
+        }
+    }
+    for (int i = 0; i < NFLAGS; i++)  // then the copies (one schedule flag copies all of them)
+        if ((flags[i].on_resume == RUN_DEFINING || flags[i].on_resume == RUN_LENGTH) &&
+            (!((o->given >> i) & 1) || flags[i].kind == ARG_SCHEDULE))
+            flag_copy(o, &rec, i);
+}
+
+// What --resume does with the flags, for --help.
+static void usage_resume(FILE *f) {
+    fprintf(f, "A checkpoint records its run: --resume continues it, with the model and the global batch\n"
+               "from its header and the data (--train, --val, --corpus-bytes, --no-reset-docs), --seq-len,\n"
+               "the schedule, --clip, --fp16 and --seed from its run record (given again, they must agree).\n"
+               "--steps is the run's unless given anew, --ckpt is the resumed file unless given, and these\n"
+               "are each invocation's own, with the defaults above:\n ");
+    int col = 1;
+    for (int i = 0; i < NFLAGS; i++) {
+        if (flags[i].on_resume != RUN_INVOCATION || flags[i].kind == ARG_HELP) continue;
+        if (col + 3 + (int)strlen(flags[i].name) > 96) fprintf(f, "\n "), col = 1;
+        col += fprintf(f, " --%s", flags[i].name);
+    }
+    fprintf(f, "\n\n");
 }
 
 // ----------------------------------------------------------------------------
@@ -368,6 +547,65 @@ static double dist_sum1(double x) {
 #endif
     return x;
 }
+// All ranks must run one configuration: a rank with another --hidden would all-reduce
+// buffers of another size (a crash or a hang), another --steps would leave collectives
+// waiting, and any other flag would train a different model in silence while only
+// rank 0's is saved. Before any work, rank 0's flags (all of them, after a resume filled
+// them in) and data sizes go to every rank; the lowest rank that differs names the first
+// differing flag, and every rank exits 2.
+static void ranks_agree(const Options *o, int64_t train_bytes, int64_t val_bytes) {
+#ifdef USE_MPI
+    if (world == 1) return;
+    RunText mine = run_record(o, RECORD_ALL_FLAGS);
+    char sizes[2][32];
+    snprintf(sizes[0], sizeof sizes[0], "%lld", (long long)train_bytes);
+    snprintf(sizes[1], sizeof sizes[1], "%lld", (long long)val_bytes);
+    run_text_add(&mine, "train data bytes", sizes[0]);
+    run_text_add(&mine, "val data bytes", sizes[1]);
+    long long n = (long long)mine.bytes;
+    MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+    if (n < 1 || n > INT_MAX) fail("rank %d: rank 0's settings are %lld bytes long", rank, n);
+    char *first = (char *)mallocCheck((size_t)n + 1);
+    if (rank == 0) memcpy(first, mine.text, (size_t)n);
+    MPI_Bcast(first, (int)n, MPI_CHAR, 0, MPI_COMM_WORLD);
+    first[n] = 0;
+    // the first entry (flag order, then the data sizes) whose presence or value differs
+    const char *names[NFLAGS + 2];
+    for (int i = 0; i < NFLAGS; i++) names[i] = flags[i].name;
+    names[NFLAGS] = "train data bytes";
+    names[NFLAGS + 1] = "val data bytes";
+    int differ = NFLAGS + 2;
+    const char *v0 = NULL, *v1 = NULL;
+    for (int i = 0; i < NFLAGS + 2 && differ == NFLAGS + 2; i++) {
+        v0 = run_text_find(first, (size_t)n, names[i]);
+        v1 = run_text_find(mine.text, mine.bytes, names[i]);
+        if (!v0 != !v1 || (v0 && strcmp(v0, v1))) differ = i;
+    }
+    int report[2] = {differ, rank}, lowest[2];  // the smallest (entry, rank) pair reports
+    MPI_Allreduce(report, lowest, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
+    if (lowest[0] < NFLAGS + 2) {
+        if (rank == lowest[1]) {
+            char shown[2][200];
+            flag_shown(v1, shown[0]);
+            flag_shown(v0, shown[1]);
+            const char *dashes = differ < NFLAGS ? "--" : "";
+            fprintf(stderr, "error: rank %d has %s%s %s, rank 0 %s%s %s: all ranks must be started with the same "
+                    "flags and see the same data\n", rank, dashes, names[differ], shown[0], dashes, names[differ],
+                    shown[1]);
+        }
+        MPI_Barrier(MPI_COMM_WORLD);  // the message is out before any rank exits
+        MPI_Finalize();
+        exit(EXIT_BAD_INPUT);
+    }
+    free(first);
+    free(mine.text);
+#else
+    (void)o;
+    (void)train_bytes;
+    (void)val_bytes;
+#endif
+}
+
 // Rank 0 collects every rank's (B,H) rows into (G,H), for the checkpoint.
 static void dist_gather(const real *mine, real *all, size_t n) {
 #ifdef USE_MPI
@@ -415,15 +653,25 @@ static void open_stream(Stream *s, const char *spec, const char *split) {
         return;
     }
     char *copy = strdup(spec), *save = NULL;
-    const char *paths[4096];
-    int n = 0;
-    for (char *p = strtok_r(copy, ",", &save); p && n < 4096; p = strtok_r(NULL, ",", &save)) paths[n++] = p;
-    stream_open(s, paths, n, 1);
+    size_t n = 0, cap = 1;  // as many paths as there are commas, plus one
+    for (const char *c = spec; *c; c++) cap += *c == ',';
+    if (!copy || cap > INT_MAX) fail("%s: %zu paths, more than this trainer takes", spec, cap);
+    const char **paths = (const char **)mallocCheck(cap * sizeof *paths);
+    for (char *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save)) paths[n++] = p;
+    stream_open(s, paths, (int)n, 1);
+    free(paths);
     free(copy);
 }
 
+static double machine_memory_bytes(void) { return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE); }
+
 static void open_data(const Options *o, Stream *train, Stream *val) {
     if (!o->train) {
+        double need = 1.025 * (double)o->corpus_bytes, have = machine_memory_bytes();  // the text, val 1/40 more
+        if (have > 0 && need > have)
+            fail("--corpus-bytes %ld: the built-in corpus is made in memory, %.1f GB of it, and this machine has %.1f "
+                 "GB (give a smaller --corpus-bytes, or prepared shards with --train)", o->corpus_bytes, need / 1e9,
+                 have / 1e9);
         corpus_stream(train, o->corpus_bytes, o->seed, 0);
         corpus_stream(val, o->corpus_bytes / 40, o->seed, 1);
         return;
@@ -466,16 +714,18 @@ static void val_progress(long done, long n, double t0, double *shown, int *tenth
 }
 
 // Mean loss over `steps` batches of the val stream from a zero state (0: all of it).
-// NAN when a signal asked to stop during the pass (checked before every batch).
-static double evaluate(Model *md, const Loader *val, long steps, uint8_t *in, uint8_t *tg, uint8_t *rs) {
+// *interrupted when a signal asked to stop during the pass (checked before every batch).
+static double evaluate(Model *md, const Loader *val, long steps, uint8_t *in, uint8_t *tg, uint8_t *rs,
+                       int *interrupted) {
     long n = loader_steps_per_epoch(val);
     if (steps > 0 && steps < n) n = steps;
     double sum = 0, t0 = now_seconds(), shown = t0;
     int tenths = -1;  // the 10% step of the last line shown
+    *interrupted = 0;
     for (long s = 0; s < n; s++) {
         if (stop_agreed()) {
-            sum = NAN;
-            break;
+            *interrupted = 1;
+            return NAN;
         }
         loader_batch(val, s, in, tg, rs);
         sum += model_eval(md, in, tg, rs, s == 0);
@@ -490,13 +740,14 @@ static double evaluate(Model *md, const Loader *val, long steps, uint8_t *in, ui
 // training batch the rows would otherwise be short and start mid-document). They
 // need a model of their own width: `ev`, given the training weights before each
 // validation (on a GPU a host round trip of the weights, once per validation).
-static double validate(Model *md, Model *ev, const Loader *val, long steps, uint8_t *in, uint8_t *tg, uint8_t *rs) {
+static double validate(Model *md, Model *ev, const Loader *val, long steps, uint8_t *in, uint8_t *tg, uint8_t *rs,
+                       int *interrupted) {
     if (ev != md) {
         const Mlstm *src = model_host(md);
         memcpy(model_host(ev)->params, src->params, sizeof(real) * src->nparams);
         model_loaded(ev);
     }
-    return evaluate(ev, val, steps, in, tg, rs);
+    return evaluate(ev, val, steps, in, tg, rs, interrupted);
 }
 
 // Generates text after `prompt` with the host model, one byte at a time from a zero
@@ -541,7 +792,7 @@ static void sample(Mlstm *m, const char *prompt, int len, double temperature, in
 // every rank reads the whole file and keeps its own rows.
 
 static void save_checkpoint(const char *path, Model *md, int B, const LossScaler *ls, long applied, long data_step,
-                            uint64_t rng) {
+                            uint64_t rng, const RunText *run) {
     Mlstm *m = model_host(md);
     real *h, *c;
     model_state(md, &h, &c);
@@ -558,7 +809,7 @@ static void save_checkpoint(const char *path, Model *md, int B, const LossScaler
         st.rng = rng;
         st.G = G;
         loss_scaler_serialize(ls, st.scaler);
-        checkpoint_save(path, m, &st, hall, call);
+        checkpoint_save_run(path, m, &st, hall, call, (const uint8_t *)run->text, run->bytes);
     }
     free(hall);
     free(call);
@@ -576,10 +827,10 @@ static void check_input_file(const char *flag, const char *path) {
 
 // checkpoint_header checks the magic, the sizes and the checksum; a checksum cannot
 // vouch for what its writer put under it, so the fields the loop trusts are checked here.
-static CkptHeader read_checkpoint_header(const char *flag, const char *path) {
+static FILE *open_checkpoint(const char *flag, const char *path, CkptHeader *out) {
     check_input_file(flag, path);
     CkptHeader hd;
-    checkpoint_header(path, &hd);
+    FILE *f = checkpoint_open(path, &hd);
     if (hd.cfg.H > MAX_HIDDEN || hd.cfg.D > MAX_EMBED)
         fail("checkpoint %s: D=%d H=%d, beyond this build's limits (%d, %d)", path, hd.cfg.D, hd.cfg.H, MAX_EMBED,
              MAX_HIDDEN);
@@ -589,7 +840,8 @@ static CkptHeader read_checkpoint_header(const char *flag, const char *path) {
     if (hd.st.step > hd.st.data_step)
         fail("checkpoint %s: %llu applied steps but only %llu batches read: a corrupt file", path,
              (unsigned long long)hd.st.step, (unsigned long long)hd.st.data_step);
-    return hd;
+    *out = hd;
+    return f;
 }
 
 // --resume and --init-from take the model from the checkpoint, so it need not be
@@ -622,8 +874,8 @@ static void check_finite(const char *path, const char *what, const real *x, size
 }
 
 // --resume: everything, the carried state of this rank's rows included.
-static void load_checkpoint(const char *path, Model *md, int B, LossScaler *ls, long *applied, long *data_step,
-                            uint64_t *rng, int fp16) {
+static void load_checkpoint(FILE *f, const char *path, const CkptHeader *hd, Model *md, int B, LossScaler *ls,
+                            long *applied, long *data_step, uint64_t *rng, int fp16) {
     Mlstm *m = model_host(md);
     real *h, *c;
     model_state(md, &h, &c);
@@ -631,7 +883,7 @@ static void load_checkpoint(const char *path, Model *md, int B, LossScaler *ls, 
     TrainState st;
     real *hall = (real *)mallocCheck(sizeof(real) * G * H);
     real *call = (real *)mallocCheck(sizeof(real) * G * H);
-    checkpoint_load(path, m, &st, hall, call, G);
+    checkpoint_read(f, path, hd, m, &st, hall, call, G);
     check_finite(path, "params", m->params, m->nparams);
     check_finite(path, "adam_m", m->adam_m, m->nparams);
     check_finite(path, "adam_v", m->adam_v, m->nparams);
@@ -652,14 +904,14 @@ static void load_checkpoint(const char *path, Model *md, int B, LossScaler *ls, 
 
 // --init-from: the weights only. Adam's moments start at zero, the carried state too,
 // and the step, schedule and loss scale start afresh: fine-tuning at any batch.
-static void init_from_checkpoint(const char *path, Model *md, int B, int G_file) {
+static void init_from_checkpoint(FILE *f, const char *path, const CkptHeader *hd, Model *md, int B) {
     Mlstm *m = model_host(md);
     real *h, *c;
     model_state(md, &h, &c);
-    size_t n = (size_t)G_file * m->cfg.H;
+    size_t n = (size_t)hd->st.G * m->cfg.H;
     TrainState st;
     real *hall = (real *)mallocCheck(sizeof(real) * n), *call = (real *)mallocCheck(sizeof(real) * n);
-    checkpoint_load(path, m, &st, hall, call, G_file);
+    checkpoint_read(f, path, hd, m, &st, hall, call, hd->st.G);
     check_finite(path, "params", m->params, m->nparams);
     free(hall);
     free(call);
@@ -762,7 +1014,57 @@ static int log_has_results(const char *path) {
     return found;
 }
 
-static Outputs outputs_open(const Options *o, long data_step) {
+// Whether `path` has the name of one of ckpt's temporary files, <ckpt>.tmp.<digits>, which
+// remove_stale_temps deletes at start-up.
+static int is_ckpt_temp(const char *path, const char *ckpt) {
+    const char *pb = strrchr(path, '/'), *cb = strrchr(ckpt, '/');
+    pb = pb ? pb + 1 : path;
+    cb = cb ? cb + 1 : ckpt;
+    size_t n = strlen(cb);
+    if (strncmp(pb, cb, n) || strncmp(pb + n, ".tmp.", 5) || !pb[n + 5] || strspn(pb + n + 5, "0123456789") != strlen(pb + n + 5))
+        return 0;
+    char pd[4096], cd[4096];
+    snprintf(pd, sizeof pd, "%.*s.", (int)(pb - path), path);  // "dir/." or "."
+    snprintf(cd, sizeof cd, "%.*s.", (int)(cb - ckpt), ckpt);
+    return same_file(pd, cd);
+}
+
+// No output may be an input or another output: a log appended to the checkpoint being
+// resumed, or a checkpoint written over a shard, loses what it replaces. Names are
+// compared as files (same_file), the lock and the temporary names included. The one
+// pair allowed is --resume and --ckpt: a resume continues writing the run's checkpoint
+// (read whole before the first write, replaced by rename).
+typedef struct { const char *flag, *path; int output; } RunFile;
+static void check_files_apart(const Options *o, const Stream *train, const Stream *val) {
+    int n = 0, cap = 5 + train->n_shards + val->n_shards;
+    RunFile *f = (RunFile *)mallocCheck(sizeof(RunFile) * (size_t)cap);
+    char lock[4200];
+    snprintf(lock, sizeof lock, "%s.lock", o->ckpt);
+    f[n++] = (RunFile){"--ckpt", o->ckpt, 1};
+    f[n++] = (RunFile){"--log", o->log, 1};
+    f[n++] = (RunFile){"--ckpt's lock", lock, 1};
+    if (o->resume) f[n++] = (RunFile){"--resume", o->resume, 0};
+    if (o->init_from) f[n++] = (RunFile){"--init-from", o->init_from, 0};
+    for (int k = 0; k < 2; k++) {
+        const Stream *s = k ? val : train;
+        for (int i = 0; o->train && i < s->n_shards; i++) f[n++] = (RunFile){k ? "--val" : "--train", s->shards[i].path, 0};
+    }
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && is_ckpt_temp(f[i].path, o->ckpt))
+            fail("%s %s has the name of a temporary file of --ckpt %s (deleted at start-up): rename it", f[i].flag,
+                 f[i].path, o->ckpt);
+        for (int j = 0; j < i; j++) {
+            if (!f[i].output && !f[j].output) continue;            // two inputs: read twice, harmless
+            if (!strcmp(f[i].flag, "--resume") && j == 0) continue;  // continuing the run's checkpoint
+            if (same_file(f[i].path, f[j].path))
+                fail("%s %s and %s %s are the same file: a run's outputs must not overwrite its inputs or each other",
+                     f[j].flag, f[j].path, f[i].flag, f[i].path);
+        }
+    }
+    free(f);
+}
+
+static Outputs outputs_open(const Options *o, long data_step, const Stream *train, const Stream *val) {
     Outputs out = {NULL, o->log, -1};
     struct stat sb;
     const char *names[2][2] = {{"ckpt", o->ckpt}, {"log", o->log}};
@@ -777,7 +1079,12 @@ static Outputs outputs_open(const Options *o, long data_step) {
         if (earlier && !o->resume && !o->overwrite)
             fail("--%s %s exists (an earlier run's): continue it with --resume %s, or give --overwrite to replace it",
                  flag, path, i == 0 ? path : o->ckpt);
+        // a resume writes the checkpoint it continues (a log it appends to); another run's, only if told to
+        if (earlier && o->resume && i == 0 && !o->overwrite && !same_file(path, o->resume))
+            fail("--ckpt %s exists and is not the resumed checkpoint %s: give --overwrite to replace it", path,
+                 o->resume);
     }
+    check_files_apart(o, train, val);
     // the lock, which also shows that the checkpoint's directory is writable
     char lock[4200];
     snprintf(lock, sizeof lock, "%s.lock", o->ckpt);
@@ -810,7 +1117,7 @@ static void outputs_close(Outputs *out) {
 // this machine's: a model that cannot fit is a flag to change, said before allocating.
 static void check_memory(const MlstmConfig *c, double extra_bytes, const char *flags_named) {
     double need = 4.0 * param_count(c) * sizeof(real) + extra_bytes;
-    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    double have = machine_memory_bytes();
     if (have > 0 && need > have)
         fail("%s too large: the model needs %.1f GB of memory, this machine has %.1f GB", flags_named, need / 1e9, have / 1e9);
 }
@@ -836,9 +1143,14 @@ static void print_settings(const Options *o, Model *md, const char *precision, c
     ROW("ranks x threads", "%d x 1", world);
 #endif
     ROW("batch", "%d rows/rank x %d ranks = %d, T = %d", B, world, G, o->T);
-    ROW("train data", "%s, %lld bytes", o->train ? o->train : "built-in corpus", (long long)train_s->size);
     const char *val_name = o->val ? o->val : o->train ? o->train : "built-in corpus";
-    ROW("val data", "%s, %lld bytes", val_name, (long long)val_s->size);
+    const char *names[2] = {o->train ? o->train : "built-in corpus", val_name};
+    const Stream *streams[2] = {train_s, val_s};
+    for (int k = 0; k < 2; k++) {  // a long list of paths cut, so that the size shows
+        int cut = strlen(names[k]) > 50;
+        ROW(k ? "val data" : "train data", "%.*s%s, %lld bytes in %d shard%s", cut ? 40 : 50, names[k],
+            cut ? "..." : "", (long long)streams[k]->size, streams[k]->n_shards, streams[k]->n_shards > 1 ? "s" : "");
+    }
     if (o->val_batch) ROW("val batch", "%ld rows in all (--val-batch)", o->val_batch);
     ROW("steps per epoch", "%ld", loader_steps_per_epoch(train));
     double epochs = (double)o->steps / loader_steps_per_epoch(train);
@@ -863,26 +1175,63 @@ static void print_settings(const Options *o, Model *md, const char *precision, c
 // model has diverged and skipping would only read the rest of the data for nothing.
 #define STUCK_SKIPS 10
 
+// A mean loss above twice a uniform model's (ln 256 nats, 8 bits per character) is reached
+// by no model that learns, at any step: the weights have been blown apart (a learning rate
+// far too high). So is an inf or NaN loss. Either ends the run before it is saved.
+#define DIVERGED_LOSS_FACTOR 2.0
+static int loss_diverged(double loss, int V) { return !(loss <= DIVERGED_LOSS_FACTOR * log((double)V)); }
+static void fail_diverged(long data_step, const char *what, double loss, const char *ckpt, long saved_step) {
+    char kept[4300];
+    if (saved_step >= 0) snprintf(kept, sizeof kept, "%s keeps step %ld", ckpt, saved_step);
+    else snprintf(kept, sizeof kept, "no checkpoint written");
+    fail("step %ld: %s is %g nats (%g bits per character; a uniform model's is 8): the model has diverged; stopping "
+         "without saving it, %s (try a lower --lr)", data_step, what, loss, loss / M_LN2, kept);
+}
+
+// The loss of the current weights on the next training batch, from a zero state (forward
+// only, the training state untouched): what a checkpoint about to be written is checked by
+// when no validation just measured it. Weights sent to 1e30 by one update still give a
+// finite gradient norm before it; their forward does not.
+static double probe_loss(Model *md, const Loader *train, long data_step, uint8_t *in, uint8_t *tg, uint8_t *rs) {
+    loader_batch(train, data_step, in, tg, rs);
+    return dist_sum1(model_eval(md, in, tg, rs, 1)) / world;
+}
+
 static int train_main(int argc, char **argv) {
+    std_fds_open();
     dist_init(&argc, &argv);
     stop_requested = 0;
     Options o;
     options_parse(&o, argc, argv);
+    if (o.resume && !flag_given(&o, "ckpt")) o.ckpt = o.resume;  // continue writing the run's checkpoint
+    // the model (and, resuming, the batch and the run's settings) from a checkpoint, checked
+    // before any work; the file stays open until its weights are read from it
+    CkptHeader from;
+    FILE *from_file = NULL;
+    char *from_run = NULL;  // the resumed run's record
+    const char *from_path = o.resume ? o.resume : o.init_from;
+    if (from_path) {
+        from_file = open_checkpoint(o.resume ? "resume" : "init-from", from_path, &from);
+        config_from_checkpoint(&o, from_path, &from);
+        if (o.resume) from_run = (char *)checkpoint_read_run(from_file, from_path, &from);
+        if (from_run) options_from_record(&o, from_path, from_run, from.run_bytes);
+        else if (o.resume && rank == 0)
+            fprintf(stderr, "note: checkpoint %s has no run record (format version 1, or written from Python): "
+                            "the command line's flags define the rest of the run\n", from_path);
+        if (o.resume && (long)from.st.data_step >= o.steps)
+            fail("checkpoint %s is at step %llu and --steps is %ld: nothing to train (give a larger --steps)", o.resume,
+                 (unsigned long long)from.st.data_step, o.steps);
+    }
+    options_check(&o);
     const char *precision;
     o.fp16 = model_precision(o.fp16, &precision);
 #ifdef _OPENMP
     if (o.threads) omp_set_num_threads(o.threads);
 #endif
-    // the model (and, resuming, the batch) from a checkpoint, checked before any work
-    CkptHeader from;
-    const char *from_path = o.resume ? o.resume : o.init_from;
-    if (from_path) {
-        from = read_checkpoint_header(o.resume ? "resume" : "init-from", from_path);
-        config_from_checkpoint(&o, from_path, &from);
-        if (o.resume && (long)from.st.data_step >= o.steps)
-            fail("checkpoint %s is at step %llu and --steps is %ld: nothing to train (give a larger --steps)", o.resume,
-                 (unsigned long long)from.st.data_step, o.steps);
-    }
+    const char *run_steps = from_run ? run_text_find(from_run, from.run_bytes, "steps") : NULL;
+    if (run_steps && atol(run_steps) != o.steps && !(o.lr.given & GIVEN_HORIZON) && rank == 0)
+        printf("note: --steps %ld, the run had %s: the decay now ends at step %ld (a run started with --decay-steps "
+               "keeps its end)\n", o.steps, run_steps, o.steps);
     // the decay ends at --steps unless a horizon was given (a run of any length decays to its end)
     if (!(o.lr.given & GIVEN_HORIZON)) {
         o.lr.horizon = (double)o.steps;
@@ -895,6 +1244,8 @@ static int train_main(int argc, char **argv) {
     int VB = o.val_batch && o.val_batch != G ? (int)(o.val_batch / world) : B;  // val rows per rank
     Stream train_s, val_s;
     open_data(&o, &train_s, &val_s);
+    ranks_agree(&o, train_s.size, val_s.size);
+    RunText run = run_record(&o, RECORD_RUN);  // into every checkpoint of this run
     char what[2][4200];
     if (o.train) {
         snprintf(what[0], sizeof what[0], "the training data (--train %s)", o.train);
@@ -921,12 +1272,13 @@ static int train_main(int argc, char **argv) {
     loss_scaler_init(&scaler, o.fp16);
     long applied = 0, data_step = 0;
     uint64_t rng = (uint64_t)o.seed ^ 0x5eed5eed5eed5eedULL;
-    if (o.resume) load_checkpoint(o.resume, md, B, &scaler, &applied, &data_step, &rng, o.fp16);
-    if (o.init_from) init_from_checkpoint(o.init_from, md, B, from.st.G);
+    if (o.resume) load_checkpoint(from_file, o.resume, &from, md, B, &scaler, &applied, &data_step, &rng, o.fp16);
+    if (o.init_from) init_from_checkpoint(from_file, o.init_from, &from, md, B);
+    if (from_file) fclose(from_file);
     // the output files last of what can fail at start-up, so a refused start leaves none
     // behind, and still before the first step, so a bad path costs no training
     Outputs out = {NULL, o.log, -1};
-    if (rank == 0) out = outputs_open(&o, data_step);
+    if (rank == 0) out = outputs_open(&o, data_step, &train_s, &val_s);
     if (rank == 0) print_settings(&o, md, precision, &train_s, &val_s, &train);
 
     struct sigaction sa;
@@ -935,15 +1287,18 @@ static int train_main(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
 
+    int interrupted;
     if (data_step == 0 && o.val_every) {  // the baseline the validation curve falls from
-        double vl = validate(md, ev, &val, o.val_steps, in, tg, rs);
-        if (rank == 0 && !isnan(vl)) {
+        double vl = validate(md, ev, &val, o.val_steps, in, tg, rs, &interrupted);
+        if (rank == 0 && !interrupted) {
             log_printf(&out, "val 0 0 %.6f %.6f\n", vl, vl / M_LN2);
             printf("step %6d | val bpc %.4f\n", 0, vl / M_LN2);
         }
     }
     double fpc = flops_per_char(&o.model), t_start = now_seconds(), train_seconds = 0, loss_avg = 0;
     long start_step = data_step, n_avg = 0, stuck = 0;
+    long saved_step = o.resume ? data_step : -1;  // the step of the checkpoint on disk, -1: none of this run
+    int ckpt_due = 0;                             // a periodic checkpoint waits for a step that is not skipped
     while (data_step < o.steps && !stop_agreed()) {
         // steps 1-3 of doc/design.md, "The training step": read the batch, forward, backward seeded with S
         double t0 = now_seconds();
@@ -984,14 +1339,18 @@ static int train_main(int argc, char **argv) {
                 n_avg = 0;
             }
         }
+        if (loss_diverged(loss, o.model.V)) fail_diverged(data_step, "the training loss", loss, o.ckpt, saved_step);
         if (stuck >= STUCK_SKIPS)
             fail("step %ld: %d steps in a row skipped with inf/NaN gradients %s: the model has diverged; stopping "
                  "without a checkpoint (try a lower --lr)", data_step, STUCK_SKIPS,
                  o.fp16 ? "at the smallest loss scale" : "(FP32: no loss scale to lower)");
         int last = data_step == o.steps;
+        double vl = NAN;  // this step's validation loss, if it ran to the end
         if ((o.val_every && data_step % o.val_every == 0) || last) {
-            double vl = validate(md, ev, &val, o.val_steps, in, tg, rs);
-            if (rank == 0 && !isnan(vl)) {
+            vl = validate(md, ev, &val, o.val_steps, in, tg, rs, &interrupted);
+            if (!interrupted && loss_diverged(vl, o.model.V))
+                fail_diverged(data_step, "the validation loss", vl, o.ckpt, saved_step);
+            if (rank == 0 && !interrupted) {
                 log_printf(&out, "val %ld %.4f %.6f %.6f\n", data_step, epoch, vl, vl / M_LN2);
                 printf("step %6ld | val bpc %.4f\n", data_step, vl / M_LN2);
             }
@@ -1000,9 +1359,17 @@ static int train_main(int argc, char **argv) {
             sample(model_host(md), o.prompt, o.sample_len, o.temperature, train.reset_docs, &rng, stdout);
         }
         // SIGINT/SIGTERM on any rank stops every rank after this step
+        // A checkpoint never replaces a better one with a diverged model: none is written
+        // while steps are being skipped (unless the run ends), and the weights must score.
         int stop = stop_agreed();
-        if ((o.ckpt_every && data_step % o.ckpt_every == 0) || last || stop) {
-            save_checkpoint(o.ckpt, md, B, &scaler, applied, data_step, rng);
+        ckpt_due |= o.ckpt_every && data_step % o.ckpt_every == 0;
+        if ((ckpt_due && d.apply) || last || stop) {
+            double check = isnan(vl) ? probe_loss(md, &train, data_step, in, tg, rs) : vl;
+            if (loss_diverged(check, o.model.V))
+                fail_diverged(data_step, "the loss of the weights to be saved", check, o.ckpt, saved_step);
+            save_checkpoint(o.ckpt, md, B, &scaler, applied, data_step, rng, &run);
+            saved_step = data_step;
+            ckpt_due = 0;
             if (rank == 0) {
                 printf("step %6ld | checkpoint %s\n", data_step, o.ckpt);
                 fflush(stdout);
@@ -1018,6 +1385,8 @@ static int train_main(int argc, char **argv) {
     if (rank == 0) outputs_close(&out);
     if (ev != md) model_free(ev);
     model_free(md);
+    free(run.text);
+    free(from_run);
     stream_free(&train_s);
     stream_free(&val_s);
     free(in);

@@ -38,14 +38,52 @@ static inline void fail(const char *fmt, ...) {
     exit(EXIT_BAD_INPUT);
 }
 
+// The sizes a user chooses are checked against the machine's memory where they are read,
+// naming the flag; what is left here is an internal failure, and it names no flag it
+// cannot know was the cause.
 static inline void *malloc_check(size_t size, const char *file, int line) {
     void *p = calloc(1, size ? size : 1);
     if (!p) {
-        fprintf(stderr, "error: out of memory allocating %zu bytes at %s:%d\n"
-                        "HINT: use a smaller --hidden, --batch or --seq-len\n", size, file, line);
+        fprintf(stderr, "error: out of memory allocating %zu bytes at %s:%d\n", size, file, line);
         exit(1);
     }
     return p;
+}
+
+// A program started with a standard descriptor closed (`./train >&-`) would hand that
+// number to the next file it opens, and its printf would then write into that file (a
+// lock, a checkpoint). Each main() calls this first: closed ones are opened on /dev/null.
+static inline void std_fds_open(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        int got = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+        if (got != fd) exit(1);  // cannot happen: the lowest free number is fd; nothing to report to
+    }
+}
+
+// Whether two paths name one file: the same device and inode when both exist, else the
+// same path once the directory part is resolved (a file not yet written).
+static inline int same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    int ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (ea != eb) return 0;
+    char ra[8192], rb[8192];
+    const char *paths[2] = {a, b};
+    char *out[2] = {ra, rb};
+    for (int k = 0; k < 2; k++) {
+        char dir[4096];
+        const char *slash = strrchr(paths[k], '/');
+        if (!slash) snprintf(dir, sizeof dir, ".");
+        else if (slash == paths[k]) snprintf(dir, sizeof dir, "/");
+        else if (slash - paths[k] < (long)sizeof dir) snprintf(dir, sizeof dir, "%.*s", (int)(slash - paths[k]), paths[k]);
+        else return !strcmp(a, b);
+        char *real = realpath(dir, NULL);
+        if (!real) return !strcmp(a, b);  // a directory not made yet: the names alone
+        snprintf(out[k], 8192, "%s/%s", real, slash ? slash + 1 : paths[k]);
+        free(real);
+    }
+    return !strcmp(ra, rb);
 }
 #define mallocCheck(size) malloc_check((size), __FILE__, __LINE__)
 

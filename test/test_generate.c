@@ -279,6 +279,29 @@ static void test_fast_path(const char *path, const char *what) {
           what);
 }
 
+// gen_load reads the file it verified: a checkpoint renamed over the path between the
+// check and the read is not what is read (it was: the path was opened a second time).
+static void test_reads_what_it_verified(const char *a, const char *b) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/swap.ckpt", dir);
+    test_system("cp %s %s", a, p);
+    Gen ga, gb, g;
+    gen_load(&ga, a, 0);
+    gen_load(&gb, b, 0);
+    CkptHeader hd;
+    FILE *f = checkpoint_open(p, &hd);
+    test_system("cp %s %s.new && mv %s.new %s", b, p, p, p);  // another model (of another size) in its place
+    gen_read(&g, f, p, hd, 0);
+    fclose(f);
+    int same = g.cfg.H == ga.cfg.H && !memcmp(g.p.t[P_BOUT], ga.p.t[P_BOUT], 256 * sizeof(real)) &&
+               memcmp(ga.p.t[P_BOUT], gb.p.t[P_BOUT], 256 * sizeof(real));
+    CHECK(same, "generate reads the checkpoint it verified, not one renamed over its path since (H=%d, b_out equal)",
+          g.cfg.H);
+    gen_free(&g);
+    gen_free(&ga);
+    gen_free(&gb);
+}
+
 // A model built in-process, saved with a non-zero carried state of G = 3 rows. H = 62
 // leaves a short last group of rows in gemv. (H and D stay even: checkpoint_save's
 // streamed checksum is wrong when a tensor has an odd number of elements.)
@@ -526,6 +549,7 @@ int main(int argc, char **argv) {
     snprintf(p, sizeof p, "%s/random_nowm.ckpt", dir);
     write_random_model(p, (MlstmConfig){256, 16, 64, 0}, 6);
     test_fast_path(p, "random H=64 D=16, no weight norm");
+    test_reads_what_it_verified(trained, p);
     test_cli();
     test_bad_checkpoints();
     test_bad_flags();

@@ -121,11 +121,11 @@ int main(void) {
     copy_file(path, bad, 100);
     EXPECT_EXIT(load_as, bad, 2, "is truncated: 100 bytes", "file shorter than the header");
     copy_file(path, bad, want - 10);
-    EXPECT_EXIT(load_as, bad, 2, "is truncated: payload", "truncated payload");
+    EXPECT_EXIT(load_as, bad, 2, "is truncated: 81206 bytes after the header, the header says 81216", "truncated payload");
     copy_file(path, bad, -1); poke(bad, 0, "NOTACKPT", 8);
     EXPECT_EXIT(load_as, bad, 2, "not an mlstm checkpoint (bad magic)", "wrong magic");
-    copy_file(path, bad, -1); { uint8_t v[4] = {2, 0, 0, 0}; poke(bad, 8, v, 4); }
-    EXPECT_EXIT(load_as, bad, 2, "format version 2; this build reads version 1", "other version");
+    copy_file(path, bad, -1); { uint8_t v[4] = {3, 0, 0, 0}; poke(bad, 8, v, 4); }
+    EXPECT_EXIT(load_as, bad, 2, "format version 3; this build reads versions 1 to 2", "other version");
     copy_file(path, bad, -1); { uint8_t x = 0x5a; poke(bad, want - 1, &x, 1); }
     EXPECT_EXIT(load_as, bad, 2, "fails its checksum", "one flipped payload byte");
     copy_file(path, bad, -1); { uint8_t x = 0x01; poke(bad, 49, &x, 1); }
@@ -147,6 +147,41 @@ int main(void) {
         checkpoint_save(bad, &m, &st, h, c);
         EXPECT_EXIT(load_odd, bad, 0, "", "a checkpoint of H=3 D=2 (odd parameter and state counts) loads back: its checksum matches");
         mlstm_free(&m);
+    }
+    // 6. the run record: saved after the payload under the checksum, read back as written
+    {
+        static const char run[] = "seq-len\0" "32\0" "train\0" "data\0";  // odd length: ends inside a word
+        snprintf(bad, sizeof bad, "%s/run.ckpt", dir);
+        checkpoint_save_run(bad, &m1, &s1, h1, c1, (const uint8_t *)run, sizeof run);
+        CkptHeader hd;
+        FILE *f = checkpoint_open(bad, &hd);
+        uint8_t *got = checkpoint_read_run(f, bad, &hd);
+        CHECK(hd.run_bytes == sizeof run && got && !memcmp(got, run, sizeof run) && file_size(bad) == want + (long)sizeof run,
+              "the run record (%zu bytes) is saved after the payload and read back", sizeof run);
+        free(got);
+        fclose(f);
+        copy_file(bad, p2, -1); { uint8_t x = 'S'; poke(p2, want, &x, 1); }
+        EXPECT_EXIT(load_as, p2, 2, "fails its checksum", "one flipped byte of the run record");
+        copy_file(path, p2, -1); { uint8_t v[4] = {1, 0, 0, 0}, n[8] = {5}; poke(p2, 8, v, 4); poke(p2, CKPT_AT_RUN_BYTES, n, 8); }
+        EXPECT_EXIT(load_as, p2, 2, "inconsistent header", "a version-1 file with a run record size");
+        copy_file(path, p2, -1); { uint8_t v[4] = {1, 0, 0, 0}; poke(p2, 8, v, 4); }
+        EXPECT_EXIT(load_as, p2, 2, "fails its checksum", "a version-1 header under a version-2 checksum");
+    }
+    // 7. what was verified is what is read: a checkpoint put in the file's place between
+    // checkpoint_open and checkpoint_read is not read (tools/generate and the trainer read so)
+    {
+        Mlstm m3; real h3[G * 12], c3[G * 12]; TrainState s3;
+        make(&m3, h3, c3, &s3, 99);
+        snprintf(bad, sizeof bad, "%s/other.ckpt", dir);
+        checkpoint_save(bad, &m3, &s3, h3, c3);
+        CkptHeader hd;
+        FILE *f = checkpoint_open(path, &hd);
+        CHECK(rename(bad, path) == 0, "another checkpoint renamed over the opened one");
+        checkpoint_read(f, path, &hd, &m2, &s2, h2, c2, G);
+        fclose(f);
+        CHECK(memcmp(m1.params, m2.params, m1.nparams * sizeof(real)) == 0,
+              "checkpoint_read reads the verified file, not the one now at its path");
+        mlstm_free(&m3);
     }
     mlstm_free(&m1); mlstm_free(&m2);
     test_system("rm -rf %s", dir);

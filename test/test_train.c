@@ -521,20 +521,20 @@ static void test_checkpoint_fields(void) {
     mlstm_free(&m);
 }
 
-// A run whose gradients stay inf/NaN whatever the loss scale stops with an error
-// instead of skipping every remaining step: FP32, and FP16 once S is at its floor.
+// A run whose weights blow up (the loss goes NaN) stops with an error at once instead of
+// skipping or training on: FP32 and FP16 alike, and it leaves no checkpoint.
 static void test_stuck_skips(void) {
-    const char *mode[2] = {"", "--fp16"}, *says[2] = {"(FP32: no loss scale to lower)", "at the smallest loss scale"};
+    const char *mode[2] = {"", "--fp16"};
     for (int k = 0; k < 2; k++) {
         char o[600], lg[600];
         snprintf(o, sizeof o, "%s/nan%d.out", dir, k);
         snprintf(lg, sizeof lg, "%s/nan%d.log", dir, k);
-        // --lr 1e38: the first update sends the weights to ~1e37 and the loss to NaN
+        // --lr 1e38: the first update sends the weights to ~1e37 and the next loss far past 8 bits
         int rc = test_system("%s " TINY " %s --lr 1e38 --clip 0 --steps 200 --ckpt %s/nan%d.ckpt --log %s > %s 2>&1",
                              trainer, mode[k], dir, k, lg, o);
         LogLine l[256];
         int n = read_log(lg, l, 256);
-        int said = test_system("grep -q 'steps in a row skipped with inf/NaN gradients %s' %s", says[k], o) == 0;
+        int said = test_system("grep -q 'step 2: the training loss is .* nats.*the model has diverged' %s", o) == 0;
         char ck[600];
         snprintf(ck, sizeof ck, "%s/nan%d.ckpt", dir, k);
         CHECK(rc == 2 && said && n < 40 && file_size(ck) < 0, "diverged %s run: exit %d after %d of 200 steps, no checkpoint, says why",

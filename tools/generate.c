@@ -42,15 +42,11 @@ typedef struct {
     int reset_docs;    // zero h, c before reading '\n' (default 1)
 } Gen;
 
-// Loads the weights (and, with carried_state, row 0 of the carried h, c) of the checkpoint
-// at path. Any problem is one line naming the file, exit 2.
-static void gen_load(Gen *g, const char *path, int carried_state) {
+// Reads the weights (and, with carried_state, row 0 of the carried h, c) from f, the
+// checkpoint that checkpoint_open verified: the bytes checked are the bytes read, whatever
+// is put at the path meanwhile. Any problem is one line naming the file, exit 2.
+static void gen_read(Gen *g, FILE *f, const char *path, CkptHeader hd, int carried_state) {
     memset(g, 0, sizeof *g);
-    struct stat sb;
-    if (stat(path, &sb) != 0) fail("cannot open checkpoint %s: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) fail("checkpoint %s is not a regular file", path);
-    CkptHeader hd;
-    checkpoint_header(path, &hd);  // magic, version, sizes, length and checksum
     if (hd.cfg.D > GEN_MAX_WIDTH || hd.cfg.H > GEN_MAX_WIDTH)
         fail("checkpoint %s: D=%d H=%d, wider than this tool takes (%d)", path, hd.cfg.D, hd.cfg.H, GEN_MAX_WIDTH);
     g->cfg = hd.cfg;
@@ -61,8 +57,7 @@ static void gen_load(Gen *g, const char *path, int carried_state) {
     g->vecs = mlstm_alloc((size_t)11 * H + 256);
     g->h = g->vecs, g->hn = g->h + H, g->c = g->hn + H, g->z = g->c + H;
     g->mx = g->z + 4 * (size_t)H, g->mh = g->mx + H, g->mt = g->mh + H, g->logits = g->mt + H;
-    FILE *f = fopen(path, "rb");
-    if (!f || fseeko(f, CKPT_HEADER_BYTES, SEEK_SET) != 0) fail("cannot read checkpoint %s", path);
+    if (fseeko(f, CKPT_HEADER_BYTES, SEEK_SET) != 0) fail("cannot read checkpoint %s", path);
     ckpt_read_f32(f, g->params, hd.nparams);
     if (carried_state) {  // after the weights and both Adam moments: h (G,H), then c (G,H)
         off_t at_h = CKPT_HEADER_BYTES + (off_t)12 * hd.nparams, at_c = at_h + (off_t)4 * hd.st.G * H;
@@ -71,7 +66,6 @@ static void gen_load(Gen *g, const char *path, int carried_state) {
         if (fseeko(f, at_c, SEEK_SET) != 0) fail("cannot read checkpoint %s", path);
         ckpt_read_f32(f, g->c, H);
     }
-    fclose(f);
     // NaN/Inf weights (a diverged run) would only give NaN logits: refuse them here, by name
     for (int i = 0; i < NPARAM; i++)
         for (size_t k = 0; k < g->p.n[i]; k++)
@@ -95,6 +89,15 @@ static void gen_load(Gen *g, const char *path, int carried_state) {
         }
         free(norms);
     }
+}
+static void gen_load(Gen *g, const char *path, int carried_state) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) fail("cannot open checkpoint %s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) fail("checkpoint %s is not a regular file", path);
+    CkptHeader hd;
+    FILE *f = checkpoint_open(path, &hd);  // magic, version, sizes, length and checksum
+    gen_read(g, f, path, hd, carried_state);
+    fclose(f);
 }
 static void gen_free(Gen *g) {
     free(g->params);
@@ -220,6 +223,7 @@ static double gen_parse_double(const char *flag, const char *v, double min, doub
 }
 
 int main(int argc, char **argv) {
+    std_fds_open();
     openmp_prefer_passive_wait(argv);  // util.h: spinning threads starve each other on shared cores
     const char *prompt = "", *path = NULL;
     long long length = 500, threads = 0;

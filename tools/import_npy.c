@@ -145,6 +145,7 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
+    std_fds_open();
     const char *out = NULL, *dir = NULL;
     long want_h = 0, want_d = 0;
     for (int i = 1; i < argc; i++) {

@@ -539,6 +539,7 @@ static int64_t parse_int(const char *flag, const char *s) {
 }
 
 int main(int argc, char **argv) {
+    std_fds_open();
     Settings cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.text_field = "reviewText"; cfg.label_field = "overall";

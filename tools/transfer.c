@@ -820,6 +820,7 @@ static double parse_real(const char *flag, const char *v) {
 }
 
 int main(int argc, char **argv) {
+    std_fds_open();
     openmp_prefer_passive_wait(argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { usage(); return argc < 2 ? EXIT_BAD_INPUT : 0; }
     const char *cmd = argv[1], *ckpt = NULL, *out = NULL, *summary = NULL, *pos[3] = {NULL, NULL, NULL};
