@@ -322,38 +322,30 @@ static int flag_named(const char *name, size_t n) {
     return -1;
 }
 
-// --name value or --name=value, exact names only (no abbreviations), "--" ends the flags.
+// --name value or --name=value (util.h, cli_word), "--" ends the flags.
 static void options_parse(Options *o, int argc, char **argv) {
     options_defaults(o);
     int k = 1;
-    for (; k < argc; k++) {
-        const char *a = argv[k];
-        if (!strcmp(a, "--")) {
-            k++;
-            break;
+    for (CliFlag c; k < argc; k++) {
+        CliWord w = cli_word(argv[k], &c);
+        if (w == CLI_END_OF_FLAGS) k++;
+        if (w == CLI_END_OF_FLAGS || w == CLI_ARGUMENT) break;  // an argument: refused below
+        if (w == CLI_SINGLE_DASH) {
+            int i = flag_named(argv[k] + 1, strcspn(argv[k] + 1, "="));
+            if (i >= 0) fail("unknown flag %s: flags start with two dashes (--%s)", argv[k], flags[i].name);
+            fail("unknown flag %s (flags start with two dashes; see --help)", argv[k]);
         }
-        if (a[0] != '-' || !a[1]) break;  // an argument: refused below
-        if (a[1] != '-') {
-            int i = flag_named(a + 1, strcspn(a + 1, "="));
-            if (i >= 0) fail("unknown flag %s: flags start with two dashes (--%s)", a, flags[i].name);
-            fail("unknown flag %s (flags start with two dashes; see --help)", a);
-        }
-        const char *name = a + 2, *eq = strchr(name, '=');
-        int i = flag_named(name, eq ? (size_t)(eq - name) : strlen(name));
-        if (i < 0) fail("unknown flag --%.*s (see --help)", eq ? (int)(eq - name) : (int)strlen(name), name);
+        int i = flag_named(c.name, c.len);
+        if (i < 0) fail("unknown flag --%.*s (see --help)", (int)c.len, c.name);
         const Flag *f = &flags[i];
         if (f->kind == ARG_HELP) {
             usage(stdout, argv[0]);
             exit(0);
         }
-        const char *v = NULL;
-        if (f->arg) {
-            if (eq) v = eq + 1;
-            else if (k + 1 < argc) v = argv[++k];
-            else fail("--%s needs a value (see --help)", f->name);
-        } else if (eq) {
-            fail("--%s takes no value, got \"%s\"", f->name, a);
-        }
+        const char *v = c.value;
+        if (f->arg && !v && k + 1 >= argc) fail("--%s needs a value (see --help)", f->name);
+        if (f->arg && !v) v = argv[++k];
+        if (!f->arg && v) fail("--%s takes no value, got \"%s\"", f->name, argv[k]);
         apply_flag(o, i, v);
     }
     if (k < argc) fail("unexpected argument \"%s\" (flags are --name value; see --help)", argv[k]);

@@ -88,6 +88,28 @@ static inline int same_file(const char *a, const char *b) {
 #define mallocCheck(size) malloc_check((size), __FILE__, __LINE__)
 
 // ----------------------------------------------------------------------------
+// Command lines of long flags (the trainers, generate): --name value or --name=value,
+// names matched whole (getopt_long's abbreviations would let --val mean --val-every
+// once a flag is renamed), and "--" ending the flags. A word with one dash is never
+// taken for a value-less argument: the caller names it as a misspelt flag.
+
+typedef struct {
+    const char *name;   // after the dashes, `len` bytes (not NUL-terminated when `value` is set)
+    size_t len;
+    const char *value;  // after '=', or NULL
+} CliFlag;
+typedef enum { CLI_ARGUMENT, CLI_FLAG, CLI_SINGLE_DASH, CLI_END_OF_FLAGS } CliWord;
+static inline CliWord cli_word(const char *arg, CliFlag *f) {
+    if (!strcmp(arg, "--")) return CLI_END_OF_FLAGS;
+    if (arg[0] != '-' || !arg[1]) return CLI_ARGUMENT;  // "-" alone is an argument (standard input)
+    if (arg[1] != '-') return CLI_SINGLE_DASH;
+    const char *eq = strchr(arg + 2, '=');
+    *f = (CliFlag){arg + 2, eq ? (size_t)(eq - arg - 2) : strlen(arg + 2), eq ? eq + 1 : NULL};
+    return CLI_FLAG;
+}
+static inline int cli_is(const CliFlag *f, const char *name) { return strlen(name) == f->len && !strncmp(f->name, name, f->len); }
+
+// ----------------------------------------------------------------------------
 // A 64-bit checksum for checkpoints and data shards: FNV-1a's multiply-xor over
 // 8-byte little-endian words (fast enough for tens of GB), then a final mix.
 // Streaming: pass the previous result as `h` (start with CHECKSUM_INIT). Chunks

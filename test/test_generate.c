@@ -479,6 +479,8 @@ static void test_bad_flags(void) {
         {"--threads", "0", "--threads: must be from 1 to 1024"},
         {"--threads", "100000", "--threads: must be from 1 to 1024"},
         {"--bogus", "1", "unknown flag --bogus"},
+        {"-temperature", "1", "unknown flag -temperature (flags start with two dashes"},  // was: named the checkpoint
+        {"--temp", "1", "unknown flag --temp "},                                            // no abbreviations
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *a[] = {trained, cases[i].flag, cases[i].value, NULL};

@@ -579,6 +579,16 @@ static void test_inputs(void) {
                 "%s/%s %s %s -o %s/x.feat --threshold 3 %s/prep/bad_labels.tsv", bin, T, m, ck, tmp, tmp);
     write_text("prep/bad_labels.tsv", "offset\tlength\tlabel\n0\tx\t5\n");
     expect_fail("bad_labels.tsv:2: bad length field", "a labels file with a bad length", "%s/%s %s %s -o %s/x.feat %s/prep/bad_labels.tsv", bin, T, m, ck, tmp, tmp);
+    // a damaged copy of the real labels file: a line deleted, a line repeated, the last line gone
+    // (each was read as 39 or 41 documents, exit 0); doc/formats.md: offsets are contiguous to the end
+    const char *edits[][3] = {{"3d", "bad_labels.tsv:3: offset", "a labels file with a line deleted"},
+                              {"3p", "bad_labels.tsv:4: offset", "a labels file with a line repeated"},
+                              {"$d", "lines are missing at the end", "a labels file without its last line"}};
+    for (int k = 0; k < 3; k++) {
+        test_system("sed '%s' %s/prep/val_labels.tsv > %s/prep/bad_labels.tsv", edits[k][0], tmp, tmp);
+        expect_fail(edits[k][1], edits[k][2], "%s/%s %s %s -o %s/x.feat --threshold 3 %s/prep/bad_labels.tsv", bin, T, m,
+                    ck, tmp, tmp);
+    }
 }
 
 // heatmap: names the user chose never reach gnuplot's or a shell's parser; many

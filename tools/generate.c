@@ -22,7 +22,6 @@
 // equals mlstm_forward's up to the order of FP32 sums (test_generate checks both).
 #include "mlstm.h"  // defines: MlstmConfig, ParamTable, checkpoint_header, ckpt_read_f32, weightnorm_forward, cell_forward, sample_byte
 #include <float.h>
-#include <getopt.h>
 #include <limits.h>
 #include <time.h>
 
@@ -230,16 +229,24 @@ int main(int argc, char **argv) {
     uint64_t seed = 1;
     int carried_state = 0, reset_docs = 1;
     SamplerConfig sc = {0.8, 0, 1.0};
-    struct option longopts[GEN_NFLAGS + 1];
-    for (int i = 0; i < GEN_NFLAGS; i++)
-        longopts[i] = (struct option){gen_flags[i].name, gen_flags[i].arg ? required_argument : no_argument, NULL, 1000 + i};
-    longopts[GEN_NFLAGS] = (struct option){NULL, 0, NULL, 0};
-    opterr = 0;
-    int opt;
-    while ((opt = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
-        if (opt == '?') fail("unknown flag %s (see --help)", argv[optind - 1]);
-        if (opt == ':') fail("%s needs a value (see --help)", argv[optind - 1]);
-        const char *name = gen_flags[opt - 1000].name, *v = optarg;
+    int k = 1, end_of_flags = 0;
+    for (CliFlag c; k < argc; k++) {
+        CliWord w = end_of_flags ? CLI_ARGUMENT : cli_word(argv[k], &c);
+        if (w == CLI_END_OF_FLAGS) end_of_flags = 1;
+        if (w == CLI_END_OF_FLAGS) continue;
+        if (w == CLI_SINGLE_DASH) fail("unknown flag %s (flags start with two dashes; see --help)", argv[k]);
+        if (w == CLI_ARGUMENT) {
+            if (path) fail("unexpected argument \"%s\" after the checkpoint %s", argv[k], path);
+            path = argv[k];
+            continue;
+        }
+        int i = 0;
+        while (i < GEN_NFLAGS && !cli_is(&c, gen_flags[i].name)) i++;
+        if (i == GEN_NFLAGS) fail("unknown flag --%.*s (see --help)", (int)c.len, c.name);
+        const char *name = gen_flags[i].name, *v = c.value;
+        if (gen_flags[i].arg && !v && k + 1 >= argc) fail("--%s needs a value (see --help)", name);
+        if (gen_flags[i].arg && !v) v = argv[++k];
+        if (!gen_flags[i].arg && v) fail("--%s takes no value, got \"%s\"", name, argv[k]);
         if (!strcmp(name, "help")) {
             gen_usage(stdout, argv[0]);
             return 0;
@@ -256,9 +263,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(name, "no-reset-docs")) reset_docs = 0;
         else if (!strcmp(name, "threads")) threads = gen_parse_int(name, v, 1, 1024);
     }
-    if (optind < argc) path = argv[optind++];
     if (!path) fail("no checkpoint given (usage: %s CHECKPOINT [flags]; see --help)", argv[0]);
-    if (optind < argc) fail("unexpected argument \"%s\" after the checkpoint %s", argv[optind], path);
 #ifdef _OPENMP
     if (threads) omp_set_num_threads((int)threads);
     int nthreads = omp_get_max_threads();

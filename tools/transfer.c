@@ -270,6 +270,7 @@ static void read_shards(Docs *d, const char *path, const InputOptions *o) {
     stream_open_dir(&s, dir, split, 1);
     char where[4300];
     long line = 1, unlabelled = 0;
+    int64_t next_off = 0;  // offsets are contiguous (doc/formats.md): where the next document starts
     uint8_t *doc = NULL;
     size_t cap = 0;
     for (char *p = buf + 20, *next; p < buf + n; p = next) {
@@ -284,6 +285,10 @@ static void read_shards(Docs *d, const char *path, const InputOptions *o) {
         if (len < 4 || off > s.size || len > s.size - off)
             fail("%s: document at offset %lld, length %lld is not inside the %lld bytes of %s/%s_*.bin", where,
                  (long long)off, (long long)len, (long long)s.size, dir, split);
+        if (off != next_off)
+            fail("%s: offset %lld, but the document before ends at %lld: the labels file does not match %s/%s_*.bin "
+                 "(a line missing, repeated or out of order?)", where, (long long)off, (long long)next_off, dir, split);
+        next_off = off + len;
         if (!strcmp(label, "-")) { unlabelled++; continue; }
         int y = parse_label(where, label, o);
         if (y < 0) continue;
@@ -292,6 +297,9 @@ static void read_shards(Docs *d, const char *path, const InputOptions *o) {
         if (doc[0] != '\n' || doc[1] != ' ') fail("%s: offset %lld is not the start of a document in %s/%s_*.bin", where, (long long)off, dir, split);
         docs_add(d, where, (const char *)doc + 2, (size_t)len - 3, y);
     }
+    if (next_off != s.size)
+        fail("%s: the documents end at byte %lld of the %lld of %s/%s_*.bin: lines are missing at the end", path,
+             (long long)next_off, (long long)s.size, dir, split);
     if (unlabelled) fprintf(stderr, "transfer: %s: %ld documents without a label (\"-\") left out\n", path, unlabelled);
     free(doc); free(buf); free(dir); free(split);
     stream_free(&s);
