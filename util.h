@@ -85,6 +85,11 @@ static inline int same_file(const char *a, const char *b) {
     }
     return !strcmp(ra, rb);
 }
+// An output that is one of the inputs would replace what is being read: refused, naming both.
+static inline void refuse_same_file(const char *out_what, const char *out, const char *in_what, const char *in) {
+    if (same_file(out, in))
+        fail("%s %s and %s %s are the same file: an output must not overwrite an input", out_what, out, in_what, in);
+}
 #define mallocCheck(size) malloc_check((size), __FILE__, __LINE__)
 
 // ----------------------------------------------------------------------------

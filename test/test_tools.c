@@ -58,6 +58,34 @@ static void test_transfer_eval_args(void) {
     CHECK(rc == 2 && test_system("tail -n 1 %s | grep -q 'error: need CKPT and DATA'", out) == 0, "transfer_eval.sh with one argument: exit %d", rc);
 }
 
+// No tool writes over one of its own inputs: each such command exits 2 naming both, the input as it was.
+static void test_outputs_apart(void) {
+    int rc = test_system("cd %s && %s/prepare --builtin 20000 -o d > /dev/null 2>&1 && "
+                         "%s/train --hidden 8 --embed 4 --batch 2 --seq-len 8 --corpus-bytes 20000 --steps 1 --val-every 0 "
+                         "--sample-len 0 --ckpt m.ckpt --log m.log > /dev/null 2>&1 && cp m.ckpt m.keep && "
+                         "printf 'label,sentence\n1,good\n0,bad\n' > in.csv && cp in.csv in.keep && cp d/train_000.bin t.keep",
+                         tmp, bin, bin);
+    CHECK(rc == 0, "outputs apart: shards, a checkpoint and a CSV to work on (exit %d)", rc);
+    const char *cases[][3] = {
+        {"transfer featurize -m m.ckpt -o m.ckpt in.csv", "-o m.ckpt and -m m.ckpt are the same file", "m.ckpt m.keep"},
+        {"transfer featurize -m m.ckpt -o in.csv in.csv", "-o in.csv and INPUT in.csv are the same file", "in.csv in.keep"},
+        {"transfer heatmap -m m.ckpt --unit 0 -o h h.dat", "-o h.dat and INPUT h.dat are the same file", "h.dat in.keep"},
+        {"prepare --format text -o d d/train_000.bin", "input d/train_000.bin is one of the files -o d is about to replace",
+         "d/train_000.bin t.keep"},
+        {"import_npy -o npy/0.npy npy", "-o npy/0.npy and input npy/0.npy are the same file", "npy/0.npy in.keep"},
+    };
+    test_system("mkdir -p %s/npy && cp %s/in.csv %s/npy/0.npy && cp %s/in.csv %s/h.dat", tmp, tmp, tmp, tmp, tmp);
+    for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        rc = test_system("cd %s && %s/%s > al.out 2>&1", tmp, bin, cases[k][0]);
+        int said = test_system("grep -q -- '%s' %s/al.out", cases[k][1], tmp) == 0;
+        int kept = test_system("cd %s && cmp -s %s", tmp, cases[k][2]) == 0;
+        CHECK(rc == 2 && said && kept, "outputs apart: %s: exit %d, names both, the input kept", cases[k][0], rc);
+    }
+    rc = test_system("cd %s && cp in.csv a.feat && %s/transfer classify --summary a.feat a.feat a.feat a.feat > al.out 2>&1 && false; "
+                     "grep -q -- '--summary a.feat and train a.feat are the same file' al.out && cmp -s a.feat in.keep", tmp, bin);
+    CHECK(rc == 0, "outputs apart: transfer classify --summary one of its feature files: refused, the file kept");
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     char self[4096];
@@ -69,6 +97,7 @@ int main(int argc, char **argv) {
     if (!mkdtemp(tmp)) { perror("mkdtemp"); return 1; }
     test_plots();
     test_transfer_eval_args();
+    test_outputs_apart();
     int rc = test_summary("test_tools");
     if (rc == 0) test_system("rm -rf %s", tmp);
     else printf("(files kept in %s)\n", tmp);

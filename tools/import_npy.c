@@ -159,7 +159,12 @@ int main(int argc, char **argv) {
     }
     if (!out || !dir) { usage(); fail("need -o OUT.ckpt and DIR"); }
     Npy a[15];
-    for (int k = 0; k < 15; k++) npy_load(&a[k], dir, k);
+    for (int k = 0; k < 15; k++) {
+        char in[4200];
+        snprintf(in, sizeof in, "%s/%d.npy", dir, k);
+        refuse_same_file("-o", out, "input", in);
+        npy_load(&a[k], dir, k);
+    }
     if (a[0].ndim != 2 || a[0].shape[0] != 256) expect_shape(&a[0], 0, 256, a[0].ndim == 2 ? a[0].shape[1] : 64, "(256 bytes x D)");
     long D = a[0].shape[1];
     if (D < 1 || D > INT_MAX) fail("%s (embedding) has shape (256, %ld): D must be 1 to %d", a[0].path, D, INT_MAX);

@@ -428,6 +428,21 @@ static void remove_staging(void) {
 }
 static volatile sig_atomic_t interrupted = 0;
 // A prepare killed with -9 leaves its staging directory: remove those of dead processes.
+// An input that is one of the files prepare writes into out_dir (SPLIT_NNN.bin, SPLIT_labels.tsv)
+// would be replaced by the output made from it: refused.
+static void refuse_output_name(const char *input, const char *out_dir) {
+    const char *slash = strrchr(input, '/'), *base = slash ? slash + 1 : input;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - input) : 1, slash ? input : ".");
+    if (slash == input) snprintf(dir, sizeof dir, "/");
+    const char *split = !strncmp(base, "train_", 6) ? base + 6 : !strncmp(base, "val_", 4) ? base + 4 : NULL;
+    size_t digits = split ? strspn(split, "0123456789") : 0;
+    int ours = split && (!strcmp(split, "labels.tsv") || (digits >= 3 && !strcmp(split + digits, ".bin")));
+    if (ours && same_file(dir, out_dir))
+        fail("input %s is one of the files -o %s is about to replace: write the shards to another directory", input,
+             out_dir);
+}
+
 static void remove_stale_staging(const char *out_dir) {
     DIR *d = opendir(out_dir);
     struct dirent *e;
@@ -598,6 +613,7 @@ int main(int argc, char **argv) {
     struct stat st;
     if (stat(cfg.out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) fail("output directory %s is not a directory", cfg.out_dir);
     if (access(cfg.out_dir, W_OK) != 0) fail("cannot write to output directory %s: %s", cfg.out_dir, strerror(errno));
+    for (int i = 0; i < n_inputs; i++) refuse_output_name(inputs[i], cfg.out_dir);
 
     double t0 = now_seconds();
     Corpus c;

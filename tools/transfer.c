@@ -452,6 +452,8 @@ static void feats_read(const char *path, Feats *f) {
 }
 
 static void featurize(const char *ckpt, const char *input, const char *out, const InputOptions *o, int B, int T) {
+    refuse_same_file("-o", out, "-m", ckpt);
+    refuse_same_file("-o", out, "INPUT", input);
     Docs d;
     read_input(&d, input, o);
     Mlstm m;
@@ -558,6 +560,7 @@ static double unit_accuracy(const Feats *f, int unit, int sign, double thr) {
 static void classify(const char *paths[3], const char *summary, double eps) {
     Feats f[3];
     const char *split[3] = {"train", "val", "test"};
+    for (int k = 0; k < 3 && summary; k++) refuse_same_file("--summary", summary, split[k], paths[k]);
     for (int k = 0; k < 3; k++) {
         feats_read(paths[k], &f[k]);
         if (f[k].H != f[0].H) fail("%s has H=%d features but %s has H=%d (made by different models)", paths[k], f[k].H, paths[0], f[0].H);
@@ -683,6 +686,13 @@ static void put_html_char(FILE *f, const char *s, size_t n) {
 
 static void heatmap(const char *ckpt, const char *input, const char *prefix, const InputOptions *o, int unit, int sign,
                     double center, int n_reviews, int max_chars, int width) {
+    const char *ext[4] = {"html", "dat", "gp", "png"};  // what heatmap_write and gnuplot write
+    for (int k = 0; k < 4; k++) {
+        char out[4200];
+        snprintf(out, sizeof out, "%s.%s", prefix, ext[k]);
+        refuse_same_file("-o", out, "-m", ckpt);
+        refuse_same_file("-o", out, "INPUT", input);
+    }
     Docs d;
     read_input(&d, input, o);
     Mlstm m;
