@@ -169,7 +169,7 @@ int main(int argc, char **argv) {
     int at = -1;
     if (st && strstr(st, "\"step\": ")) at = atoi(strstr(st, "\"step\": ") + 8);
     free(st);
-    CHECK(at >= 20 && at <= 40, "detected at step %d (the 20-step window full)", at);
+    CHECK(at >= 1 && at <= 40, "detected at step %d (by the trainer itself, or when the 20-step window is full)", at);
     CHECK(steps >= at && steps < 1000, "stopped early: %d of 1250 steps", steps);
     CHECK(contains("%s/d/results.md", "", "| constant | diverged (step"), "results.md shows it as diverged");
     CHECK(contains("%s/d.txt", "", "diverged in"), "the progress line says so");

@@ -340,7 +340,12 @@ def run_one(o, d, r):
                 sent = True
             time.sleep(0.05)
         wall = time.time() - t0
-    if rc != 0:
+    if rc == 2 and why is None:  # the trainer's own divergence stop (train.h, loss_diverged) is a result
+        with open(out, errors="replace") as fh:
+            m = re.search(r"^error: step (\d+): (.*?): the model has diverged", fh.read(), re.M)
+        if m:
+            why, rc = (int(m.group(1)), "the trainer stopped: " + m.group(2)), 0
+    if rc != 0 and not (rc == 2 and why is not None):  # (a run stopped for divergence may exit 2 as well)
         die("%s: the trainer exited %d; its output is in %s" % (base, rc, out))
     if why is not None:
         res = {"status": "diverged", "step": why[0], "reason": why[1]}

@@ -31,6 +31,7 @@ import tempfile
 RULES = ["linear", "sqrt", "legw", "puri", "constant"]
 WINDOW = 20     # train steps averaged by the divergence rule
 MARGIN = 1.02   # ... and how far above the first step's loss their mean must be
+EXPLODED = 2 * math.log(256)  # a loss above twice a uniform model's: train.h's loss_diverged, which stops the trainer
 RUN_RE = re.compile(r"^(?P<rule>[a-z]+)_k(?P<k>\d+)\.log(\.gz)?$")  # a finished run's log may be gzipped
 
 
@@ -103,6 +104,8 @@ def divergence(train, val, planned_steps=None, window=WINDOW, start=0):
             vi += 1
         if not math.isfinite(loss):
             return step, "train loss %s" % loss
+        if loss > EXPLODED:
+            return step, "train loss %.4g nats, above twice a uniform model's" % loss
         if i + 1 >= window:
             mean = sum(t[3] for t in train[i + 1 - window:i + 1]) / window
             if mean > MARGIN * first:
