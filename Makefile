@@ -52,7 +52,7 @@ ifeq ($(MPI_OK),yes)
 else
   TRAIN_CC := $(CC)
 endif
-TRAIN_HEADERS := train.h util.h mlstm.h gemm.h data.h schedule.h
+TRAIN_HEADERS := train.h run.h util.h mlstm.h gemm.h data.h schedule.h
 
 .PHONY: all test test-san clean probe run
 all: probe train $(TESTS) $(TOOLS)

@@ -173,30 +173,8 @@ static inline double lr_at_step(const LrSettings *s, long step, long global_batc
 // ----------------------------------------------------------------------------
 // Command line: both trainers hand every flag here first.
 
-static inline double lr_parse_number(const char *flag, const char *value) {
-    char *end = NULL;
-    errno = 0;
-    double x = strtod(value, &end);
-    if (end == value || *end != 0 || errno == ERANGE || !lr_finite(x))
-        fail("%s: \"%s\" is not a number", flag, value);
-    return x;
-}
-static inline double lr_parse_positive(const char *flag, const char *value) {
-    double x = lr_parse_number(flag, value);
-    if (!(x > 0.0)) fail("%s: must be positive, got %s", flag, value);
-    return x;
-}
-static inline double lr_parse_nonnegative(const char *flag, const char *value) {
-    double x = lr_parse_number(flag, value);
-    if (x < 0.0) fail("%s: must be zero or positive, got %s", flag, value);
-    return x;
-}
-static inline double lr_parse_whole(const char *flag, const char *value, int allow_zero) {
-    double x = lr_parse_number(flag, value);  // accepts 100000 and 1e5 alike
-    if (x != floor(x) || x < (allow_zero ? 0.0 : 1.0) || x > 1e15)
-        fail("%s: must be a whole number%s, got %s", flag, allow_zero ? " >= 0" : " >= 1", value);
-    return x;
-}
+// Whole numbers of steps and sequences: util.h's rule, up to 10^15 (beyond any run).
+#define LR_MAX_WHOLE 1000000000000000LL
 
 // Applies one flag. Returns 1 if it is a schedule flag, 0 if not (the caller tries
 // its own flags); a bad value exits 2 with a message naming the flag.
@@ -217,40 +195,40 @@ static inline int lr_settings_set(LrSettings *s, const char *flag, const char *v
             }
         fail("--decay: unknown decay \"%s\" (expected none, linear, cosine, exponential or polynomial)", value);
     } else if (strcmp(flag, "--lr") == 0) {
-        s->base_lr = lr_parse_positive(flag, value);
+        s->base_lr = parse_positive(flag, value);
         s->given |= GIVEN_LR;
     } else if (strcmp(flag, "--base-batch") == 0) {
-        s->base_batch = (long)lr_parse_whole(flag, value, 0);
+        s->base_batch = (long)parse_whole(flag, value, 1, LR_MAX_WHOLE);
         s->given |= GIVEN_BASE_BATCH;
     } else if (strcmp(flag, "--warmup-epochs") == 0) {
-        s->warmup = lr_parse_nonnegative(flag, value);
+        s->warmup = parse_real(flag, value, 0, DBL_MAX);
         s->warmup_in_epochs = 1;
         s->given |= GIVEN_WARMUP;
     } else if (strcmp(flag, "--warmup-steps") == 0) {
-        s->warmup = lr_parse_whole(flag, value, 1);
+        s->warmup = (double)parse_whole(flag, value, 0, LR_MAX_WHOLE);
         s->warmup_in_epochs = 0;
         s->given |= GIVEN_WARMUP;
     } else if (strcmp(flag, "--decay-epochs") == 0) {
-        s->horizon = lr_parse_positive(flag, value);
+        s->horizon = parse_positive(flag, value);
         s->horizon_in_epochs = 1;
         s->given |= GIVEN_HORIZON;
     } else if (strcmp(flag, "--decay-steps") == 0) {
-        s->horizon = lr_parse_whole(flag, value, 0);
+        s->horizon = (double)parse_whole(flag, value, 1, LR_MAX_WHOLE);
         s->horizon_in_epochs = 0;
         s->given |= GIVEN_HORIZON;
     } else if (strcmp(flag, "--decay-power") == 0) {
-        s->decay_power = lr_parse_positive(flag, value);
+        s->decay_power = parse_positive(flag, value);
         s->given |= GIVEN_DECAY_POWER;
     } else if (strcmp(flag, "--decay-rate") == 0) {
-        double x = lr_parse_number(flag, value);
+        double x = parse_real(flag, value, -DBL_MAX, DBL_MAX);
         if (!(x > 0.0 && x < 1.0)) fail("%s: must be between 0 and 1 (exclusive), got %s", flag, value);
         s->decay_rate = x;
         s->given |= GIVEN_DECAY_RATE;
     } else if (strcmp(flag, "--min-lr") == 0) {
-        s->min_lr = lr_parse_nonnegative(flag, value);
+        s->min_lr = parse_real(flag, value, 0, DBL_MAX);
         s->given |= GIVEN_MIN_LR;
     } else if (strcmp(flag, "--lr-cap") == 0) {
-        s->lr_cap = lr_parse_positive(flag, value);
+        s->lr_cap = parse_positive(flag, value);
         s->given |= GIVEN_LR_CAP;
     } else {
         return 0;

@@ -93,6 +93,43 @@ static inline void refuse_same_file(const char *out_what, const char *out, const
 #define mallocCheck(size) malloc_check((size), __FILE__, __LINE__)
 
 // ----------------------------------------------------------------------------
+// Numbers on command lines: one rule for every flag of every program. A whole number is
+// written in digits, a '-' first at most: 1e5, 12x, 0x10, +3 and 2.5 are refused, and the
+// range is checked before any narrowing, so 4294967298 is an error and not 2. A real
+// number is what strtod reads, all of it, and finite. Each exits 2 naming the flag.
+
+static inline long long parse_whole(const char *flag, const char *text, long long min, long long max) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(text, &end, 10);
+    size_t digits = strspn(text + (text[0] == '-'), "0123456789");
+    if (!digits || text[(text[0] == '-') + digits] || end == text)
+        fail("%s: expected a whole number, got \"%s\"", flag, text);
+    if (errno == ERANGE || x < min || x > max) {
+        if (max >= 1000000000000000LL) fail("%s: must be at least %lld, got %s", flag, min, text);  // no real bound above
+        fail("%s: must be between %lld and %lld, got %s", flag, min, max, text);
+    }
+    return x;
+}
+static inline double parse_real(const char *flag, const char *text, double min, double max) {
+    char *end;
+    errno = 0;
+    double x = strtod(text, &end);
+    if (end == text || *end || errno == ERANGE || !(fabs(x) <= 1.7976931348623157e308))
+        fail("%s: expected a number, got \"%s\"", flag, text);
+    if (x < min || x > max) {
+        if (max >= 1e15) fail("%s: must be at least %g, got %s", flag, min, text);
+        fail("%s: must be between %g and %g, got %s", flag, min, max, text);
+    }
+    return x;
+}
+static inline double parse_positive(const char *flag, const char *text) {
+    double x = parse_real(flag, text, -1.7976931348623157e308, 1.7976931348623157e308);
+    if (!(x > 0)) fail("%s: must be positive, got %s", flag, text);
+    return x;
+}
+
+// ----------------------------------------------------------------------------
 // Command lines of long flags (the trainers, generate): --name value or --name=value,
 // names matched whole (getopt_long's abbreviations would let --val mean --val-every
 // once a flag is renamed), and "--" ending the flags. A word with one dash is never

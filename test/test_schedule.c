@@ -161,20 +161,22 @@ static void test_flags(void) {
         {"--decay-epochs", "0"}, {"--decay-steps", "0"}, {"--decay-steps", "-100"},
         {"--decay-power", "0"}, {"--decay-rate", "1"}, {"--decay-rate", "0"}, {"--min-lr", "-1e-5"},
         {"--lr-cap", "0"}, {"--lr-cap", "-3e-3"},
+        {"--decay-steps", "1e5"},  // the rule of every whole-number flag (util.h, parse_whole), as --steps 1e5
     };
     static const char *want[] = {
         "error: --lr: must be positive, got 0", "error: --lr: must be positive, got -1e-3",
-        "error: --lr: \"abc\" is not a number", "error: --lr: \"\" is not a number",
-        "error: --lr: \"1e-3x\" is not a number", "error: --lr: \"nan\" is not a number",
-        "error: --base-batch: must be a whole number >= 1, got 0", "error: --base-batch: must be a whole number >= 1, got -128",
-        "error: --base-batch: must be a whole number >= 1, got 12.5",
-        "error: --warmup-epochs: must be zero or positive, got -1", "error: --warmup-steps: must be a whole number >= 0, got -5",
-        "error: --warmup-steps: must be a whole number >= 0, got 2.5",
-        "error: --decay-epochs: must be positive, got 0", "error: --decay-steps: must be a whole number >= 1, got 0",
-        "error: --decay-steps: must be a whole number >= 1, got -100",
+        "error: --lr: expected a number, got \"abc\"", "error: --lr: expected a number, got \"\"",
+        "error: --lr: expected a number, got \"1e-3x\"", "error: --lr: expected a number, got \"nan\"",
+        "error: --base-batch: must be at least 1, got 0", "error: --base-batch: must be at least 1, got -128",
+        "error: --base-batch: expected a whole number, got \"12.5\"",
+        "error: --warmup-epochs: must be at least 0, got -1", "error: --warmup-steps: must be at least 0, got -5",
+        "error: --warmup-steps: expected a whole number, got \"2.5\"",
+        "error: --decay-epochs: must be positive, got 0", "error: --decay-steps: must be at least 1, got 0",
+        "error: --decay-steps: must be at least 1, got -100",
         "error: --decay-power: must be positive, got 0", "error: --decay-rate: must be between 0 and 1 (exclusive), got 1",
-        "error: --decay-rate: must be between 0 and 1 (exclusive), got 0", "error: --min-lr: must be zero or positive, got -1e-5",
+        "error: --decay-rate: must be between 0 and 1 (exclusive), got 0", "error: --min-lr: must be at least 0, got -1e-5",
         "error: --lr-cap: must be positive, got 0", "error: --lr-cap: must be positive, got -3e-3",
+        "error: --decay-steps: expected a whole number, got \"1e5\"",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         EXPECT_EXIT(set_one, (void *)&bad[i], 2, want[i], bad[i].flag);
@@ -196,7 +198,7 @@ static void test_flags(void) {
     s = settings("--lr-schedule", "legw", NULL);
     CHECK(s.warmup == 0.001 && s.warmup_in_epochs && s.horizon == 1 && s.horizon_in_epochs && s.decay == DECAY_LINEAR,
           "legw preset: warmup 0.001 epoch, linear decay over 1 epoch");
-    CHECK(lr_settings_set(&s, "--decay-steps", "1e5") && s.horizon == 100000 && !s.horizon_in_epochs, "--decay-steps 1e5 reads as 100000 steps");
+    CHECK(lr_settings_set(&s, "--decay-steps", "100000") && s.horizon == 100000 && !s.horizon_in_epochs, "--decay-steps 100000 reads as 100000 steps");
 
     // The preset does not overwrite what the user gave, in whichever order
     LrSettings a = settings("--lr", "1e-3", "--warmup-steps", "7", "--lr-schedule", "legw", NULL);

@@ -422,9 +422,10 @@ static void test_flag_ranges(void) {
     expect_bad("--hidden 60000", "--hidden, --embed: too large", "--hidden 60000 (the model outgrows memory)");
     expect_bad("--batch 100000 --seq-len 100000", "--batch 100000 x --seq-len 100000: too large", "--batch x --seq-len beyond an int");
     expect_bad("--steps 1e3", "--steps: expected a whole number, got \"1e3\"", "--steps 1e3");
-    expect_bad("--seed -1", "--seed: must be between 0 and", "--seed -1");
+    expect_bad("--seed -1", "--seed: must be at least 0, got -1", "--seed -1");
     expect_bad("--temperature 0.5x", "--temperature: expected a number", "--temperature with junk");
-    expect_bad("--warmup-steps 3junk", "--warmup-steps: \"3junk\" is not a number", "--warmup-steps with junk");
+    expect_bad("--warmup-steps 3junk", "--warmup-steps: expected a whole number, got \"3junk\"", "--warmup-steps with junk");
+    expect_bad("--decay-steps 1e5", "--decay-steps: expected a whole number, got \"1e5\"", "--decay-steps 1e5, as --steps 1e3");
     expect_bad("--corpus-bytes 2000 --batch 8 --seq-len 16", "validation split (1/40 of --corpus-bytes 2000) has 50 bytes", "too little data names the split");
 }
 

@@ -39,15 +39,15 @@ int main(int argc, char **argv) {
             snprintf(buf, sizeof buf, "%s", value);
             for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
                 if (nbatches == MAX_BATCHES) fail("--batch: at most %d batches", MAX_BATCHES);
-                batches[nbatches++] = (long)lr_parse_whole(flag, tok, 0);
+                batches[nbatches++] = (long)parse_whole(flag, tok, 1, LR_MAX_WHOLE);
             }
             if (nbatches == 0) fail("--batch: no batch given");
         } else if (strcmp(flag, "--epoch-sequences") == 0) {
-            s.epoch_sequences = lr_parse_positive(flag, value);
+            s.epoch_sequences = parse_positive(flag, value);
         } else if (strcmp(flag, "--steps") == 0) {
-            steps = (long)lr_parse_whole(flag, value, 0);
+            steps = (long)parse_whole(flag, value, 1, LR_MAX_WHOLE);
         } else if (strcmp(flag, "--every") == 0) {
-            every = (long)lr_parse_whole(flag, value, 0);
+            every = (long)parse_whole(flag, value, 1, LR_MAX_WHOLE);
         } else {
             fail("unknown flag %s (see --help)", flag);
         }
