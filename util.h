@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <stdarg.h>
+#include <float.h>
 #ifdef __cplusplus
 #include <cmath>
 using std::isfinite;  // C's classification macros, for the headers compiled as C++
@@ -115,7 +116,7 @@ static inline double parse_real(const char *flag, const char *text, double min, 
     char *end;
     errno = 0;
     double x = strtod(text, &end);
-    if (end == text || *end || errno == ERANGE || !(fabs(x) <= 1.7976931348623157e308))
+    if (end == text || *end || errno == ERANGE || !(fabs(x) <= DBL_MAX))
         fail("%s: expected a number, got \"%s\"", flag, text);
     if (x < min || x > max) {
         if (max >= 1e15) fail("%s: must be at least %g, got %s", flag, min, text);
@@ -124,7 +125,7 @@ static inline double parse_real(const char *flag, const char *text, double min, 
     return x;
 }
 static inline double parse_positive(const char *flag, const char *text) {
-    double x = parse_real(flag, text, -1.7976931348623157e308, 1.7976931348623157e308);
+    double x = parse_real(flag, text, -DBL_MAX, DBL_MAX);
     if (!(x > 0)) fail("%s: must be positive, got %s", flag, text);
     return x;
 }

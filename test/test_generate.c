@@ -465,19 +465,19 @@ static void test_bad_checkpoints(void) {
 
 static void test_bad_flags(void) {
     struct { const char *flag, *value, *needle; } cases[] = {
-        {"--length", "-1", "--length: must be from 0"},
-        {"--length", "99999999999999999999", "--length: expected a whole number"},
+        {"--length", "-1", "--length: must be between 0 and"},
+        {"--length", "99999999999999999999", "--length: must be between 0 and 1099511627776"},
         {"--length", "12x", "--length: expected a whole number"},
-        {"--temperature", "-0.5", "--temperature: expected a number from 0"},
+        {"--temperature", "-0.5", "--temperature: must be at least 0, got -0.5"},
         {"--temperature", "nan", "--temperature"},
         {"--temperature", "inf", "--temperature"},
-        {"--top-k", "257", "--top-k: must be from 0 to 256"},
-        {"--top-p", "0", "--top-p: must be above 0"},
-        {"--top-p", "1.5", "--top-p: expected a number from 0 to 1"},
-        {"--seed", "-3", "--seed: must be from 0"},
+        {"--top-k", "257", "--top-k: must be between 0 and 256"},
+        {"--top-p", "0", "--top-p: must be positive"},
+        {"--top-p", "1.5", "--top-p: must be between 0 and 1"},
+        {"--seed", "-3", "--seed: must be at least 0"},
         {"--seed", "abc", "--seed: expected a whole number"},
-        {"--threads", "0", "--threads: must be from 1 to 1024"},
-        {"--threads", "100000", "--threads: must be from 1 to 1024"},
+        {"--threads", "0", "--threads: must be between 1 and 1024"},
+        {"--threads", "100000", "--threads: must be between 1 and 1024"},
         {"--bogus", "1", "unknown flag --bogus"},
         {"-temperature", "1", "unknown flag -temperature (flags start with two dashes"},  // was: named the checkpoint
         {"--temp", "1", "unknown flag --temp "},                                            // no abbreviations

@@ -427,8 +427,8 @@ static void test_import(void) {
     expect_fail("0.npy (embedding) has shape (256, 0): D must be", "import_npy with D = 0", "%s/import_npy -o %s/x.ckpt %s", bin, tmp, dir2);
     test_system("rm -rf %s && cp -r %s %s && rm %s/3.npy && mkdir %s/3.npy", dir2, dir, dir2, dir2, dir2);
     expect_fail("3.npy: not a regular file", "import_npy with 3.npy a directory", "%s/import_npy -o %s/x.ckpt %s", bin, tmp, dir2);
-    expect_fail("--hidden abc: want a positive integer", "import_npy --hidden abc", "%s/import_npy --hidden abc -o %s/x.ckpt %s", bin, tmp, dir);
-    expect_fail("--embed 4294967301: want a positive integer", "import_npy --embed 2^32 + 5", "%s/import_npy --embed 4294967301 -o %s/x.ckpt %s", bin, tmp, dir);
+    expect_fail("--hidden: expected a whole number, got \"abc\"", "import_npy --hidden abc", "%s/import_npy --hidden abc -o %s/x.ckpt %s", bin, tmp, dir);
+    expect_fail("--embed: must be between 1 and 2147483647, got 4294967301", "import_npy --embed 2^32 + 5", "%s/import_npy --embed 4294967301 -o %s/x.ckpt %s", bin, tmp, dir);
     struct stat sb;
     snprintf(ck, sizeof ck, "%s/x.ckpt", tmp);
     CHECK(stat(ck, &sb) != 0, "a failed import leaves no checkpoint behind");
@@ -547,15 +547,15 @@ static void test_inputs(void) {
 
     // integer flags never wrap or truncate, and a number is the whole value
     const char *bad_flags[][2] = {
-        {"--batch 4294967298", "--batch 4294967298: want an integer from 1 to"}, {"--batch 2147483648", "--batch 2147483648: want an integer"},
-        {"--docs 4294967297", "--docs 4294967297: want an integer"}, {"--seq-len 99999999999999999999", "--seq-len 99999999999999999999: want an integer"},
-        {"--threads 100000", "--threads 100000: want an integer from 1 to 1024"}, {"--batch 4096 --seq-len 8192", "--batch 4096 x --seq-len 8192"}};
+        {"--batch 4294967298", "--batch: must be between 1 and 65536, got 4294967298"}, {"--batch 2147483648", "--batch: must be between 1 and 65536"},
+        {"--docs 4294967297", "--docs: must be between 1 and 2147483647"}, {"--seq-len 99999999999999999999", "--seq-len: must be between 1 and 65536"},
+        {"--threads 100000", "--threads: must be between 1 and 1024, got 100000"}, {"--batch 4096 --seq-len 8192", "--batch 4096 x --seq-len 8192"}};
     for (int k = 0; k < 6; k++)
         expect_fail(bad_flags[k][1], bad_flags[k][0], "%s/%s %s %s %s -o %s/x.feat %s/ok.csv", bin, T, bad_flags[k][0], m, ck, tmp, tmp);
-    expect_fail("--eps 1e-4junk: want a finite number", "classify --eps 1e-4junk", "%s/transfer classify --eps 1e-4junk %s/ok.feat %s/ok.feat %s/ok.feat", bin, tmp, tmp, tmp);
-    expect_fail("--sign 1abc: want an integer", "heatmap --sign 1abc", "%s/transfer heatmap -m %s --unit 0 --sign 1abc -o %s/h %s/ok.csv", bin, ck, tmp, tmp);
-    expect_fail("--center nan: want a finite number", "heatmap --center nan", "%s/transfer heatmap -m %s --unit 0 --center nan -o %s/h %s/ok.csv", bin, ck, tmp, tmp);
-    expect_fail("--threshold inf: want a finite number", "featurize --threshold inf", "%s/%s %s %s --threshold inf -o %s/x.feat %s/ok.jsonl", bin, T, m, ck, tmp, tmp);
+    expect_fail("--eps: expected a number, got \"1e-4junk\"", "classify --eps 1e-4junk", "%s/transfer classify --eps 1e-4junk %s/ok.feat %s/ok.feat %s/ok.feat", bin, tmp, tmp, tmp);
+    expect_fail("--sign: expected a whole number, got \"1abc\"", "heatmap --sign 1abc", "%s/transfer heatmap -m %s --unit 0 --sign 1abc -o %s/h %s/ok.csv", bin, ck, tmp, tmp);
+    expect_fail("--center: expected a number, got \"nan\"", "heatmap --center nan", "%s/transfer heatmap -m %s --unit 0 --center nan -o %s/h %s/ok.csv", bin, ck, tmp, tmp);
+    expect_fail("--threshold: expected a number, got \"inf\"", "featurize --threshold inf", "%s/%s %s %s --threshold inf -o %s/x.feat %s/ok.jsonl", bin, T, m, ck, tmp, tmp);
 
     // shards made by build/prepare, read through their labels files (ratings 1-5: --threshold 3)
     rc = test_system("%s/prepare --builtin 30000 --val-fraction 0.2 -o %s/prep >/dev/null 2>&1 && "

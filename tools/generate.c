@@ -204,23 +204,6 @@ static void gen_usage(FILE *f, const char *prog) {
                "at the end only when stdout is a terminal); the model and the speed go to stderr.\n");
 }
 
-static long long gen_parse_int(const char *flag, const char *v, long long min, long long max) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end) fail("--%s: expected a whole number, got \"%s\"", flag, v);
-    if (x < min || x > max) fail("--%s: must be from %lld to %lld, got %s", flag, min, max, v);
-    return x;
-}
-static double gen_parse_double(const char *flag, const char *v, double min, double max) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || end == v || *end || !(x >= min && x <= max))
-        fail("--%s: expected a number from %g to %g, got \"%s\"", flag, min, max, v);
-    return x;
-}
-
 int main(int argc, char **argv) {
     std_fds_open();
     openmp_prefer_passive_wait(argv);  // util.h: spinning threads starve each other on shared cores
@@ -244,6 +227,8 @@ int main(int argc, char **argv) {
         while (i < GEN_NFLAGS && !cli_is(&c, gen_flags[i].name)) i++;
         if (i == GEN_NFLAGS) fail("unknown flag --%.*s (see --help)", (int)c.len, c.name);
         const char *name = gen_flags[i].name, *v = c.value;
+        char dashed[64];
+        snprintf(dashed, sizeof dashed, "--%s", name);
         if (gen_flags[i].arg && !v && k + 1 >= argc) fail("--%s needs a value (see --help)", name);
         if (gen_flags[i].arg && !v) v = argv[++k];
         if (!gen_flags[i].arg && v) fail("--%s takes no value, got \"%s\"", name, argv[k]);
@@ -252,16 +237,16 @@ int main(int argc, char **argv) {
             return 0;
         }
         if (!strcmp(name, "prompt")) prompt = v;
-        else if (!strcmp(name, "length")) length = gen_parse_int(name, v, 0, (long long)1 << 40);
-        else if (!strcmp(name, "temperature")) sc.temperature = gen_parse_double(name, v, 0, 1e30);
-        else if (!strcmp(name, "top-k")) sc.top_k = (int)gen_parse_int(name, v, 0, 256);
+        else if (!strcmp(name, "length")) length = parse_whole(dashed, v, 0, (long long)1 << 40);
+        else if (!strcmp(name, "temperature")) sc.temperature = parse_real(dashed, v, 0, 1e30);
+        else if (!strcmp(name, "top-k")) sc.top_k = (int)parse_whole(dashed, v, 0, 256);
         else if (!strcmp(name, "top-p")) {
-            sc.top_p = gen_parse_double(name, v, 0, 1);
-            if (sc.top_p == 0) fail("--top-p: must be above 0 (1 = off), got %s", v);
-        } else if (!strcmp(name, "seed")) seed = (uint64_t)gen_parse_int(name, v, 0, LLONG_MAX);
+            sc.top_p = parse_real(dashed, v, 0, 1);
+            if (sc.top_p == 0) fail("--top-p: must be positive (1 = off), got %s", v);
+        } else if (!strcmp(name, "seed")) seed = (uint64_t)parse_whole(dashed, v, 0, LLONG_MAX);
         else if (!strcmp(name, "carried-state")) carried_state = 1;
         else if (!strcmp(name, "no-reset-docs")) reset_docs = 0;
-        else if (!strcmp(name, "threads")) threads = gen_parse_int(name, v, 1, 1024);
+        else if (!strcmp(name, "threads")) threads = parse_whole(dashed, v, 1, 1024);
     }
     if (!path) fail("no checkpoint given (usage: %s CHECKPOINT [flags]; see --help)", argv[0]);
 #ifdef _OPENMP

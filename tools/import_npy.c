@@ -130,13 +130,6 @@ static void expect_shape(const Npy *a, int index, long r, long c, const char *wh
 }
 
 // --hidden and --embed: a whole positive int, nothing after it (atol read "abc" as 0)
-static long parse_size(const char *flag, const char *v) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || errno || x < 1 || x > INT_MAX) fail("%s %s: want a positive integer up to %d", flag, v, INT_MAX);
-    return x;
-}
 
 static void usage(void) {
     fprintf(stderr, "usage: import_npy [--hidden H] [--embed D] -o OUT.ckpt DIR\n"
@@ -151,8 +144,8 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(); return 0; }
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) want_h = parse_size(argv[i], argv[i + 1]), i++;
-        else if (!strcmp(argv[i], "--embed") && i + 1 < argc) want_d = parse_size(argv[i], argv[i + 1]), i++;
+        else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) want_h = parse_whole(argv[i], argv[i + 1], 1, INT_MAX), i++;
+        else if (!strcmp(argv[i], "--embed") && i + 1 < argc) want_d = parse_whole(argv[i], argv[i + 1], 1, INT_MAX), i++;
         else if (argv[i][0] == '-') { usage(); fail("unknown flag or missing value: %s", argv[i]); }
         else if (!dir) dir = argv[i];
         else { usage(); fail("more than one input directory: %s and %s", dir, argv[i]); }

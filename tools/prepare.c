@@ -545,13 +545,6 @@ static void usage(void) {
 
 static double now_seconds(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + 1e-9 * ts.tv_nsec; }
 
-static int64_t parse_int(const char *flag, const char *s) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < 0) fail("%s expects a non-negative integer, got \"%s\"", flag, s);
-    return v;
-}
 
 int main(int argc, char **argv) {
     std_fds_open();
@@ -572,25 +565,16 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--text-field")) { cfg.text_field = VALUE(); text_flag_given = 1; }
         else if (!strcmp(a, "--label-field")) { cfg.label_field = VALUE(); label_flag_given = 1; }
         else if (!strcmp(a, "--strict")) cfg.strict = 1;
-        else if (!strcmp(a, "--seed")) cfg.seed = (uint64_t)parse_int(a, VALUE());
-        else if (!strcmp(a, "--shard-mb")) {  // fractions allowed: the tests make tiny shards
-            const char *v = VALUE();
-            char *end;
-            double mb = strtod(v, &end);
-            if (end == v || *end || !(mb > 0) || !(mb <= 1 << 30))  // and finite: converting inf to an integer is undefined
-                fail("--shard-mb expects a number above 0 and at most %d (1 PB), got \"%s\"", 1 << 30, v);
-            cfg.shard_bytes = (int64_t)(mb * 1048576.0);
-        }
+        else if (!strcmp(a, "--seed")) cfg.seed = (uint64_t)parse_whole(a, VALUE(), 0, LLONG_MAX);
+        else if (!strcmp(a, "--shard-mb"))  // fractions allowed: the tests make tiny shards
+            cfg.shard_bytes = (int64_t)(parse_real(a, VALUE(), 1e-6, 1 << 30) * 1048576.0);
         else if (!strcmp(a, "--builtin")) {
-            cfg.builtin_bytes = parse_int(a, VALUE());
+            cfg.builtin_bytes = parse_whole(a, VALUE(), 0, LLONG_MAX);
             if (cfg.builtin_bytes > 1LL << 40) fail("--builtin %lld: at most %lld bytes (1 TiB; it is all held in memory)", (long long)cfg.builtin_bytes, 1LL << 40);
         }
         else if (!strcmp(a, "--val-fraction")) {
-            const char *v = VALUE();
-            char *end;
-            cfg.val_fraction = strtod(v, &end);
-            if (end == v || *end || !(cfg.val_fraction >= 0 && cfg.val_fraction < 1))
-                fail("--val-fraction expects a number in [0, 1), got \"%s\"", v);
+            cfg.val_fraction = parse_real(a, VALUE(), 0, 1);
+            if (cfg.val_fraction == 1) fail("--val-fraction: must be below 1 (something must be left to train on), got 1");
         }
         else if (a[0] == '-' && a[1]) { usage(); fail("unknown option %s", a); }
         else inputs[n_inputs++] = a;

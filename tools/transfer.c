@@ -821,22 +821,7 @@ static void usage(void) {
             "  --reviews N documents, half of each label (default 6), of at most --max-chars N (default 400), --width N characters a line (default 80)\n");
 }
 
-// Flag values: the whole string must be the number (strtol/strtod stop at junk such as
-// "1e-4junk"), integers in [lo, hi] (a value past INT_MAX must not wrap), reals finite.
-static long parse_int(const char *flag, const char *v, long lo, long hi) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi) fail("%s %s: want an integer from %ld to %ld", flag, v, lo, hi);
-    return x;
-}
-static double parse_real(const char *flag, const char *v) {
-    char *end;
-    double x = strtod(v, &end);
-    if (end == v || *end || !isfinite(x)) fail("%s %s: want a finite number", flag, v);
-    return x;
-}
-
+// Flag values: util.h's parse_whole and parse_real, the rule of every program's flags.
 int main(int argc, char **argv) {
     std_fds_open();
     openmp_prefer_passive_wait(argv);
@@ -863,20 +848,20 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--format")) o.format = v;
         else if (!strcmp(a, "--text-field")) o.text_field = v;
         else if (!strcmp(a, "--label-field")) o.label_field = v;
-        else if (!strcmp(a, "--threshold")) { o.threshold = parse_real(a, v); o.has_threshold = 1; }
-        else if (!strcmp(a, "--docs")) o.docs = (int)parse_int(a, v, 1, INT_MAX);
-        else if (!strcmp(a, "--seed")) o.seed = (uint64_t)parse_int(a, v, 0, LONG_MAX);
-        else if (!strcmp(a, "--batch")) B = (int)parse_int(a, v, 1, 1 << 16);
-        else if (!strcmp(a, "--seq-len")) T = (int)parse_int(a, v, 1, 1 << 16);
-        else if (!strcmp(a, "--unit")) unit = (int)parse_int(a, v, 0, INT_MAX);
-        else if (!strcmp(a, "--sign")) { sign = (int)parse_int(a, v, -1, 1); if (!sign) fail("--sign 0: want 1 or -1"); }
-        else if (!strcmp(a, "--center")) center = parse_real(a, v);
-        else if (!strcmp(a, "--reviews")) reviews = (int)parse_int(a, v, 1, 10000);
-        else if (!strcmp(a, "--max-chars")) max_chars = (int)parse_int(a, v, 1, 1 << 20);
-        else if (!strcmp(a, "--width")) width = (int)parse_int(a, v, 10, 1000);
-        else if (!strcmp(a, "--eps")) { eps = parse_real(a, v); if (!(eps > 0)) fail("--eps %s: want a positive number", v); }
+        else if (!strcmp(a, "--threshold")) { o.threshold = parse_real(a, v, -DBL_MAX, DBL_MAX); o.has_threshold = 1; }
+        else if (!strcmp(a, "--docs")) o.docs = (int)parse_whole(a, v, 1, INT_MAX);
+        else if (!strcmp(a, "--seed")) o.seed = (uint64_t)parse_whole(a, v, 0, LONG_MAX);
+        else if (!strcmp(a, "--batch")) B = (int)parse_whole(a, v, 1, 1 << 16);
+        else if (!strcmp(a, "--seq-len")) T = (int)parse_whole(a, v, 1, 1 << 16);
+        else if (!strcmp(a, "--unit")) unit = (int)parse_whole(a, v, 0, INT_MAX);
+        else if (!strcmp(a, "--sign")) { sign = (int)parse_whole(a, v, -1, 1); if (!sign) fail("--sign: must be 1 or -1, got 0"); }
+        else if (!strcmp(a, "--center")) center = parse_real(a, v, -DBL_MAX, DBL_MAX);
+        else if (!strcmp(a, "--reviews")) reviews = (int)parse_whole(a, v, 1, 10000);
+        else if (!strcmp(a, "--max-chars")) max_chars = (int)parse_whole(a, v, 1, 1 << 20);
+        else if (!strcmp(a, "--width")) width = (int)parse_whole(a, v, 10, 1000);
+        else if (!strcmp(a, "--eps")) eps = parse_positive(a, v);
         else if (!strcmp(a, "--threads")) {
-            int n = (int)parse_int(a, v, 1, 1024);
+            int n = (int)parse_whole(a, v, 1, 1024);
 #ifdef _OPENMP
             omp_set_num_threads(n);
 #else
