@@ -1,7 +1,7 @@
-// Checkpoints (mlstm.h): checkpoint_header's validation, then checkpoint_load into a
-// model built from that header (as transfer's model_open does), checked against the
-// file's payload, and saved again: checkpoint_save must write the same payload back
-// and a header that reads back the same.
+// Checkpoints (mlstm.h): checkpoint_open's validation, then checkpoint_read into a
+// model built from that header (as transfer's model_open does) and checkpoint_read_run,
+// checked against the file's payload and run record, and saved again: checkpoint_save_run
+// must write the same payload and record back and a header that reads back the same.
 //
 // Input: u8 mode, then the file. mode bit 0: make nparams and payload_bytes agree
 // with the header's D, H, wnorm and G; bit 1: cut or zero-pad the payload to
@@ -18,17 +18,20 @@ typedef struct {
     Mlstm m;
     TrainState st;
     real *h, *c;
+    uint8_t *run;
 } Ctx;
 
 static void load_and_save(void *arg) {
     Ctx *x = (Ctx *)arg;
-    checkpoint_header(x->path, &x->hd);
+    FILE *f = checkpoint_open(x->path, &x->hd);
     mlstm_build(&x->m, x->hd.cfg, 1, 1);
     size_t gh = (size_t)x->hd.st.G * x->hd.cfg.H;
     x->h = (real *)mallocCheck(sizeof(real) * gh);
     x->c = (real *)mallocCheck(sizeof(real) * gh);
-    checkpoint_load(x->path, &x->m, &x->st, x->h, x->c, x->hd.st.G);
-    checkpoint_save(x->path2, &x->m, &x->st, x->h, x->c);
+    checkpoint_read(f, x->path, &x->hd, &x->m, &x->st, x->h, x->c, x->hd.st.G);
+    x->run = checkpoint_read_run(f, x->path, &x->hd);
+    fclose(f);
+    checkpoint_save_run(x->path2, &x->m, &x->st, x->h, x->c, x->run, x->hd.run_bytes);
     checkpoint_header(x->path2, &x->hd2);
 }
 
@@ -77,16 +80,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (ok) {
         // the header as read agrees with itself, and survives a save
         FUZZ_CHECK(x.hd.cfg.V == 256 && x.hd.cfg.D >= 1 && x.hd.cfg.H >= 1 && x.hd.st.G >= 1, "accepted a bad config");
-        FUZZ_CHECK(n == CKPT_HEADER_BYTES + x.hd.payload_bytes, "file %zu bytes, payload %llu", n, (unsigned long long)x.hd.payload_bytes);
+        FUZZ_CHECK(n == CKPT_HEADER_BYTES + x.hd.payload_bytes + x.hd.run_bytes, "file %zu bytes, payload %llu, record %llu", n,
+                   (unsigned long long)x.hd.payload_bytes, (unsigned long long)x.hd.run_bytes);
         FUZZ_CHECK(!memcmp(&x.hd.cfg, &x.hd2.cfg, sizeof x.hd.cfg) && x.hd.nparams == x.hd2.nparams &&
-                   x.hd.payload_bytes == x.hd2.payload_bytes && x.hd.st.G == x.hd2.st.G && x.hd.st.step == x.hd2.st.step &&
+                   x.hd.payload_bytes == x.hd2.payload_bytes && x.hd.run_bytes == x.hd2.run_bytes &&
+                   x.hd.st.G == x.hd2.st.G && x.hd.st.step == x.hd2.st.step &&
                    x.hd.st.data_step == x.hd2.st.data_step && x.hd.st.rng == x.hd2.st.rng &&
                    !memcmp(x.hd.st.scaler, x.hd2.st.scaler, CKPT_SCALER_BYTES), "the saved header reads back different");
         size_t n2;
         uint8_t *out = read_all(x.path2, &n2);
         FUZZ_CHECK(n2 == n && !memcmp(out + CKPT_HEADER_BYTES, file + CKPT_HEADER_BYTES, n - CKPT_HEADER_BYTES),
-                   "the saved payload differs from the loaded one");
+                   "the saved payload and record differ from the loaded ones");
         free(out);
+        free(x.run);
         free(x.h); free(x.c);
         mlstm_free(&x.m);
     }

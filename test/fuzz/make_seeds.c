@@ -3,6 +3,7 @@
 // writers (shard_write, checkpoint_save) so they follow the formats exactly.
 //
 //   make fuzz-seeds      (build/make_seeds test/fuzz/corpus; the output is committed)
+#include "mlstm.h"
 #include "data.h"
 
 static const char *root;
@@ -75,11 +76,12 @@ static void checkpoint_seeds(void) {
         memset(&st, 0, sizeof st);
         st.G = 1 + wnorm; st.step = 7; st.data_step = 9; st.rng = 11;
         real h[2] = {0.25f, -1}, c[2] = {0.5f, 2};
-        checkpoint_save(tmp, &m, &st, h, c);
+        static const char run[] = "seq-len\0" "16\0" "steps\0" "9\0";  // weight norm on: a run record too
+        checkpoint_save_run(tmp, &m, &st, h, c, (const uint8_t *)run, wnorm ? sizeof run : 0);
         mlstm_free(&m);
         put8(0);
         put(file, slurp(tmp, file, sizeof file));
-        save("checkpoint", wnorm ? "wnorm_G2" : "plain_G1");
+        save("checkpoint", wnorm ? "wnorm_G2_run" : "plain_G1");
     }
 }
 
