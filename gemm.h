@@ -1,4 +1,4 @@
-// gemm.h: the fast FP32 matmuls of the CPU trainer (doc/cpu-perf.md). mlstm.h's
+// gemm.h: the fast FP32 matmuls of the CPU trainer (dev/bench/cpu-perf.md). mlstm.h's
 // plain loops stay the readable reference (and serve MLSTM_REAL=double); in FP32
 // mlstm.h calls these instead, through the hooks marked "gemm.h hook" there.
 //

@@ -428,7 +428,7 @@ static int matmul_use_cublas = 0;
 // have only B rows), else SIMT. K must be a multiple of the WMMA slab (32), operands
 // 16-byte aligned. 90%, not 100%: at B=512 the per-step W_mh products give 128 big
 // blocks for an H200's 132 SMs, and the big tile reads each weight slab half as
-// often as four waves of small ones would (doc/gpu-perf.md).
+// often as four waves of small ones would (dev/gpu-perf.md).
 enum { MM_SIMT, MM_WMMA64, MM_WMMA128 };
 #define TILE_BIG 128
 #define TILE_SMALL 64

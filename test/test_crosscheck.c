@@ -1,5 +1,5 @@
 // The C reference against an independent PyTorch autograd implementation
-// (tools/torch_crosscheck.py, float64) through the committed fixture
+// (test/torch_crosscheck.py, float64) through the committed fixture
 // test/fixtures/crosscheck.bin: loss, every gradient, the gradient into the
 // carried state, the final state, and ten Adam steps with the state carried.
 // The C side runs in FP32; each tensor's error is printed as a percentage of

@@ -1,5 +1,5 @@
 // test/test_gpu.cu: the GPU trainer against the CPU reference (mlstm.h). On a GPU,
-// tools/gpu_check.sh runs it; `make test` runs it on the CPU layer of test/cuda
+// dev/gpu_check.sh runs it; `make test` runs it on the CPU layer of test/cuda
 // (build/cudacpu/test_gpu*: every kernel executed thread by thread on the CPU,
 // doc/gpu.md). Built by nvcc without a GPU present, it says so and exits 1.
 //
@@ -669,7 +669,7 @@ static void test_matmul(int quick) {
 }
 
 // ----------------------------------------------------------------------------
-// Benchmarks (tools/gpu_check.sh reads the bench_* lines).
+// Benchmarks (dev/gpu_check.sh reads the bench_* lines).
 
 // Returns 0, or 1 when a loss was not finite or every timed step was skipped: a fast
 // step that computes nothing is not a result.
@@ -716,7 +716,7 @@ int main(int argc, char **argv) {
     int ndev = 0;
     cudaError_t err = cudaGetDeviceCount(&ndev);
     if (err != cudaSuccess || ndev == 0) {
-        printf("test_gpu: no usable CUDA GPU (%s); this test needs one (run tools/gpu_check.sh on a GPU machine)\n",
+        printf("test_gpu: no usable CUDA GPU (%s); this test needs one (run dev/gpu_check.sh on a GPU machine)\n",
                err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
         CHECK(0, "a CUDA GPU is present");
         return test_summary("test_gpu");

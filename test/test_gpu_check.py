@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_gpu_check.py: tools/gpu_check.sh's bookkeeping, without a GPU. The script runs in a
+"""test_gpu_check.py: dev/gpu_check.sh's bookkeeping, without a GPU. The script runs in a
 scratch copy of the tools with stand-ins for nvidia-smi, nvcc, make and the test programs
 on PATH, so what is checked is the script's own logic:
   1. a benchmark cut off by the deadline is reported as timed out, the ones after it as not
@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "dev"))
 import perf_model  # noqa: E402  (the predictions the report puts beside the measurements)
 passed = failed = 0
 
@@ -87,16 +87,16 @@ def run_check(tmp, fake, deadline, extra_env=None):
     env.pop("GPU_ARCHS", None)
     env.pop("PEAK_TFLOPS", None)
     env.update(extra_env or {})
-    r = subprocess.run(["bash", os.path.join(repo, "tools", "gpu_check.sh"), log], cwd=tmp, env=env,
+    r = subprocess.run(["bash", os.path.join(repo, "dev", "gpu_check.sh"), log], cwd=tmp, env=env,
                        capture_output=True, text=True, timeout=120)
     return r, log
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    os.makedirs(os.path.join(tmp, "repo", "tools"))
+    os.makedirs(os.path.join(tmp, "repo", "dev"))
     os.makedirs(os.path.join(tmp, "bin"))
     for t in ("gpu_check.sh", "perf_model.py", "scaling.py"):
-        shutil.copy(os.path.join(ROOT, "tools", t), os.path.join(tmp, "repo", "tools", t))
+        shutil.copy(os.path.join(ROOT, "dev", t), os.path.join(tmp, "repo", "dev", t))
     script(os.path.join(tmp, "bin", "test_prog"), FAKE_TEST)
     script(os.path.join(tmp, "bin", "make"), FAKE_MAKE)
     script(os.path.join(tmp, "bin", "nvidia-smi"), FAKE_SMI)
@@ -139,7 +139,7 @@ with tempfile.TemporaryDirectory() as tmp:
           "preflight: a CUDA 12.2 driver under nvcc 13.0 is refused")
 
     # 4. bad arguments
-    r = subprocess.run(["bash", os.path.join(ROOT, "tools", "gpu_check.sh"), "a", "b"], capture_output=True, text=True)
+    r = subprocess.run(["bash", os.path.join(ROOT, "dev", "gpu_check.sh"), "a", "b"], capture_output=True, text=True)
     check(r.returncode == 2 and "too many arguments" in r.stderr, "two LOG_DIRs: exit 2")
 
 print("test_gpu_check: %d passed, %d failed" % (passed, failed))

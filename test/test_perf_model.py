@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""test_perf_model.py: the arithmetic of tools/perf_model.py and tools/scaling.py on cases
-worked by hand, the scaling model's check against the paper's figures (doc/scaling.md),
-and tools/gpu_check.sh's report of measured beside predicted (on made-up bench lines).
+"""test_perf_model.py: the arithmetic of dev/perf_model.py and dev/scaling.py on cases
+worked by hand, the scaling model's check against the paper's figures (dev/scaling.md),
+and dev/gpu_check.sh's report of measured beside predicted (on made-up bench lines).
 Run from the repository root (make test does). Ends with 'test_perf_model: N passed, N failed'."""
 import io
 import math
@@ -13,7 +13,7 @@ from contextlib import redirect_stdout
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "dev"))
 import perf_model  # noqa: E402
 import scaling  # noqa: E402
 
@@ -85,7 +85,7 @@ close(scaling.expected_max_normal(2), 1 / math.sqrt(math.pi), 1e-9, "E[max of 2 
 close(scaling.expected_max_normal(3), 1.5 / math.sqrt(math.pi), 1e-9, "E[max of 3 normals]")
 check(scaling.expected_max_normal(1) == 0.0, "E[max of 1] = 0: one GPU waits for nobody")
 
-# ---- the paper check (doc/scaling.md): 109x within 3%, 4 h within 15% (the V100 compute model's
+# ---- the paper check (dev/scaling.md): 109x within 3%, 4 h within 15% (the V100 compute model's
 # uncertainty); and the all-reduce alone cannot explain the paper's loss: > 120x without the wait.
 buf = io.StringIO()
 
@@ -110,30 +110,30 @@ def run(*args):
     return subprocess.run([sys.executable] + list(args), cwd=ROOT, capture_output=True, text=True)
 
 
-r = run("tools/perf_model.py")
+r = run("dev/perf_model.py")
 check(r.returncode == 0 and "| H200 SXM | 256 |" in r.stdout, "perf_model.py prints the summary table")
-r = run("tools/perf_model.py", "--gpu", "h200", "--predict")
+r = run("dev/perf_model.py", "--gpu", "h200", "--predict")
 check(r.returncode == 0 and r.stdout.count("predict_step") == 6 and r.stdout.count("predict_matmul") == 45,
       "perf_model.py --predict: 6 step lines, 45 matmul lines")
-r = run("tools/scaling.py")
+r = run("dev/scaling.py")
 check(r.returncode == 0 and "109.0x" in r.stdout and "| 64 | 512 |" in r.stdout, "scaling.py prints the check and the H200 table")
 # --set applies to --cluster only: the H200's InfiniBand does not change the paper's DGX-1V
-r = run("tools/scaling.py", "--paper", "--set", "ib_gbs=0.28", "--jitter", "0")
+r = run("dev/scaling.py", "--paper", "--set", "ib_gbs=0.28", "--jitter", "0")
 check(r.returncode == 0 and "| 126.6x |" in r.stdout, "scaling.py --set (h200) leaves the paper check at 126.6x")
-r = run("tools/scaling.py", "--paper", "--cluster", "dgx1v", "--set", "ib_gbs=0.28", "--jitter", "0")
-check(r.returncode == 0 and "| 109.1x |" in r.stdout, "scaling.py --cluster dgx1v --set ib_gbs=0.28: 109.1x (doc/scaling.md)")
-for bad, flag in ((["tools/perf_model.py", "--set", "eff64=-1"], "--set"), (["tools/perf_model.py", "--batch", "0"], "--batch"),
-                  (["tools/scaling.py", "--nodes", "0"], "--nodes"), (["tools/scaling.py", "--set", "ib_gbs=x"], "--set"),
-                  (["tools/scaling.py", "--jitter", "2"], "--jitter")):
+r = run("dev/scaling.py", "--paper", "--cluster", "dgx1v", "--set", "ib_gbs=0.28", "--jitter", "0")
+check(r.returncode == 0 and "| 109.1x |" in r.stdout, "scaling.py --cluster dgx1v --set ib_gbs=0.28: 109.1x (dev/scaling.md)")
+for bad, flag in ((["dev/perf_model.py", "--set", "eff64=-1"], "--set"), (["dev/perf_model.py", "--batch", "0"], "--batch"),
+                  (["dev/scaling.py", "--nodes", "0"], "--nodes"), (["dev/scaling.py", "--set", "ib_gbs=x"], "--set"),
+                  (["dev/scaling.py", "--jitter", "2"], "--jitter")):
     r = run(*bad)
     last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
     check(r.returncode == 2 and flag in last and r.stdout == "", "%s: exit 2 naming %s" % (" ".join(bad), flag))
 
-# ---- tools/gpu_check.sh's report (the part that needs no GPU): measured beside predicted.
+# ---- dev/gpu_check.sh's report (the part that needs no GPU): measured beside predicted.
 # bench_* lines in test_gpu.cu's formats with made-up timings, predictions from the model.
 with tempfile.TemporaryDirectory() as d:
     with open(os.path.join(d, "predict.txt"), "w") as f:
-        f.write(run("tools/perf_model.py", "--gpu", "h200", "--predict").stdout)
+        f.write(run("dev/perf_model.py", "--gpu", "h200", "--predict").stdout)
     with open(os.path.join(d, "bench.txt"), "w") as f:
         f.write("bench_step precision=FP16 matmul=ours B=128 T=256 H=4096 steps=8 seconds=0.800 chars_per_s=327680 tflops=169.50 skipped=0\n"
                 "bench_matmul dm         NN dY.W   M=128    N=4096   K=16384  wmma64  | ours    0.3072 ms    55.9 TFLOP/s"
@@ -141,7 +141,7 @@ with tempfile.TemporaryDirectory() as d:
                 "bench_step precision=FP32 matmul=ours B=256 T=256 H=4096 steps=3 seconds=3.000 chars_per_s=65536 tflops=33.90 skipped=0\n"
                 "bench_step precision=FP16 matmul=ours B=256 T=256 H=4096 steps=8 seconds=1.000 chars_per_s=262144 tflops=135.60 skipped=0\n"
                 "bench_step precision=FP32 matmul=cublas B=256 T=256 H=4096 steps=3 seconds=1.500 chars_per_s=131072 tflops=67.80 skipped=0\n")
-    r = subprocess.run(["bash", "tools/gpu_check.sh", "--report", d], cwd=ROOT, capture_output=True, text=True,
+    r = subprocess.run(["bash", "dev/gpu_check.sh", "--report", d], cwd=ROOT, capture_output=True, text=True,
                        env=dict(os.environ, PEAK_TFLOPS="989"))
     out = r.stdout
     # B=128: 32768 chars / 327680 chars/s = 100.0 ms against the model's prediction; MFU 169.5 / 989 = 17.1%
@@ -155,10 +155,10 @@ with tempfile.TemporaryDirectory() as d:
     check("ours FP16 / ours FP32 (hand-written SIMT FP32 matmul): 4.00" in out and
           "ours FP16 / cuBLAS FP32 (TF32 off: the comparison behind the 4.2x of the papers): 2.00" in out and
           "1 shapes, 1 below 80% of cuBLAS" in out, "gpu_check.sh --report: FP16/FP32 ratios (ours and cuBLAS FP32)")
-r = subprocess.run(["bash", "tools/gpu_check.sh", "--report", os.path.join(ROOT, "no-such-dir")], cwd=ROOT,
+r = subprocess.run(["bash", "dev/gpu_check.sh", "--report", os.path.join(ROOT, "no-such-dir")], cwd=ROOT,
                    capture_output=True, text=True)
 check(r.returncode == 2 and "LOG_DIR" in r.stderr, "gpu_check.sh --report without bench.txt: exit 2")
-r = subprocess.run(["bash", "tools/gpu_check.sh", "--bogus"], cwd=ROOT, capture_output=True, text=True)
+r = subprocess.run(["bash", "dev/gpu_check.sh", "--bogus"], cwd=ROOT, capture_output=True, text=True)
 check(r.returncode == 2 and "--bogus" in r.stderr, "gpu_check.sh --bogus: exit 2 naming it")
 
 print("test_perf_model: %d passed, %d failed" % (passed, failed))

@@ -1,5 +1,5 @@
-// test_sweep.c: the large-batch sweep end to end (tools/sweep.py, tools/sweep_report.py;
-// doc/sweep.md), tiny: a 16-unit model on a few kB of the built-in corpus.
+// test_sweep.c: the large-batch sweep end to end (dev/sweep/sweep.py, dev/sweep/sweep_report.py;
+// dev/sweep/README.md), tiny: a 16-unit model on a few kB of the built-in corpus.
 //   1. bad flags: exit 2 with a message naming the flag
 //   2. a sweep of 2 rules x 2 batch sizes: every run done, the table filled in, and the
 //      table regenerated from the run logs alone is byte for byte the same
@@ -87,17 +87,17 @@ int main(int argc, char **argv) {
     double t0 = now();
 
     // 1. bad flags
-    int rc = test_system("tools/sweep.py --train-bin %s --budget -1 > %s/bad1 2>&1", trainer, dir);
+    int rc = test_system("dev/sweep/sweep.py --train-bin %s --budget -1 > %s/bad1 2>&1", trainer, dir);
     CHECK(rc == 2 && contains("%s/bad1", "", "--budget"), "--budget -1: exit %d (want 2) naming --budget", rc);
-    rc = test_system("tools/sweep.py --train-bin %s --rules linear,bogus > %s/bad2 2>&1", trainer, dir);
+    rc = test_system("dev/sweep/sweep.py --train-bin %s --rules linear,bogus > %s/bad2 2>&1", trainer, dir);
     CHECK(rc == 2 && contains("%s/bad2", "", "bogus"), "--rules linear,bogus: exit %d (want 2) naming the rule", rc);
-    rc = test_system("tools/sweep.py --train-bin %s/nothing > %s/bad3 2>&1", dir, dir);
+    rc = test_system("dev/sweep/sweep.py --train-bin %s/nothing > %s/bad3 2>&1", dir, dir);
     CHECK(rc == 2 && contains("%s/bad3", "", "--train-bin"), "a missing trainer: exit %d (want 2)", rc);
-    rc = test_system("tools/sweep_report.py %s/nothing > %s/bad4 2>&1", dir, dir);
+    rc = test_system("dev/sweep/sweep_report.py %s/nothing > %s/bad4 2>&1", dir, dir);
     CHECK(rc == 2 && contains("%s/bad4", "", "runs/"), "sweep_report.py on a non-sweep: exit %d (want 2)", rc);
 
     // 2. a tiny sweep: 2 rules x k = 1, 2 (250 and 125 steps)
-    const char *sweep_a = "tools/sweep.py --train-bin %s --out %s/a --corpus-bytes 4000 --max-k 2 --rules legw,linear "
+    const char *sweep_a = "dev/sweep/sweep.py --train-bin %s --out %s/a --corpus-bytes 4000 --max-k 2 --rules legw,linear "
                           TINY " " TRAINER_FLAGS;
     char cmd[8192];
     snprintf(cmd, sizeof cmd, sweep_a, trainer, dir);
@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
     CHECK(numbers == 2, "results.md: a final val bpc in every cell of both rows");
     int gnuplot = test_system("command -v gnuplot > /dev/null") == 0;
     // regenerate from the logs alone: the same table
-    rc = test_system("rm -f %s/a/results.md %s/a/*.png && tools/sweep_report.py %s/a > %s/rep.txt 2>&1", dir, dir, dir, dir);
+    rc = test_system("rm -f %s/a/results.md %s/a/*.png && dev/sweep/sweep_report.py %s/a > %s/rep.txt 2>&1", dir, dir, dir, dir);
     char *again = slurp("%s/a/results.md", "");
     CHECK(rc == 0 && table && again && strcmp(table, again) == 0, "sweep_report.py regenerates the same results.md (exit %d)", rc);
     free(again);
@@ -136,9 +136,9 @@ int main(int argc, char **argv) {
     // 2b. the claim report over seeds: seed 1 is sweep a; seed 2 runs legw alone at --ks 1,2, and
     // one of its logs is gzipped, as committed logs are. The mean of the two seeds' k = 1 results
     // is the baseline; the same run twice (seed 1 copied) is refused.
-    rc = test_system("mkdir -p %s/c && cp -r %s/a %s/c/seed1 && tools/sweep.py --train-bin %s --out %s/c/seed2 "
+    rc = test_system("mkdir -p %s/c && cp -r %s/a %s/c/seed1 && dev/sweep/sweep.py --train-bin %s --out %s/c/seed2 "
                      "--corpus-bytes 4000 --ks 1,2 --rules legw --seed 2 --no-report " TINY " " TRAINER_FLAGS
-                     " > %s/c.txt 2>&1 && gzip %s/c/seed2/runs/legw_k2.log && tools/sweep_report.py --claim %s/c >> %s/c.txt 2>&1",
+                     " > %s/c.txt 2>&1 && gzip %s/c/seed2/runs/legw_k2.log && dev/sweep/sweep_report.py --claim %s/c >> %s/c.txt 2>&1",
                      dir, dir, dir, trainer, dir, dir, dir, dir, dir);
     CHECK(rc == 0 && exists("%s/c/seed2/runs/%s", "legw_k2.log.gz") && !exists("%s/c/seed2/runs/%s", "linear_k1.log"),
           "--ks 1,2 --rules legw runs exactly legw at k = 1 and 2 (exit %d)", rc);
@@ -156,11 +156,11 @@ int main(int argc, char **argv) {
     for (char *q = row; (q = strstr(q, " (2) |")) != NULL; q++) two++;
     CHECK(two == 2 && strstr(row, " ± ") != NULL, "claim.md: legw at k = 1 and 2 counts 2 seeds, with a 95%% interval: %s", row);
     free(t1); free(t2); free(tc);
-    rc = test_system("cp -r %s/c/seed1 %s/c/seed1again && tools/sweep_report.py --claim %s/c > %s/c2.txt 2>&1", dir, dir, dir, dir);
+    rc = test_system("cp -r %s/c/seed1 %s/c/seed1again && dev/sweep/sweep_report.py --claim %s/c > %s/c2.txt 2>&1", dir, dir, dir, dir);
     CHECK(rc == 2 && contains("%s/c2.txt", "", "a seed counts once"), "--claim refuses the same run in two directories (exit %d)", rc);
 
     // 3. a deliberately diverging run: lr 5 on 1250 planned steps
-    rc = test_system("tools/sweep.py --train-bin %s --out %s/d --corpus-bytes 20000 --max-k 1 --rules constant --lr 5 "
+    rc = test_system("dev/sweep/sweep.py --train-bin %s --out %s/d --corpus-bytes 20000 --max-k 1 --rules constant --lr 5 "
                      TINY " " TRAINER_FLAGS " > %s/d.txt 2>&1", trainer, dir, dir);
     int steps = count_lines("%s/d/runs/%s.log", "constant_k1", "train ");
     CHECK(rc == 0 && contains("%s/d/runs/%s.status", "constant_k1", "\"diverged\""),
@@ -173,7 +173,7 @@ int main(int argc, char **argv) {
     CHECK(steps >= at && steps < 1000, "stopped early: %d of 1250 steps", steps);
     CHECK(contains("%s/d/results.md", "", "| constant | diverged (step"), "results.md shows it as diverged");
     CHECK(contains("%s/d.txt", "", "diverged in"), "the progress line says so");
-    rc = test_system("tools/sweep_report.py --check %s/d/runs/constant_k1.log > %s/check.txt 2>&1", dir, dir);
+    rc = test_system("dev/sweep/sweep_report.py --check %s/d/runs/constant_k1.log > %s/check.txt 2>&1", dir, dir);
     CHECK(rc == 0 && contains("%s/check.txt", "", "diverged"), "sweep_report.py --check finds it from the log alone");
 
     // 4. a finished sweep run again: everything skipped, logs untouched
@@ -193,7 +193,7 @@ int main(int argc, char **argv) {
         char path[200];
         snprintf(path, sizeof path, "%s/r1.txt", dir);
         if (!freopen(path, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(127);
-        execl("/usr/bin/python3", "python3", "tools/sweep.py", "--train-bin", trainer, "--out", out_r,
+        execl("/usr/bin/python3", "python3", "dev/sweep/sweep.py", "--train-bin", trainer, "--out", out_r,
               "--corpus-bytes", "40000", "--max-k", "2", "--rules", "legw", "--hidden", "16", "--seq-len", "8",
               "--base-batch", "2", "--threads", "1", "--budget", "120", "--", "--embed", "8", (char *)NULL);
         _exit(127);
@@ -216,7 +216,7 @@ int main(int argc, char **argv) {
     int partial = count_lines("%s/r/runs/%s.log", "legw_k2", "train ");
     CHECK(partial >= 20 && partial < 1200, "it stopped part way: %d of about 1250 steps", partial);
     char *first_log = slurp("%s/r/runs/%s.log", "legw_k1");
-    rc = test_system("tools/sweep.py --train-bin %s --out %s --corpus-bytes 40000 --max-k 2 --rules legw "
+    rc = test_system("dev/sweep/sweep.py --train-bin %s --out %s --corpus-bytes 40000 --max-k 2 --rules legw "
                      TINY " " TRAINER_FLAGS " > %s/r2.txt 2>&1", trainer, out_r, dir);
     char *first_after = slurp("%s/r/runs/%s.log", "legw_k1");
     CHECK(rc == 0 && contains("%s/r2.txt", "", "legw     k=1   B=2     already done, skipped"),

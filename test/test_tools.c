@@ -1,5 +1,5 @@
 // test_tools: the shell tools as a user runs them, fed names a user might choose:
-// tools/plot_log.sh and tools/plot_schedules.sh with a backquoted command and a double
+// tools/plot_log.sh and dev/plot_schedules.sh with a backquoted command and a double
 // quote in the file names (gnuplot once ran the command), and tools/transfer_eval.sh's
 // own argument errors. The scripts are found beside this program's build directory.
 #include "test/test.h"
@@ -36,7 +36,7 @@ static void test_plots(void) {
     // (TMPDIR) and an output name with the same characters; the command's path is absolute
     char tdir[8400];
     snprintf(tdir, sizeof tdir, "%s/t`touch %s/P2`\"q", tmp, tmp);
-    rc = test_system("mkdir -p '%s' && cd %s && BUILD=%s TMPDIR='%s' %s/tools/plot_schedules.sh '%s/s`touch P2`\"q.png' >sched.out 2>&1",
+    rc = test_system("mkdir -p '%s' && cd %s && BUILD=%s TMPDIR='%s' %s/dev/plot_schedules.sh '%s/s`touch P2`\"q.png' >sched.out 2>&1",
                      tdir, tmp, bin, tdir, root, tmp);
     CHECK(rc == 0 && !exists("P2"), "plot_schedules.sh with such names: exit %d, the backquoted command did not run (P2 %s)",
           rc, exists("P2") ? "exists" : "absent");

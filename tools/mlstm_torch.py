@@ -1,6 +1,6 @@
 """The reference mLSTM in PyTorch: the model of mlstm.h written from its equations
 (Krause et al. 2016; weight norm of Salimans and Kingma 2016 as in Radford et al.
-2017), with nothing shared with the C code. tools/torch_crosscheck.py checks the C
+2017), with nothing shared with the C code. test/torch_crosscheck.py checks the C
 reference against it; tools/mlstm_ckpt.py loads checkpoints into it. Parameters are
 named and ordered as mlstm.h's single buffer, so a state_dict is a checkpoint's
 weights (mlstm_ckpt.state_dict, from_state_dict).

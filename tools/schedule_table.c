@@ -1,7 +1,7 @@
 // schedule_table: prints a learning-rate schedule as a table, one column per
 // global batch, from the same flags the trainers take (schedule.h). Lines that
 // start with '#' describe the settings, so gnuplot reads the table as it is
-// (tools/plot_schedules.sh draws doc/schedules.png from it).
+// (dev/plot_schedules.sh draws doc/schedules.png from it).
 //
 //   build/schedule_table --lr-schedule legw --batch 128,1024,8192 --steps 20000 --every 1000
 //   build/schedule_table --lr-schedule puri --log          # log-spaced steps, for log-log plots

@@ -1,0 +1,336 @@
+#!/usr/bin/env bash
+# dev/gpu_check.sh: everything a GPU can check, in one command that ends inside 10 minutes.
+#
+#   dev/gpu_check.sh [LOG_DIR]            on a GPU machine (LOG_DIR: e.g. "$OUT")
+#   dev/gpu_check.sh --report LOG_DIR     the report again, from LOG_DIR's bench.txt and predict.txt
+#
+# 1. preflight: prints and checks what the build and the run need: nvidia-smi and the
+#    GPU, the driver against nvcc's CUDA release (CUDA 13 needs a 580 or newer driver),
+#    a host compiler nvcc accepts, python3 (for the predictions), mpicc and NCCL (for
+#    more than one GPU; optional);
+# 2. build: make -B gpu for this GPU's architecture only (GPU_ARCHS; faster), with NCCL
+#    from the system, the CUDA directory or pip's site-packages/nvidia/nccl if present;
+# 3. tests: build/test_gpu and build/test_gpu_fp32 (the GPU against the CPU reference);
+# 4. benchmarks: the training step at H=4096 D=64 T=256, B = 128, 256, 512 (FP16 and
+#    FP32 builds; with cuBLAS's matmul at B=256 in both: FP32 cuBLAS with TF32 off), and
+#    the hand-written matmul against cuBLAS on every shape of the model;
+# 5. report: chars/s, TFLOP/s and MFU per run, each beside the prediction of
+#    dev/perf_model.py (dev/gpu-perf.md) and their ratio; per matmul shape measured vs
+#    predicted and vs cuBLAS; the FP16/FP32 ratios (against our FP32 matmul and against
+#    cuBLAS FP32); the paper's run on H200 nodes from the measured step (dev/scaling.py).
+#
+# Every command has a timeout inside one deadline (DEADLINE_S, default 540 s). A
+# benchmark cut off by its timeout, or not started for lack of time, is reported as
+# such and is not a failure. Exit status: 0 when the preflight's required checks, the
+# build and both test programs pass (and no benchmark crashed); 1 otherwise.
+# LOG_DIR receives, as they are written: gpu_check.log (everything), bench.txt (the
+# bench_* lines), predict.txt (the predictions), report.md (the tables).
+#
+# Environment: DEADLINE_S, JOBS, BENCH_STEPS_FP16 (default 8), BENCH_STEPS_FP32 (3),
+# PEAK_TFLOPS (dense FP16 TFLOP/s for a card not in the table below), GPU_ARCHS (nvcc
+# -gencode flags, instead of the detected architecture), NVCC (as for make).
+set -u
+cd "$(dirname "$0")/.." || exit 1
+
+# ---------------------------------------------------------------------------
+# The report: reads LOG_DIR/bench.txt and LOG_DIR/predict.txt, prints markdown tables.
+report() {
+    local dir=$1 peak=${2:-}
+    awk -v peak="$peak" '
+    function kv(line, arr,   i, n, f, p) {  # key=value fields of a line into arr
+        n = split(line, f, /[ \t]+/)
+        for (i = 1; i <= n; i++) { p = index(f[i], "="); if (p > 1) arr[substr(f[i], 1, p - 1)] = substr(f[i], p + 1) }
+    }
+    function ratio(a, b) { return (a > 0 && b > 0) ? sprintf("%.2f", a / b) : "n/a" }
+    { file = FILENAME == ARGV[1] ? 1 : 2 }
+    file == 1 && /^predict_step/ { delete v; kv($0, v); pstep[v["precision"] "/" v["B"]] = v["step_ms"]; pmfu[v["precision"] "/" v["B"]] = v["mfu"]; next }
+    file == 1 && /^predict_matmul/ { delete v; kv($0, v); pmm[v["what"] "/" v["M"] "/" v["N"] "/" v["K"]] = v["ms"]; pplan[v["what"] "/" v["M"] "/" v["N"] "/" v["K"]] = v["plan"]; next }
+    file == 2 && /^bench_step/ {
+        delete v; kv($0, v)
+        key = v["precision"] "/" v["matmul"] "/" v["B"]
+        ms = v["chars_per_s"] > 0 ? 1000 * v["B"] * v["T"] / v["chars_per_s"] : 0
+        cps[key] = v["chars_per_s"]; nrun++
+        pk = v["precision"] "/" v["B"]
+        pred = (v["matmul"] == "ours" && (pk in pstep)) ? pstep[pk] : ""
+        mfu = peak != "" ? sprintf("%.1f%%", 100 * v["tflops"] / peak) : "n/a"
+        runs[nrun] = sprintf("| %s | %s | %s | %.0f | %.1f | %s | %s | %.1f | %s | %s | %s |", v["precision"], v["matmul"], v["B"],
+            v["chars_per_s"], ms, pred != "" ? sprintf("%.1f", pred) : "n/a", pred != "" ? ratio(ms, pred) : "n/a",
+            v["tflops"], mfu, pred != "" ? sprintf("%.1f%%", 100 * pmfu[pk]) : "n/a", v["skipped"])
+        next
+    }
+    file == 2 && /^bench_matmul/ {
+        what = $2; M = ""; N = ""; K = ""; plan = ""; ours = ""; cub = ""
+        for (i = 3; i <= NF; i++) {
+            if ($i ~ /^M=/) M = substr($i, 3); else if ($i ~ /^N=/) N = substr($i, 3); else if ($i ~ /^K=/) K = substr($i, 3)
+            else if ($i == "|" && plan == "") plan = $(i - 1)
+            else if ($i == "ours" && ours == "") ours = $(i + 1)
+            else if ($i == "cuBLAS" && cub == "") cub = $(i + 1)
+        }
+        key = what "/" M "/" N "/" K; nmm++
+        pred = (key in pmm) ? pmm[key] : ""
+        mm[nmm] = sprintf("| %s | %s x %s x %s | %s | %s | %s | %s | %s | %s | %s |", what, M, N, K, plan,
+            (key in pplan) ? pplan[key] : "n/a", ours, pred != "" ? sprintf("%.4f", pred) : "n/a", ratio(ours, pred), cub, ratio(cub, ours))
+        if (ours > 0 && cub > 0 && cub / ours < 0.8) slow++
+        next
+    }
+    END {
+        print "### Training step (H=4096, D=64, T=256)\n"
+        print "| precision | matmul | B | chars/s | step ms | predicted ms | measured/predicted | TFLOP/s | MFU | predicted MFU | skipped |"
+        print "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
+        for (i = 1; i <= nrun; i++) print runs[i]
+        if (nrun == 0) print "| (no bench_step results) | | | | | | | | | | |"
+        print "\nTFLOP/s counts the model FLOPs, 3 x 2(5HD + 5H^2 + VH) per character; MFU is over the dense FP16 peak (" (peak != "" ? peak " TFLOP/s" : "unknown") ")."
+        print "\n### Matmul per model shape (FP16, FP32 output; 5 repetitions)\n"
+        print "| shape | M x N x K | tile | predicted tile | ours ms | predicted ms | measured/predicted | cuBLAS ms | cuBLAS/ours |"
+        print "|---|---|---|---|--:|--:|--:|--:|--:|"
+        for (i = 1; i <= nmm; i++) print mm[i]
+        if (nmm == 0) print "| (no bench_matmul results) | | | | | | | | |"
+        printf "\n%d shapes, %d below 80%% of cuBLAS (goal: none)\n", nmm, slow
+        print "\n### FP16 / FP32 at B=256 (chars/s ratios)\n"
+        f16 = cps["FP16/ours/256"]; f32 = cps["FP32/ours/256"]; c16 = cps["FP16/cublas/256"]; c32 = cps["FP32/cublas/256"]
+        printf "- ours FP16 / ours FP32 (hand-written SIMT FP32 matmul): %s\n", ratio(f16, f32)
+        printf "- ours FP16 / cuBLAS FP32 (TF32 off: the comparison behind the 4.2x of the papers): %s\n", ratio(f16, c32)
+        printf "- cuBLAS FP16 / cuBLAS FP32 (TF32 off): %s\n", ratio(c16, c32)
+        if (f16 > 0) printf "\nmeasured FP16 step at B=256: %.1f ms\n", 1000 * 256 * 256 / f16
+        printf "\n- CUDA graphs / direct launches of the time loops, FP16 B=128 (chars/s): %s (perf_model.py: 1.02)\n",
+            ratio(cps["FP16/ours/128"], cps["FP16/ours-direct/128"])
+    }' "$dir/predict.txt" "$dir/bench.txt"
+}
+
+if [ "${1:-}" = "--report" ]; then
+    if [ $# -ne 2 ] || [ ! -f "$2/bench.txt" ]; then
+        echo "error: --report LOG_DIR: needs LOG_DIR/bench.txt (and predict.txt) from an earlier run" >&2
+        exit 2
+    fi
+    [ -f "$2/predict.txt" ] || : > "$2/predict.txt"
+    report "$2" "${PEAK_TFLOPS:-}"
+    exit 0
+fi
+case "${1:-}" in -*) echo "error: unknown option $1 (usage: dev/gpu_check.sh [LOG_DIR] | --report LOG_DIR)" >&2; exit 2 ;; esac
+if [ $# -gt 1 ]; then echo "error: too many arguments (usage: dev/gpu_check.sh [LOG_DIR])" >&2; exit 2; fi
+
+LOG_DIR=${1:-}
+if [ -z "$LOG_DIR" ]; then LOG_DIR=$(mktemp -d /tmp/gpu_check.XXXXXX) || exit 1; fi
+if ! mkdir -p "$LOG_DIR" || [ ! -w "$LOG_DIR" ]; then echo "error: LOG_DIR $LOG_DIR: cannot create or write it" >&2; exit 2; fi
+LOG=$LOG_DIR/gpu_check.log
+BENCH=$LOG_DIR/bench.txt
+PRED=$LOG_DIR/predict.txt
+REPORT=$LOG_DIR/report.md
+WORK=$(mktemp -d /tmp/gpu_check_work.XXXXXX) || exit 1
+trap 'rm -rf "$WORK"' EXIT
+FAILS=$WORK/failures    # files, so that results inside pipelines (subshells) count too
+TIMEOUTS=$WORK/timeouts
+: > "$FAILS"; : > "$TIMEOUTS"; : > "$BENCH"; : > "$PRED"
+T_START=$(date +%s)
+DEADLINE_S=${DEADLINE_S:-540}
+# The trainer re-executes itself to set OMP_WAIT_POLICY when it is unset (mlstm.h);
+# test_gpu runs the trainer's main, so set the policy here and skip that.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+
+say() { printf '\n==== %s  (%ds)\n' "$*" $(( $(date +%s) - T_START )); }
+fail() { echo "$1" >> "$FAILS"; echo "FAILED: $1"; }
+# left CAP: seconds a command may take: at most CAP, and ending before the deadline
+left() {
+    local l=$(( DEADLINE_S - ($(date +%s) - T_START) ))
+    [ "$l" -lt 0 ] && l=0
+    echo $(( l < $1 ? l : $1 ))
+}
+# run KIND NAME CAP CMD...: CMD under a timeout. KIND "must": a failure or a timeout
+# fails the check. KIND "bench": a timeout (or no time left) is only noted; a crash fails.
+run() {
+    local kind=$1 name=$2 cap=$3 t rc
+    shift 3
+    t=$(left "$cap")
+    if [ "$t" -lt 10 ]; then
+        if [ "$kind" = must ]; then fail "$name (not run: the ${DEADLINE_S}s deadline)"
+        else echo "$name: not run (the ${DEADLINE_S}s deadline)" | tee -a "$TIMEOUTS"; fi
+        return 1
+    fi
+    timeout -k 10 "$t" "$@"
+    rc=$?
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+        if [ "$kind" = must ]; then fail "$name (timed out after ${t}s)"
+        else echo "$name: timed out after ${t}s" | tee -a "$TIMEOUTS"; fi
+        return 1
+    fi
+    [ "$rc" -ne 0 ] && { fail "$name (exit $rc)"; return 1; }
+    return 0
+}
+# version_ge A B: A >= B for dotted versions
+version_ge() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]; }
+
+main() {
+set -o pipefail
+say "gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), logs in $LOG_DIR"
+git log -1 --format='commit %H %s' 2>/dev/null || true
+
+# ---- 1. preflight
+say "preflight"
+missing=""
+for c in make timeout awk sort find; do command -v "$c" > /dev/null || missing="$missing $c"; done
+[ -n "$missing" ] && fail "preflight: missing commands:$missing"
+HAVE_GPU=0 GPU_NAME="" CC_CAP="" DRIVER="" DRIVER_CUDA=""
+if command -v nvidia-smi > /dev/null; then
+    if timeout 30 nvidia-smi; then
+        HAVE_GPU=1
+        GPU_NAME=$(timeout 30 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+        DRIVER=$(timeout 30 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1)
+        CC_CAP=$(timeout 30 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1)
+        DRIVER_CUDA=$(timeout 30 nvidia-smi 2>/dev/null | grep -o 'CUDA Version: *[0-9.]*' | grep -o '[0-9.]*$' | head -n 1)
+    else
+        fail "preflight: nvidia-smi fails (no driver loaded, or no GPU)"
+    fi
+else
+    fail "preflight: nvidia-smi not found: no NVIDIA driver on this machine"
+fi
+NVCC=${NVCC:-$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)}
+NVCC_REL=""
+[ -n "$NVCC" ] && NVCC_REL=$("$NVCC" --version 2>/dev/null | grep -o 'release [0-9.]*' | grep -o '[0-9.]*$')
+echo "GPU:      ${GPU_NAME:-none} (compute capability ${CC_CAP:-?})"
+echo "driver:   ${DRIVER:-none}, supports CUDA ${DRIVER_CUDA:-?}"
+echo "nvcc:     ${NVCC:-none}${NVCC_REL:+ (CUDA $NVCC_REL)}"
+if [ -z "$NVCC_REL" ]; then
+    fail "preflight: no working nvcc (install the CUDA toolkit, or NVCC=/path/to/nvcc)"
+elif [ -n "$DRIVER_CUDA" ] && ! version_ge "$DRIVER_CUDA" "$NVCC_REL"; then
+    fail "preflight: the driver supports CUDA $DRIVER_CUDA but nvcc is CUDA $NVCC_REL: binaries would fail with 'insufficient driver' (CUDA 13 needs driver 580 or newer)"
+elif [ -n "$DRIVER" ] && version_ge "$NVCC_REL" 13.0 && ! version_ge "$DRIVER" 580; then
+    fail "preflight: driver $DRIVER is older than CUDA 13's minimum (580)"
+else
+    [ -n "$DRIVER" ] && echo "driver:   ok for CUDA $NVCC_REL"
+fi
+HOSTCXX=$(command -v g++ || command -v c++ || true)
+echo "host C++: ${HOSTCXX:-none} ($( [ -n "$HOSTCXX" ] && "$HOSTCXX" --version | head -n 1))"
+if [ -n "$NVCC_REL" ]; then
+    printf '__global__ void k(float *x) { x[threadIdx.x] = 1.f; }\nint main() { return 0; }\n' > "$WORK/probe.cu"
+    if "$NVCC" -c "$WORK/probe.cu" -o "$WORK/probe.o" > "$WORK/probe.txt" 2>&1; then
+        echo "host C++: nvcc accepts it"
+    else
+        cat "$WORK/probe.txt"
+        fail "preflight: nvcc cannot compile with this host compiler (an unsupported g++ version? NVCC=\"nvcc -ccbin g++-N\")"
+    fi
+fi
+if command -v python3 > /dev/null; then echo "python3:  $(python3 --version 2>&1) (predictions)"
+else echo "python3:  none: no predictions beside the measurements"; fi
+echo "mpicc:    $(command -v mpicc || echo 'none: the GPU build is single-process (multi-GPU needs MPI and NCCL)')"
+
+# NCCL: system locations first (the Makefile probe finds those), then pip's wheel
+MAKE_ARGS=()
+NCCL_WHERE=""
+if make -s probe 2>/dev/null | grep -q '^NCCL: yes'; then
+    NCCL_WHERE="system (nccl.h and libnccl found by the Makefile probe)"
+elif command -v python3 > /dev/null; then
+    for sp in $(python3 -c 'import site; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null); do
+        n=$sp/nvidia/nccl
+        if [ -f "$n/include/nccl.h" ] && ls "$n"/lib/libnccl.so* > /dev/null 2>&1; then
+            # pip's wheel ships libnccl.so.2 only: give the linker a libnccl.so beside the headers
+            lib=$(find "$n/lib" -name 'libnccl.so*' | sort | head -n 1)
+            mkdir -p "$WORK/nccl/lib"
+            ln -sf "$n/include" "$WORK/nccl/include"
+            ln -sf "$lib" "$WORK/nccl/lib/libnccl.so"
+            ln -sf "$lib" "$WORK/nccl/lib/libnccl.so.2"
+            NCCL_WHERE=$n
+            MAKE_ARGS+=("NCCL_HOME=$WORK/nccl")
+            break
+        fi
+    done
+fi
+echo "NCCL:     ${NCCL_WHERE:-not found (single-process build)}"
+if [ -n "${GPU_ARCHS:-}" ]; then
+    MAKE_ARGS+=("GPU_ARCHS=$GPU_ARCHS")
+elif [ -n "$CC_CAP" ]; then
+    arch=${CC_CAP/./}
+    MAKE_ARGS+=("GPU_ARCHS=-gencode arch=compute_$arch,code=sm_$arch")
+fi
+
+# The card's dense FP16 tensor-core TFLOP/s with FP32 accumulation (vendor data sheets), for MFU
+PEAK=${PEAK_TFLOPS:-}
+MODEL_GPU=""
+case "$GPU_NAME" in
+    *H200*) PEAK=${PEAK:-989}; MODEL_GPU=h200 ;;
+    *H100*PCIe*) PEAK=${PEAK:-756} ;;
+    *H100*) PEAK=${PEAK:-989} ;;
+    *A100*) PEAK=${PEAK:-312} ;;
+    *V100*) PEAK=${PEAK:-125}; MODEL_GPU=v100 ;;
+    *L40S*) PEAK=${PEAK:-362} ;;
+    *A10G*|*A10*) PEAK=${PEAK:-125} ;;
+    *T4*) PEAK=${PEAK:-65} ;;
+esac
+echo "peak:     ${PEAK:-unknown (set PEAK_TFLOPS for MFU)} dense FP16 TFLOP/s"
+if [ -n "$MODEL_GPU" ] && command -v python3 > /dev/null; then
+    python3 dev/perf_model.py --gpu "$MODEL_GPU" --predict > "$PRED" 2>&1 || fail "dev/perf_model.py --predict"
+    echo "predictions: python3 dev/perf_model.py --gpu $MODEL_GPU --predict ($(grep -c '^predict' "$PRED") lines in predict.txt)"
+else
+    echo "predictions: none (dev/perf_model.py models the H200 and the V100)"
+fi
+if [ -s "$FAILS" ] && [ "$HAVE_GPU" = 0 ]; then echo "(no GPU: the build still runs; the tests will fail)"; fi
+
+# ---- 2. build
+say "build: make -B gpu ${MAKE_ARGS[*]}"
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
+if ! run must build 300 make -B -j"$JOBS" gpu "${MAKE_ARGS[@]}"; then
+    echo "gpu_check: the build failed; nothing else to run"
+    return 1
+fi
+
+# ---- 3. tests
+for b in test_gpu test_gpu_fp32; do
+    say "tests: build/$b"
+    run must "$b" 180 "build/$b"
+done
+
+# ---- 4. benchmarks
+if [ "$HAVE_GPU" = 0 ]; then
+    fail "no GPU: no benchmarks"
+    return 1
+fi
+S16=${BENCH_STEPS_FP16:-8}
+S32=${BENCH_STEPS_FP32:-3}
+say "benchmark: training step, H=4096 D=64 T=256, FP16 ($S16 timed steps after a warm-up)"
+for B in 128 256 512; do
+    run bench "bench FP16 B=$B" 90 build/test_gpu --bench-step "$B" "$S16" | tee -a "$BENCH"
+done
+say "benchmark: the same at B=128 with the time loops launched one by one (MLSTM_NO_GRAPH=1), against the graphs"
+run bench "bench FP16 B=128 direct" 90 env MLSTM_NO_GRAPH=1 build/test_gpu --bench-step 128 "$S16" | tee -a "$BENCH"
+say "benchmark: hand-written matmul vs cuBLAS on the model's shapes (FP16)"
+for B in 128 256 512; do
+    run bench "bench matmul B=$B" 90 build/test_gpu --bench-matmul "$B" | tee -a "$BENCH"
+done
+say "benchmark: training step, FP32 build ($S32 timed steps after a warm-up)"
+for B in 128 256 512; do
+    run bench "bench FP32 B=$B" 90 build/test_gpu_fp32 --bench-step "$B" "$S32" | tee -a "$BENCH"
+done
+say "benchmark: cuBLAS's matmul in the training step at B=256 (FP32 with TF32 off)"
+run bench "bench FP16 cuBLAS B=256" 90 build/test_gpu --cublas --bench-step 256 "$S16" | tee -a "$BENCH"
+run bench "bench FP32 cuBLAS B=256" 120 env NVIDIA_TF32_OVERRIDE=0 build/test_gpu_fp32 --cublas --bench-step 256 "$S32" | tee -a "$BENCH"
+
+# ---- 5. report
+say "report"
+report "$LOG_DIR" "$PEAK" | tee "$REPORT"
+f16=$(awk '/^bench_step/ && / precision=FP16 / && / matmul=ours / && / B=256 / { for (i = 1; i <= NF; i++) if ($i ~ /^chars_per_s=/) print substr($i, 13) }' "$BENCH" | tail -n 1)
+if [ "$MODEL_GPU" = h200 ] && [ -n "$f16" ] && command -v python3 > /dev/null; then
+    ms=$(awk -v c="$f16" 'BEGIN { if (c > 0) printf "%.3f", 1000 * 256 * 256 / c }')
+    if [ -n "$ms" ]; then
+        echo
+        echo "The paper's run on H200 nodes from the measured B=256 step ($ms ms), 256 sequences per GPU:"
+        python3 dev/scaling.py --cluster h200 --batch-policy per-gpu --step-ms-h200 "$ms" | sed -n '/^DGX H200/,$p' | tee -a "$REPORT"
+    fi
+fi
+return 0
+}
+
+summary() {
+    say "summary"
+    if [ -s "$TIMEOUTS" ]; then echo "benchmarks cut short (not failures):"; sed 's/^/  /' "$TIMEOUTS"; fi
+    if [ "$1" -eq 0 ]; then
+        echo "gpu_check: PASS (preflight, build, test_gpu FP16 and FP32) in $(( $(date +%s) - T_START )) s; logs in $LOG_DIR"
+    else
+        echo "gpu_check: FAIL: $(paste -sd ';' "$FAILS")"
+        echo "logs in $LOG_DIR"
+    fi
+}
+
+main 2>&1 | tee "$LOG"
+rc=${PIPESTATUS[0]}
+[ -s "$FAILS" ] && rc=1
+summary "$rc" 2>&1 | tee -a "$LOG"
+exit "$rc"
