@@ -91,7 +91,7 @@ static void dist_finish(void) {
     if (world > 1 || getenv("OMPI_COMM_WORLD_SIZE")) MPI_Finalize();
 #endif
 }
-// In-place sum over ranks (doc/design.md, "The training step", step 4; the GPU trainer uses NCCL).
+// In-place sum over ranks (step 4 of the README's step table; the GPU trainer uses NCCL).
 static void dist_sum(real *x, size_t n) {
 #ifdef USE_MPI
     MPI_Datatype type = sizeof(real) == 4 ? MPI_FLOAT : MPI_DOUBLE;
@@ -669,7 +669,7 @@ static int train_main(int argc, char **argv) {
     long saved_step = o.resume ? data_step : -1;  // the step of the checkpoint on disk, -1: none of this run
     int ckpt_due = 0;                             // a periodic checkpoint waits for a step that is not skipped
     while (data_step < o.steps && !stop_agreed()) {
-        // steps 1-3 of doc/design.md, "The training step": read the batch, forward, backward seeded with S
+        // steps 1-3 of the README's step table (why: doc/design.md): read the batch, forward, backward with S
         double t0 = now_seconds();
         loader_batch(&train, data_step, in, tg, rs);
         double scale = scaler.scale;

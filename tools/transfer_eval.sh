@@ -13,7 +13,8 @@
 #                NAME/ (the IMDB layout: NAME/pos/*.txt, NAME/neg/*.txt)
 # Writes OUTDIR (default out/transfer): train.feat val.feat test.feat, report.txt (the
 # classifier's table and result), summary.txt (key=value), heatmap.html, heatmap.png.
-# The programs are taken from build/ next to this script (BUILD=dir overrides).
+# The programs are taken from build/ next to this script, built first if needed (BUILD=dir: from
+# there, as they are).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${BUILD:-$here/../build}
@@ -26,6 +27,10 @@ if [ "${1:-}" = "-o" ]; then
 fi
 if [ $# -lt 2 ]; then usage >&2; echo "error: need CKPT and DATA" >&2; exit 2; fi
 ckpt=$1; data=$2; shift 2
+if [ -z "${BUILD:-}" ]; then  # build/transfer made or brought up to date here, so a fresh clone runs this as it is
+    make -s -C "$here/.." build/transfer > /dev/null ||
+        { echo "error: cannot build build/transfer (HINT: apt-get install libjansson-dev liblinear-dev)" >&2; exit 2; }
+fi
 for p in transfer; do
     [ -x "$bin/$p" ] || { echo "error: $bin/$p not found (HINT: run make)" >&2; exit 2; }
 done
