@@ -141,7 +141,7 @@ static void test_mpi(void) {
     TrainState sa, sb;
     snprintf(p, sizeof p, "%s/m1.ckpt", dir); load(p, &a, &sa, 8);
     snprintf(p, sizeof p, "%s/m2.ckpt", dir); load(p, &b, &sb, 8);
-    // What holds (the README's claim): 2 ranks x 4 rows read exactly the 8 rows 1 rank
+    // What holds (doc/training.md's claim): 2 ranks x 4 rows read exactly the 8 rows 1 rank
     // reads, so the data steps agree and step 1's loss (same weights, same rows; the two
     // ranks' means added in double) is the same number. The gradients are the same sums
     // added in another order (each rank sums its rows, the all-reduce sums the ranks), so

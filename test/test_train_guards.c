@@ -119,7 +119,7 @@ static void test_resume_record(void) {
                       "--val-every 0 --sample-len 0 --threads 1";
     int r1 = train("r1.out", TINY_MODEL "%s --steps 40 --ckpt j40.ckpt --log j40.log", run);
     int r2 = train("r2.out", TINY_MODEL "%s --steps 20 --ckpt j.ckpt --log j.log", run);
-    // the README's resume: no flag but the checkpoint and the length
+    // doc/training.md's resume: no flag but the checkpoint and the length
     int r3 = train("r3.out", "--resume j.ckpt --steps 40 --log j.log --sample-len 0");  // (a sample draws from the RNG)
     CHECK(r1 == 0 && r2 == 0 && r3 == 0 && says("r3.out", "rows/rank x 1 ranks = 4, T = 32") &&
               says("r3.out", "train data  *| data,") && same_bytes("j.ckpt", "j40.ckpt"),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# build/prepare's read speed on one synthetic Amazon-style input (README, "Measured"):
+# build/prepare's read speed on one synthetic Amazon-style input (dev/RESULTS.md):
 # about 150 MB of JSON lines ({"reviewerID", "asin", "reviewText", "overall", "summary"},
 # review text of random words from a fixed vocabulary, seed 1), the same text as plain
 # lines, and the JSON lines gzipped. Each is prepared once into a scratch directory and
