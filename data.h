@@ -348,7 +348,6 @@ static inline void loader_init(Loader *l, const Stream *s, int world, int rank, 
 }
 
 static inline long loader_steps_per_epoch(const Loader *l) { return l->steps_per_epoch; }
-static inline long loader_epoch(const Loader *l, long step) { return step / l->steps_per_epoch; }
 
 // step: the global data step (it counts every batch read, and is the loader's whole
 // position in a checkpoint).
