@@ -341,6 +341,12 @@ static void dist_init(int *argc, char ***argv) {
         MPI_Init(argc, argv);
         MPI_Comm_size(MPI_COMM_WORLD, &world);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        if (world > 1) {  // the hosts of a cluster may see different files: an error names its rank and host
+            char host[MPI_MAX_PROCESSOR_NAME];
+            int len = 0;
+            MPI_Get_processor_name(host, &len);
+            snprintf(fail_where, sizeof fail_where, "rank %d on %s: ", rank, host);
+        }
     }
 #else
     (void)argc;
@@ -367,6 +373,13 @@ static double dist_sum1(double x) {
     if (world > 1) MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 #endif
     return x;
+}
+// Waits until every rank has come here. A rank that failed before (exit 2) never
+// comes, and mpirun ends the job, the waiting ranks included.
+static void dist_barrier(void) {
+#ifdef USE_MPI
+    if (world > 1) MPI_Barrier(MPI_COMM_WORLD);
+#endif
 }
 // Rank 0 collects every rank's (B,H) rows into (G,H), for the checkpoint.
 static void dist_gather(const real *mine, real *all, size_t n) {
@@ -924,7 +937,10 @@ static int train_main(int argc, char **argv) {
     if (o.resume) load_checkpoint(o.resume, md, B, &scaler, &applied, &data_step, &rng, o.fp16);
     if (o.init_from) init_from_checkpoint(o.init_from, md, B, from.st.G);
     // the output files last of what can fail at start-up, so a refused start leaves none
-    // behind, and still before the first step, so a bad path costs no training
+    // behind, and still before the first step, so a bad path costs no training. Every rank
+    // gets here first: one whose host lacks a shard or the checkpoint has failed naming
+    // its host and the path, and the job ends before rank 0 creates a file.
+    dist_barrier();
     Outputs out = {NULL, o.log, -1};
     if (rank == 0) out = outputs_open(&o, data_step);
     if (rank == 0) print_settings(&o, md, precision, &train_s, &val_s, &train);
