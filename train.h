@@ -960,7 +960,11 @@ static int train_main(int argc, char **argv) {
     }
     double fpc = flops_per_char(&o.model), t_start = now_seconds(), train_seconds = 0, loss_avg = 0;
     long start_step = data_step, n_avg = 0, stuck = 0;
-    while (data_step < o.steps && !stop_agreed()) {
+    // Whether every rank stops: agreed once here (a signal during start-up), then only at the
+    // end of each step, where the checkpoint follows. A second check before each step would
+    // catch a signal that came after the first and end the loop without a checkpoint.
+    int stop = stop_agreed();
+    while (data_step < o.steps && !stop) {
         // steps 1-3 of doc/design.md, "The training step": read the batch, forward, backward seeded with S
         double t0 = now_seconds();
         loader_batch(&train, data_step, in, tg, rs);
@@ -1016,7 +1020,7 @@ static int train_main(int argc, char **argv) {
             sample(model_host(md), o.prompt, o.sample_len, o.temperature, train.reset_docs, &rng, stdout);
         }
         // SIGINT/SIGTERM on any rank stops every rank after this step
-        int stop = stop_agreed();
+        stop = stop_agreed();
         if ((o.ckpt_every && data_step % o.ckpt_every == 0) || last || stop) {
             save_checkpoint(o.ckpt, md, B, &scaler, applied, data_step, rng);
             if (rank == 0) {
@@ -1029,7 +1033,7 @@ static int train_main(int argc, char **argv) {
             break;
         }
     }
-    if (rank == 0 && stop_requested && data_step == start_step)
+    if (rank == 0 && stop && data_step == start_step)
         printf("stopped by a signal before the first step; nothing to save\n");
     if (rank == 0) outputs_close(&out);
     if (ev != md) model_free(ev);
