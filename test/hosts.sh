@@ -18,7 +18,7 @@
 set -u
 cmd=${1:-}
 root=${2:-}
-[ -n "$cmd" ] && [ -n "$root" ] || { echo "usage: $0 up|down|run|agent|pid ROOT ..." >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$root" ] || { echo "usage: $0 up|down|run|agent|pid|bytes|cut ROOT ..." >&2; exit 2; }
 id=$(basename "$root")               # mlstm_hosts_<pid>
 netns() { echo "$id-$1"; }           # host N's network namespace
 veth() { echo "mlh${id##*_}-$1"; }   # host N's end of the pair (at most 15 characters)

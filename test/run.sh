@@ -9,7 +9,8 @@ for t in "$@"; do
     echo "== $t"
     out=$("$t" 2>&1); rc=$?
     printf '%s\n' "$out"
-    line=$(printf '%s\n' "$out" | grep -E '^[A-Za-z0-9_]+: [0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' | tail -n 1)
+    summary='^[A-Za-z0-9_]+: [0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$'
+    line=$(printf '%s\n' "$out" | grep -E "$summary" | tail -n 1)
     if [ -n "$line" ]; then
         p=$(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')
         f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
@@ -20,5 +21,6 @@ for t in "$@"; do
         failed=$((failed + 1)); echo "FAIL  $t exited $rc without a summary line"
     fi
 done
-if [ "$skipped" -gt 0 ]; then echo "$passed passed, $failed failed, $skipped skipped"; else echo "$passed passed, $failed failed"; fi
+if [ "$skipped" -gt 0 ]; then echo "$passed passed, $failed failed, $skipped skipped"
+else echo "$passed passed, $failed failed"; fi
 [ "$failed" -eq 0 ]

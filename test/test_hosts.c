@@ -82,7 +82,8 @@ static double read_number(const char *path) {
     return x;
 }
 static void show(const char *path) {
-    test_system("echo '      --- %s, but the settings table:'; grep -av '^|' %s | tail -n 25 | tr -c '\\11\\12\\40-\\176' '?' | sed 's/^/      /'", path, path);
+    test_system("echo '      --- %s, but the settings table:'; grep -av '^|' %s | tail -n 25 | "
+                "tr -c '\\11\\12\\40-\\176' '?' | sed 's/^/      /'", path, path);
 }
 
 // Host N's veth: bytes received and sent so far.
@@ -176,19 +177,20 @@ static double rel_diff(const real *a, const real *b, size_t n) {
 
 // ---- 1. two hosts against one process with twice the rows
 static void test_two_hosts(void) {
-    int r1 = test_system("timeout %d %s %s --train %s/host1/data --batch 8 --steps 10 --ckpt %s/one/m.ckpt --log %s/one/m.log "
-                         "> %s/one.out 2>&1", RUN_LIMIT_S, trainer, tiny, root, root, root, root);
+    int r1 = test_system("timeout %d %s %s --train %s/host1/data --batch 8 --steps 10 --ckpt %s/one/m.ckpt "
+                         "--log %s/one/m.log > %s/one.out 2>&1", RUN_LIMIT_S, trainer, tiny, root, root, root, root);
     double rx0, tx0, rx1, tx1;
     veth_bytes(2, &rx0, &tx0);
     double t0 = now();
-    int r2 = test_system("%s %s %s --batch 4 --steps 10 --ckpt %s/local/out/m.ckpt --log %s/local/out/m.log > %s/two.out 2>&1",
-                         mpirun, trainer, tiny, root, root, root);
+    int r2 = test_system("%s %s %s --batch 4 --steps 10 --ckpt %s/local/out/m.ckpt --log %s/local/out/m.log "
+                         "> %s/two.out 2>&1", mpirun, trainer, tiny, root, root, root);
     double seconds = now() - t0;
     veth_bytes(2, &rx1, &tx1);
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/two.out", root);
     CHECK(r1 == 0 && r2 == 0 && contains(p, "4 rows/rank x 2 ranks = 8"),
-          "two hosts: one process with 8 rows, and 2 ranks x 4 rows on two hosts (%.1f s), exit 0 (%d %d)", seconds, r1, r2);
+          "two hosts: one process with 8 rows, and 2 ranks x 4 rows on two hosts (%.1f s), exit 0 (%d %d)",
+          seconds, r1, r2);
     if (r2) show(p);
     Mlstm a = {0}, b = {0};
     TrainState sa = {0}, sb = {0};
@@ -211,7 +213,8 @@ static void test_two_hosts(void) {
     // The bound of test_train's mpi test: the same rows, gradients summed in another order (FP32)
     double dw = la && lb ? rel_diff(b.params, a.params, a.nparams) : INFINITY;
     CHECK(dw < 1e-5 && sa.step == 10 && sb.step == 10 && sa.data_step == sb.data_step,
-          "two hosts: after 10 steps the same data step and weights within %.1e relative (< 1e-5: FP32 sums in another order)", dw);
+          "two hosts: after 10 steps the same data step and weights within %.1e relative "
+          "(< 1e-5: FP32 sums in another order)", dw);
     LogLine l1[16], l2[16];
     snprintf(q, sizeof q, "%s/one/m.log", root);
     int n1 = read_log(q, l1, 16);
@@ -230,15 +233,17 @@ static void test_two_hosts(void) {
 // waits until its log has `lines` steps, runs the shell command `act` ($p: the pid of the
 // rank on host 2), and waits for mpirun: its exit status, and in *seconds the time from
 // `act` to the end of the job (NAN if it did not come to it).
-static int disturb(const char *name, const char *mpi_extra, const char *extra, int lines, const char *act, double *seconds) {
+static int disturb(const char *name, const char *mpi_extra, const char *extra, int lines, const char *act,
+                   double *seconds) {
     int rc = test_system(
-        "(%s %s %s %s --batch 4 --steps 100000 %s --ckpt %s/local/out/%s.ckpt --log %s/local/out/%s.log > %s/%s.out 2>&1; "
-        " echo $? > %s/%s.rc) & "
-        "for i in $(seq 400); do n=$(grep -c '^train' %s/host1/out/%s.log 2> /dev/null); [ \"${n:-0}\" -ge %d ] && break; sleep 0.05; done; "
+        "(%s %s %s %s --batch 4 --steps 100000 %s --ckpt %s/local/out/%s.ckpt --log %s/local/out/%s.log "
+        "  > %s/%s.out 2>&1; echo $? > %s/%s.rc) & "
+        "for i in $(seq 400); do n=$(grep -c '^train' %s/host1/out/%s.log 2> /dev/null); "
+        "  [ \"${n:-0}\" -ge %d ] && break; sleep 0.05; done; "
         "p=$(%s pid %s 2 %s); [ -n \"$p\" ] || { echo 'no rank on host 2'; wait; exit 1; }; "
         "t0=$(date +%%s.%%N); %s; wait; t1=$(date +%%s.%%N); awk \"BEGIN { print $t1 - $t0 }\" > %s/%s.seconds",
-        mpirun, mpi_extra, trainer, tiny, extra, root, name, root, name, root, name, root, name, root, name, lines, script, root,
-        trainer, act, root, name);
+        mpirun, mpi_extra, trainer, tiny, extra, root, name, root, name, root, name, root, name, root, name, lines,
+        script, root, trainer, act, root, name);
     char p[PATH_MAX];
     snprintf(p, sizeof p, "%s/%s.seconds", root, name);
     *seconds = rc == 0 ? read_number(p) : NAN;
@@ -269,15 +274,15 @@ static void test_kill(void) {
     mlstm_free(&k);
     // One host, the same 8 rows (the checkpoint's batch), in place: --resume takes the
     // model and the batch from the checkpoint and cuts the log back to its step.
-    int r1 = test_system("timeout %d %s run %s 1 %s %s --steps %ld --ckpt-every 5 --resume %s/local/out/k.ckpt --ckpt %s/local/out/k.ckpt "
-                         "--log %s/local/out/k.log > %s/kr.out 2>&1", RUN_LIMIT_S, script, root, trainer, tiny_run, c + 5, root, root,
-                         root, root);
+    int r1 = test_system("timeout %d %s run %s 1 %s %s --steps %ld --ckpt-every 5 --resume %s/local/out/k.ckpt "
+                         "--ckpt %s/local/out/k.ckpt --log %s/local/out/k.log > %s/kr.out 2>&1",
+                         RUN_LIMIT_S, script, root, trainer, tiny_run, c + 5, root, root, root, root);
     // The run that never stopped: two hosts, the same flags, to the same step.
-    int r2 = test_system("%s %s %s --batch 4 --steps %ld --ckpt-every 5 --ckpt %s/local/out/u.ckpt --log %s/local/out/u.log > %s/u.out 2>&1",
-                         mpirun, trainer, tiny, c + 5, root, root, root);
+    int r2 = test_system("%s %s %s --batch 4 --steps %ld --ckpt-every 5 --ckpt %s/local/out/u.ckpt "
+                         "--log %s/local/out/u.log > %s/u.out 2>&1", mpirun, trainer, tiny, c + 5, root, root, root);
     snprintf(p, sizeof p, "%s/kr.out", root);
-    CHECK(r1 == 0 && r2 == 0 && contains(p, "8 rows/rank x 1 ranks = 8"), "resume on one host: 1 process x 8 rows from the "
-          "checkpoint's step %ld, and the uninterrupted run, exit 0 (%d %d)", c, r1, r2);
+    CHECK(r1 == 0 && r2 == 0 && contains(p, "8 rows/rank x 1 ranks = 8"), "resume on one host: 1 process x 8 rows "
+          "from the checkpoint's step %ld, and the uninterrupted run, exit 0 (%d %d)", c, r1, r2);
     if (r1) show(p);
     static LogLine lr[4096], lu[4096];
     snprintf(p, sizeof p, "%s/host1/out/k.log", root);
@@ -290,9 +295,9 @@ static void test_kill(void) {
     // Step c+1 runs the weights and the carried state of step c on the rows of data step c:
     // the same numbers in both runs, so the same loss (only its mean is added in another
     // order, in double); a data step or a row off, or a state not carried, changes it.
-    CHECK(in_order && a && b && a->loss == b->loss && a->lr == b->lr, "resume on one host: the log runs 1..%ld, and step %ld "
-          "has the uninterrupted run's loss %.6f (%.6f) and lr %.4e (%.4e)", c + 5, c + 1, b ? b->loss : 0, a ? a->loss : 0,
-          b ? b->lr : 0, a ? a->lr : 0);
+    CHECK(in_order && a && b && a->loss == b->loss && a->lr == b->lr, "resume on one host: the log runs 1..%ld, and "
+          "step %ld has the uninterrupted run's loss %.6f (%.6f) and lr %.4e (%.4e)", c + 5, c + 1, b ? b->loss : 0,
+          a ? a->loss : 0, b ? b->lr : 0, a ? a->lr : 0);
     Mlstm r = {0}, u = {0};
     TrainState sr = {0}, su = {0};
     snprintf(p, sizeof p, "%s/host1/out/k.ckpt", root);
@@ -321,8 +326,8 @@ static void test_sigterm(void) {
     char line[512];
     while (f && fgets(line, sizeof line, f)) sscanf(line, "stopped by a signal at step %ld", &stopped);
     if (f) fclose(f);
-    CHECK(rc == 0 && seconds < END_BOUND_S && stopped > 0, "SIGTERM to rank 1 on host 2: every rank stops after step %ld "
-          "and exits 0 (exit %d, %.1f s after the signal)", stopped, rc, seconds);
+    CHECK(rc == 0 && seconds < END_BOUND_S && stopped > 0, "SIGTERM to rank 1 on host 2: every rank stops after "
+          "step %ld and exits 0 (exit %d, %.1f s after the signal)", stopped, rc, seconds);
     if (rc || stopped <= 0) show(out);
     static LogLine l[4096];
     snprintf(p, sizeof p, "%s/host1/out/s.log", root);
@@ -334,9 +339,10 @@ static void test_sigterm(void) {
     char q[PATH_MAX];
     snprintf(q, sizeof q, "%s/host2/out", root);
     struct stat sb;
-    CHECK(ok && count_lines(out, "^step +[0-9]+ \\| checkpoint ") == 1 && (long)st.data_step == stopped && n > 0 && l[n - 1].step == stopped &&
-          stat(q, &sb) != 0, "SIGTERM to rank 1: one checkpoint, at step %ld, the log's last step, written by rank 0 "
-          "(%d written; nothing on host 2's disk)", stopped, count_lines(out, "^step +[0-9]+ \\| checkpoint "));
+    int written = count_lines(out, "^step +[0-9]+ \\| checkpoint ");
+    CHECK(ok && written == 1 && (long)st.data_step == stopped && n > 0 && l[n - 1].step == stopped && stat(q, &sb) != 0,
+          "SIGTERM to rank 1: one checkpoint, at step %ld, the log's last step, written by rank 0 "
+          "(%d written; nothing on host 2's disk)", stopped, written);
     if (ok) mlstm_free(&m);
 }
 
@@ -348,22 +354,24 @@ static void test_missing(void) {
     const char *now_kill = "--mca odls_base_sigkill_timeout 0";
     test_system("rm -f %s/host2/data/*.bin", root);  // as if the copy to host 2 had been forgotten
     double t0 = now();
-    int rc = test_system("%s %s %s %s --batch 4 --steps 10 --ckpt %s/local/new/m.ckpt --log %s/local/new/m.log > %s/d.out 2>&1",
-                         mpirun, now_kill, trainer, tiny, root, root, root);
+    int rc = test_system("%s %s %s %s --batch 4 --steps 10 --ckpt %s/local/new/m.ckpt --log %s/local/new/m.log "
+                         "> %s/d.out 2>&1", mpirun, now_kill, trainer, tiny, root, root, root);
     double seconds = now() - t0;
     snprintf(out, sizeof out, "%s/d.out", root);
-    snprintf(msg, sizeof msg, "error: rank 1 on mlstm-host2: cannot open shard %s/local/data/train_000.bin: No such file", root);
+    snprintf(msg, sizeof msg, "error: rank 1 on mlstm-host2: cannot open shard %s/local/data/train_000.bin: "
+             "No such file", root);
     snprintf(p, sizeof p, "%s/host1/new", root);
     struct stat sb;
     CHECK(rc == 2 && contains(out, msg) && seconds < END_BOUND_S, "no shards on host 2: exit 2 after %.1f s, \"%s\"",
           seconds, msg);
     if (rc != 2) show(out);
-    CHECK(count_lines(out, "^step ") == 0 && stat(p, &sb) != 0, "no shards on host 2: stopped before the first step, and "
-          "rank 0 created no file (%s absent)", p);
+    CHECK(count_lines(out, "^step ") == 0 && stat(p, &sb) != 0, "no shards on host 2: stopped before the first step, "
+          "and rank 0 created no file (%s absent)", p);
     // --resume on two hosts reads the checkpoint on both: here it is on host 1's disk only
     t0 = now();
-    rc = test_system("%s %s %s %s --steps 1000000 --resume %s/local/out/m.ckpt --ckpt %s/local/new2/m.ckpt --log %s/local/new2/m.log "
-                     "> %s/r.out 2>&1", mpirun, now_kill, trainer, tiny_run, root, root, root, root);
+    rc = test_system("%s %s %s %s --steps 1000000 --resume %s/local/out/m.ckpt --ckpt %s/local/new2/m.ckpt "
+                     "--log %s/local/new2/m.log > %s/r.out 2>&1", mpirun, now_kill, trainer, tiny_run, root, root, root,
+                     root);
     seconds = now() - t0;
     snprintf(out, sizeof out, "%s/r.out", root);
     snprintf(msg, sizeof msg, "error: rank 1 on mlstm-host2: --resume %s/local/out/m.ckpt: No such file", root);
@@ -382,13 +390,15 @@ static void test_cut(void) {
     double seconds;
     char act[PATH_MAX + 100];
     snprintf(act, sizeof act, "%s cut %s 2", script, root);
-    int rc = disturb("c", "--mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3",
-                     "--ckpt-every 5", 12, act, &seconds);
+    const char *keepalive = "--mca oob_tcp_keepalive_time 2 --mca oob_tcp_keepalive_intvl 1 "
+                            "--mca oob_tcp_keepalive_probes 3";
+    int rc = disturb("c", keepalive, "--ckpt-every 5", 12, act, &seconds);
     char out[PATH_MAX], p[PATH_MAX];
     snprintf(out, sizeof out, "%s/c.out", root);
     CHECK(rc != 0 && rc != 124 && seconds < END_BOUND_S && contains(out, "lost communication with a remote daemon") &&
-          contains(out, "Remote daemon: [[") && contains(out, "on node 198.18.0.2"), "host 2 cut off: with a 2 s keepalive "
-          "the job ends by itself %.1f s later (< %d s), exit %d, naming host 2's daemon", seconds, END_BOUND_S, rc);
+          contains(out, "Remote daemon: [[") && contains(out, "on node 198.18.0.2"), "host 2 cut off: with a 2 s "
+          "keepalive the job ends by itself %.1f s later (< %d s), exit %d, naming host 2's daemon",
+          seconds, END_BOUND_S, rc);
     if (rc == 0 || rc == 124) show(out);
     // host 2's daemon lost its link too, and ends with its rank: nothing is left running there
     int left = -1;
@@ -400,13 +410,13 @@ static void test_cut(void) {
         if (f) pclose(f);
         if (left != 0) usleep(100000);
     }
-    CHECK(left == 0, "host 2 cut off: its daemon and rank end by themselves too (%d processes left after 10 s)", left);
+    CHECK(left == 0, "host 2 cut off: its daemon and rank end by themselves too, within 10 s (%d processes left)", left);
     Mlstm m = {0};
     TrainState st = {0};
     snprintf(p, sizeof p, "%s/host1/out/c.ckpt", root);
     int ok = load(p, &m, &st, 8);
-    CHECK(ok && st.data_step >= 10 && st.data_step % 5 == 0, "host 2 cut off: the last checkpoint loads (data step %llu)",
-          (unsigned long long)st.data_step);
+    CHECK(ok && st.data_step >= 10 && st.data_step % 5 == 0,
+          "host 2 cut off: the last checkpoint loads (data step %llu)", (unsigned long long)st.data_step);
     if (ok) mlstm_free(&m);
 }
 
@@ -457,13 +467,15 @@ int main(int argc, char **argv) {
 
     // a tiny model on one thread, as test_train's; the data at the same path on each host
     snprintf(tiny_run, sizeof tiny_run, "--train %s/local/data --seq-len 16 --val-every 0 --val-steps 2 --sample-len 0 "
-             "--print-every 1000 --threads 1 --lr-schedule legw --lr 3e-3 --base-batch 4 --warmup-steps 3 --decay-steps 40", root);
+             "--print-every 1000 --threads 1 --lr-schedule legw --lr 3e-3 --base-batch 4 --warmup-steps 3 "
+             "--decay-steps 40", root);
     snprintf(tiny, sizeof tiny, "--hidden 32 --embed 16 %s", tiny_run);
     // mpirun on host 1, host 2's daemon through hosts.sh; TCP only, on the veths' addresses
     // (-x: a remote login does not see mpirun's environment; ASan's, for SAN=1 builds)
-    snprintf(mpirun, sizeof mpirun, "timeout -k 5 %d %s run %s 1 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-             "ASAN_OPTIONS=detect_leaks=0 mpirun --hostfile %s/hostfile -np 2 --mca plm_rsh_agent '%s agent %s' -x ASAN_OPTIONS "
-             "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include 198.18.0.0/30 --mca oob_tcp_if_include 198.18.0.0/30",
+    snprintf(mpirun, sizeof mpirun, "timeout -k 5 %d %s run %s 1 env OMPI_ALLOW_RUN_AS_ROOT=1 "
+             "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 mpirun --hostfile %s/hostfile -np 2 "
+             "--mca plm_rsh_agent '%s agent %s' -x ASAN_OPTIONS --mca pml ob1 --mca btl tcp,self "
+             "--mca btl_tcp_if_include 198.18.0.0/30 --mca oob_tcp_if_include 198.18.0.0/30",
              RUN_LIMIT_S, script, root, root, script, root);
 
     test_two_hosts();
