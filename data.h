@@ -204,6 +204,7 @@ static inline void shard_sigbus_(int sig, siginfo_t *si, void *ctx) {
         }
     }
     ssize_t ignored = write(2, "error: ", 7);
+    ignored = write(2, fail_where, strlen(fail_where));
     ignored = write(2, path, strlen(path));
     ignored = write(2, msg, strlen(msg));
     (void)ignored;

@@ -80,6 +80,12 @@ static void dist_init(int *argc, char ***argv) {
         MPI_Init(argc, argv);
         MPI_Comm_size(MPI_COMM_WORLD, &world);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        if (world > 1) {  // the hosts of a cluster may see different files: an error names its rank and host
+            char host[MPI_MAX_PROCESSOR_NAME];
+            int len = 0;
+            MPI_Get_processor_name(host, &len);
+            snprintf(fail_where, sizeof fail_where, "rank %d on %s: ", rank, host);
+        }
     }
 #else
     (void)argc;
@@ -166,6 +172,13 @@ static void ranks_agree(const Options *o, int64_t train_bytes, int64_t val_bytes
 #endif
 }
 
+// Waits until every rank has come here. A rank that failed before (exit 2) never
+// comes, and mpirun ends the job, the waiting ranks included.
+static void dist_barrier(void) {
+#ifdef USE_MPI
+    if (world > 1) MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}
 // Rank 0 collects every rank's (B,H) rows into (G,H), for the checkpoint.
 static void dist_gather(const real *mine, real *all, size_t n) {
 #ifdef USE_MPI
@@ -645,7 +658,10 @@ static int train_main(int argc, char **argv) {
     if (o.init_from) init_from_checkpoint(from_file, o.init_from, &from, md, B);
     if (from_file) fclose(from_file);
     // the output files last of what can fail at start-up, so a refused start leaves none
-    // behind, and still before the first step, so a bad path costs no training
+    // behind, and still before the first step, so a bad path costs no training. Every rank
+    // gets here first: one whose host lacks a shard or the checkpoint has failed naming
+    // its host and the path, and the job ends before rank 0 creates a file.
+    dist_barrier();
     Outputs out = {NULL, o.log, -1};
     if (rank == 0) out = outputs_open(&o, data_step, &train_s, &val_s);
     if (rank == 0) print_settings(&o, md, precision, &train_s, &val_s, &train);
@@ -668,7 +684,11 @@ static int train_main(int argc, char **argv) {
     long start_step = data_step, n_avg = 0, stuck = 0;
     long saved_step = o.resume ? data_step : -1;  // the step of the checkpoint on disk, -1: none of this run
     int ckpt_due = 0;                             // a periodic checkpoint waits for a step that is not skipped
-    while (data_step < o.steps && !stop_agreed()) {
+    // Whether every rank stops: agreed once here (a signal during start-up), then only at the
+    // end of each step, where the checkpoint follows. A second check before each step would
+    // catch a signal that came after the first and end the loop without a checkpoint.
+    int stop = stop_agreed();
+    while (data_step < o.steps && !stop) {
         // steps 1-3 of the README's step table (why: doc/design.md): read the batch, forward, backward with S
         double t0 = now_seconds();
         loader_batch(&train, data_step, in, tg, rs);
@@ -730,7 +750,7 @@ static int train_main(int argc, char **argv) {
         // SIGINT/SIGTERM on any rank stops every rank after this step
         // A checkpoint never replaces a better one with a diverged model: none is written
         // while steps are being skipped (unless the run ends), and the weights must score.
-        int stop = stop_agreed();
+        stop = stop_agreed();
         ckpt_due |= o.ckpt_every && data_step % o.ckpt_every == 0;
         if ((ckpt_due && d.apply) || last || stop) {
             double check = isnan(vl) ? probe_loss(md, &train, data_step, in, tg, rs) : vl;
@@ -749,7 +769,7 @@ static int train_main(int argc, char **argv) {
             break;
         }
     }
-    if (rank == 0 && stop_requested && data_step == start_step)
+    if (rank == 0 && stop && data_step == start_step)
         printf("stopped by a signal before the first step; nothing to save\n");
     if (rank == 0) outputs_close(&out);
     if (ev != md) model_free(ev);

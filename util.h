@@ -29,10 +29,15 @@ using std::isnan;
 
 #define EXIT_BAD_INPUT 2
 
+// Which process failed, and where, before every error: empty in one process; the
+// trainers set it to "rank R on HOST: " when there are several (train.h, dist_init),
+// since on a cluster a file can be missing or different on one host only.
+static char fail_where[320];
+
 static inline void fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "error: ");
+    fprintf(stderr, "error: %s", fail_where);
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);

@@ -1,5 +1,6 @@
 // test/test.h: a tiny test harness. Each test program prints one line per check
-// ("ok" or "FAIL" with the numbers) and ends with "<name>: N passed, N failed";
+// ("ok" or "FAIL" with the numbers, "skip" with the reason) and ends with
+// "<name>: N passed, N failed" (", N skipped" added when some part was skipped);
 // test/run.sh adds those up into the final line of `make test`.
 #pragma once
 #include <stdio.h>
@@ -10,7 +11,7 @@
 #include <sys/wait.h>
 #include <sys/stat.h>
 
-static int test_passed = 0, test_failed = 0;
+static int test_passed = 0, test_failed = 0, test_skipped = 0;
 
 // CHECK(cond, fmt, ...): records one check; the message says what was compared.
 #define CHECK(cond, ...) test_check((cond) ? 1 : 0, __FILE__, __LINE__, __VA_ARGS__)
@@ -26,9 +27,25 @@ static inline void test_check(int ok, const char *file, int line, const char *fm
     if (ok) test_passed++; else test_failed++;
 }
 
+// SKIP(fmt, ...): a part that this machine cannot run (a missing tool, no privileges):
+// the reason on a "skip" line, and counted, so that the summary shows it.
+#define SKIP(...) test_skip(__VA_ARGS__)
+static inline void test_skip(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("skip  ");
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+    test_skipped++;
+}
+
 // Ends a test program: the summary line and the exit status.
 static inline int test_summary(const char *name) {
-    printf("%s: %d passed, %d failed\n", name, test_passed, test_failed);
+    printf("%s: %d passed, %d failed", name, test_passed, test_failed);
+    if (test_skipped) printf(", %d skipped", test_skipped);
+    printf("\n");
     return test_failed ? 1 : 0;
 }
 

@@ -593,7 +593,7 @@ static void test_prepare_jsonl(void) {
         rc = prepare("broken.jsonl.gz", "jb");
         CHECK(rc == 2 && file_contains(log, "error: broken.jsonl.gz: cannot read"), "a damaged gzip file: exit %d", rc);
     } else {
-        printf("skip  gzip is not installed: gzip JSON lines untested\n");
+        SKIP("gzip is not installed: gzip JSON lines untested");
     }
     free(first);
     // --strict: the first bad line is fatal, and no shard appears

@@ -186,8 +186,8 @@ static int find_python(void) {
 }
 
 static void skipped(const char *what) {
-    printf("\n**** SKIPPED: %s ****\n**** (apt-get install python3-numpy python3-torch; CI sets REQUIRE_TORCH=1 and fails here) ****\n\n", what);
     if (getenv("REQUIRE_TORCH")) CHECK(0, "REQUIRE_TORCH is set but %s was skipped", what);
+    else SKIP("%s (apt-get install python3-numpy python3-torch; CI sets REQUIRE_TORCH=1 and fails here)", what);
 }
 
 int main(int argc, char **argv) {

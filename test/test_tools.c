@@ -15,7 +15,7 @@ static int exists(const char *name) {
 
 static void test_plots(void) {
     if (test_system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        printf("skip  gnuplot not found: the plot scripts are not run (apt-get install gnuplot-nox)\n");
+        SKIP("gnuplot not found: the plot scripts are not run (apt-get install gnuplot-nox)");
         return;
     }
     // a log named x`touch P1`"q.log: the name is the plot's title and the PNG's stem

@@ -124,7 +124,7 @@ static void test_overflow(void) {
 static void test_mpi(void) {
     if (test_system("command -v mpirun > /dev/null") != 0) {
         if (getenv("REQUIRE_MPI")) CHECK(0, "mpi: mpirun not found but REQUIRE_MPI is set");
-        else printf("skip  mpi: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)\n");
+        else SKIP("mpi: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)");
         return;
     }
     // Open MPI itself leaks at exit (its plugins), which LeakSanitizer would report
@@ -649,7 +649,7 @@ static void test_init_from(void) {
     }
     CHECK(r2 == 0 && fresh, "--init-from at batch 4: fresh Adam moments, step 1 of a new run, 4 rows of state (exit %d)", r2);
     if (test_system("command -v mpirun > /dev/null") != 0) {
-        printf("skip  init-from with mpirun: mpirun not found\n");
+        SKIP("init-from with mpirun: mpirun not found");
         return;
     }
     int r3 = test_system("ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "

@@ -402,7 +402,7 @@ int main(int argc, char **argv) {
     char *slash = strrchr(self, '/');
     if (slash) *slash = 0;
     if (test_system("command -v mpirun > /dev/null") != 0 && !getenv("REQUIRE_MPI"))
-        printf("skip  mpi: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)\n");
+        SKIP("mpi: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)");
     else {
         // FP32: the two runs differ only in the order of FP32 sums, as the CPU trainer's test
         snprintf(trainer, sizeof trainer, "%s/train_gpu_fp32", self);
