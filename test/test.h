@@ -94,6 +94,19 @@ static inline int test_system(const char *fmt, ...) {
     return (ws != -1 && WIFEXITED(ws)) ? WEXITSTATUS(ws) : -1;
 }
 
+// The mpirun the trainer's MPI tests run, or NULL when there is none: then the part is a
+// counted skip, or a failure under REQUIRE_MPI (CI). Open MPI as root, oversubscribed (more
+// ranks than cores), and with LeakSanitizer off: Open MPI's plugins leak at exit, which a
+// SAN=1 build would report as the trainer's.
+static inline const char *test_mpirun(const char *what) {
+    if (test_system("command -v mpirun > /dev/null") == 0)
+        return "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+               "OMPI_MCA_rmaps_base_oversubscribe=1 timeout 120 mpirun";
+    if (getenv("REQUIRE_MPI")) CHECK(0, "%s: mpirun not found but REQUIRE_MPI is set", what);
+    else SKIP("%s: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)", what);
+    return NULL;
+}
+
 // Files: size in bytes (-1 if missing), and byte-for-byte equality (checkpoints).
 static inline long file_size(const char *p) { struct stat sb; return stat(p, &sb) == 0 ? (long)sb.st_size : -1; }
 static inline int files_equal(const char *a, const char *b) {

@@ -122,15 +122,8 @@ static void test_overflow(void) {
 }
 
 static void test_mpi(void) {
-    if (test_system("command -v mpirun > /dev/null") != 0) {
-        if (getenv("REQUIRE_MPI")) CHECK(0, "mpi: mpirun not found but REQUIRE_MPI is set");
-        else SKIP("mpi: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)");
-        return;
-    }
-    // Open MPI itself leaks at exit (its plugins), which LeakSanitizer would report
-    // in a SAN=1 build: leak checking is off for these two runs only.
-    const char *mpirun = "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                         "OMPI_MCA_rmaps_base_oversubscribe=1 mpirun";
+    const char *mpirun = test_mpirun("mpi");
+    if (!mpirun) return;
     int r1 = test_system("%s -np 1 %s " TINY " --batch 8 --steps 10 --ckpt %s/m1.ckpt --log %s/m1.log > %s/m.out 2>&1", mpirun, trainer, dir, dir, dir);
     int r2 = test_system("%s -np 2 %s " TINY " --batch 4 --steps 10 --ckpt %s/m2.ckpt --log %s/m2.log >> %s/m.out 2>&1", mpirun, trainer, dir, dir, dir);
     CHECK(r1 == 0 && r2 == 0, "mpi: -np 1 with 8 rows and -np 2 with 4 rows each exit 0 (%d %d)", r1, r2);

@@ -161,13 +161,8 @@ static void test_resume_record(void) {
 
 // 3. MPI ranks started with different flags stop before any work, naming the flag.
 static void test_ranks_agree(void) {
-    if (test_system("command -v mpirun > /dev/null") != 0) {
-        if (getenv("REQUIRE_MPI")) CHECK(0, "ranks: mpirun not found but REQUIRE_MPI is set");
-        else printf("skip  ranks: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)\n");
-        return;
-    }
-    const char *mpirun = "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                         "OMPI_MCA_rmaps_base_oversubscribe=1 timeout 60 mpirun";
+    const char *mpirun = test_mpirun("ranks");
+    if (!mpirun) return;
     const char *cases[][3] = {{"--hidden 16", "--hidden 32", "rank 1 has --hidden 32, rank 0 --hidden 16"},
                               {"--steps 20", "--steps 30", "rank 1 has --steps 30, rank 0 --steps 20"},
                               {"--clip 1", "--clip 0.5", "rank 1 has --clip 0.5, rank 0 --clip 1"},
