@@ -1,10 +1,12 @@
 // Models between this project and Python, as a user moves them: tools/mlstm_ckpt.py
 // reads a checkpoint that build/train wrote (found next to this test) and writes it
-// back equal to the byte, through .npz files with torch blocked from importing (the
-// NumPy path), and through a PyTorch state_dict; a checkpoint written from new
-// weights loads in this reference and in the trainer; the loss of tools/mlstm_torch.py
-// on a fixed batch equals mlstm_forward's here; bad files are refused with exit 2.
-// Both with weight norm on and off. Run from the repository root, as `make test` does.
+// back equal to the byte, run record included, through .npz files with torch blocked
+// from importing (the NumPy path), and through a PyTorch state_dict; a record edited
+// in the .npz is the one the trainer then resumes by; format version 1 files are read
+// and version 3 refused; a checkpoint written from new weights loads in this reference
+// and in the trainer; the loss of tools/mlstm_torch.py on a fixed batch equals
+// mlstm_forward's here; bad files are refused with exit 2. Both with weight norm on and
+// off. Run from the repository root, as `make test` does.
 //
 // Python: $PYTHON, else the first of python3 and /usr/bin/python3 that has NumPy.
 // Without NumPy or torch the parts that need them are skipped, loudly; with
@@ -69,6 +71,38 @@ static double c_loss(const char *ckpt, const uint8_t *in, const uint8_t *tg, con
     return loss;
 }
 
+static void expect_refused(const char *what, const char *needle, const char *out, const char *fmt, const char *a,
+                           const char *b);
+static void copy_file(const char *from, const char *to, long keep, long flip);
+
+static uint8_t *read_whole(const char *p, long *n) {  // malloc'd, *n bytes; NULL if unreadable
+    FILE *f = fopen(p, "rb");
+    *n = file_size(p);
+    uint8_t *buf = f && *n >= 0 ? (uint8_t *)mallocCheck((size_t)*n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)*n, f) != (size_t)*n) { free(buf); buf = NULL; }
+    if (f) fclose(f);
+    return buf;
+}
+static int write_whole(const char *p, const uint8_t *buf, long n) {
+    FILE *f = fopen(p, "wb");
+    int ok = f && fwrite(buf, 1, (size_t)n, f) == (size_t)n;
+    return (f && fclose(f) == 0) && ok;
+}
+
+// The run record mlstm.h reads from a checkpoint (checkpoint_open, checkpoint_read_run),
+// malloc'd, *n bytes; NULL when it has none. The checkpoint must be valid.
+static uint8_t *c_run_record(const char *ckpt, size_t *n) {
+    CkptHeader hd;
+    FILE *f = checkpoint_open(ckpt, &hd);
+    uint8_t *run = checkpoint_read_run(f, ckpt, &hd);
+    fclose(f);
+    *n = hd.run_bytes;
+    return run;
+}
+
+// The trainer's record of the TINY runs below, as train.h writes it (doc/formats.md, "Run record").
+#define TINY_RECORD(steps) "corpus-bytes\0" "60000\0" "seq-len\0" "16\0" "steps\0" steps "\0" "clip\0" "1\0"
+
 // The NumPy path with torch unimportable: checkpoint -> .npz -> checkpoint, to the byte.
 static void test_numpy_roundtrip(const char *tag) {
     char ck[64], npz[64], back[64], info[64];
@@ -82,6 +116,145 @@ static void test_numpy_roundtrip(const char *tag) {
           "%s: checkpoint -> .npz -> checkpoint is equal to the byte (%ld bytes)", tag, file_size(path(ck)));
     CHECK(file_contains(path(info), "D=16 H=32") && file_contains(path(info), "step 5, data step 5, carried state G=4"),
           "%s: info reports the model, steps and rows", tag);
+    CHECK(file_contains(path(info), "corpus-bytes=60000 seq-len=16 steps=5 clip=1 seed=1 lr-schedule=legw"),
+          "%s: info shows the run record's settings", tag);
+    if (re || ri) return;
+    // the record itself: the trainer wrote one, and the imported file holds the same bytes
+    size_t n0 = 0, n1 = 0;
+    uint8_t *r0 = c_run_record(path(ck), &n0), *r1 = c_run_record(path(back), &n1);
+    const char want[] = TINY_RECORD("5");
+    CHECK(r0 && n0 > sizeof want && !memcmp(r0, want, sizeof want - 1) && r1 && n1 == n0 && !memcmp(r0, r1, n0),
+          "%s: the run record (%zu bytes, from \"corpus-bytes\") comes back from the .npz to the byte (%zu bytes)",
+          tag, n0, n1);
+    free(r0); free(r1);
+}
+
+static void patch32(const char *p, long at, uint32_t v) {
+    long n;
+    uint8_t *buf = read_whole(p, &n);
+    if (buf && at + 4 <= n) put32(buf + at, v), write_whole(p, buf, n);
+    free(buf);
+}
+static void patch64(const char *p, long at, uint64_t v) {
+    long n;
+    uint8_t *buf = read_whole(p, &n);
+    if (buf && at + 8 <= n) put64(buf + at, v), write_whole(p, buf, n);
+    free(buf);
+}
+
+// A format version 1 file, as the C code before the run record wrote it: the header
+// (version 1, bytes 136..143 zero) and the payload of `from`, no record, the checksum
+// recomputed here with util.h's function. Returns the payload's size, -1 on failure.
+static long make_version1(const char *from, const char *to) {
+    long n;
+    uint8_t *buf = read_whole(from, &n);
+    if (!buf || n < CKPT_HEADER_BYTES) { free(buf); return -1; }
+    long payload = (long)get64(buf + CKPT_AT_PAYLOAD);
+    put32(buf + CKPT_AT_VERSION, 1);
+    put64(buf + CKPT_AT_RUN_BYTES, 0);
+    put64(buf + CKPT_AT_CHECKSUM, 0);
+    uint64_t sum = checksum_update(CHECKSUM_INIT, buf, CKPT_HEADER_BYTES);
+    sum = checksum_update(sum, buf + CKPT_HEADER_BYTES, (size_t)payload);
+    put64(buf + CKPT_AT_CHECKSUM, checksum_final(sum));
+    int ok = write_whole(to, buf, CKPT_HEADER_BYTES + payload);
+    free(buf);
+    return ok ? payload : -1;
+}
+
+// Version 1 files read (and come back as version 2 with no record); version 3 refused.
+static void test_versions(void) {
+    long payload = make_version1(path("a.ckpt"), path("v1.ckpt"));
+    CkptHeader hd = {0};
+    if (payload > 0) checkpoint_header(path("v1.ckpt"), &hd);  // exits on a file mlstm.h rejects
+    CHECK(payload > 0 && hd.run_bytes == 0, "made a format version 1 file that mlstm.h reads (%ld payload bytes)", payload);
+    int rn = test_system("PYTHONPATH=%s/notorch %s tools/mlstm_ckpt.py info %s > %s", dir, python, path("v1.ckpt"),
+                         path("v1_info.txt"));
+    CHECK(rn == 0 && file_contains(path("v1_info.txt"), "step 5, data step 5, carried state G=4") &&
+          file_contains(path("v1_info.txt"), "run record (0 bytes): none"),
+          "version 1: info reads it and shows no run record (exit %d)", rn);
+    int re = test_system("PYTHONPATH=%s/notorch %s tools/mlstm_ckpt.py export %s %s", dir, python, path("v1.ckpt"),
+                         path("v1.npz"));
+    int ri = test_system("PYTHONPATH=%s/notorch %s tools/mlstm_ckpt.py import %s %s", dir, python, path("v1.npz"),
+                         path("v1_back.ckpt"));
+    long n1, n2;
+    uint8_t *b1 = read_whole(path("v1.ckpt"), &n1), *b2 = read_whole(path("v1_back.ckpt"), &n2);
+    int same = b1 && b2 && n1 == n2 && !memcmp(b1 + CKPT_HEADER_BYTES, b2 + CKPT_HEADER_BYTES, (size_t)payload) &&
+               !memcmp(b1 + CKPT_AT_V, b2 + CKPT_AT_V, CKPT_AT_CHECKSUM - CKPT_AT_V) && get32(b2 + CKPT_AT_VERSION) == 2;
+    if (same) checkpoint_header(path("v1_back.ckpt"), &hd);
+    CHECK(re == 0 && ri == 0 && same && hd.run_bytes == 0,
+          "version 1 -> .npz -> version 2 with no record, header fields and payload equal (exit %d %d)", re, ri);
+    free(b1); free(b2);
+    char out[700];
+    snprintf(out, sizeof out, "%s", path("never.npz"));
+    copy_file(path("a.ckpt"), path("v3.ckpt"), -1, -1);
+    patch32(path("v3.ckpt"), CKPT_AT_VERSION, 3);
+    expect_refused("format version 3", "has format version 3; this build reads versions 1 to 2", out, "export %s %s",
+                   path("v3.ckpt"), out);
+    copy_file(path("a.ckpt"), path("v1run.ckpt"), -1, -1);
+    patch32(path("v1run.ckpt"), CKPT_AT_VERSION, 1);
+    expect_refused("version 1 with a run record", "inconsistent header", out, "export %s %s", path("v1run.ckpt"), out);
+    copy_file(path("a.ckpt"), path("bigrun.ckpt"), -1, -1);
+    patch64(path("bigrun.ckpt"), CKPT_AT_RUN_BYTES, (uint64_t)CKPT_MAX_RUN_BYTES + 1);
+    expect_refused("a run record over the limit", "inconsistent header", out, "export %s %s", path("bigrun.ckpt"), out);
+    long n = file_size(path("a.ckpt"));
+    copy_file(path("a.ckpt"), path("shortrun.ckpt"), n - 1, -1);
+    char needle[200];
+    snprintf(needle, sizeof needle, "is truncated: %ld bytes after the header, the header says %ld",
+             n - 1 - CKPT_HEADER_BYTES, n - CKPT_HEADER_BYTES);
+    expect_refused("a run record cut short", needle, out, "export %s %s", path("shortrun.ckpt"), out);
+    copy_file(path("a.ckpt"), path("fliprun.ckpt"), -1, n - 3);
+    expect_refused("a flipped run record byte", "fails its checksum", out, "export %s %s", path("fliprun.ckpt"), out);
+}
+
+// The record is the run: edited in the .npz (--steps 5 -> 9), imported, it is what
+// mlstm.h reads and what ./train --resume continues by (to step 9 with no --steps).
+static void test_record_edit(void) {
+    int r = test_system("%s -c 'import sys, numpy as np; z = dict(np.load(sys.argv[1])); "
+                        "z[\"run\"] = np.frombuffer(z[\"run\"].tobytes().replace(b\"steps\\0005\\0\", b\"steps\\0009\\0\"), np.uint8); "
+                        "np.savez(sys.argv[2], **z)' %s %s", python, path("a.npz"), path("edit.npz"));
+    int ri = test_system("PYTHONPATH=%s/notorch %s tools/mlstm_ckpt.py import %s %s", dir, python, path("edit.npz"),
+                         path("edit.ckpt"));
+    CHECK(r == 0 && ri == 0, "an .npz with the run record's steps edited to 9 imports (exit %d %d)", r, ri);
+    if (r || ri) return;
+    size_t n0 = 0, n1 = 0;
+    uint8_t *r0 = c_run_record(path("a.ckpt"), &n0), *r1 = c_run_record(path("edit.ckpt"), &n1);
+    const char want[] = TINY_RECORD("9");
+    int same_rest = r0 && r1 && n0 == n1 && n0 > sizeof want && !memcmp(r0 + sizeof want - 1, r1 + sizeof want - 1, n0 - sizeof want + 1);
+    CHECK(r1 && !memcmp(r1, want, sizeof want - 1) && same_rest, "mlstm.h reads the edited record, the rest of it unchanged");
+    free(r0); free(r1);
+    int rt = test_system("%s --resume %s --ckpt %s --log %s --val-every 0 --val-steps 2 --sample-len 0 --print-every 1000 "
+                         "--threads 1 > %s 2>&1", trainer, path("edit.ckpt"), path("edit_r.ckpt"), path("edit_r.log"),
+                         path("edit_r.out"));
+    CkptHeader hd = {0};
+    if (rt == 0 && file_size(path("edit_r.ckpt")) > 0) checkpoint_header(path("edit_r.ckpt"), &hd);
+    CHECK(rt == 0 && hd.st.data_step == 9 && hd.st.step == 9, "./train --resume of it runs to the record's step 9 "
+          "(exit %d, data step %llu)", rt, (unsigned long long)hd.st.data_step);
+}
+
+// A checkpoint the trainer wrote and the same one through export/import resume alike,
+// by their records (no run flags given), and as the run would have gone on unbroken.
+static void test_resume(const char *tag, const char *model_flags) {
+    char ck[64], back[64], r1[3][64], r2[3][64], whole[3][64];  // checkpoint, log, console output of each run
+    snprintf(ck, sizeof ck, "%s.ckpt", tag); snprintf(back, sizeof back, "%s_back.ckpt", tag);
+    const char *ext[3] = {"ckpt", "log", "out"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(r1[i], sizeof r1[i], "%s_r1.%s", tag, ext[i]);
+        snprintf(r2[i], sizeof r2[i], "%s_r2.%s", tag, ext[i]);
+        snprintf(whole[i], sizeof whole[i], "%s_whole.%s", tag, ext[i]);
+    }
+#define RESUME_FLAGS "--steps 7 --val-every 0 --val-steps 2 --sample-len 0 --print-every 1000 --threads 1"
+    int ra = test_system("%s --resume %s --ckpt %s --log %s " RESUME_FLAGS " > %s 2>&1", trainer, path(ck), path(r1[0]),
+                         path(r1[1]), path(r1[2]));
+    int rb = test_system("%s --resume %s --ckpt %s --log %s " RESUME_FLAGS " > %s 2>&1", trainer, path(back),
+                         path(r2[0]), path(r2[1]), path(r2[2]));
+    int rw = test_system("%s " TINY " %s --steps 7 --ckpt %s --log %s > %s 2>&1", trainer, model_flags, path(whole[0]),
+                         path(whole[1]), path(whole[2]));
+    CHECK(ra == 0 && rb == 0 && rw == 0 && !file_contains(path(r1[2]), "no run record") &&
+          !file_contains(path(r2[2]), "no run record"),
+          "%s: ./train --resume takes the run from the trainer's and the imported checkpoint's records (exit %d %d %d)",
+          tag, ra, rb, rw);
+    CHECK(file_size(path(r1[0])) > 0 && files_equal(path(r1[0]), path(r2[0])) && files_equal(path(r1[0]), path(whole[0])),
+          "%s: both resumed runs write the checkpoint of an unbroken 7-step run, to the byte", tag);
 }
 
 // Bad input: exit 2, one line naming the file, nothing written.
@@ -136,9 +309,12 @@ static void test_bad_input(void) {
 
 // The torch path for one checkpoint: the same loss, state_dict round trip, new weights.
 static void test_torch(const char *tag, const char *model_flags, const uint8_t *in, const uint8_t *tg, const uint8_t *rs) {
-    char ck[64], same[64], fresh[64], out[64];
+    char ck[64], same[64], fresh[64], out[64], resumed[3][64];  // the resumed run's checkpoint, log, console output
     snprintf(ck, sizeof ck, "%s.ckpt", tag); snprintf(same, sizeof same, "%s_same.ckpt", tag);
     snprintf(fresh, sizeof fresh, "%s_new.ckpt", tag); snprintf(out, sizeof out, "%s_torch.txt", tag);
+    snprintf(resumed[0], sizeof resumed[0], "%s_resumed.ckpt", tag);
+    snprintf(resumed[1], sizeof resumed[1], "%s_resumed.log", tag);
+    snprintf(resumed[2], sizeof resumed[2], "%s_resumed.out", tag);
     int r = test_system("%s test/pyio_torch.py %s %s %d %d %s %s > %s", python, path(ck), path("batch.bin"), B, T,
                         path(same), path(fresh), path(out));
     double t32 = NAN, t64 = NAN, n32 = NAN, n64 = NAN;
@@ -161,9 +337,11 @@ static void test_torch(const char *tag, const char *model_flags, const uint8_t *
     CHECK(e32 <= LOSS_TOL, "%s: loss C FP32 %.9f vs torch float32 %.9f: rel diff %.2e = %5.1f%% of tolerance %.0e",
           tag, c, t32, e32, 100 * e32 / LOSS_TOL, LOSS_TOL);
     // weights written by Python: the trainer resumes from them, and the loss agrees again
+    // (it has no run record: the command line gives the run's settings, and the trainer says so)
     int rt = test_system("%s " TINY " %s --steps 1 --resume %s --ckpt %s --log %s > %s 2>&1", trainer, model_flags,
-                         path(fresh), path("resumed.ckpt"), path("resumed.log"), path("resumed.out"));
-    CHECK(rt == 0 && file_size(path("resumed.ckpt")) > 0, "%s: ./train --resume loads the checkpoint Python wrote (exit %d)", tag, rt);
+                         path(fresh), path(resumed[0]), path(resumed[1]), path(resumed[2]));
+    CHECK(rt == 0 && file_size(path(resumed[0])) > 0 && file_contains(path(resumed[2]), "has no run record"),
+          "%s: ./train --resume loads the checkpoint Python wrote from new weights, without a record (exit %d)", tag, rt);
     if (rt != 0) return;
     // from a zero state (a fresh checkpoint carries zeros); the old weights' loss from zeros shows they moved
     double cn = c_loss(path(fresh), in, tg, rs, 1), c0 = c_loss(path(ck), in, tg, rs, 1);
@@ -219,6 +397,10 @@ int main(int argc, char **argv) {
     CHECK(ra == 0 && rn == 0, "./train writes 5-step checkpoints with and without weight norm (exit %d %d)", ra, rn);
     test_numpy_roundtrip("a");
     test_numpy_roundtrip("n");
+    test_versions();
+    test_record_edit();
+    test_resume("a", "");
+    test_resume("n", "--no-weight-norm");
     test_bad_input();
 
     if (have_torch) {
@@ -240,6 +422,6 @@ int main(int argc, char **argv) {
     } else {
         skipped("the PyTorch checks (state_dict round trip, equal losses; no torch)");
     }
-    test_system("rm -rf %s", dir);
+    if (!getenv("KEEP")) test_system("rm -rf %s", dir);
     return test_summary("test_pyio");
 }

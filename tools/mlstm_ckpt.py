@@ -2,7 +2,8 @@
 """Checkpoints of mlstm.c in Python: read one into NumPy arrays or a PyTorch
 state_dict, write one back that ./train --resume, train_gpu and tools/transfer load.
 The byte layout is the "Checkpoint format" section of doc/formats.md; mlstm.h
-(checkpoint_save, checkpoint_header) is the C side. NumPy only: torch is imported
+(checkpoint_save_run, checkpoint_open) is the C side. Version 2 files are written
+(with the run record the trainers write, kept as bytes); versions 1 and 2 are read. NumPy only: torch is imported
 when a torch function is called, not before.
 
     import sys; sys.path.insert(0, "tools")
@@ -14,19 +15,21 @@ when a torch function is called, not before.
 
 Command line (exit 2 with a one-line error on bad input; nothing half-written):
 
-    tools/mlstm_ckpt.py info CKPT               header and tensors
+    tools/mlstm_ckpt.py info CKPT               header, run record and tensors
     tools/mlstm_ckpt.py export CKPT OUT.npz     every array and header field into one .npz
     tools/mlstm_ckpt.py import IN.npz OUT.ckpt  back (export then import gives the same bytes)
 """
 import math
 import os
+import shlex
 import struct
 import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
-MAGIC, VERSION, HEADER_BYTES, SCALER_BYTES, V = b"MLSTMCKP", 1, 256, 48, 256
+MAGIC, VERSION, HEADER_BYTES, SCALER_BYTES, V = b"MLSTMCKP", 2, 256, 48, 256
+MAX_RUN_BYTES = 1 << 30  # mlstm.h's CKPT_MAX_RUN_BYTES
 # The parameters in the order of mlstm.h's single buffer (param_names there).
 NAMES = ("E", "W_x", "g_x", "W_h", "g_h", "W_mx", "g_mx", "W_mh", "g_mh", "b", "W_out", "b_out")
 GAINS = ("g_x", "g_h", "g_mx", "g_mh")  # weight norm's per-row gains: absent when it is off
@@ -56,7 +59,9 @@ class Checkpoint:
     """Everything a checkpoint holds. params, adam_m, adam_v: {name: float32 array} in
     buffer order; h, c: (G, H) carried state of global batch row g; step: applied Adam
     steps; data_step: batches read; rng: the sampler's splitmix64 state; scaler: the
-    loss scaler's 48 bytes (schedule.h)."""
+    loss scaler's 48 bytes (schedule.h); run: the run record, NUL-terminated name,
+    value pairs as the trainer wrote them (doc/formats.md), b"" for none (a version 1
+    file, or weights from new()). run_settings(ck) decodes it."""
     D: int
     H: int
     wnorm: int
@@ -69,6 +74,7 @@ class Checkpoint:
     data_step: int = 0
     rng: int = 0
     scaler: bytes = field(default=SCALER_FP32)
+    run: bytes = b""
 
     @property
     def G(self):
@@ -77,7 +83,8 @@ class Checkpoint:
 
 def new(params, wnorm=None, G=1):
     """A checkpoint from weights alone ({name: array}), as tools/import_npy writes one:
-    Adam moments zero, step 0, G rows of zero state, the FP32 loss scaler. D and H come
+    Adam moments zero, step 0, G rows of zero state, the FP32 loss scaler, no run
+    record (./train --resume then takes the run's settings from its flags). D and H come
     from E and W_h; weight norm from whether the gains are there (or `wnorm`)."""
     if wnorm is None:
         wnorm = int(all(n in params for n in GAINS))
@@ -145,12 +152,13 @@ def _progress(path, total):
 
 # ---- reading
 
-_HDR = struct.Struct("<8sIIIIIIQII QQQ 48s QQ")  # fields at offsets 0..135; 136..255 reserved
+_HDR = struct.Struct("<8sIIIIIIQII QQQ 48s QQQ")  # fields at offsets 0..143; 144..255 reserved
 
 
 def load(path, verify=True):
-    """Reads and validates a checkpoint (what mlstm.h's checkpoint_header rejects, this
-    rejects with the same reason); verify=False skips the checksum (about 40 s per GB)."""
+    """Reads and validates a checkpoint of format version 1 or 2 (what mlstm.h's
+    checkpoint_open rejects, this rejects with the same reason); verify=False skips the
+    checksum (about 40 s per GB)."""
     try:
         with open(path, "rb") as f:
             hd = f.read(HEADER_BYTES)
@@ -159,25 +167,30 @@ def load(path, verify=True):
             if len(hd) < HEADER_BYTES:
                 raise CheckpointError(f"checkpoint {path} is truncated: {len(hd)} bytes, the header alone is {HEADER_BYTES}")
             (_, version, _, v, D, H, wnorm, nparams, G, _, step, data_step, rng, scaler, payload,
-             want) = _HDR.unpack_from(hd)
-            if version != VERSION:
-                raise CheckpointError(f"checkpoint {path} has format version {version}; this reads version {VERSION}")
+             want, run_bytes) = _HDR.unpack_from(hd)
+            if version not in (1, VERSION):
+                raise CheckpointError(f"checkpoint {path} has format version {version}; "
+                                      f"this build reads versions 1 to {VERSION}")
             if v != V or D < 1 or H < 1 or G < 1 or wnorm not in (0, 1) or nparams != param_count(D, H, wnorm) \
-                    or payload != 4 * (3 * nparams + 2 * G * H):
+                    or payload != 4 * (3 * nparams + 2 * G * H) or run_bytes > (0 if version == 1 else MAX_RUN_BYTES):
                 raise CheckpointError(f"checkpoint {path} has an inconsistent header (corrupt file)")
             size = os.fstat(f.fileno()).st_size - HEADER_BYTES  # checked before allocating from the header
-            if size < payload:
-                raise CheckpointError(f"checkpoint {path} is truncated: payload {size} bytes, the header says {payload}")
-            if size > payload:
-                raise CheckpointError(f"checkpoint {path} has {size - payload} bytes after the payload (corrupt file)")
-            buf = bytearray(payload)
-            if f.readinto(buf) != payload:
+            total = payload + run_bytes
+            if size < total:
+                raise CheckpointError(f"checkpoint {path} is truncated: {size} bytes after the header, "
+                                      f"the header says {total}")
+            if size > total:
+                raise CheckpointError(f"checkpoint {path} has {size - total} bytes after the payload and run record "
+                                      "(corrupt file)")
+            buf = bytearray(total)
+            if f.readinto(buf) != total:
                 raise CheckpointError(f"checkpoint {path} changed while being read")
     except OSError as e:
         raise CheckpointError(f"cannot read checkpoint {path}: {e.strerror or e}") from None
     if verify and checksum([hd[:128] + bytes(8) + hd[136:], buf], _progress(path, len(buf))) != want:
         raise CheckpointError(f"checkpoint {path} fails its checksum (corrupt file)")
-    flat = np.frombuffer(buf, "<f4")  # views into one writable buffer, no copies
+    run = bytes(buf[payload:])
+    flat = np.frombuffer(buf, "<f4", count=payload // 4)  # views into one writable buffer, no copies
 
     def tensors(off):
         out = {}
@@ -189,7 +202,20 @@ def load(path, verify=True):
     GH = G * H
     return Checkpoint(D, H, wnorm, tensors(0), tensors(nparams), tensors(2 * nparams),
                       flat[3 * nparams:3 * nparams + GH].reshape(G, H), flat[3 * nparams + GH:].reshape(G, H),
-                      step, data_step, rng, scaler)
+                      step, data_step, rng, scaler, run)
+
+
+def run_settings(run):
+    """The run record's (name, value) pairs as str (bytes that are not UTF-8 as \\x escapes);
+    raises CheckpointError if it is not whole NUL-terminated pairs."""
+    run = bytes(run)
+    if not run:
+        return []
+    strings = run.split(b"\0")
+    if strings[-1] != b"" or len(strings) % 2 != 1:
+        raise CheckpointError(f"the run record ({len(run)} bytes) is not a list of NUL-terminated name, value pairs")
+    text = [s.decode("utf-8", "backslashreplace") for s in strings[:-1]]
+    return list(zip(text[0::2], text[1::2]))
 
 
 # ---- writing
@@ -207,7 +233,8 @@ def _f32(a, what, shape):
 
 
 def _check(ck, where):
-    """Validates a Checkpoint's fields; returns the header and the payload arrays in file order."""
+    """Validates a Checkpoint's fields; returns the header and what follows it in file order
+    (the payload arrays, then the run record)."""
     D, H, wnorm = int(ck.D), int(ck.H), int(ck.wnorm)
     if D < 1 or H < 1 or wnorm not in (0, 1):
         raise CheckpointError(f"{where}: bad model size D={D} H={H} weight norm={wnorm}")
@@ -238,22 +265,30 @@ def _check(ck, where):
     for name in ("step", "data_step", "rng"):
         if not 0 <= int(getattr(ck, name)) < 1 << 64:
             raise CheckpointError(f"{where}: {name} {getattr(ck, name)} is not a u64")
+    run = bytes(ck.run)
+    if len(run) > MAX_RUN_BYTES:
+        raise CheckpointError(f"{where}: a run record of {len(run)} bytes, the format's limit is {MAX_RUN_BYTES}")
+    try:
+        run_settings(run)
+    except CheckpointError as e:
+        raise CheckpointError(f"{where}: {e}") from None
     nparams = param_count(D, H, wnorm)
     hd = bytearray(HEADER_BYTES)
     _HDR.pack_into(hd, 0, MAGIC, VERSION, HEADER_BYTES, V, D, H, wnorm, nparams, G, 0, int(ck.step),
-                   int(ck.data_step), int(ck.rng), scaler, 4 * (3 * nparams + 2 * G * H), 0)
-    return hd, arrays
+                   int(ck.data_step), int(ck.rng), scaler, 4 * (3 * nparams + 2 * G * H), 0, len(run))
+    return hd, arrays + [run]
 
 
 def save(path, ck):
-    """Writes ck as a checkpoint: to <path>.tmp.<pid>, fsync, rename over path, so a
-    failure leaves the previous file or the new one, never a torn one. Arrays are
-    converted to float32 (round to nearest); a wrong shape is an error naming it."""
+    """Writes ck as a checkpoint of format version 2, with ck.run as its run record: to
+    <path>.tmp.<pid>, fsync, rename over path, so a failure leaves the previous file or
+    the new one, never a torn one. Arrays are converted to float32 (round to nearest); a
+    wrong shape is an error naming it."""
     checked = _check(ck, path)
     if checked is None:
         raise CheckpointError(f"{path}: a checkpoint needs adam_m, adam_v, h and c (mlstm_ckpt.new makes them)")
     hd, arrays = checked
-    hd[128:136] = struct.pack("<Q", checksum([hd] + arrays, _progress(path, sum(a.nbytes for a in arrays))))
+    hd[128:136] = struct.pack("<Q", checksum([hd] + arrays, _progress(path, sum(memoryview(a).nbytes for a in arrays))))
     def write(tmp):
         with open(tmp, "wb") as f:
             f.write(hd)
@@ -310,7 +345,8 @@ def torch_model(ck, dtype=None):
 def _export(ck, path):
     out = {f"{g}/{n}": a for g in ("params", "adam_m", "adam_v") for n, a in getattr(ck, g).items()}
     out.update(h=ck.h, c=ck.c, D=np.int64(ck.D), H=np.int64(ck.H), wnorm=np.int64(ck.wnorm), step=np.uint64(ck.step),
-               data_step=np.uint64(ck.data_step), rng=np.uint64(ck.rng), scaler=np.frombuffer(ck.scaler, np.uint8))
+               data_step=np.uint64(ck.data_step), rng=np.uint64(ck.rng), scaler=np.frombuffer(ck.scaler, np.uint8),
+               run=np.frombuffer(bytes(ck.run), np.uint8))
     _write_whole(path, f"{path}.tmp.{os.getpid()}.npz", lambda tmp: np.savez(tmp, **out))
 
 
@@ -325,8 +361,9 @@ def _import(path):
         if missing:
             raise CheckpointError(f"{path} lacks {missing} (write it with `mlstm_ckpt.py export`)")
         groups = {g: {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith(g + "/")} for g in ("params", "adam_m", "adam_v")}
+        run = z["run"].tobytes() if "run" in z.files else b""  # an .npz exported from a version 1 file has none
         return Checkpoint(int(z["D"]), int(z["H"]), int(z["wnorm"]), groups["params"], groups["adam_m"], groups["adam_v"],
-                          z["h"], z["c"], int(z["step"]), int(z["data_step"]), int(z["rng"]), z["scaler"].tobytes())
+                          z["h"], z["c"], int(z["step"]), int(z["data_step"]), int(z["rng"]), z["scaler"].tobytes(), run)
 
 
 def _info(ck, path):
@@ -335,6 +372,13 @@ def _info(ck, path):
           f"{param_count(ck.D, ck.H, ck.wnorm)} parameters")
     print(f"step {ck.step}, data step {ck.data_step}, carried state G={ck.G} rows, rng {ck.rng:#018x}")
     print(f"loss scaler: scale {scale:g}, good steps {good}/{window}, factor {factor:g}, range [{floor:g}, {ceiling:g}]")
+    try:
+        pairs = run_settings(ck.run)
+        shown = " ".join(f"{n}={shlex.quote(v)}" for n, v in pairs) if pairs else \
+            "none (format version 1, or weights alone: ./train --resume takes the run's settings from its flags)"
+    except CheckpointError as e:
+        shown = f"unreadable: {e}"
+    print(f"run record ({len(ck.run)} bytes): {shown}")
     for n, a in ck.params.items():
         print(f"  {n:6s} {str(list(a.shape)):12s} |x| max {np.abs(a).max():.4g}  rms {np.sqrt(np.mean(np.square(a, dtype=np.float64))):.4g}")
 
