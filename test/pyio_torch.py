@@ -5,9 +5,11 @@
 Loads CKPT into tools/mlstm_torch.py's model through a state_dict, prints its loss on
 BATCH (B*T input bytes, B*T target bytes, B*T reset flags, row-major (B, T)) from the
 checkpoint's carried state rows 0..B-1, in float32 and float64. Writes the state_dict
-back as SAME.ckpt (must equal CKPT to the byte). Takes one SGD step in torch and writes
-those weights as a fresh checkpoint NEW.ckpt (mlstm_ckpt.new, G = B rows of zero state),
-and prints their loss from a zero state, for C to load and compare.
+back as SAME.ckpt (must equal CKPT to the byte, run record included). Takes one SGD
+step in torch and writes those weights as a fresh checkpoint NEW.ckpt (mlstm_ckpt.new,
+G = B rows of zero state, no run record), and prints their loss from a zero state, for
+C to load and compare. Prints the byte length of both run records as Python read them
+(`record`, `new_record`).
 """
 import os
 import sys
@@ -35,6 +37,7 @@ def losses(ck, h, c, tag):
 
 
 ck = mlstm_ckpt.load(ckpt)
+print(f"record {len(ck.run)}")
 losses(ck, ck.h[:B], ck.c[:B], "torch")
 
 # state_dict -> checkpoint, everything else as loaded: the same bytes
@@ -50,4 +53,6 @@ with torch.no_grad():
         p -= 0.5 * p.grad
 fresh = mlstm_ckpt.new(mlstm_ckpt.from_state_dict(model.state_dict(), ck.wnorm), G=B)
 mlstm_ckpt.save(new, fresh)
-losses(mlstm_ckpt.load(new), np.zeros((B, ck.H), np.float32), np.zeros((B, ck.H), np.float32), "new")
+fresh = mlstm_ckpt.load(new)
+print(f"new_record {len(fresh.run)}")
+losses(fresh, np.zeros((B, ck.H), np.float32), np.zeros((B, ck.H), np.float32), "new")

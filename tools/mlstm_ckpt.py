@@ -2,8 +2,10 @@
 """Checkpoints of mlstm.c in Python: read one into NumPy arrays or a PyTorch
 state_dict, write one back that ./train --resume, train_gpu and tools/transfer load.
 The byte layout is the "Checkpoint format" section of doc/formats.md; mlstm.h
-(checkpoint_save, checkpoint_header) is the C side. NumPy only: torch is imported
-when a torch function is called, not before.
+(checkpoint_save_run, checkpoint_open) is the C side. Format versions 1 and 2 are
+read, version 2 is written, with the run record the trainer wrote kept as bytes
+(Checkpoint.run). NumPy only: torch is imported when a torch function is called, not
+before.
 
     import sys; sys.path.insert(0, "tools")
     import mlstm_ckpt
@@ -12,21 +14,27 @@ when a torch function is called, not before.
     ck.params = mlstm_ckpt.from_state_dict(model.state_dict(), ck.wnorm)
     mlstm_ckpt.save("out/edited.ckpt", ck)
 
-Command line (exit 2 with a one-line error on bad input; nothing half-written):
+Command line (exit 2 with a one-line error naming the file on bad input, a damaged
+.npz included; nothing half-written):
 
-    tools/mlstm_ckpt.py info CKPT               header and tensors
+    tools/mlstm_ckpt.py info CKPT               header, run record and tensors
     tools/mlstm_ckpt.py export CKPT OUT.npz     every array and header field into one .npz
-    tools/mlstm_ckpt.py import IN.npz OUT.ckpt  back (export then import gives the same bytes)
+    tools/mlstm_ckpt.py import IN.npz OUT.ckpt  back (export then import gives the same
+                                                bytes; a version 1 file comes back as 2)
 """
 import math
 import os
+import shlex
 import struct
 import sys
+import zipfile
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
-MAGIC, VERSION, HEADER_BYTES, SCALER_BYTES, V = b"MLSTMCKP", 1, 256, 48, 256
+MAGIC, VERSION, HEADER_BYTES, SCALER_BYTES, V = b"MLSTMCKP", 2, 256, 48, 256
+MAX_RUN_BYTES = 1 << 30  # mlstm.h's CKPT_MAX_RUN_BYTES
 # The parameters in the order of mlstm.h's single buffer (param_names there).
 NAMES = ("E", "W_x", "g_x", "W_h", "g_h", "W_mx", "g_mx", "W_mh", "g_mh", "b", "W_out", "b_out")
 GAINS = ("g_x", "g_h", "g_mx", "g_mh")  # weight norm's per-row gains: absent when it is off
@@ -51,12 +59,35 @@ def param_count(D, H, wnorm):
     return sum(math.prod(s) for _, s in param_shapes(D, H, wnorm))  # Python ints: no overflow from a bad header
 
 
+# Which axis of which tensor says D or H, and in what multiple (param_shapes): each one votes.
+_SIZE_AXES = (("E", 1, "D", 1), ("W_x", 1, "D", 1), ("W_mx", 1, "D", 1),
+              ("W_x", 0, "H", 4), ("g_x", 0, "H", 4), ("W_h", 1, "H", 1), ("g_h", 0, "H", 4), ("W_mx", 0, "H", 1),
+              ("g_mx", 0, "H", 1), ("W_mh", 0, "H", 1), ("g_mh", 0, "H", 1), ("b", 0, "H", 4), ("W_out", 1, "H", 1))
+_NDIM = {n: len(s) for n, s in param_shapes(1, 1, 1)}
+
+
+def _model_size(params, where):
+    """D and H of weights {name: array}: the values most of the tensors' shapes say. One
+    tensor of the wrong shape is then the one blamed: read from W_h alone, a transposed
+    W_h made H four times too large and the error named W_x, the first tensor checked."""
+    votes = {"D": Counter(), "H": Counter()}
+    for n, axis, what, k in _SIZE_AXES:
+        s = tuple(np.shape(params[n])) if n in params else ()
+        if len(s) == _NDIM[n] and s[axis] > 0 and s[axis] % k == 0:
+            votes[what][s[axis] // k] += 1
+    if not votes["D"] or not votes["H"]:
+        raise CheckpointError(f"{where}: no tensor says the model's D and H (E [256, D], W_h [4H, H], ...)")
+    return votes["D"].most_common(1)[0][0], votes["H"].most_common(1)[0][0]
+
+
 @dataclass
 class Checkpoint:
     """Everything a checkpoint holds. params, adam_m, adam_v: {name: float32 array} in
     buffer order; h, c: (G, H) carried state of global batch row g; step: applied Adam
     steps; data_step: batches read; rng: the sampler's splitmix64 state; scaler: the
-    loss scaler's 48 bytes (schedule.h)."""
+    loss scaler's 48 bytes (schedule.h); run: the run record, NUL-terminated name,
+    value pairs as the trainer wrote them (doc/formats.md), b"" for none (a version 1
+    file, or weights from new()). run_settings(ck.run) decodes it."""
     D: int
     H: int
     wnorm: int
@@ -69,6 +100,7 @@ class Checkpoint:
     data_step: int = 0
     rng: int = 0
     scaler: bytes = field(default=SCALER_FP32)
+    run: bytes = b""
 
     @property
     def G(self):
@@ -77,15 +109,17 @@ class Checkpoint:
 
 def new(params, wnorm=None, G=1):
     """A checkpoint from weights alone ({name: array}), as tools/import_npy writes one:
-    Adam moments zero, step 0, G rows of zero state, the FP32 loss scaler. D and H come
-    from E and W_h; weight norm from whether the gains are there (or `wnorm`)."""
+    Adam moments zero, step 0, G rows of zero state, the FP32 loss scaler, no run
+    record (./train --resume then takes the run's settings from its flags). D and H are
+    what most tensors' shapes say (a tensor that disagrees is named); weight norm is on
+    when the gains are there (or as `wnorm` says)."""
     if wnorm is None:
         wnorm = int(all(n in params for n in GAINS))
-    try:
-        D, H = np.shape(params["E"])[1], np.shape(params["W_h"])[1]
-    except (KeyError, IndexError) as e:
-        raise CheckpointError(f"params: need E [256, D] and W_h [4H, H] to know D and H ({e!r})") from None
+    if isinstance(G, bool) or not isinstance(G, (int, np.integer)) or G < 1:
+        raise CheckpointError(f"params: G={G!r}, want a whole number of rows >= 1")
+    D, H = _model_size(params, "params")
     ck = Checkpoint(D, H, int(wnorm), params)
+    G = int(G)
     _check(ck, "params")  # shapes, before anything is allocated from them
     ck.adam_m = {n: np.zeros(s, np.float32) for n, s in param_shapes(D, H, wnorm)}
     ck.adam_v = {n: np.zeros(s, np.float32) for n, s in param_shapes(D, H, wnorm)}
@@ -139,45 +173,53 @@ def _progress(path, total):
     if total < 1 << 28:
         return None
     def show(n):
-        print(f"\r{path}: checksum {min(100, 100 * n // total)}%", end="\n" if n >= total else "", file=sys.stderr, flush=True)
+        print(f"\r{path}: checksum {min(100, 100 * n // total)}%", end="\n" if n >= total else "", file=sys.stderr,
+              flush=True)
     return show
 
 
 # ---- reading
 
-_HDR = struct.Struct("<8sIIIIIIQII QQQ 48s QQ")  # fields at offsets 0..135; 136..255 reserved
+_HDR = struct.Struct("<8sIIIIIIQII QQQ 48s QQQ")  # fields at offsets 0..143; 144..255 reserved
 
 
 def load(path, verify=True):
-    """Reads and validates a checkpoint (what mlstm.h's checkpoint_header rejects, this
-    rejects with the same reason); verify=False skips the checksum (about 40 s per GB)."""
+    """Reads and validates a checkpoint of format version 1 or 2 (what mlstm.h's
+    checkpoint_open rejects, this rejects with the same reason); verify=False skips the
+    checksum (about 40 s per GB)."""
     try:
         with open(path, "rb") as f:
             hd = f.read(HEADER_BYTES)
             if len(hd) >= 8 and hd[:8] != MAGIC:
                 raise CheckpointError(f"{path} is not an mlstm checkpoint (bad magic)")
             if len(hd) < HEADER_BYTES:
-                raise CheckpointError(f"checkpoint {path} is truncated: {len(hd)} bytes, the header alone is {HEADER_BYTES}")
+                raise CheckpointError(f"checkpoint {path} is truncated: {len(hd)} bytes, "
+                                      f"the header alone is {HEADER_BYTES}")
             (_, version, _, v, D, H, wnorm, nparams, G, _, step, data_step, rng, scaler, payload,
-             want) = _HDR.unpack_from(hd)
-            if version != VERSION:
-                raise CheckpointError(f"checkpoint {path} has format version {version}; this reads version {VERSION}")
+             want, run_bytes) = _HDR.unpack_from(hd)
+            if version not in (1, VERSION):
+                raise CheckpointError(f"checkpoint {path} has format version {version}; "
+                                      f"this build reads versions 1 to {VERSION}")
             if v != V or D < 1 or H < 1 or G < 1 or wnorm not in (0, 1) or nparams != param_count(D, H, wnorm) \
-                    or payload != 4 * (3 * nparams + 2 * G * H):
+                    or payload != 4 * (3 * nparams + 2 * G * H) or run_bytes > (0 if version == 1 else MAX_RUN_BYTES):
                 raise CheckpointError(f"checkpoint {path} has an inconsistent header (corrupt file)")
             size = os.fstat(f.fileno()).st_size - HEADER_BYTES  # checked before allocating from the header
-            if size < payload:
-                raise CheckpointError(f"checkpoint {path} is truncated: payload {size} bytes, the header says {payload}")
-            if size > payload:
-                raise CheckpointError(f"checkpoint {path} has {size - payload} bytes after the payload (corrupt file)")
-            buf = bytearray(payload)
-            if f.readinto(buf) != payload:
+            total = payload + run_bytes
+            if size < total:
+                raise CheckpointError(f"checkpoint {path} is truncated: {size} bytes after the header, "
+                                      f"the header says {total}")
+            if size > total:
+                raise CheckpointError(f"checkpoint {path} has {size - total} bytes after the payload and run record "
+                                      "(corrupt file)")
+            buf = bytearray(total)
+            if f.readinto(buf) != total:
                 raise CheckpointError(f"checkpoint {path} changed while being read")
     except OSError as e:
         raise CheckpointError(f"cannot read checkpoint {path}: {e.strerror or e}") from None
     if verify and checksum([hd[:128] + bytes(8) + hd[136:], buf], _progress(path, len(buf))) != want:
         raise CheckpointError(f"checkpoint {path} fails its checksum (corrupt file)")
-    flat = np.frombuffer(buf, "<f4")  # views into one writable buffer, no copies
+    run = bytes(buf[payload:])
+    flat = np.frombuffer(buf, "<f4", count=payload // 4)  # views into one writable buffer, no copies
 
     def tensors(off):
         out = {}
@@ -189,7 +231,20 @@ def load(path, verify=True):
     GH = G * H
     return Checkpoint(D, H, wnorm, tensors(0), tensors(nparams), tensors(2 * nparams),
                       flat[3 * nparams:3 * nparams + GH].reshape(G, H), flat[3 * nparams + GH:].reshape(G, H),
-                      step, data_step, rng, scaler)
+                      step, data_step, rng, scaler, run)
+
+
+def run_settings(run):
+    """The run record's (name, value) pairs as str (bytes that are not UTF-8 as \\x escapes);
+    raises CheckpointError if it is not whole NUL-terminated pairs."""
+    run = bytes(run)
+    if not run:
+        return []
+    strings = run.split(b"\0")
+    if strings[-1] != b"" or len(strings) % 2 != 1:
+        raise CheckpointError(f"the run record ({len(run)} bytes) is not a list of NUL-terminated name, value pairs")
+    text = [s.decode("utf-8", "backslashreplace") for s in strings[:-1]]
+    return list(zip(text[0::2], text[1::2]))
 
 
 # ---- writing
@@ -207,9 +262,10 @@ def _f32(a, what, shape):
 
 
 def _check(ck, where):
-    """Validates a Checkpoint's fields; returns the header and the payload arrays in file order."""
+    """Validates a Checkpoint's fields; returns the header and what follows it in file order
+    (the payload arrays, then the run record)."""
     D, H, wnorm = int(ck.D), int(ck.H), int(ck.wnorm)
-    if D < 1 or H < 1 or wnorm not in (0, 1):
+    if not (1 <= D < 1 << 31 and 1 <= H < 1 << 31) or wnorm not in (0, 1):  # the C reader's ints
         raise CheckpointError(f"{where}: bad model size D={D} H={H} weight norm={wnorm}")
     shapes = param_shapes(D, H, wnorm)
     arrays = []
@@ -221,7 +277,8 @@ def _check(ck, where):
             continue
         extra = sorted(set(d) - {n for n, _ in shapes})
         if extra:
-            raise CheckpointError(f"{where}: {group} has {extra}, not tensors of a model with weight norm {'on' if wnorm else 'off'}")
+            raise CheckpointError(f"{where}: {group} has {extra}, not tensors of a model with weight norm "
+                                  f"{'on' if wnorm else 'off'}")
         for n, s in shapes:
             if n not in d:
                 raise CheckpointError(f"{where}: {group} lacks {n} {list(s)}")
@@ -229,7 +286,7 @@ def _check(ck, where):
     if ck.h is None or ck.adam_m is None or ck.adam_v is None:
         return None
     G = np.shape(ck.h)[0] if np.ndim(ck.h) == 2 else 0
-    if G < 1:
+    if not 1 <= G < 1 << 31:
         raise CheckpointError(f"{where}: h must be (G, H) with G >= 1, got shape {list(np.shape(ck.h))}")
     arrays += [_f32(ck.h, f"{where}: h", (G, H)), _f32(ck.c, f"{where}: c", (G, H))]
     scaler = bytes(ck.scaler)
@@ -238,22 +295,30 @@ def _check(ck, where):
     for name in ("step", "data_step", "rng"):
         if not 0 <= int(getattr(ck, name)) < 1 << 64:
             raise CheckpointError(f"{where}: {name} {getattr(ck, name)} is not a u64")
+    run = bytes(ck.run)
+    if len(run) > MAX_RUN_BYTES:
+        raise CheckpointError(f"{where}: a run record of {len(run)} bytes, the format's limit is {MAX_RUN_BYTES}")
+    try:
+        run_settings(run)
+    except CheckpointError as e:
+        raise CheckpointError(f"{where}: {e}") from None
     nparams = param_count(D, H, wnorm)
     hd = bytearray(HEADER_BYTES)
     _HDR.pack_into(hd, 0, MAGIC, VERSION, HEADER_BYTES, V, D, H, wnorm, nparams, G, 0, int(ck.step),
-                   int(ck.data_step), int(ck.rng), scaler, 4 * (3 * nparams + 2 * G * H), 0)
-    return hd, arrays
+                   int(ck.data_step), int(ck.rng), scaler, 4 * (3 * nparams + 2 * G * H), 0, len(run))
+    return hd, arrays + [run]
 
 
 def save(path, ck):
-    """Writes ck as a checkpoint: to <path>.tmp.<pid>, fsync, rename over path, so a
-    failure leaves the previous file or the new one, never a torn one. Arrays are
-    converted to float32 (round to nearest); a wrong shape is an error naming it."""
+    """Writes ck as a checkpoint of format version 2, with ck.run as its run record: to
+    <path>.tmp.<pid>, fsync, rename over path, so a failure leaves the previous file or
+    the new one, never a torn one. Arrays are converted to float32 (round to nearest); a
+    wrong shape is an error naming it."""
     checked = _check(ck, path)
     if checked is None:
         raise CheckpointError(f"{path}: a checkpoint needs adam_m, adam_v, h and c (mlstm_ckpt.new makes them)")
     hd, arrays = checked
-    hd[128:136] = struct.pack("<Q", checksum([hd] + arrays, _progress(path, sum(a.nbytes for a in arrays))))
+    hd[128:136] = struct.pack("<Q", checksum([hd] + arrays, _progress(path, sum(memoryview(a).nbytes for a in arrays))))
     def write(tmp):
         with open(tmp, "wb") as f:
             f.write(hd)
@@ -288,12 +353,39 @@ def state_dict(ck, dtype=None):
 
 
 def from_state_dict(sd, wnorm):
-    """{name: float32 array} from a state_dict (tensors on any device, any float dtype)."""
+    """{name: float32 array} from a state_dict of tools/mlstm_torch.py's MLSTM (tensors on
+    any device, any real floating-point dtype). Refused, naming the key: a name the model
+    does not have, a missing tensor, a dtype that is not real floating point (bool,
+    integer, complex: a cast would change the values), a shape that disagrees with what
+    the other tensors say D and H are, and weight norm's gains with `wnorm` false (the
+    matrices without them are not the model's: fold g V/||V|| into V first)."""
+    wnorm = int(bool(wnorm))
+    gains = [n for n in GAINS if n in sd]
+    if gains and not wnorm:
+        raise CheckpointError(f"state_dict has weight norm's gains {gains}, which wnorm=False would drop: pass "
+                              "wnorm=True (or fold g V/||V|| into each V and delete the gains first)")
+    extra = [k for k in sd if k not in NAMES]
+    if extra:
+        raise CheckpointError(f"state_dict has {extra}, not tensors of tools/mlstm_torch.py's MLSTM "
+                              f"({', '.join(NAMES)})")
     names = [n for n in NAMES if wnorm or n not in GAINS]
     missing = [n for n in names if n not in sd]
     if missing:
         raise CheckpointError(f"state_dict lacks {missing} (weight norm {'on' if wnorm else 'off'})")
-    return {n: sd[n].detach().cpu().float().numpy() for n in names}
+    out = {}
+    for n in names:
+        t = sd[n]
+        dtype = getattr(t, "dtype", None)
+        real_float = dtype.is_floating_point if hasattr(dtype, "is_floating_point") else np.asarray(t).dtype.kind == "f"
+        if not real_float:
+            raise CheckpointError(f"state_dict[{n!r}]: dtype {dtype}, the model's tensors are real floating point")
+        out[n] = t.detach().cpu().float().numpy() if hasattr(t, "detach") else np.asarray(t, np.float32)
+    D, H = _model_size(out, "state_dict")
+    for n, shape in param_shapes(D, H, wnorm):
+        if out[n].shape != shape:
+            raise CheckpointError(f"state_dict[{n!r}]: shape {list(out[n].shape)}, the model needs {list(shape)} "
+                                  f"(D={D} H={H}, as the other tensors say)")
+    return out
 
 
 def torch_model(ck, dtype=None):
@@ -310,23 +402,148 @@ def torch_model(ck, dtype=None):
 def _export(ck, path):
     out = {f"{g}/{n}": a for g in ("params", "adam_m", "adam_v") for n, a in getattr(ck, g).items()}
     out.update(h=ck.h, c=ck.c, D=np.int64(ck.D), H=np.int64(ck.H), wnorm=np.int64(ck.wnorm), step=np.uint64(ck.step),
-               data_step=np.uint64(ck.data_step), rng=np.uint64(ck.rng), scaler=np.frombuffer(ck.scaler, np.uint8))
+               data_step=np.uint64(ck.data_step), rng=np.uint64(ck.rng), scaler=np.frombuffer(ck.scaler, np.uint8),
+               run=np.frombuffer(bytes(ck.run), np.uint8))
     _write_whole(path, f"{path}.tmp.{os.getpid()}.npz", lambda tmp: np.savez(tmp, **out))
 
 
+class _Npz:
+    """The arrays of an .npz, read member by member: each .npy header's dtype and shape
+    are checked (against what the checkpoint needs, and against the member's size)
+    before its data is read, so a damaged file is an error naming it and the member,
+    never an allocation a header makes up or a traceback. np.load checks neither."""
+
+    def __init__(self, path):
+        self.path = path
+        try:
+            self.file = open(path, "rb")
+        except OSError as e:
+            raise CheckpointError(f"cannot read {path}: {e.strerror or e}") from None
+        try:
+            self.zip = zipfile.ZipFile(self.file)
+            infos = self.zip.infolist()
+        except Exception as e:  # zipfile on a damaged archive: BadZipFile, but also ValueError, EOFError, OSError, ...
+            self.file.close()
+            raise CheckpointError(f"{path} is not an .npz file ({type(e).__name__}: {e})") from None
+        self.members = {}
+        for info in infos:
+            if not info.filename.endswith(".npy"):
+                self.close()
+                raise CheckpointError(f"{path}: member {info.filename!r} is not an array (.npy)")
+            if info.filename[:-4] in self.members:
+                self.close()
+                raise CheckpointError(f"{path}: member {info.filename!r} appears twice")
+            self.members[info.filename[:-4]] = info
+
+    def close(self):
+        self.zip.close()
+        self.file.close()
+
+    def read(self, key, check):
+        """The array `key`; check(shape, dtype) says what is wrong with a header, or None."""
+        info = self.members[key]
+        damaged = lambda why: CheckpointError(f"{self.path}: member {info.filename!r} is damaged ({why})")  # noqa: E731
+        # zipfile and numpy.lib.format parse what the file says with zlib, tokenize and
+        # ast: a damaged member raises whatever they raise (BadZipFile for a CRC,
+        # ValueError, EOFError, tokenize.TokenError, ... found by test/pyio_npz.py's fuzzing)
+        try:
+            fp = self.zip.open(info)
+        except Exception as e:
+            raise damaged(f"{type(e).__name__}: {e}") from None
+        with fp:
+            try:
+                version = np.lib.format.read_magic(fp)
+                if version not in ((1, 0), (2, 0)):
+                    raise ValueError(f".npy format version {version}, np.savez writes 1.0 or 2.0")
+                fmt = np.lib.format
+                read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+                shape, fortran, dtype = read_header(fp)
+                at = fp.tell()
+            except Exception as e:
+                raise damaged(f"{type(e).__name__}: {e}") from None
+            wrong = check(shape, dtype)
+            if wrong:
+                raise CheckpointError(f"{self.path}: {wrong}")
+            n, left = math.prod(shape) * dtype.itemsize, info.file_size - at
+            if min(shape, default=0) < 0 or n != left:  # before anything is allocated from the header
+                raise damaged(f"its header says {list(shape)} {dtype}, {n} bytes, and {left} bytes follow it")
+            try:
+                data, more = fp.read(n), fp.read(1)  # reading to the end is what checks the CRC
+            except Exception as e:
+                raise damaged(f"{type(e).__name__}: {e}") from None
+            if len(data) != n or more:
+                raise damaged(f"{len(data) + len(more)} bytes of data, its header says {n}")
+        a = np.frombuffer(data, dtype)
+        return a.reshape(shape[::-1]).T if fortran else a.reshape(shape)
+
+
+def _number_array(what, want):
+    """check() for a tensor of shape `want` (None in a place: any size >= 1 there)."""
+    def check(shape, dtype):
+        if dtype.hasobject or dtype.kind not in "fiu":
+            return f"{what}: dtype {dtype}, a checkpoint's tensors are real numbers (export writes float32)"
+        if len(shape) != len(want) or any(w is not None and s != w or s < 1 for s, w in zip(shape, want)):
+            needs = ", ".join("G" if w is None else str(w) for w in want)
+            return f"{what}: shape {list(shape)}, the model needs [{needs}]"
+        return None
+    return check
+
+
+def _integer_scalar(what):
+    return lambda shape, dtype: None if shape == () and dtype.kind in "iu" else \
+        f"{what}: {dtype} of shape {list(shape)}, want an integer of shape [] (export writes them so)"
+
+
+def _byte_array(what, size=None, most=None):
+    """check() for bytes as a uint8 array: `size` of them, or at most `most`."""
+    def check(shape, dtype):
+        if dtype != np.uint8 or len(shape) != 1 or shape[0] != (size or shape[0]):
+            return f"{what}: {dtype} of shape {list(shape)}, want uint8 of shape [{size or 'n'}] (export writes it so)"
+        if most is not None and shape[0] > most:
+            return f"{what}: {shape[0]} bytes, the format's limit is {most}"
+        return None
+    return check
+
+
+# An .npz `export` writes: the header fields, the state, and each tensor under its group.
+_NPZ_FIELDS = {"D": (1, (1 << 31) - 1), "H": (1, (1 << 31) - 1), "wnorm": (0, 1), "step": (0, (1 << 64) - 1),
+               "data_step": (0, (1 << 64) - 1), "rng": (0, (1 << 64) - 1)}
+_GROUPS = ("params", "adam_m", "adam_v")
+
+
 def _import(path):
+    """The Checkpoint an .npz from `export` holds, every member checked (see _Npz)."""
+    z = _Npz(path)
     try:
-        z = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"cannot read {path} as .npz: {e}") from None
-    with z:
-        need = ("h", "c", "D", "H", "wnorm", "step", "data_step", "rng", "scaler")
-        missing = [k for k in need if k not in z.files]
+        need = list(_NPZ_FIELDS) + ["h", "c", "scaler"]
+        missing = [k for k in need if k not in z.members]
         if missing:
             raise CheckpointError(f"{path} lacks {missing} (write it with `mlstm_ckpt.py export`)")
-        groups = {g: {k.split("/", 1)[1]: z[k] for k in z.files if k.startswith(g + "/")} for g in ("params", "adam_m", "adam_v")}
-        return Checkpoint(int(z["D"]), int(z["H"]), int(z["wnorm"]), groups["params"], groups["adam_m"], groups["adam_v"],
-                          z["h"], z["c"], int(z["step"]), int(z["data_step"]), int(z["rng"]), z["scaler"].tobytes())
+        f = {}
+        for k, (lo, hi) in _NPZ_FIELDS.items():
+            f[k] = int(z.read(k, _integer_scalar(k))[()])
+            if not lo <= f[k] <= hi:
+                raise CheckpointError(f"{path}: {k} {f[k]} is out of range ({lo} to {hi})")
+        shapes = param_shapes(f["D"], f["H"], f["wnorm"])
+        tensors = [f"{g}/{n}" for g in _GROUPS for n, _ in shapes]
+        extra = sorted(set(z.members) - set(need) - set(tensors) - {"run"})
+        if extra:
+            gains = " (weight norm is off: no gains)" if any(k.split("/")[-1] in GAINS for k in extra) else ""
+            raise CheckpointError(f"{path} has {extra}, which `mlstm_ckpt.py export` does not write{gains}")
+        missing = [k for k in tensors if k not in z.members]
+        if missing:
+            raise CheckpointError(f"{path} lacks {missing} (write it with `mlstm_ckpt.py export`)")
+        groups = {g: {n: z.read(f"{g}/{n}", _number_array(f"{g}[{n!r}]", s)) for n, s in shapes} for g in _GROUPS}
+        h = z.read("h", _number_array("h", (None, f["H"])))
+        c = z.read("c", _number_array("c", h.shape))
+        scaler = z.read("scaler", _byte_array("scaler", size=SCALER_BYTES)).tobytes()
+        run = z.read("run", _byte_array("run", most=MAX_RUN_BYTES)).tobytes() if "run" in z.members else b""  # none: v1
+    finally:
+        z.close()
+    ck = Checkpoint(f["D"], f["H"], f["wnorm"], groups["params"], groups["adam_m"], groups["adam_v"], h, c, f["step"],
+                    f["data_step"], f["rng"], scaler, run)
+    _check(ck, path)  # values (inf, NaN) and the run record, blamed on the .npz rather than the output
+    return ck
 
 
 def _info(ck, path):
@@ -334,9 +551,18 @@ def _info(ck, path):
     print(f"{path}: mLSTM V={V} D={ck.D} H={ck.H} weight norm {'on' if ck.wnorm else 'off'}, "
           f"{param_count(ck.D, ck.H, ck.wnorm)} parameters")
     print(f"step {ck.step}, data step {ck.data_step}, carried state G={ck.G} rows, rng {ck.rng:#018x}")
-    print(f"loss scaler: scale {scale:g}, good steps {good}/{window}, factor {factor:g}, range [{floor:g}, {ceiling:g}]")
+    print(f"loss scaler: scale {scale:g}, good steps {good}/{window}, factor {factor:g}, "
+          f"range [{floor:g}, {ceiling:g}]")
+    try:
+        pairs = run_settings(ck.run)
+        shown = " ".join(f"{n}={shlex.quote(v)}" for n, v in pairs) if pairs else \
+            "none (format version 1, or weights alone: ./train --resume takes the run's settings from its flags)"
+    except CheckpointError as e:
+        shown = f"unreadable: {e}"
+    print(f"run record ({len(ck.run)} bytes): {shown}")
     for n, a in ck.params.items():
-        print(f"  {n:6s} {str(list(a.shape)):12s} |x| max {np.abs(a).max():.4g}  rms {np.sqrt(np.mean(np.square(a, dtype=np.float64))):.4g}")
+        rms = np.sqrt(np.mean(np.square(a, dtype=np.float64)))
+        print(f"  {n:6s} {str(list(a.shape)):12s} |x| max {np.abs(a).max():.4g}  rms {rms:.4g}")
 
 
 def main(argv):
@@ -353,7 +579,7 @@ def main(argv):
         else:
             save(argv[2], _import(argv[1]))
     except CheckpointError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print("error: " + " ".join(str(e).splitlines()), file=sys.stderr)  # one line, whatever a message quotes
         return 2
     return 0
 
