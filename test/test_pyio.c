@@ -317,6 +317,12 @@ static void test_bad_input(void) {
                    out);
     expect_refused("another kind of file", "bad magic", out, "export %s %s", "test/fixtures/crosscheck.bin", out);
     expect_refused("a missing file", "no_such.ckpt", out, "export %s %s", path("no_such.ckpt"), out);
+    // an output that is its input: refused before anything is read or written, the file as it was
+    copy_file(path("a.ckpt"), path("same.ckpt"), -1, -1);
+    int rc = test_system("tools/mlstm_ckpt.py export %s %s/./same.ckpt > %s 2>&1", path("same.ckpt"), dir, path("same.out"));
+    CHECK(rc == 2 && test_system("grep -q 'are the same file' %s", path("same.out")) == 0 &&
+              files_equal(path("a.ckpt"), path("same.ckpt")),
+          "refused: export onto its own input (exit %d), the checkpoint kept", rc);
     // an .npz whose W_h is transposed: refused, naming the tensor, and no checkpoint appears
     int r = test_system("%s -c 'import sys, numpy as np; z = dict(np.load(sys.argv[1])); "
                         "z[\"params/W_h\"] = z[\"params/W_h\"].T; np.savez(sys.argv[2], **z)' %s %s",

@@ -565,6 +565,14 @@ def _info(ck, path):
         print(f"  {n:6s} {str(list(a.shape)):12s} |x| max {np.abs(a).max():.4g}  rms {rms:.4g}")
 
 
+def _same_file(a, b):
+    """Whether two paths name one file: the same inode where both exist, else the same resolved path."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
 def main(argv):
     usage = "usage: mlstm_ckpt.py info CKPT | export CKPT OUT.npz | import IN.npz OUT.ckpt"
     cmds = {"info": 1, "export": 2, "import": 2}
@@ -572,6 +580,8 @@ def main(argv):
         print(usage, file=sys.stderr)
         return 2
     try:
+        if argv[0] != "info" and _same_file(argv[1], argv[2]):
+            raise CheckpointError(f"{argv[1]} and {argv[2]} are the same file: the output must not overwrite the input")
         if argv[0] == "info":
             _info(load(argv[1]), argv[1])
         elif argv[0] == "export":
