@@ -1,5 +1,7 @@
-# mlstm.c build. `make` builds what this machine supports and says what it skipped;
-# `make test` builds and runs every test; `make SAN=1 test` does so under ASan+UBSan.
+# mlstm.c build. `make run` builds the CPU trainer and trains the default model; `make`
+# builds what this machine supports and says what it skipped; `make test` builds and runs
+# every test; `make SAN=1 test` does so under ASan+UBSan; `make gpu` builds train.cu.
+# The CUDA-on-CPU layer's rules are in test/cuda/cudacpu.mk, the fuzzers' in test/fuzz/fuzz.mk.
 CC      ?= gcc
 OPT     ?= -O3 -march=native -ffp-contract=fast  # fused multiply-add in the matmuls (about 15% faster)
 CFLAGS  ?= $(OPT)
@@ -17,26 +19,9 @@ endif
 HASH := \#
 SAY = @printf '%s\n'
 
-# ---- probes: each compiles and runs a tiny program, so "found" means "works here"
-PROBE_DIR := $(shell mktemp -d 2>/dev/null || echo /tmp)
-OMP_OK := $(shell printf '$(HASH)include <omp.h>\nint main(void){return omp_get_max_threads()<1;}\n' > $(PROBE_DIR)/omp.c && \
-            $(CC) -fopenmp $(PROBE_DIR)/omp.c -o $(PROBE_DIR)/omp 2>/dev/null && $(PROBE_DIR)/omp && echo yes)
-ifeq ($(OMP_OK),yes)
-  CFLAGS += -fopenmp
-  OMP_MSG := OpenMP: yes
-else
-  OMP_MSG := OpenMP: no ($(CC) -fopenmp failed to build or run a test program; building single-threaded)
-endif
-MPICC ?= mpicc
-MPI_OK := $(shell printf '$(HASH)include <mpi.h>\nint main(int c,char**v){MPI_Init(&c,&v);MPI_Finalize();return 0;}\n' > $(PROBE_DIR)/mpi.c && \
-            OMPI_CC=$(CC) $(MPICC) $(PROBE_DIR)/mpi.c -o $(PROBE_DIR)/mpi 2>/dev/null && echo yes)
-NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
-NVCC_OK := $(shell [ -n "$(NVCC)" ] && printf '__global__ void k(){}\nint main(){k<<<1,1>>>();return 0;}\n' > $(PROBE_DIR)/k.cu && \
-             $(NVCC) -c $(PROBE_DIR)/k.cu -o $(PROBE_DIR)/k.o 2>/dev/null && echo yes)
-NCCL_OK := $(shell [ "$(NVCC_OK)" = yes ] && printf '$(HASH)include <nccl.h>\nint main(){int v;return ncclGetVersion(&v)!=ncclSuccess;}\n' > $(PROBE_DIR)/n.cu && \
-             $(NVCC) $(PROBE_DIR)/n.cu -lnccl -o $(PROBE_DIR)/n 2>/dev/null && echo yes)
-$(shell rm -rf $(PROBE_DIR))
-
+# ---- the CPU trainer: train.c on the headers below, with MPI when mpicc works (it still
+# runs as one process without mpirun); the probes further down decide MPI and OpenMP
+TRAIN_HEADERS := train.h run.h util.h mlstm.h gemm.h data.h schedule.h
 TOOL_LDLIBS_prepare := -ljansson -lz
 TOOL_LDLIBS_transfer := -ljansson -llinear
 HEADERS := util.h mlstm.h gemm.h data.h schedule.h test/test.h
@@ -44,15 +29,6 @@ TESTS   := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/test_*.c))
 # test/test_*.py: run by python3 from the repository root (the performance and scaling models)
 PY_TESTS := $(wildcard test/test_*.py)
 TOOLS   := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
-
-# the CPU trainer: with MPI when mpicc works (it still runs as one process without mpirun)
-ifeq ($(MPI_OK),yes)
-  TRAIN_CC := OMPI_CC=$(CC) $(MPICC)
-  TRAIN_DEFS := -DUSE_MPI
-else
-  TRAIN_CC := $(CC)
-endif
-TRAIN_HEADERS := train.h run.h util.h mlstm.h gemm.h data.h schedule.h
 
 .PHONY: all test test-san clean probe run
 all: probe train $(TESTS) $(TOOLS)
@@ -68,12 +44,7 @@ $(BUILD)/train: train.c $(TRAIN_HEADERS) | $(BUILD)
 run: train
 	./train --overwrite
 
-probe:
-	$(SAY) "$(OMP_MSG)"
-	$(SAY) "MPI: $(if $(MPI_OK),yes ($(MPICC)),no (skipping the MPI build: $(MPICC) cannot build an MPI program; apt-get install libopenmpi-dev openmpi-bin))"
-	$(SAY) "nvcc: $(if $(NVCC_OK),yes ($(NVCC)),no (skipping train.cu and test_gpu.cu: no working nvcc))"
-	$(SAY) "NCCL: $(if $(NCCL_OK),yes,no (GPU build is single-process only: nccl.h/libnccl not usable))"
-
+# ---- the tools and the tests
 $(BUILD)/%: test/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
@@ -102,56 +73,40 @@ test-san:
 clean:
 	rm -rf build build-san train
 
-# ============================================================================
-# Fuzzing (test/fuzz/): `make fuzz` builds a libFuzzer harness for every reader of
-# files (shards, checkpoints, labels, .npy, prepare's and transfer's inputs) with
-# clang -fsanitize=fuzzer,address,undefined and runs each for FUZZ_SECONDS (default
-# 60), or FUZZ_RUNS inputs when that is set, one after another, from its committed
-# seeds test/fuzz/corpus/<harness>/. Inputs that found new code are kept in
-# $(BUILD)/fuzz/corpus/<harness>/, logs and any finding (crash-*, leak-*, timeout-*,
-# oom-*) in $(BUILD)/fuzz/. Without a clang that links libFuzzer it says so and
-# skips (apt-get install clang libclang-rt-dev); REQUIRE_FUZZ=1 makes that an error.
-# `make fuzz-seeds` rewrites the seed files from test/fuzz/make_seeds.c. By hand:
-# build/fuzz/fuzz_shard NEWDIR test/fuzz/corpus/shard (libFuzzer adds inputs to the
-# first directory: never name the seed directory first).
-FUZZ_CC      ?= clang
-FUZZ_SECONDS ?= 60
-FUZZERS      := shard checkpoint npy prepare labels transfer_text transfer_feat
-FUZZ_DIR     := $(BUILD)/fuzz
-FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -I. -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wall -Wextra
-ifeq ($(WERROR),1)
-  FUZZ_CFLAGS += -Werror
+# ---- probes: each compiles and runs a tiny program, so "found" means "works here"
+PROBE_DIR := $(shell mktemp -d 2>/dev/null || echo /tmp)
+OMP_OK := $(shell printf '$(HASH)include <omp.h>\nint main(void){return omp_get_max_threads()<1;}\n' > $(PROBE_DIR)/omp.c && \
+            $(CC) -fopenmp $(PROBE_DIR)/omp.c -o $(PROBE_DIR)/omp 2>/dev/null && $(PROBE_DIR)/omp && echo yes)
+ifeq ($(OMP_OK),yes)
+  CFLAGS += -fopenmp
+  OMP_MSG := OpenMP: yes
+else
+  OMP_MSG := OpenMP: no ($(CC) -fopenmp failed to build or run a test program; building single-threaded)
 endif
-FUZZ_LDLIBS  := -ljansson -lz -llinear -lm
-FUZZ_LIMIT   := $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS),-max_total_time=$(FUZZ_SECONDS))
+MPICC ?= mpicc
+MPI_OK := $(shell printf '$(HASH)include <mpi.h>\nint main(int c,char**v){MPI_Init(&c,&v);MPI_Finalize();return 0;}\n' > $(PROBE_DIR)/mpi.c && \
+            OMPI_CC=$(CC) $(MPICC) $(PROBE_DIR)/mpi.c -o $(PROBE_DIR)/mpi 2>/dev/null && echo yes)
+NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+NVCC_OK := $(shell [ -n "$(NVCC)" ] && printf '__global__ void k(){}\nint main(){k<<<1,1>>>();return 0;}\n' > $(PROBE_DIR)/k.cu && \
+             $(NVCC) -c $(PROBE_DIR)/k.cu -o $(PROBE_DIR)/k.o 2>/dev/null && echo yes)
+NCCL_OK := $(shell [ "$(NVCC_OK)" = yes ] && printf '$(HASH)include <nccl.h>\nint main(){int v;return ncclGetVersion(&v)!=ncclSuccess;}\n' > $(PROBE_DIR)/n.cu && \
+             $(NVCC) $(PROBE_DIR)/n.cu -lnccl -o $(PROBE_DIR)/n 2>/dev/null && echo yes)
+$(shell rm -rf $(PROBE_DIR))
+# the CPU trainer: with MPI when mpicc works (it still runs as one process without mpirun)
+ifeq ($(MPI_OK),yes)
+  TRAIN_CC = OMPI_CC=$(CC) $(MPICC)
+  TRAIN_DEFS := -DUSE_MPI
+else
+  TRAIN_CC = $(CC)
+endif
 
-.PHONY: fuzz fuzz-run fuzz-seeds
-fuzz:
-	@d=$$(mktemp -d) && printf 'int LLVMFuzzerTestOneInput(const char *p, unsigned long n) { return p && n > 1 ? 0 : 0; }\n' > $$d/t.c && \
-	 if $(FUZZ_CC) -fsanitize=fuzzer,address,undefined $$d/t.c -o $$d/t 2>/dev/null; then rm -rf $$d; $(MAKE) --no-print-directory fuzz-run; \
-	 else rm -rf $$d; echo "fuzz: $(FUZZ_CC) cannot build a libFuzzer program (apt-get install clang libclang-rt-dev); skipping the fuzzers"; \
-	      [ "$(REQUIRE_FUZZ)" != 1 ]; fi
+probe:
+	$(SAY) "$(OMP_MSG)"
+	$(SAY) "MPI: $(if $(MPI_OK),yes ($(MPICC)),no (skipping the MPI build: $(MPICC) cannot build an MPI program; apt-get install libopenmpi-dev openmpi-bin))"
+	$(SAY) "nvcc: $(if $(NVCC_OK),yes ($(NVCC)),no (skipping train.cu and test_gpu.cu: no working nvcc))"
+	$(SAY) "NCCL: $(if $(NCCL_OK),yes,no (GPU build is single-process only: nccl.h/libnccl not usable))"
 
-$(FUZZ_DIR)/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz.h $(HEADERS) $(wildcard tools/*.c) test/fuzz/fuzz_prepare.c | $(BUILD)
-	@mkdir -p $(FUZZ_DIR)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) $< -o $@ $(FUZZ_LDLIBS)
-
-# each harness in turn; the first finding stops the run with the end of its log
-fuzz-run: $(patsubst %,$(FUZZ_DIR)/fuzz_%,$(FUZZERS))
-	@for h in $(FUZZERS); do \
-	  mkdir -p $(FUZZ_DIR)/corpus/$$h; \
-	  if ! $(FUZZ_DIR)/fuzz_$$h $(FUZZ_LIMIT) -timeout=10 -close_fd_mask=3 -print_final_stats=1 \
-	       -artifact_prefix=$(FUZZ_DIR)/$$h- $(FUZZ_DIR)/corpus/$$h test/fuzz/corpus/$$h > $(FUZZ_DIR)/$$h.log 2>&1; then \
-	    tail -n 40 $(FUZZ_DIR)/$$h.log; echo "fuzz: $$h: FINDING (log $(FUZZ_DIR)/$$h.log, input $(FUZZ_DIR)/$$h-*)"; exit 1; fi; \
-	  awk -v h=$$h '/^stat::number_of_executed_units/ { n = $$2 } /^stat::average_exec_per_sec/ { r = $$2 } \
-	       /^Done [0-9]+ runs in/ { s = $$5 } END { printf "fuzz: %-13s %9d executions in %4d s (%d/s), no findings\n", h, n, s, r }' $(FUZZ_DIR)/$$h.log; \
-	done
-
-fuzz-seeds: $(BUILD)/make_seeds
-	$(BUILD)/make_seeds test/fuzz/corpus
-
-$(BUILD)/make_seeds: test/fuzz/make_seeds.c $(HEADERS) | $(BUILD)
-	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+include test/fuzz/fuzz.mk
 
 # ============================================================================
 # GPU section (train.cu, test/test_gpu.cu): `make gpu`, `make gpu-regs`.
@@ -234,68 +189,4 @@ gpu-regs: | $(BUILD)
 	@if grep -Eq 'spill bytes ([1-9][0-9]*/|[0-9]+/[1-9])' $(BUILD)/gpu-regs.txt; then echo "gpu-regs: FAIL: spills above"; exit 1; \
 	 else echo "gpu-regs: no spills in $$(wc -l < $(BUILD)/gpu-regs.txt) matmul/cell kernel builds"; fi
 
-# ============================================================================
-# train.cu on the CPU (test/cuda): test/cuda/cudapp rewrites a .cu line for line into
-# C++, which compiles against the layer's CUDA headers; every kernel then runs on the
-# CPU, thread by thread, and `make test` checks the GPU trainer against mlstm.h.
-# Variants: FP16 with cp.async (sm_80) under the lockstep schedule, FP16 with
-# synchronous copies (sm_75) warp by warp in reverse, FP32 under both, and the
-# GPU_DEBUG build (FP32, lockstep: every launch checked and waited for, no graphs); in
-# the SAN build only the first (ASan+UBSan are ~5x slower). test_half checks the float->half
-# conversion on all 2^32 inputs; test_cudacpu checks the layer's own reports and
-# runs the emulated trainer under mpirun -np 2 against -np 1 with twice the rows.
-CXX ?= g++
-CUDACPU := $(BUILD)/cudacpu
-CUDACPU_CXXFLAGS := $(if $(filter 1,$(SAN)),$(SANFLAGS),$(OPT)) -std=c++17 -D_GNU_SOURCE -I test/cuda -I . -fno-strict-aliasing \
-    -Wall -Wextra -Wno-unknown-pragmas $(if $(filter yes,$(OMP_OK)),-fopenmp) $(if $(filter 1,$(WERROR)),-Werror)
-CUDACPU_MPI := $(if $(MPI_OK),-DUSE_MPI -DUSE_NCCL $(shell $(MPICC) -showme:compile 2>/dev/null))
-CUDACPU_MPI_LIBS := $(if $(MPI_OK),$(shell $(MPICC) -showme:link 2>/dev/null))
-CUDACPU_HDRS := $(wildcard test/cuda/*.h)
-CUDACPU_DEPS := train.cu $(wildcard train.c train.h util.h) $(TRAIN_HEADERS) test/test.h $(CUDACPU_HDRS)
-ifeq ($(SAN),1)
-  CUDACPU_TESTS := $(CUDACPU)/test_gpu.lockstep
-else
-  CUDACPU_TESTS := $(CUDACPU)/test_gpu.lockstep $(CUDACPU)/test_gpu_sm75.reverse $(CUDACPU)/test_gpu_fp32.lockstep \
-                   $(CUDACPU)/test_gpu_fp32.reverse $(CUDACPU)/test_gpu_debug.lockstep $(CUDACPU)/test_half $(CUDACPU)/test_cudacpu
-endif
-test: $(CUDACPU_TESTS)
-.PHONY: cudacpu
-cudacpu: $(CUDACPU_TESTS) $(CUDACPU)/train_gpu $(CUDACPU)/train_gpu_fp32
-
-$(CUDACPU):
-	mkdir -p $@
-$(CUDACPU)/cudapp: test/cuda/cudapp.c | $(CUDACPU)
-	$(CC) -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra $< -o $@
-$(CUDACPU)/%.cpp: $(CUDACPU)/cudapp $(CUDACPU_DEPS) $(wildcard test/*.cu test/cuda/*.cu)
-	$(CUDACPU)/cudapp -I . $(or $(wildcard test/cuda/$*.cu),$(wildcard test/$*.cu),$*.cu) $@
-$(CUDACPU)/layer_%.o: test/cuda/cudacpu.cpp $(CUDACPU_HDRS) | $(CUDACPU)
-	$(CXX) $(CUDACPU_CXXFLAGS) -D__CUDA_ARCH__=$* -c $< -o $@
-# test_gpu.cpp and train.cpp are rewritten once; each variant compiles them with its flags
-$(CUDACPU)/test_gpu: $(CUDACPU)/test_gpu.cpp $(CUDACPU)/layer_800.o
-	$(CXX) $(CUDACPU_CXXFLAGS) $(CUDACPU_MPI) -D__CUDA_ARCH__=800 $^ -o $@ $(CUDACPU_MPI_LIBS) -lm
-$(CUDACPU)/test_gpu_sm75: $(CUDACPU)/test_gpu.cpp $(CUDACPU)/layer_750.o
-	$(CXX) $(CUDACPU_CXXFLAGS) $(CUDACPU_MPI) -D__CUDA_ARCH__=750 $^ -o $@ $(CUDACPU_MPI_LIBS) -lm
-$(CUDACPU)/test_gpu_fp32: $(CUDACPU)/test_gpu.cpp $(CUDACPU)/layer_800.o
-	$(CXX) $(CUDACPU_CXXFLAGS) $(CUDACPU_MPI) -D__CUDA_ARCH__=800 -DPRECISION_FP32 $^ -o $@ $(CUDACPU_MPI_LIBS) -lm
-$(CUDACPU)/test_gpu_debug: $(CUDACPU)/test_gpu.cpp $(CUDACPU)/layer_800.o
-	$(CXX) $(CUDACPU_CXXFLAGS) $(CUDACPU_MPI) -D__CUDA_ARCH__=800 -DPRECISION_FP32 -DGPU_DEBUG $^ -o $@ $(CUDACPU_MPI_LIBS) -lm
-$(CUDACPU)/train_gpu: $(CUDACPU)/train.cpp $(CUDACPU)/layer_800.o
-	$(CXX) $(CUDACPU_CXXFLAGS) $(CUDACPU_MPI) -D__CUDA_ARCH__=800 $^ -o $@ $(CUDACPU_MPI_LIBS) -lm
-$(CUDACPU)/train_gpu_fp32: $(CUDACPU)/train.cpp $(CUDACPU)/layer_800.o
-	$(CXX) $(CUDACPU_CXXFLAGS) $(CUDACPU_MPI) -D__CUDA_ARCH__=800 -DPRECISION_FP32 $^ -o $@ $(CUDACPU_MPI_LIBS) -lm
-$(CUDACPU)/test_cudacpu: $(CUDACPU)/test_cudacpu.cpp $(CUDACPU)/layer_800.o test/test.h | $(CUDACPU)/train_gpu $(CUDACPU)/train_gpu_fp32
-	$(CXX) $(CUDACPU_CXXFLAGS) -D__CUDA_ARCH__=800 $(filter %.cpp %.o,$^) -o $@ -lm
-$(CUDACPU)/test_half: test/cuda/test_half.cpp test/cuda/cuda_fp16.h test/test.h | $(CUDACPU)
-	$(CXX) $(CUDACPU_CXXFLAGS) $< -o $@
-# run.sh runs programs without arguments: these name a program, a schedule and --quick
-# (the H=4096 shapes of the full suite take hours on a CPU)
-CUDACPU_WRAP = @printf '\043!/bin/sh\nOMP_WAIT_POLICY=passive CUDACPU_SCHEDULE=%s exec "$$(dirname "$$0")/%s" --quick "$$@"\n' $(1) $* > $@ && chmod +x $@
-$(CUDACPU)/%.lockstep: | $(CUDACPU)
-	$(call CUDACPU_WRAP,lockstep)
-$(CUDACPU)/%.reverse: | $(CUDACPU)
-	$(call CUDACPU_WRAP,reverse)
-$(CUDACPU_TESTS): $(CUDACPU)/test_gpu $(if $(filter 1,$(SAN)),,$(CUDACPU)/test_gpu_sm75 $(CUDACPU)/test_gpu_fp32 $(CUDACPU)/test_gpu_debug)
-
-clean: clean-gpu
-clean-gpu:
-	rm -f train_gpu train_gpu_fp32
+include test/cuda/cudacpu.mk
