@@ -117,7 +117,7 @@ static inline void dot4(const real *const w[4], const real *x, int K, real out[4
     out[0] = a0, out[1] = a1, out[2] = a2, out[3] = a3;
 }
 
-// y (R,) = W (R,K) x (K,) [+ bias (R,)], the bias added after each sum as mm_nt_rows does.
+// y (R,) = W (R,K) x (K,) [+ bias (R,)], the bias added after each sum as matmul_nt does.
 // Rows in groups of four split over the threads of the enclosing parallel region; no
 // barrier at the end (the caller places them).
 static inline void gemv(real *y, const real *W, const real *x, const real *bias, int R, int K) {
