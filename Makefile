@@ -39,7 +39,7 @@ $(shell rm -rf $(PROBE_DIR))
 
 TOOL_LDLIBS_prepare := -ljansson -lz
 TOOL_LDLIBS_transfer := -ljansson -llinear
-HEADERS := util.h mlstm.h fast.h gemm.h data.h schedule.h test/test.h
+HEADERS := util.h mlstm.h fast.h gemm.h data.h corpus.h schedule.h test/test.h
 TESTS   := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/test_*.c))
 # test/test_*.py: run by python3 from the repository root (the performance and scaling models)
 PY_TESTS := $(wildcard test/test_*.py)
@@ -52,7 +52,7 @@ ifeq ($(MPI_OK),yes)
 else
   TRAIN_CC := $(CC)
 endif
-TRAIN_HEADERS := train.h util.h mlstm.h fast.h gemm.h data.h schedule.h
+TRAIN_HEADERS := train.h util.h mlstm.h fast.h gemm.h data.h corpus.h schedule.h
 
 .PHONY: all test test-san clean probe run
 all: probe train $(TESTS) $(TOOLS)
