@@ -16,7 +16,7 @@
 //                    review / overall, label, stars, rating, sentiment)
 //   DIR/SPLIT_labels.tsv  shards written by build/prepare: each labelled document of
 //                    DIR/SPLIT_*.bin, the label from the labels file ("-" left out)
-//   builtin:SPLIT    the built-in corpus (data.h), SPLIT train, val or test: --docs
+//   builtin:SPLIT    the built-in corpus (corpus.h), SPLIT train, val or test: --docs
 //                    labelled documents from a stream of its own, half of each label;
 //                    stars >= 4 positive, <= 2 negative, 3 dropped (--threshold 3)
 // Labels must be 0 or 1 unless --threshold X is given: then a rating above X is 1,
