@@ -7,12 +7,12 @@
 // Everything else (weight norm, the embedding, m_t, softmax and the loss, the gradients
 // of the cell, the bias and embedding gradients) is mlstm.h's own code, called from here.
 // The results differ from mlstm.h's only by FP32 rounding, and test_gemm holds them to a
-// tolerance argued from it. train.c (the CPU trainer) and tools/transfer.c run this path;
-// everything else, the tests against PyTorch and finite differences included, runs mlstm.h.
+// tolerance argued from it. train.c (the CPU trainer) and tools/transfer.c run this path,
+// tools/generate.c its cell; everything else, the tests against PyTorch and finite
+// differences included, runs mlstm.h.
 #pragma once
 #include "mlstm.h"  // defines: Mlstm, forward_begin, mt_product, softmax_xent, backward_begin, ...
 #include "gemm.h"   // defines: gemm_nt/nn/tn, gemm_pack_nt/nn, gemm_nt/nn_rows_packed
-
 
 _Static_assert(sizeof(real) == sizeof(float), "fast.h is the FP32 path: include it without MLSTM_REAL");
 
@@ -88,8 +88,8 @@ static inline void fast_packs_free(FastPacks *pk) {
 // The rows [b0, b1) of B that this thread owns inside a parallel region. The time
 // loops split the batch by rows: rows are independent through time, so each thread
 // runs all T steps of its rows with no barrier per step. Splits fall on multiples
-// of 4, so the rows a thread gets do not change the tiles the kernel cuts them into
-// as much as they could.
+// of 4 rows; a row's values do not depend on them (gemm.h computes each element as
+// one chain, whatever tile it falls in).
 static inline void thread_rows(int B, int *b0, int *b1) {
 #ifdef _OPENMP
     int nt = omp_get_num_threads(), id = omp_get_thread_num();
