@@ -305,8 +305,8 @@ static inline void matmul_tn(real *dW, const real *dOut, const real *in, int N, 
 // ----------------------------------------------------------------------------
 // Pointwise math, one definition for the CPU and the GPU (train.cu compiles
 // these as __host__ __device__). On the CPU they are always inlined: fast.h's
-// vectorised cell loops call cell_backward_given_tanh, and clang declines to
-// inline it there otherwise.
+// vectorised cell loop calls cell_backward_given_tanh, and `omp simd` needs the call
+// inlined (clang declined that where a program also called the function elsewhere).
 #ifdef __CUDACC__
 #define HOSTDEV __host__ __device__
 #else
