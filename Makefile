@@ -21,10 +21,10 @@ SAY = @printf '%s\n'
 
 # ---- the CPU trainer: train.c on the headers below, with MPI when mpicc works (it still
 # runs as one process without mpirun); the probes further down decide MPI and OpenMP
-TRAIN_HEADERS := train.h run.h util.h mlstm.h gemm.h data.h schedule.h
+TRAIN_HEADERS := train.h run.h util.h mlstm.h fast.h gemm.h data.h corpus.h schedule.h
 TOOL_LDLIBS_prepare := -ljansson -lz
 TOOL_LDLIBS_transfer := -ljansson -llinear
-HEADERS := util.h mlstm.h gemm.h data.h schedule.h test/test.h
+HEADERS := util.h mlstm.h fast.h gemm.h data.h corpus.h schedule.h test/test.h
 TESTS   := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/test_*.c))
 # test/test_*.py: run by python3 from the repository root (the performance and scaling models)
 PY_TESTS := $(wildcard test/test_*.py)

@@ -1,6 +1,5 @@
-// gemm.h: the fast FP32 matmuls of the CPU trainer (dev/bench/cpu-perf.md). mlstm.h's
-// plain loops stay the readable reference (and serve MLSTM_REAL=double); in FP32
-// mlstm.h calls these instead, through the hooks marked "gemm.h hook" there.
+// gemm.h: the fast FP32 matmuls of the CPU trainer (dev/bench/cpu-perf.md), which fast.h's
+// forward and backward call where mlstm.h's reference calls its plain matmul_nt/nn/tn.
 //
 // One register-blocked kernel does all the work: a tile of MR rows x NR columns of
 // C lives in vector registers while k runs; each step adds the outer product of MR

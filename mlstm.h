@@ -6,7 +6,9 @@
 // the matmuls, the cell and the other pointwise math shared with the GPU, weight
 // norm, the forward pass over T steps from a carried state (the model's equations
 // stand above it, each tagged with its function), backward through time, Adam, and
-// the checkpoint file. Plain C11; gcc, clang and nvcc's host compiler all build it.
+// the checkpoint file. Plain C11 and plain loops, libm's exp and tanh; gcc, clang and
+// nvcc's host compiler all build it. The CPU trainer runs the same model through
+// fast.h, which reuses the pieces of the forward and backward defined here.
 // Define MLSTM_REAL as double before including it to build the same code in double
 // precision (the gradient check does).
 #pragma once
@@ -16,20 +18,11 @@
 #else
 #include <tgmath.h>  // exp, tanh, sqrt in the precision of `real`
 #endif
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #ifndef MLSTM_REAL
 #define MLSTM_REAL float
-#if !defined(__CUDACC__) && !defined(MLSTM_PLAIN)  // gemm.h hook 1: FP32 on the CPU takes gemm.h's matmuls
-#define MLSTM_FAST 1                                 // (-DMLSTM_PLAIN keeps the plain loops)
-#endif
 #endif
 typedef MLSTM_REAL real;
-#ifdef MLSTM_FAST
-#include "gemm.h"  // gemm.h hook 2 (the include; the dispatch is after thread_rows): mlstm_build sizes its packs
-#endif
 
 // ----------------------------------------------------------------------------
 // Config and the parameter layout (doc/design.md, "The model"). Weights are row-major
@@ -158,7 +151,6 @@ typedef struct {
     real *dm;                 // (B,H) gradient of m_t, one step
     real *dxe;                // (T,B,D)
     real *dh0, *dc0;          // (B,H) gradient into the carried-in state
-    real *pack_h, *pack_mh;   // gemm.h hook 3: W_h and W_mh packed for the time loops (fast path only)
 } Mlstm;
 
 // ----------------------------------------------------------------------------
@@ -217,17 +209,12 @@ static inline void mlstm_build(Mlstm *m, MlstmConfig cfg, int B, int T) {
     m->dxe = mlstm_alloc(BT * D);
     m->dh0 = mlstm_alloc(B * H);
     m->dc0 = mlstm_alloc(B * H);
-#ifdef MLSTM_FAST  // gemm.h hook 4: room for W_h (and W_mh) packed either way round
-    size_t ph_nt = gemm_packed_floats(H, 4 * H), ph_nn = gemm_packed_floats(4 * H, H);
-    m->pack_h = mlstm_alloc(ph_nt > ph_nn ? ph_nt : ph_nn);
-    m->pack_mh = mlstm_alloc(gemm_packed_floats(H, H));
-#endif
 }
 
 static inline void mlstm_free(Mlstm *m) {
     real *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->norms, m->xe, m->gates, m->mx, m->mh, m->mt,
                     m->hs, m->cs, m->probs, m->dz, m->dmx, m->dmh, m->dhs, m->dh, m->dc, m->dm, m->dxe,
-                    m->dh0, m->dc0, m->pack_h, m->pack_mh};
+                    m->dh0, m->dc0};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     if (m->cfg.wnorm) free(m->W[WN_X]);  // the start of the one buffer of all four
     free(m->losses);
@@ -263,231 +250,100 @@ static inline void mlstm_init(Mlstm *m, uint64_t seed) {
 }
 
 // ----------------------------------------------------------------------------
-// Matmuls. Three layouts cover the model (the same three the GPU trainer writes
-// with tensor cores). Each comes as a serial kernel over a block of rows, and a
-// parallel wrapper over all rows. Every output element is computed by one thread
-// in a fixed order, so results do not depend on the number of threads (bit-exact
-// resume, MPI ranks vs one process).
+// Matmuls: the three layouts the model needs (the same three the GPU trainer writes
+// with tensor cores, and fast.h with gemm.h), as plain loops. Each output element is
+// computed by one thread in a fixed order, so results do not depend on the number of
+// threads.
 
-#define MM_ROW_BLOCK 16  // rows per parallel task: 4 blocks of the 4-row kernels
+// Whether a loop of `work` multiply-adds (or elements) is worth waking the threads for:
+// at the tests' small sizes a parallel region costs more than the loop (tens of
+// microseconds on a loaded machine). Which thread computes an element never changes it.
+static inline int worth_threads(double work) { return work >= 65536; }
 
-// out[n0:n1, :] (N,O) = [out +] in (N,K) . W (O,K)^T [+ bias (O,)]
-// Four rows at a time share each load of a W row (dot products along K).
-static inline void mm_nt_rows(real *out, const real *in, const real *W, const real *bias, int n0, int n1,
-                              int K, int O, int accumulate) {
-    int n = n0;
-    for (; n + 4 <= n1; n += 4) {
-        const real *x0 = in + (size_t)n * K, *x1 = x0 + K, *x2 = x1 + K, *x3 = x2 + K;
+// out (N,O) = [out +] in (N,K) . W (O,K)^T [+ bias (O,)]: one dot product per element
+static inline void matmul_nt(real *out, const real *in, const real *W, const real *bias, int N, int K, int O,
+                             int accumulate) {
+    #pragma omp parallel for schedule(static) if (worth_threads((double)N * K * O))
+    for (int n = 0; n < N; n++)
         for (int o = 0; o < O; o++) {
-            const real *w = W + (size_t)o * K;
-            real a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-            #pragma omp simd reduction(+ : a0, a1, a2, a3)
-            for (int k = 0; k < K; k++) {
-                a0 += x0[k] * w[k];
-                a1 += x1[k] * w[k];
-                a2 += x2[k] * w[k];
-                a3 += x3[k] * w[k];
-            }
-            real bo = bias ? bias[o] : 0, *y = out + (size_t)n * O + o;
-            y[0] = (accumulate ? y[0] : 0) + a0 + bo;
-            y[O] = (accumulate ? y[O] : 0) + a1 + bo;
-            y[2 * (size_t)O] = (accumulate ? y[2 * (size_t)O] : 0) + a2 + bo;
-            y[3 * (size_t)O] = (accumulate ? y[3 * (size_t)O] : 0) + a3 + bo;
-        }
-    }
-    for (; n < n1; n++) {
-        const real *x = in + (size_t)n * K;
-        for (int o = 0; o < O; o++) {
-            const real *w = W + (size_t)o * K;
+            const real *x = in + (size_t)n * K, *w = W + (size_t)o * K;
             real a = 0;
             #pragma omp simd reduction(+ : a)
             for (int k = 0; k < K; k++) a += x[k] * w[k];
             real *y = out + (size_t)n * O + o;
             *y = (accumulate ? *y : 0) + a + (bias ? bias[o] : 0);
         }
-    }
-}
-static inline void matmul_nt(real *out, const real *in, const real *W, const real *bias, int N, int K, int O,
-                             int accumulate) {
-    #pragma omp parallel for schedule(static)
-    for (int n0 = 0; n0 < N; n0 += MM_ROW_BLOCK) {
-        int n1 = n0 + MM_ROW_BLOCK < N ? n0 + MM_ROW_BLOCK : N;
-        mm_nt_rows(out, in, W, bias, n0, n1, K, O, accumulate);
-    }
 }
 
-// dIn[n0:n1, :] (N,K) = [dIn +] dOut (N,O) . W (O,K): rows of W scaled and added
-// (axpy along K), four rows of dIn per pass over W.
-static inline void mm_nn_rows(real *dIn, const real *dOut, const real *W, int n0, int n1, int O, int K,
-                              int accumulate) {
-    if (!accumulate) memset(dIn + (size_t)n0 * K, 0, sizeof(real) * (size_t)(n1 - n0) * K);
-    for (int n = n0; n < n1; n += 4) {
-        int r = n1 - n < 4 ? n1 - n : 4;
-        real *y0 = dIn + (size_t)n * K;
-        const real *d = dOut + (size_t)n * O;
+// dIn (N,K) = [dIn +] dOut (N,O) . W (O,K): the rows of W, scaled and added
+static inline void matmul_nn(real *dIn, const real *dOut, const real *W, int N, int O, int K, int accumulate) {
+    #pragma omp parallel for schedule(static) if (worth_threads((double)N * K * O))
+    for (int n = 0; n < N; n++) {
+        real *y = dIn + (size_t)n * K;
+        if (!accumulate) memset(y, 0, sizeof(real) * K);
         for (int o = 0; o < O; o++) {
-            const real *w = W + (size_t)o * K;
-            if (r == 4) {
-                real a0 = d[o], a1 = d[O + o], a2 = d[2 * (size_t)O + o], a3 = d[3 * (size_t)O + o];
-                real *y1 = y0 + K, *y2 = y1 + K, *y3 = y2 + K;
-                #pragma omp simd
-                for (int k = 0; k < K; k++) {
-                    y0[k] += a0 * w[k];
-                    y1[k] += a1 * w[k];
-                    y2[k] += a2 * w[k];
-                    y3[k] += a3 * w[k];
-                }
-            } else {
-                for (int i = 0; i < r; i++) {
-                    real a = d[(size_t)i * O + o], *y = y0 + (size_t)i * K;
-                    #pragma omp simd
-                    for (int k = 0; k < K; k++) y[k] += a * w[k];
-                }
-            }
+            const real a = dOut[(size_t)n * O + o], *w = W + (size_t)o * K;
+            #pragma omp simd
+            for (int k = 0; k < K; k++) y[k] += a * w[k];
         }
     }
 }
-static inline void matmul_nn(real *dIn, const real *dOut, const real *W, int N, int O, int K, int accumulate) {
-    #pragma omp parallel for schedule(static)
-    for (int n0 = 0; n0 < N; n0 += MM_ROW_BLOCK) {
-        int n1 = n0 + MM_ROW_BLOCK < N ? n0 + MM_ROW_BLOCK : N;
-        mm_nn_rows(dIn, dOut, W, n0, n1, O, K, accumulate);
-    }
-}
 
-// dW (O,K) += dOut (N,O)^T . in (N,K), summed over all N rows in order
+// dW (O,K) += dOut (N,O)^T . in (N,K), summed over the N rows in order
 static inline void matmul_tn(real *dW, const real *dOut, const real *in, int N, int O, int K) {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (worth_threads((double)N * K * O))
     for (int o = 0; o < O; o++) {
         real *y = dW + (size_t)o * K;
         for (int n = 0; n < N; n++) {
-            real a = dOut[(size_t)n * O + o];
-            if (a == 0) continue;
-            const real *x = in + (size_t)n * K;
+            const real a = dOut[(size_t)n * O + o], *x = in + (size_t)n * K;
             #pragma omp simd
             for (int k = 0; k < K; k++) y[k] += a * x[k];
         }
     }
 }
 
-// The rows [b0, b1) of B that this thread owns inside a parallel region. The time
-// loops split the batch by rows: rows are independent through time, so each thread
-// runs all T steps of its rows with no barrier per step. Splits fall on multiples
-// of 4, so a row takes the same kernel path (4-row block or remainder) whatever
-// the number of threads.
-static inline void thread_rows(int B, int *b0, int *b1) {
-#ifdef _OPENMP
-    int nt = omp_get_num_threads(), id = omp_get_thread_num();
-#else
-    int nt = 1, id = 0;
-#endif
-    int groups = (B + 3) / 4;
-    *b0 = (int)((long)groups * id / nt) * 4;
-    *b1 = (int)((long)groups * (id + 1) / nt) * 4;
-    if (*b1 > B) *b1 = B;
-    if (*b0 > B) *b0 = B;
-}
-
-// gemm.h hook 2: which matmuls the model runs. MATMUL_*_ROWS are the time loops' products
-// on the rows of one thread; in FP32 their weight is the one gemm.h packed before the loop
-// (hooks 5, 6), otherwise the plain weight.
-#ifdef MLSTM_FAST
-#define MATMUL_NT gemm_nt
-#define MATMUL_NN gemm_nn
-#define MATMUL_TN gemm_tn
-#define MATMUL_NT_ROWS gemm_nt_rows_packed
-#define MATMUL_NN_ROWS gemm_nn_rows_packed
-#else
-#define MATMUL_NT matmul_nt
-#define MATMUL_NN matmul_nn
-#define MATMUL_TN matmul_tn
-#define MATMUL_NT_ROWS(out, in, W, n0, n1, K, O, acc) mm_nt_rows(out, in, W, NULL, n0, n1, K, O, acc)
-#define MATMUL_NN_ROWS mm_nn_rows
-#endif
-
 // ----------------------------------------------------------------------------
 // Pointwise math, one definition for the CPU and the GPU (train.cu compiles
-// these as __host__ __device__). On the CPU they are always inlined: the cell loops'
-// `omp simd` needs that, and clang declines it where a program (tools/generate.c)
-// also calls cell_forward elsewhere.
+// these as __host__ __device__). On the CPU they are always inlined: fast.h's
+// vectorised cell loop calls cell_backward_given_tanh, and `omp simd` needs the call
+// inlined (clang declined that where a program also called the function elsewhere).
 #ifdef __CUDACC__
 #define HOSTDEV __host__ __device__
 #else
 #define HOSTDEV __attribute__((always_inline))
 #endif
-// gemm.h hook 7: exp and tanh of the cell. In the FP32 fast path they are plain
-// arithmetic, so the cell loops vectorise (glibc's expf and tanhf are calls, and
-// tanhf goes through expm1f: a quarter of the step at H=256); the plain build and
-// the GPU keep the library's. test_gemm checks both on a grid against double.
-// e^x: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, n*hi exact, so r is
-// exact to a rounding), e^r by its Taylor series to r^7 (the next term is 5e-9 of
-// it), times 2^n put straight into the exponent bits. x is clamped to [-87, 88],
-// where e^x stays a normal float (a NaN passes through: the comparisons are false).
-static inline HOSTDEV real expr(real x) {
-#if defined(MLSTM_FAST) && !defined(__CUDA_ARCH__)
-    x = x < -87 ? -87 : x > 88 ? 88 : x;
-    float t = x * 1.44269504f + 12582912.0f;  // 1.5*2^23: t's low bits hold n = round(x/ln2)
-    float n = t - 12582912.0f;
-    float r = x - n * 0.693145751953125f - n * 1.428606765330187e-6f;
-    float p = 1 + r * (1 + r * (1 / 2.f + r * (1 / 6.f + r * (1 / 24.f + r * (1 / 120.f + r * (1 / 720.f +
-              r * (1 / 5040.f)))))));
-    uint32_t tb, e;
-    memcpy(&tb, &t, 4);
-    e = (tb - 0x4b400000u + 127u) << 23;  // the bits of 2^n
-    float s;
-    memcpy(&s, &e, 4);
-    return p * s;
-#else
-    return exp(x);
-#endif
-}
-static inline HOSTDEV real sigmoidr(real x) { return 1 / (1 + expr(-x)); }
-// tanh: |x| < 0.5, its Taylor series to x^17 (the next term is < 3e-9 of tanh
-// there); above, 1 - 2/(1 + e^{2|x|}), where tanh > 0.46 so the subtraction loses
-// at most a bit. Within 3 ulp of tanh.
-static inline HOSTDEV real tanhr(real x) {
-#if defined(MLSTM_FAST) && !defined(__CUDA_ARCH__)
-    real a = x < 0 ? -x : x, r;
-    if (a < (real)0.5) {
-        real x2 = x * x;
-        r = x * (1 + x2 * (-1 / (real)3 + x2 * (2 / (real)15 + x2 * (-17 / (real)315 + x2 * (62 / (real)2835 +
-            x2 * (-1382 / (real)155925 + x2 * (21844 / (real)6081075 + x2 * (-929569 / (real)638512875 +
-            x2 * (6404582 / (real)10854718875)))))))));
-    } else {
-        r = 1 - 2 / (1 + expr(2 * a));
-        r = x < 0 ? -r : r;
-    }
-    return r;
-#else
-    return tanh(x);
-#endif
-}
+static inline HOSTDEV real sigmoid(real x) { return 1 / (1 + exp(-x)); }
 
 // One mLSTM cell update for one unit (doc/design.md, "The model", gate order i, f, o, u).
 // z: pre-activations in, gates out (i,f,o,u at stride H); returns c, writes h.
 static inline HOSTDEV real cell_forward(real *z, size_t H, real c_prev, real *h) {
-    real i = sigmoidr(z[0]);
-    real f = sigmoidr(z[H]);
-    real o = sigmoidr(z[2 * H]);
-    real u = tanhr(z[3 * H]);
+    real i = sigmoid(z[0]);
+    real f = sigmoid(z[H]);
+    real o = sigmoid(z[2 * H]);
+    real u = tanh(z[3 * H]);
     z[0] = i;
     z[H] = f;
     z[2 * H] = o;
     z[3 * H] = u;
     real c = f * c_prev + i * u;
-    *h = o * tanhr(c);
+    *h = o * tanh(c);
     return c;
 }
-// Its backward: gates g (i,f,o,u at stride H), dh and dc flowing into this step's
-// outputs; writes dz (stride H) and returns the gradient into c_prev.
-static inline HOSTDEV real cell_backward(const real *g, size_t H, real c_prev, real c, real dh, real dc, real *dz) {
-    real i = g[0], f = g[H], o = g[2 * H], u = g[3 * H], tc = tanhr(c);
+// Its backward: gates g (i,f,o,u at stride H), tanh_c = tanh(c_t), dh and dc flowing
+// into this step's outputs; writes dz (stride H) and returns the gradient into c_prev.
+static inline HOSTDEV real cell_backward_given_tanh(const real *g, size_t H, real c_prev, real tanh_c, real dh,
+                                                    real dc, real *dz) {
+    real i = g[0], f = g[H], o = g[2 * H], u = g[3 * H], tc = tanh_c;
     dc += dh * o * (1 - tc * tc);
     dz[0] = dc * u * i * (1 - i);
     dz[H] = dc * c_prev * f * (1 - f);
     dz[2 * H] = dh * tc * o * (1 - o);
     dz[3 * H] = dc * i * (1 - u * u);
     return dc * f;
+}
+// The same from c_t: tanh(c_t) is recomputed, not stored (fast.h passes its own tanh).
+static inline HOSTDEV real cell_backward(const real *g, size_t H, real c_prev, real c, real dh, real dc, real *dz) {
+    return cell_backward_given_tanh(g, H, c_prev, tanh(c), dh, dc, dz);
 }
 
 // Weight norm of one row j, once the row's sums are done (the CPU sums a row
@@ -504,7 +360,7 @@ static inline HOSTDEV real weightnorm_dv(real scale, real dw, real dg, real v, r
 // weightnorm_scale / weightnorm_dv above. One call per matrix of the WnMat table.
 
 static inline void weightnorm_forward(real *W, real *norms, const real *Vd, const real *g, int rows, int cols) {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (worth_threads((double)rows * cols))
     for (int j = 0; j < rows; j++) {
         const real *v = Vd + (size_t)j * cols;
         real n2 = 0;
@@ -517,7 +373,7 @@ static inline void weightnorm_forward(real *W, real *norms, const real *Vd, cons
 }
 static inline void weightnorm_backward(real *dV, real *dg, const real *dW, const real *Vd, const real *g,
                                        const real *norms, int rows, int cols) {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (worth_threads((double)rows * cols))
     for (int j = 0; j < rows; j++) {
         const real *v = Vd + (size_t)j * cols, *dw = dW + (size_t)j * cols;
         real n = norms[j], dot = 0;
@@ -534,16 +390,16 @@ static inline void weightnorm_backward(real *dV, real *dg, const real *dW, const
 // with input bytes x_t and the state (h_0, c_0) carried in, each tagged with the
 // function that computes it (y = x W^T throughout; * is the element-wise product):
 //
-//   W   = g V / ||V||, per row of W_x, W_h, W_mx, W_mh     weightnorm_forward, weightnorm_scale
-//   e_t = E[x_t]                                           mlstm_forward: embedding gather
-//   e_t W_x^T + b  and  e_t W_mx^T, all t at once          mlstm_forward: MATMUL_NT (before the time loop)
-//   m_t = (e_t W_mx^T) * (h_{t-1} W_mh^T)                  time loop: MATMUL_NT_ROWS, then the product
-//   z_t = e_t W_x^T + m_t W_h^T + b                        time loop: MATMUL_NT_ROWS(..., accumulate = 1)
+//   W   = g V / ||V||, per row of W_x, W_h, W_mx, W_mh     forward_begin: weightnorm_forward
+//   e_t = E[x_t]                                           forward_begin: the embedding gather
+//   e_t W_x^T + b  and  e_t W_mx^T, all t at once          mlstm_forward: matmul_nt before the time loop
+//   m_t = (e_t W_mx^T) * (h_{t-1} W_mh^T)                  time loop: matmul_nt, then mt_product
+//   z_t = e_t W_x^T + m_t W_h^T + b                        time loop: matmul_nt(..., accumulate = 1)
 //   i = sigmoid(z_i), f = sigmoid(z_f), o = sigmoid(z_o)   cell_forward
 //   u = tanh(z_u)                                          cell_forward
 //   c_t = f * c_{t-1} + i * u,  h_t = o * tanh(c_t)        cell_forward
-//   p_t = softmax(h_t W_out^T + b_out)                     MATMUL_NT and the softmax loop (after the time loop)
-//   loss = mean over t, b of -log p_t[x_{t+1}]             the softmax loop; summed in order, in double
+//   p_t = softmax(h_t W_out^T + b_out)                     matmul_nt after the time loop, softmax_xent
+//   loss = mean over t, b of -log p_t[x_{t+1}]             softmax_xent; summed in order, in double
 //
 // Gate order along the 4H rows of W_x, W_h, b and z: i, f, o, u (input, forget,
 // output, candidate), as in Radford et al.'s TensorFlow code. PyTorch's LSTM and
@@ -563,81 +419,58 @@ static inline real *mlstm_c_out(Mlstm *m) { return m->cs + (size_t)m->t * m->b *
 // the state entering step t checks the mask instead.
 static inline int is_reset(const Mlstm *m, int b, int t) { return m->reset && m->reset[b * m->t + t]; }
 
-static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_t *targets, const uint8_t *reset,
-                            const real *h0, const real *c0, int B, int T) {
+// What comes before the input projections: the batch kept for backward, W = g V / ||V||
+// for the four cell matrices, e_t = E[x_t] time-major (xe[t,b,:] = E[inputs[b,t],:]),
+// and the carried state as hs[0], cs[0].
+static inline void forward_begin(Mlstm *m, const uint8_t *inputs, const uint8_t *targets, const uint8_t *reset,
+                                 const real *h0, const real *c0, int B, int T) {
     const MlstmConfig *c = &m->cfg;
     if (B > m->B || T > m->T) fail("mlstm_forward: B=%d T=%d exceed the buffers' B=%d T=%d", B, T, m->B, m->T);
-    const int D = c->D, H = c->H, V = c->V, N = B * T;
     m->inputs = inputs;
     m->targets = targets;
     m->reset = reset;
     m->b = B;
     m->t = T;
-    if (c->wnorm) {  // W = g V / ||V|| for the four cell matrices
+    if (c->wnorm) {
         WnMat wn[NWN];
         weightnorm_mats(c, wn);
         for (int k = 0; k < NWN; k++)
             weightnorm_forward(m->W[k], m->norms + wn[k].norm_offset, m->p.t[wn[k].param], m->p.t[wn[k].gain],
                                (int)wn[k].rows, (int)wn[k].cols);
     }
-    // embedding gather, time-major: xe[t,b,:] = E[inputs[b,t],:]
     for (int t = 0; t < T; t++)
         for (int b = 0; b < B; b++) {
-            const real *row = m->p.t[P_E] + (size_t)inputs[b * T + t] * D;
-            memcpy(m->xe + ((size_t)t * B + b) * D, row, D * sizeof(real));
+            const real *row = m->p.t[P_E] + (size_t)inputs[b * T + t] * c->D;
+            memcpy(m->xe + ((size_t)t * B + b) * c->D, row, c->D * sizeof(real));
         }
-    // input projections for all T steps at once: gates = e W_x^T + b (N,4H), mx = e W_mx^T (N,H)
-    MATMUL_NT(m->gates, m->xe, m->W[WN_X], m->p.t[P_B], N, D, 4 * H, 0);
-    MATMUL_NT(m->mx, m->xe, m->W[WN_MX], NULL, N, D, H, 0);
-    memcpy(m->hs, h0, sizeof(real) * B * H);
-    memcpy(m->cs, c0, sizeof(real) * B * H);
-    const real *Wmh = m->W[WN_MH], *Wh = m->W[WN_H];  // the weights as the time loop reads them
-#ifdef MLSTM_FAST  // gemm.h hook 5: packed once, used by all T steps
-    gemm_pack_nt(m->pack_mh, m->W[WN_MH], H, H);
-    gemm_pack_nt(m->pack_h, m->W[WN_H], 4 * H, H);
-    Wmh = m->pack_mh;
-    Wh = m->pack_h;
-#endif
-    #pragma omp parallel
-    {
-        int b0, b1;
-        thread_rows(B, &b0, &b1);
-        for (int t = 0; t < T; t++) {
-            const size_t s = (size_t)t * B * H;  // offset of step t in (T,B,H) arrays
-            const real *hp = m->hs + s, *cp = m->cs + s, *mx = m->mx + s;
-            real *mh = m->mh + s, *mt = m->mt + s;
-            real *hn = m->hs + s + (size_t)B * H, *cn = m->cs + s + (size_t)B * H;
-            real *z = m->gates + (size_t)t * B * 4 * H;  // holds e W_x^T + b; becomes z_t, then the gates
-            MATMUL_NT_ROWS(mh, hp, Wmh, b0, b1, H, H, 0);               // h_{t-1} W_mh^T   (B,H)
-            for (int b = b0; b < b1; b++) {
-                real *mhb = mh + (size_t)b * H;
-                if (is_reset(m, b, t)) memset(mhb, 0, H * sizeof(real));  // a boundary: h = c = 0
-                for (int j = 0; j < H; j++) mt[(size_t)b * H + j] = mx[(size_t)b * H + j] * mhb[j];  // m_t
-            }
-            MATMUL_NT_ROWS(z, mt, Wh, b0, b1, H, 4 * H, 1);             // z += m_t W_h^T   (B,4H)
-            for (int b = b0; b < b1; b++) {  // gemm.h hook 8: row pointers and a simd loop, so the cell vectorises
-                const int keep = !is_reset(m, b, t);
-                const real *cpb = cp + (size_t)b * H;
-                real *zb = z + (size_t)b * 4 * H, *cnb = cn + (size_t)b * H, *hnb = hn + (size_t)b * H;
-                #pragma omp simd
-                for (int j = 0; j < H; j++) {
-                    real c_prev = cpb[j];
-                    cnb[j] = cell_forward(zb + j, H, keep ? c_prev : 0, &hnb[j]);
-                }
-            }
-        }
+    memcpy(m->hs, h0, sizeof(real) * B * c->H);
+    memcpy(m->cs, c0, sizeof(real) * B * c->H);
+}
+
+// m_t = (e_t W_mx^T) * (h_{t-1} W_mh^T) for rows [b0, b1) of step t, once mh holds
+// h_{t-1} W_mh^T; a row reset before step t has h_{t-1} = 0, so its mh is zeroed.
+static inline void mt_product(Mlstm *m, int t, int b0, int b1) {
+    const int H = m->cfg.H;
+    const size_t s = (size_t)t * m->b * H;  // offset of step t in (T,B,H) arrays
+    for (int b = b0; b < b1; b++) {
+        real *mh = m->mh + s + (size_t)b * H, *mt = m->mt + s + (size_t)b * H;
+        const real *mx = m->mx + s + (size_t)b * H;
+        if (is_reset(m, b, t)) memset(mh, 0, H * sizeof(real));
+        for (int j = 0; j < H; j++) mt[j] = mx[j] * mh[j];
     }
-    // output layer and softmax over all T*B rows; the loss accumulates in double
-    MATMUL_NT(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0);
-    double loss = 0;
-    // per-prediction losses, then one sum in a fixed order (an OpenMP reduction adds
-    // the threads' parts in the order they finish, which would change the last bits)
-    #pragma omp parallel for schedule(static)
+}
+
+// Softmax over the logits in probs, in place, and the mean cross-entropy: the
+// per-prediction losses, then one sum in a fixed order (an OpenMP reduction adds
+// the threads' parts in the order they finish, which would change the last bits).
+static inline double softmax_xent(Mlstm *m) {
+    const int B = m->b, T = m->t, N = B * T, V = m->cfg.V;
+    #pragma omp parallel for schedule(static) if (worth_threads((double)N * V))
     for (int n = 0; n < N; n++) {
         real *p = m->probs + (size_t)n * V, mx = p[0], sum = 0;
         int t = n / B, b = n % B;
         for (int v = 1; v < V; v++) mx = p[v] > mx ? p[v] : mx;
-        real target_logit = p[targets[b * T + t]];
+        real target_logit = p[m->targets[b * T + t]];
         for (int v = 0; v < V; v++) {
             p[v] = exp(p[v] - mx);
             sum += p[v];
@@ -645,8 +478,32 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
         for (int v = 0; v < V; v++) p[v] /= sum;
         m->losses[n] = (double)mx + log((double)sum) - (double)target_logit;  // -log softmax, without log(0)
     }
+    double loss = 0;
     for (int n = 0; n < N; n++) loss += m->losses[n];
     return loss / N;
+}
+
+static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_t *targets, const uint8_t *reset,
+                                   const real *h0, const real *c0, int B, int T) {
+    forward_begin(m, inputs, targets, reset, h0, c0, B, T);
+    const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, N = B * T;
+    matmul_nt(m->gates, m->xe, m->W[WN_X], m->p.t[P_B], N, D, 4 * H, 0);  // e W_x^T + b   (N,4H)
+    matmul_nt(m->mx, m->xe, m->W[WN_MX], NULL, N, D, H, 0);               // e W_mx^T      (N,H)
+    for (int t = 0; t < T; t++) {
+        const size_t s = (size_t)t * B * H;  // offset of step t in (T,B,H) arrays; hs, cs + s: the state entering it
+        real *z = m->gates + 4 * s;          // holds e W_x^T + b; becomes z_t, then the gates
+        matmul_nt(m->mh + s, m->hs + s, m->W[WN_MH], NULL, B, H, H, 0);  // h_{t-1} W_mh^T   (B,H)
+        mt_product(m, t, 0, B);                                          // m_t
+        matmul_nt(z, m->mt + s, m->W[WN_H], NULL, B, H, 4 * H, 1);       // z_t += m_t W_h^T   (B,4H)
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < H; j++) {
+                const size_t i = s + (size_t)b * H + j, out = i + (size_t)B * H;  // the state in, out
+                real c_prev = is_reset(m, b, t) ? 0 : m->cs[i];                    // a boundary: h = c = 0
+                m->cs[out] = cell_forward(z + (size_t)b * 4 * H + j, H, c_prev, &m->hs[out]);
+            }
+    }
+    matmul_nt(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0);  // logits (N,V)
+    return softmax_xent(m);
 }
 
 // ----------------------------------------------------------------------------
@@ -656,91 +513,96 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
 // m->dh0, m->dc0. The weight gradients are single products over all T*B rows
 // after the time loop; inside the loop only the two (B,H)x(H,*) products remain.
 
-static inline void mlstm_backward(Mlstm *m, real scale) {
-    const MlstmConfig *c = &m->cfg;
-    const int D = c->D, H = c->H, V = c->V, B = m->b, T = m->t, N = B * T;
+// Zeroes the gradients and the running dh, dc, and turns probs into the gradient of
+// the logits: dlogits = (p - onehot) * scale / N, in place.
+static inline void backward_begin(Mlstm *m, real scale) {
+    const int B = m->b, T = m->t, N = B * T, V = m->cfg.V;
     memset(m->grads, 0, m->nparams * sizeof(real));
-    if (c->wnorm) memset(m->dW[WN_X], 0, sizeof(real) * weightnorm_elems(c));  // all four, back to back
-    // softmax + cross-entropy: dlogits = (p - onehot) * scale / N, in place of probs
+    if (m->cfg.wnorm) memset(m->dW[WN_X], 0, sizeof(real) * weightnorm_elems(&m->cfg));  // all four, back to back
+    memset(m->dh, 0, sizeof(real) * B * m->cfg.H);
+    memset(m->dc, 0, sizeof(real) * B * m->cfg.H);
     real s = scale / N;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (worth_threads((double)N * V))
     for (int n = 0; n < N; n++) {
         real *p = m->probs + (size_t)n * V;
         p[m->targets[(n % B) * T + n / B]] -= 1;
         for (int v = 0; v < V; v++) p[v] *= s;
     }
-    MATMUL_TN(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);  // dW_out = dlogits^T h
+}
+
+// A bias's gradient: db (O,) += the column sums of d (N,O), rows in order.
+static inline void bias_grad(real *db, const real *d, int N, int O) {
     for (int n = 0; n < N; n++)
-        for (int v = 0; v < V; v++) m->g.t[P_BOUT][v] += m->probs[(size_t)n * V + v];
-    MATMUL_NN(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0);              // dh_t from the output layer
-    // the time loop, last step first
-    memset(m->dh, 0, sizeof(real) * B * H);
-    memset(m->dc, 0, sizeof(real) * B * H);
-    const real *Wmh = m->W[WN_MH], *Wh = m->W[WN_H];  // the weights as the time loop reads them
-#ifdef MLSTM_FAST  // gemm.h hook 6: packed once (the other way round from forward), used by all T steps
-    gemm_pack_nn(m->pack_mh, m->W[WN_MH], H, H);
-    gemm_pack_nn(m->pack_h, m->W[WN_H], 4 * H, H);
-    Wmh = m->pack_mh;
-    Wh = m->pack_h;
-#endif
-    #pragma omp parallel
-    {
-        int b0, b1;
-        thread_rows(B, &b0, &b1);
-        for (int t = T - 1; t >= 0; t--) {
-            const size_t s = (size_t)t * B * H;
-            const real *gates = m->gates + (size_t)t * B * 4 * H, *cp = m->cs + s, *cn = cp + (size_t)B * H;
-            const real *dhs = m->dhs + s, *mx = m->mx + s, *mh = m->mh + s;
-            real *dz = m->dz + (size_t)t * B * 4 * H, *dmx = m->dmx + s, *dmh = m->dmh + s;
-            for (int b = b0; b < b1; b++) {  // gemm.h hook 8: row pointers and a simd loop, so the cell vectorises
-                const int keep = !is_reset(m, b, t);
-                const size_t r = (size_t)b * H, r4 = (size_t)b * 4 * H;
-                const real *gb = gates + r4, *cpb = cp + r, *cnb = cn + r, *dhsb = dhs + r, *dhb = m->dh + r;
-                real *dcb = m->dc + r, *dzb = dz + r4;
-                #pragma omp simd
-                for (int j = 0; j < H; j++) {
-                    real c_prev = cpb[j];
-                    real dh = dhb[j] + dhsb[j];  // from step t+1 and from the output layer
-                    real dc = cell_backward(gb + j, H, keep ? c_prev : 0, cnb[j], dh, dcb[j], dzb + j);
-                    dcb[j] = keep ? dc : 0;  // a reset cuts the state: nothing flows back
-                }
-            }
-            MATMUL_NN_ROWS(m->dm, dz, Wh, b0, b1, 4 * H, H, 0);         // dm = dz W_h   (B,H)
-            for (int b = b0; b < b1; b++)
-                for (int j = 0; j < H; j++) {  // after a reset mh = 0 and h_{t-1} is a constant zero
-                    size_t i = (size_t)b * H + j;
-                    dmx[i] = m->dm[i] * mh[i];
-                    dmh[i] = is_reset(m, b, t) ? 0 : m->dm[i] * mx[i];
-                }
-            MATMUL_NN_ROWS(m->dh, dmh, Wmh, b0, b1, H, H, 0);           // dh_{t-1} = dmh W_mh
+        for (int o = 0; o < O; o++) db[o] += d[(size_t)n * O + o];
+}
+
+// Step t's dm = d(loss)/d(m_t) into both factors of m_t, rows [b0, b1): dmx = dm * mh,
+// dmh = dm * mx. After a reset mh = 0 and h_{t-1} is a constant zero: dmh = 0.
+static inline void mt_backward(Mlstm *m, int t, int b0, int b1) {
+    const int H = m->cfg.H;
+    const size_t s = (size_t)t * m->b * H;
+    for (int b = b0; b < b1; b++)
+        for (int j = 0; j < H; j++) {
+            size_t i = (size_t)b * H + j;
+            m->dmx[s + i] = m->dm[i] * m->mh[s + i];
+            m->dmh[s + i] = is_reset(m, b, t) ? 0 : m->dm[i] * m->mx[s + i];
         }
-    }
-    memcpy(m->dh0, m->dh, sizeof(real) * B * H);
-    memcpy(m->dc0, m->dc, sizeof(real) * B * H);
-    // weight gradients over all T*B rows. hs[0..T-1] are the states entering each
-    // step; where a row was reset its dmh is zero, so dW_mh needs no special case.
-    MATMUL_TN(m->dW[WN_H], m->dz, m->mt, N, 4 * H, H);    // dW_h  = dz^T m
-    MATMUL_TN(m->dW[WN_X], m->dz, m->xe, N, 4 * H, D);    // dW_x  = dz^T e
-    MATMUL_TN(m->dW[WN_MX], m->dmx, m->xe, N, H, D);      // dW_mx = dmx^T e
-    MATMUL_TN(m->dW[WN_MH], m->dmh, m->hs, N, H, H);      // dW_mh = dmh^T h_{t-1}
-    for (int n = 0; n < N; n++)
-        for (int j = 0; j < 4 * H; j++) m->g.t[P_B][j] += m->dz[(size_t)n * 4 * H + j];
-    // embedding: scatter-add dxe = dz W_x + dmx W_mx into the rows of E
-    MATMUL_NN(m->dxe, m->dz, m->W[WN_X], N, 4 * H, D, 0);
-    MATMUL_NN(m->dxe, m->dmx, m->W[WN_MX], N, H, D, 1);
+}
+
+// What comes after the weight gradients and dxe: the gradient into the carried state,
+// dxe scattered into the rows of E, and dW into the gradients of V and g.
+static inline void backward_end(Mlstm *m) {
+    const MlstmConfig *c = &m->cfg;
+    const int B = m->b, T = m->t, D = c->D;
+    memcpy(m->dh0, m->dh, sizeof(real) * B * c->H);
+    memcpy(m->dc0, m->dc, sizeof(real) * B * c->H);
     for (int t = 0; t < T; t++)
         for (int b = 0; b < B; b++) {
             real *dE = m->g.t[P_E] + (size_t)m->inputs[b * T + t] * D;
             const real *d = m->dxe + ((size_t)t * B + b) * D;
             for (int k = 0; k < D; k++) dE[k] += d[k];
         }
-    if (c->wnorm) {  // dW into the gradients of V and g
+    if (c->wnorm) {
         WnMat wn[NWN];
         weightnorm_mats(c, wn);
         for (int k = 0; k < NWN; k++)
             weightnorm_backward(m->g.t[wn[k].param], m->g.t[wn[k].gain], m->dW[k], m->p.t[wn[k].param],
                                 m->p.t[wn[k].gain], m->norms + wn[k].norm_offset, (int)wn[k].rows, (int)wn[k].cols);
     }
+}
+
+static inline void mlstm_backward(Mlstm *m, real scale) {
+    const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, B = m->b, T = m->t, N = B * T;
+    backward_begin(m, scale);
+    matmul_tn(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);  // dW_out = dlogits^T h
+    bias_grad(m->g.t[P_BOUT], m->probs, N, V);
+    matmul_nn(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0);              // dh_t from the output layer
+    for (int t = T - 1; t >= 0; t--) {  // the time loop, last step first
+        const size_t s = (size_t)t * B * H;
+        real *dz = m->dz + 4 * s;
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < H; j++) {
+                const size_t r = (size_t)b * H + j, i = s + r;
+                const int keep = !is_reset(m, b, t);
+                real dh = m->dh[r] + m->dhs[i];  // from step t+1 and from the output layer
+                real dc = cell_backward(m->gates + 4 * s + (size_t)b * 4 * H + j, H, keep ? m->cs[i] : 0,
+                                        m->cs[i + (size_t)B * H], dh, m->dc[r], dz + (size_t)b * 4 * H + j);
+                m->dc[r] = keep ? dc : 0;  // a reset cuts the state: nothing flows back
+            }
+        matmul_nn(m->dm, dz, m->W[WN_H], B, 4 * H, H, 0);            // dm = dz W_h   (B,H)
+        mt_backward(m, t, 0, B);
+        matmul_nn(m->dh, m->dmh + s, m->W[WN_MH], B, H, H, 0);       // dh_{t-1} = dmh W_mh
+    }
+    // weight gradients over all T*B rows. hs[0..T-1] are the states entering each
+    // step; where a row was reset its dmh is zero, so dW_mh needs no special case.
+    matmul_tn(m->dW[WN_H], m->dz, m->mt, N, 4 * H, H);    // dW_h  = dz^T m
+    matmul_tn(m->dW[WN_X], m->dz, m->xe, N, 4 * H, D);    // dW_x  = dz^T e
+    matmul_tn(m->dW[WN_MX], m->dmx, m->xe, N, H, D);      // dW_mx = dmx^T e
+    matmul_tn(m->dW[WN_MH], m->dmh, m->hs, N, H, H);      // dW_mh = dmh^T h_{t-1}
+    bias_grad(m->g.t[P_B], m->dz, N, 4 * H);
+    matmul_nn(m->dxe, m->dz, m->W[WN_X], N, 4 * H, D, 0);  // dxe = dz W_x + dmx W_mx
+    matmul_nn(m->dxe, m->dmx, m->W[WN_MX], N, H, D, 1);
+    backward_end(m);
 }
 
 // ----------------------------------------------------------------------------

@@ -6,12 +6,16 @@
 //   ./train --train data/ --hidden 1024      shards written by build/prepare
 //   mpirun -np 2 ./train --batch 16          2 ranks x 16 rows = 32 rows
 #include "train.h"  // defines: train_main, the model_* contract, Options, and via it mlstm.h, data.h, schedule.h
+#include "fast.h"   // defines: fast_forward, fast_backward, FastPacks: the fast path this trainer runs
 
 // ----------------------------------------------------------------------------
-// The CPU backend: mlstm.h's model is both the computation and the host copy.
+// The CPU backend: mlstm.h's model is both the computation and the host copy. The
+// computation takes fast.h's path (gemm.h's matmuls, a vectorised cell); mlstm.h's
+// plain mlstm_forward and mlstm_backward are the reference test_gemm checks it against.
 
 struct Model {
     Mlstm m;                    // the model, its gradients and activations
+    FastPacks packs;            // W_h and W_mh packed for fast.h's time loops
     int B, T;
     real *train_h, *train_c;    // (B,H) carried training state
     real *val_h, *val_c;        // (B,H) validation state
@@ -24,6 +28,7 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
     check_memory(&cfg, acts * sizeof(real) + bt * sizeof(double), "--hidden, --batch x --seq-len:");
     Model *md = (Model *)mallocCheck(sizeof(Model));
     mlstm_build(&md->m, cfg, B, T);
+    fast_packs_build(&md->packs, &cfg);
     mlstm_init(&md->m, seed);
     md->B = B;
     md->T = T;
@@ -36,6 +41,7 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
 }
 static void model_free(Model *md) {
     mlstm_free(&md->m);
+    fast_packs_free(&md->packs);
     free(md->train_h);
     free(md->train_c);
     free(md->val_h);
@@ -66,8 +72,8 @@ static void model_loaded(Model *md) { (void)md; }
 // backward seeded with the loss scale S. Returns this rank's mean loss; the
 // gradients stay in the model.
 static double model_step(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, double scale) {
-    double loss = mlstm_forward(&md->m, in, tg, rs, md->train_h, md->train_c, md->B, md->T);
-    mlstm_backward(&md->m, (real)scale);
+    double loss = fast_forward(&md->m, &md->packs, in, tg, rs, md->train_h, md->train_c, md->B, md->T);
+    fast_backward(&md->m, &md->packs, (real)scale);
     carry(&md->m, md->train_h, md->train_c);
     return loss;
 }
@@ -109,7 +115,7 @@ static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const 
         memset(md->val_h, 0, sizeof(real) * md->B * md->m.cfg.H);
         memset(md->val_c, 0, sizeof(real) * md->B * md->m.cfg.H);
     }
-    double loss = mlstm_forward(&md->m, in, tg, rs, md->val_h, md->val_c, md->B, md->T);
+    double loss = fast_forward(&md->m, &md->packs, in, tg, rs, md->val_h, md->val_c, md->B, md->T);
     carry(&md->m, md->val_h, md->val_c);
     return loss;
 }

@@ -22,6 +22,9 @@ using std::isnan;
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#ifdef _OPENMP
+#include <omp.h>  // omp_set_num_threads and the like, for the programs and tests (the headers need only the pragmas)
+#endif
 
 // ----------------------------------------------------------------------------
 // Errors. Bad input (a flag, a file) is the user's to fix: say what and where,

@@ -1,18 +1,16 @@
-// The fast FP32 path (gemm.h's matmuls, expr and tanhr in mlstm.h) against the
-// plain loops it replaces and against double precision:
-//  1. every matmul layout at sizes that leave partial tiles and several KC blocks,
-//     with bias and accumulation, agrees with mlstm.h's plain loops within the
-//     rounding bound of two FP32 sums (below);
-//  2. the result of an element does not depend on how rows are split between
-//     calls or threads: bit-identical (the promise behind bit-exact resume);
-//  3. expr, sigmoidr and tanhr are within a few ulp of exp, sigmoid, tanh in double.
-#include "mlstm.h"
+// fast.h, the CPU trainer's path, against mlstm.h, the reference it replaces for speed:
+//  1. every gemm.h matmul layout at sizes that leave partial tiles and several KC blocks,
+//     with bias and accumulation, agrees with mlstm.h's plain loops within the rounding
+//     bound of two FP32 sums (below);
+//  2. the result of an element does not depend on how rows are split between calls or
+//     threads: bit-identical (the promise behind bit-exact resume);
+//  3. fast_exp, fast_sigmoid and fast_tanh are within a few ulp of exp, sigmoid, tanh in double;
+//  4. fast_forward and fast_backward agree with mlstm_forward and mlstm_backward on the loss,
+//     the probabilities, the state carried out and every gradient (tolerance argued at
+//     test_model), and give the same bits with 1 and 2 threads.
+#include "fast.h"
 #include "test/test.h"
 #include <math.h>
-
-#ifndef MLSTM_FAST
-#error "test_gemm tests the FP32 fast path: build without MLSTM_REAL and MLSTM_PLAIN"
-#endif
 
 static float *rand_buf(size_t n, uint64_t *s) {
     float *x = mlstm_alloc(n);
@@ -92,7 +90,7 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
     memcpy(fast, init, sizeof(float) * N * O); memcpy(ref, init, sizeof(float) * N * O);
     gemm_pack_nt(Wp, W, O, K);
     gemm_nt_rows_packed(fast, in, Wp, n0, n1, K, O, 1);
-    mm_nt_rows(ref, in, W, NULL, n0, n1, K, O, 1);
+    matmul_nt(ref + (size_t)n0 * O, in + (size_t)n0 * K, W, NULL, n1 - n0, K, O, 1);
     for (int n = 0; n < N; n++)
         for (int o = 0; o < O; o++) {
             double m = fabs(init[(size_t)n * O + o]);
@@ -105,7 +103,7 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
     gemm_pack_nn(Wp, W, O, K);
     for (size_t i = 0; i < (size_t)N * K; i++) dfast[i] = dref[i] = in[i];
     gemm_nn_rows_packed(dfast, dOut, Wp, n0, n1, O, K, 0);
-    mm_nn_rows(dref, dOut, W, n0, n1, O, K, 0);
+    matmul_nn(dref + (size_t)n0 * K, dOut + (size_t)n0 * O, W, n1 - n0, O, K, 0);
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) {
             double m = 0;
@@ -156,28 +154,164 @@ static void test_pointwise(void) {
     double we = 0, ws = 0, wt = 0;
     for (int i = -400000; i <= 400000; i++) {
         float x = (float)(i * 2.175e-4);  // [-87, 87], inside the clamps
-        we = fmax(we, ulps(expr(x), exp((double)x)));
+        we = fmax(we, ulps(fast_exp(x), exp((double)x)));
     }
     for (int i = -300000; i <= 300000; i++) {
         float x = (float)(i * 1e-4);  // [-30, 30]
-        ws = fmax(ws, ulps(sigmoidr(x), 1 / (1 + exp(-(double)x))));
-        wt = fmax(wt, ulps(tanhr(x), tanh((double)x)));
+        ws = fmax(ws, ulps(fast_sigmoid(x), 1 / (1 + exp(-(double)x))));
+        wt = fmax(wt, ulps(fast_tanh(x), tanh((double)x)));
     }
     for (int i = 1; i <= 100000; i++) {  // small arguments, where tanh(x) ~ x
         float x = (float)(i * 1e-8);
-        wt = fmax(wt, fmax(ulps(tanhr(x), tanh((double)x)), ulps(tanhr(-x), tanh(-(double)x))));
+        wt = fmax(wt, fmax(ulps(fast_tanh(x), tanh((double)x)), ulps(fast_tanh(-x), tanh(-(double)x))));
     }
     // glibc's expf is within 1 ulp; the Horner sums and the 2^n scaling add about one more
-    CHECK(we <= 2, "expr within %.2f ulp of exp on [-87, 87] (bound 2)", we);
-    // 1/(1 + e^-x): expr's 2 ulp, then half an ulp in the sum and in the quotient
-    CHECK(ws <= 3, "sigmoidr within %.2f ulp of sigmoid on [-30, 30] (bound 3)", ws);
+    CHECK(we <= 2, "fast_exp within %.2f ulp of exp on [-87, 87] (bound 2)", we);
+    // 1/(1 + e^-x): fast_exp's 2 ulp, then half an ulp in the sum and in the quotient
+    CHECK(ws <= 3, "fast_sigmoid within %.2f ulp of sigmoid on [-30, 30] (bound 3)", ws);
     // 1 - 2/(1 + e^{2|x|}): the quotient's 2 ulp grow by at most 1/tanh(0.5) - 1 < 1.2 in the subtraction
-    CHECK(wt <= 4, "tanhr within %.2f ulp of tanh on [-30, 30] and near 0 (bound 4)", wt);
-    float big = expr(1000), tiny = expr(-1000), nan = expr(NAN);
-    CHECK(isfinite(big) && big > 1e38f && tiny >= 0 && tiny < 1e-37f && isnan(nan) && isnan(tanhr(NAN)),
-          "expr clamps to [e^-87, e^88] (%g, %g) and passes NaN", tiny, big);
-    CHECK(tanhr(100) == 1 && tanhr(-100) == -1 && tanhr(0) == 0 && sigmoidr(-200) < 1e-37f && sigmoidr(200) == 1,
-          "tanhr(+-100) = +-1, tanhr(0) = 0, sigmoidr saturates to 0 and 1");
+    CHECK(wt <= 4, "fast_tanh within %.2f ulp of tanh on [-30, 30] and near 0 (bound 4)", wt);
+    float big = fast_exp(1000), tiny = fast_exp(-1000), nan = fast_exp(NAN);
+    CHECK(isfinite(big) && big > 1e38f && tiny >= 0 && tiny < 1e-37f && isnan(nan) && isnan(fast_tanh(NAN)),
+          "fast_exp clamps to [e^-87, e^88] (%g, %g) and passes NaN", tiny, big);
+    CHECK(fast_tanh(100) == 1 && fast_tanh(-100) == -1 && fast_tanh(0) == 0 && fast_sigmoid(-200) < 1e-37f && fast_sigmoid(200) == 1,
+          "fast_tanh(+-100) = +-1, fast_tanh(0) = 0, fast_sigmoid saturates to 0 and 1");
+}
+
+// ----------------------------------------------------------------------------
+// The whole step: fast_forward + fast_backward against mlstm_forward + mlstm_backward on
+// the same weights, batch (with resets) and non-zero carried state.
+
+// max |a - b| / max |b|: an error against the scale of the tensor (as test_gpu.cu)
+static double max_rel_err(const float *a, const float *b, size_t n) {
+    double d = 0, m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (!(e <= 1e300)) return INFINITY;  // NaN or inf
+        d = e > d ? e : d;
+        m = fabs((double)b[i]) > m ? fabs((double)b[i]) : m;
+    }
+    return m > 0 ? d / m : d;
+}
+// the same per row of a (rows, cols) tensor, the worst row: an error confined to a few
+// small rows (one byte's row of dE, one unit) hides in the whole tensor's metric
+static double max_row_err(const float *a, const float *b, size_t rows, size_t cols) {
+    double worst = 0;
+    for (size_t r = 0; r < rows; r++) {
+        double e = max_rel_err(a + r * cols, b + r * cols, cols);
+        worst = e > worst || e != e ? e : worst;
+    }
+    return worst;
+}
+
+typedef struct {
+    double loss;
+    float *probs, *h, *c, *grads, *dh0, *dc0;  // copies: probs before backward turns them into dlogits
+} StepResult;
+
+static float *copy_of(const float *x, size_t n) {
+    float *y = (float *)mallocCheck(sizeof(float) * n);
+    memcpy(y, x, sizeof(float) * n);
+    return y;
+}
+// One step on m: fast.h's with packs, mlstm.h's without (pk NULL).
+static StepResult run_step(Mlstm *m, FastPacks *pk, const uint8_t *in, const uint8_t *tg, const uint8_t *rs,
+                           const float *h0, const float *c0, int B, int T, float S) {
+    StepResult r;
+    size_t BH = (size_t)B * m->cfg.H;
+    r.loss = pk ? fast_forward(m, pk, in, tg, rs, h0, c0, B, T) : mlstm_forward(m, in, tg, rs, h0, c0, B, T);
+    r.probs = copy_of(m->probs, (size_t)B * T * m->cfg.V);
+    r.h = copy_of(mlstm_h_out(m), BH);
+    r.c = copy_of(mlstm_c_out(m), BH);
+    if (pk) fast_backward(m, pk, S);
+    else mlstm_backward(m, S);
+    r.grads = copy_of(m->grads, m->nparams);
+    r.dh0 = copy_of(m->dh0, BH);
+    r.dc0 = copy_of(m->dc0, BH);
+    return r;
+}
+static void step_free(StepResult *r) {
+    free(r->probs); free(r->h); free(r->c); free(r->grads); free(r->dh0); free(r->dc0);
+}
+
+// Tolerance. The two paths evaluate the same expressions on the same FP32 inputs and
+// differ only in the order of each sum (gemm.h's k blocks and fused multiply-adds against
+// mlstm.h's vectorised dot products and axpys) and in exp, sigmoid and tanh (fast.h's within
+// 4 ulp, libm's within 1: test_pointwise). A sum of K terms of either sign rounds each of
+// its partial sums, which grow like sqrt(k) terms, by a relative u = 2^-24 of either sign,
+// so its error is about u sqrt(K) of the result (as test_gpu.cu argues for the GPU; Higham
+// and Mary, SIAM J. Sci. Comput. 2019, make such probabilistic bounds rigorous); 6 times
+// that bounds the largest of a tensor's elements, and two orders differ by twice that. At
+// these initial weights the slopes of sigmoid and tanh (<= 1) and products with gates in
+// (0, 1) and |h| < 1 pass an error from one sum to the next without growing it; errors add
+// along the longest chain of dependent sums: forward through T steps, the output layer,
+// back through T steps, and a weight gradient's sum over the N = B T rows, 2 T + 3 sums of
+// at most K = max(4H, N) terms. So each tensor, and each row of a matrix against its own
+// scale, is within (2 T + 3) 12 sqrt(K) u of the reference (the activations' 5 u per step
+// are far below). Nothing here depends on the vector width or on fused multiply-adds. A
+// bug (a wrong row, gate, step or reset) is off by O(1), a dropped term by ~1/sqrt(K).
+static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed) {
+    const int H = cfg.H, N = B * T, V = cfg.V, K = 4 * H > N ? 4 * H : N;
+    const double tol = (2.0 * T + 3) * 12 * sqrt((double)K) * 0x1p-24;
+    char tag[96];
+    snprintf(tag, sizeof tag, "D=%d H=%d B=%d T=%d wnorm=%d", cfg.D, H, B, T, cfg.wnorm);
+    uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
+    float *h0 = mlstm_alloc((size_t)B * H), *c0 = mlstm_alloc((size_t)B * H);
+    uint64_t s = seed;
+    for (int i = 0; i < N; i++) {
+        in[i] = (uint8_t)(rng_next(&s) >> 56);
+        tg[i] = (uint8_t)(rng_next(&s) >> 56);
+        rs[i] = rng_uniform(&s) < 0.1;
+    }
+    rs[1] = 1;  // a reset inside the window, not only at its start
+    for (int i = 0; i < B * H; i++) {
+        h0[i] = (float)(0.5 * rng_uniform(&s) - 0.25);
+        c0[i] = (float)(rng_uniform(&s) - 0.5);
+    }
+    Mlstm m;
+    FastPacks pk;
+    mlstm_build(&m, cfg, B, T);
+    fast_packs_build(&pk, &cfg);
+    mlstm_init(&m, seed);
+    const float S = 1024;  // a loss scale: both seed backward with it
+    StepResult ref = run_step(&m, NULL, in, tg, rs, h0, c0, B, T, S);
+    StepResult fast = run_step(&m, &pk, in, tg, rs, h0, c0, B, T, S);
+    double e_loss = fabs(fast.loss - ref.loss) / ref.loss, e_probs = max_row_err(fast.probs, ref.probs, N, V);
+    double e_h = max_rel_err(fast.h, ref.h, (size_t)B * H), e_c = max_rel_err(fast.c, ref.c, (size_t)B * H);
+    double e_dh0 = max_rel_err(fast.dh0, ref.dh0, (size_t)B * H), e_dc0 = max_rel_err(fast.dc0, ref.dc0, (size_t)B * H);
+    CHECK(e_loss <= tol && e_probs <= tol && e_h <= tol && e_c <= tol && e_dh0 <= tol && e_dc0 <= tol,
+          "model %s: loss, probabilities per row, h, c out, dh0, dc0 within %.1e %.1e %.1e %.1e %.1e %.1e of mlstm.h's "
+          "(<= %.1e)", tag, e_loss, e_probs, e_h, e_c, e_dh0, e_dc0, tol);
+    ParamTable gf, gr;
+    param_table(&gf, &cfg, fast.grads);
+    param_table(&gr, &cfg, ref.grads);
+    size_t rows[NPARAM], cols[NPARAM];
+    param_shapes(&cfg, rows, cols);
+    for (int i = 0; i < NPARAM; i++) {
+        if (!gr.n[i]) continue;
+        double e = max_rel_err(gf.t[i], gr.t[i], gr.n[i]);
+        double er = cols[i] > 1 ? max_row_err(gf.t[i], gr.t[i], rows[i], cols[i]) : e;
+        CHECK(e <= tol && er <= tol, "model %s: grad %s within %.1e of mlstm.h's, worst row %.1e (<= %.1e)", tag,
+              param_names[i], e, er, tol);
+    }
+    // the thread count changes no bit of the fast path (and a second step reuses the packs)
+#ifdef _OPENMP
+    omp_set_num_threads(1);
+#endif
+    StepResult one = run_step(&m, &pk, in, tg, rs, h0, c0, B, T, S);
+#ifdef _OPENMP
+    omp_set_num_threads(2);
+#endif
+    StepResult two = run_step(&m, &pk, in, tg, rs, h0, c0, B, T, S);
+    size_t BH = sizeof(float) * B * H;
+    int same = one.loss == two.loss && !memcmp(one.probs, two.probs, sizeof(float) * N * V) &&
+               !memcmp(one.h, two.h, BH) && !memcmp(one.c, two.c, BH) && !memcmp(one.dh0, two.dh0, BH) &&
+               !memcmp(one.dc0, two.dc0, BH) && !memcmp(one.grads, two.grads, sizeof(float) * m.nparams);
+    CHECK(same, "model %s: 1 and 2 threads give the same bits (loss, probabilities, state, every gradient)", tag);
+    step_free(&ref); step_free(&fast); step_free(&one); step_free(&two);
+    mlstm_free(&m);
+    fast_packs_free(&pk);
+    free(in); free(tg); free(rs); free(h0); free(c0);
 }
 
 int main(void) {
@@ -191,5 +325,8 @@ int main(void) {
     test_splits(37, 67, 45, &s);
     test_splits(70, GEMM_KC + 31, 3 * GEMM_NR + 7, &s);
     test_pointwise();
+    // H above KC (the recurrent products in two k blocks), B splitting 4 + 2 over two threads
+    test_model((MlstmConfig){256, 24, 300, 1}, 6, 5, 21);
+    test_model((MlstmConfig){256, 16, 40, 0}, 3, 7, 22);  // without weight norm, a partial row tile
     return test_summary("test_gemm");
 }

@@ -217,9 +217,10 @@ static void test_sampler(void) {
 // The fast step against mlstm_forward, re-synchronised every step: both start each
 // step from the same state and byte, so only that step's rounding is compared.
 //
-// Tolerance: the two compute the same expressions and differ only in the order of
-// their FP32 sums (four partial sums per row and the compiler's vector split here,
-// one sum per row in mm_nt_rows). A dot product of length K summed in another order
+// Tolerance: the two compute the same expressions and differ in the order of their
+// FP32 sums (four partial sums per row and the compiler's vector split here, one sum
+// per element in matmul_nt), and in exp and tanh (fast.h's within 4 ulp, libm's within
+// 1: a few u a step, far below the bound that follows). A dot product of length K summed in another order
 // differs by at most about K u sum|terms|, u = 2^-24 (Higham, Accuracy and Stability
 // of Numerical Algorithms, 2nd ed., section 3.1). In these models sum|terms| is of the
 // order of the values themselves (weights ~ 1/sqrt(K), |h| < 1, gates in [0, 1]), and

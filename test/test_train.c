@@ -1,7 +1,7 @@
 // The CPU trainer end to end, run as a user runs it (build/train next to this
 // test): exact resume, MPI ranks against one process, the overflow skip path,
 // SIGTERM and kill -9, and bad flags. A tiny model keeps it to seconds.
-#include "mlstm.h"
+#include "fast.h"  // defines: fast_forward (the trainer's forward) and via it mlstm.h
 #include "data.h"
 #include "schedule.h"
 #include "test/test.h"
@@ -191,8 +191,8 @@ static void test_val_batch(void) {
           "weights identically (%.6f, %.6f bpc)", v[0], v[1]);
     CHECK(v[2] != v[3], "val-batch: without it they score their own rows and differ (%.6f, %.6f bpc)", v[2], v[3]);
     // 2. Trained weights: after 10 steps at --batch 4, the trainer's validation on 8 rows equals
-    // mlstm.h's own forward of the checkpoint's weights over the same 2 batches of 8 rows. The same
-    // code and flags compute both, so they differ by the log's 6 printed decimals (5e-7 on ~5 bpc,
+    // fast.h's forward (the trainer's) of the checkpoint's weights over the same 2 batches of 8
+    // rows. The same code and flags compute both, so they differ by the log's 6 printed decimals (5e-7 on ~5 bpc,
     // 1e-7 relative) and, if the two builds contracted FMAs differently, FP32 rounding of a 16-step
     // forward (~1e-6 relative): 1e-5 relative bounds both.
     rc = test_system("%s " TINY " --batch 4 --val-batch 8 --steps 10 --ckpt %s/vb.ckpt --log %s/vb.log > %s/vb.out 2>&1",
@@ -202,7 +202,9 @@ static void test_val_batch(void) {
     double got = val_line(p, 10);
     MlstmConfig cfg = {256, 16, 32, 1};
     Mlstm m;
+    FastPacks pk;
     mlstm_build(&m, cfg, 8, 16);
+    fast_packs_build(&pk, &cfg);
     TrainState st;
     real *h = (real *)calloc(8 * 32, sizeof(real)), *c = (real *)calloc(8 * 32, sizeof(real));
     real *th = (real *)mallocCheck(sizeof(real) * 4 * 32), *tc = (real *)mallocCheck(sizeof(real) * 4 * 32);
@@ -216,15 +218,16 @@ static void test_val_batch(void) {
     double sum = 0;
     for (long s = 0; s < 2; s++) {
         loader_batch(&l, s, in, tg, rs);
-        sum += mlstm_forward(&m, in, tg, rs, h, c, 8, 16);
+        sum += fast_forward(&m, &pk, in, tg, rs, h, c, 8, 16);
         memcpy(h, mlstm_h_out(&m), sizeof(real) * 8 * 32);
         memcpy(c, mlstm_c_out(&m), sizeof(real) * 8 * 32);
     }
     double want = sum / 2 / M_LN2;
     CHECK(rc == 0 && fabs(got - want) <= 1e-5 * want, "val-batch: after 10 steps at --batch 4 the trainer's val bpc "
-          "on 8 rows is mlstm.h's on the checkpoint's weights (%.6f, %.6f)", got, want);
+          "on 8 rows is fast_forward's on the checkpoint's weights (%.6f, %.6f)", got, want);
     stream_free(&vs);
     mlstm_free(&m);
+    fast_packs_free(&pk);
     free(h); free(c); free(th); free(tc);
     // 3. Ranks: 2 ranks x 2 rows score the same 8 rows as one process (sums in another order: 1e-5 relative)
     if (test_system("command -v mpirun > /dev/null") == 0) {

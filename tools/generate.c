@@ -17,10 +17,12 @@
 // which are too big for any cache, so the step is bound by memory bandwidth: every
 // weight is read once per character, the rows split over the threads. Four rows at a
 // time share each load of the input vector and keep four independent sums (the
-// compiler vectorises each; no machine-specific code). Each output is summed by one
-// thread in a fixed order: the text does not depend on --threads, and each value
-// equals mlstm_forward's up to the order of FP32 sums (test_generate checks both).
-#include "mlstm.h"  // defines: MlstmConfig, ParamTable, checkpoint_header, ckpt_read_f32, weightnorm_forward, cell_forward, sample_byte
+// compiler vectorises each; no machine-specific code). The cell is fast.h's, the CPU
+// trainer's (libm's exp and tanh cost a quarter of the time at H = 256). Each output is
+// summed by one thread in a fixed order: the text does not depend on --threads, and each
+// value equals mlstm_forward's up to the order of FP32 sums and the few ulp of fast.h's
+// exp and tanh (test_generate checks both).
+#include "fast.h"  // defines: fast_cell_forward and via it mlstm.h's MlstmConfig, checkpoint_header, weightnorm_forward, sample_byte
 #include <float.h>
 #include <limits.h>
 #include <time.h>
@@ -119,7 +121,7 @@ static inline void dot4(const real *const w[4], const real *x, int K, real out[4
     out[0] = a0, out[1] = a1, out[2] = a2, out[3] = a3;
 }
 
-// y (R,) = W (R,K) x (K,) [+ bias (R,)], the bias added after each sum as mm_nt_rows does.
+// y (R,) = W (R,K) x (K,) [+ bias (R,)], the bias added after each sum as matmul_nt does.
 // Rows in groups of four split over the threads of the enclosing parallel region; no
 // barrier at the end (the caller places them).
 static inline void gemv(real *y, const real *W, const real *x, const real *bias, int R, int K) {
@@ -160,7 +162,7 @@ static void gen_step(Gen *g, int x) {
             real a[4];
             dot4(w, g->mt, H, a);
             for (int q = 0; q < 4; q++) g->z[(size_t)q * H + j] += a[q];
-            g->c[j] = cell_forward(g->z + j, H, g->c[j], &g->hn[j]);
+            g->c[j] = fast_cell_forward(g->z + j, H, g->c[j], &g->hn[j]);  // inline exp, tanh: no libm calls
         }
         gemv(g->logits, g->p.t[P_WOUT], g->hn, g->p.t[P_BOUT], V, H);  // h_t W_out^T + b_out   (V,)
     }

@@ -16,7 +16,7 @@
 //                    review / overall, label, stars, rating, sentiment)
 //   DIR/SPLIT_labels.tsv  shards written by build/prepare: each labelled document of
 //                    DIR/SPLIT_*.bin, the label from the labels file ("-" left out)
-//   builtin:SPLIT    the built-in corpus (data.h), SPLIT train, val or test: --docs
+//   builtin:SPLIT    the built-in corpus (corpus.h), SPLIT train, val or test: --docs
 //                    labelled documents from a stream of its own, half of each label;
 //                    stars >= 4 positive, <= 2 negative, 3 dropped (--threshold 3)
 // Labels must be 0 or 1 unless --threshold X is given: then a rating above X is 1,
@@ -27,7 +27,7 @@
 //
 // Features file (.feat), little-endian: "MLSTMFEA", u32 version 1, u32 H, u64 n,
 // u64 0; then n i32 labels; then n x H f32 features (document-major).
-#include "mlstm.h"  // defines: Mlstm, mlstm_build/forward, checkpoint_header/load
+#include "fast.h"   // defines: fast_forward (the CPU trainer's forward) and via it mlstm.h's Mlstm, checkpoint_load
 #include "data.h"
 #include <dirent.h>
 #include <limits.h>
@@ -347,17 +347,29 @@ static void read_input(Docs *d, const char *path, const InputOptions *o) {
 }
 
 // ----------------------------------------------------------------------------
-// The model, from a checkpoint, with room for B documents x T steps.
+// The model, from a checkpoint, with room for B documents x T steps. It reads text
+// with fast.h's forward, the one the CPU trainer runs.
 
-static void model_open(Mlstm *m, const char *ckpt, int B, int T) {
+typedef struct {
+    Mlstm m;
+    FastPacks packs;
+} Reader;
+
+static void model_open(Reader *r, const char *ckpt, int B, int T) {
     CkptHeader hd;
     checkpoint_header(ckpt, &hd);
+    Mlstm *m = &r->m;
     mlstm_build(m, hd.cfg, B, T);
+    fast_packs_build(&r->packs, &hd.cfg);
     size_t gh = (size_t)hd.st.G * hd.cfg.H;
     real *h = (real *)mallocCheck(sizeof(real) * gh), *c = (real *)mallocCheck(sizeof(real) * gh);
     TrainState st;
     checkpoint_load(ckpt, m, &st, h, c, hd.st.G);  // the carried training state is not used: documents start from zero
     free(h); free(c);
+}
+static void model_close(Reader *r) {
+    mlstm_free(&r->m);
+    fast_packs_free(&r->packs);
 }
 
 static double now_s(void) {
@@ -380,8 +392,9 @@ static int cmp_len_desc(const void *a, const void *b) {  // longest first; ties 
 // at its own last byte (the window where it ends). Pad bytes after a shorter
 // document's end are spaces; they are never read back. If trace is set (n = 1 then),
 // trace[t] = c[unit] after byte t of the document.
-static void run_batch(Mlstm *m, const Docs *d, const int *idx, int n, float *feat /*(n,H)*/,
+static void run_batch(Reader *r, const Docs *d, const int *idx, int n, float *feat /*(n,H)*/,
                       real *h, real *c, uint8_t *in, float *trace, int unit) {
+    Mlstm *m = &r->m;
     const int H = m->cfg.H, T = m->T;
     size_t L = d->len[idx[0]];
     memset(h, 0, sizeof(real) * (size_t)n * H);
@@ -395,7 +408,7 @@ static void run_batch(Mlstm *m, const Docs *d, const int *idx, int n, float *fea
             size_t len = d->len[idx[b]];
             for (int t = 0; t < Tw; t++) in[b * Tw + t] = t0 + t < len ? (uint8_t)s[t0 + t] : ' ';
         }
-        mlstm_forward(m, in, in, NULL, h, c, rows, Tw);  // targets unused: the loss is a by-product
+        fast_forward(m, &r->packs, in, in, NULL, h, c, rows, Tw);  // targets unused: the loss is a by-product
         for (int b = 0; b < rows; b++) {
             size_t len = d->len[idx[b]];
             if (len > t0 && len <= t0 + (size_t)Tw) {
@@ -456,9 +469,9 @@ static void featurize(const char *ckpt, const char *input, const char *out, cons
     refuse_same_file("-o", out, "INPUT", input);
     Docs d;
     read_input(&d, input, o);
-    Mlstm m;
-    model_open(&m, ckpt, B, T);
-    const int H = m.cfg.H;
+    Reader model;
+    model_open(&model, ckpt, B, T);
+    const int H = model.m.cfg.H;
     int *idx = (int *)mallocCheck(sizeof(int) * d.n);
     for (int i = 0; i < d.n; i++) idx[i] = i;
     sort_docs = &d;
@@ -471,7 +484,7 @@ static void featurize(const char *ckpt, const char *input, const char *out, cons
     size_t done_bytes = 0;
     for (int i = 0; i < d.n; i += B) {
         int n = d.n - i < B ? d.n - i : B;
-        run_batch(&m, &d, idx + i, n, fb, h, c, in, NULL, 0);
+        run_batch(&model, &d, idx + i, n, fb, h, c, in, NULL, 0);
         for (int b = 0; b < n; b++) { memcpy(f.x + (size_t)idx[i + b] * H, fb + (size_t)b * H, sizeof(float) * H); done_bytes += d.len[idx[i + b]]; }
         double t = now_s();
         if (t - t_print > 2 || i + n == d.n) {
@@ -493,7 +506,7 @@ static void featurize(const char *ckpt, const char *input, const char *out, cons
            input, out, d.n, pos, d.n - pos, d.n_text, H, now_s() - t_start, B, T);
     free(idx); free(f.x);
     free(d.text); free(d.off); free(d.len); free(d.label);
-    mlstm_free(&m);
+    model_close(&model);
 }
 
 // ----------------------------------------------------------------------------
@@ -695,21 +708,22 @@ static void heatmap(const char *ckpt, const char *input, const char *prefix, con
     }
     Docs d;
     read_input(&d, input, o);
-    Mlstm m;
-    model_open(&m, ckpt, 1, 256);
-    if (unit < 0 || unit >= m.cfg.H) fail("--unit %d: the model has units 0..%d", unit, m.cfg.H - 1);
+    Reader model;
+    model_open(&model, ckpt, 1, 256);
+    const int H = model.m.cfg.H;
+    if (unit < 0 || unit >= H) fail("--unit %d: the model has units 0..%d", unit, H - 1);
     int *pick = (int *)mallocCheck(sizeof(int) * n_reviews), np = 0, want[2] = {n_reviews / 2, n_reviews - n_reviews / 2};
     for (int i = 0; i < d.n && np < n_reviews; i++)
         if (want[d.label[i]] > 0 && d.len[i] <= (size_t)max_chars + 3) { want[d.label[i]]--; pick[np++] = i; }
     if (np == 0) fail("%s: no document of at most %d characters (HINT: --max-chars)", input, max_chars);
     float **tr = (float **)mallocCheck(sizeof(float *) * np);
-    real *h = (real *)mallocCheck(sizeof(real) * m.cfg.H), *c = (real *)mallocCheck(sizeof(real) * m.cfg.H);
+    real *h = (real *)mallocCheck(sizeof(real) * H), *c = (real *)mallocCheck(sizeof(real) * H);
     uint8_t *in = (uint8_t *)mallocCheck(256);
-    float *fb = (float *)mallocCheck(sizeof(float) * m.cfg.H);
+    float *fb = (float *)mallocCheck(sizeof(float) * H);
     double vmax = 1e-9;
     for (int r = 0; r < np; r++) {
         tr[r] = (float *)mallocCheck(sizeof(float) * d.len[pick[r]]);
-        run_batch(&m, &d, &pick[r], 1, fb, h, c, in, tr[r], unit);
+        run_batch(&model, &d, &pick[r], 1, fb, h, c, in, tr[r], unit);
         for (size_t t = 0; t < d.len[pick[r]]; t++) { tr[r][t] = (float)(sign * tr[r][t] - center); vmax = fabs(tr[r][t]) > vmax ? fabs(tr[r][t]) : vmax; }
     }
     // Every file is written whole or not at all (AtomicFile); the names the user chose
@@ -795,7 +809,7 @@ static void heatmap(const char *ckpt, const char *input, const char *prefix, con
     for (int r = 0; r < np; r++) free(tr[r]);
     free(tr); free(pick); free(h); free(c); free(in); free(fb);
     free(d.text); free(d.off); free(d.len); free(d.label);
-    mlstm_free(&m);
+    model_close(&model);
 }
 
 // ----------------------------------------------------------------------------

@@ -1,10 +1,10 @@
-// The training step of mlstm.h against OpenBLAS's sgemm on one thread, in CPU
+// The CPU trainer's training step (fast.h) against OpenBLAS's sgemm on one thread, in CPU
 // time, alternating: the ratio that a machine shared with other work still gives
 // (wall-clock rates there depend on what else runs). dev/bench/bench_cpu.sh builds it
 // when OpenBLAS's cblas.h is installed (libopenblas-dev):
 //   cc -O3 -march=native -ffp-contract=fast -fopenmp -I. dev/bench/step_vs_sgemm.c -lopenblas -lm
 //   OMP_NUM_THREADS=1 ./a.out H B T steps
-#include "mlstm.h"
+#include "fast.h"  // defines: fast_forward, fast_backward and via it mlstm.h
 #include <cblas.h>
 #include <time.h>
 
@@ -24,7 +24,9 @@ int main(int argc, char **argv) {
 #endif
     MlstmConfig cfg = {256, 64, H, 1};
     Mlstm m;
+    FastPacks pk;
     mlstm_build(&m, cfg, B, T);
+    fast_packs_build(&pk, &cfg);
     mlstm_init(&m, 1);
     uint8_t *x = (uint8_t *)mallocCheck((size_t)B * T), *y = (uint8_t *)mallocCheck((size_t)B * T);
     uint64_t s = 5;
@@ -34,13 +36,13 @@ int main(int argc, char **argv) {
     float *a = mlstm_alloc((size_t)M * K), *b = mlstm_alloc((size_t)K * N), *o = mlstm_alloc((size_t)M * N);
     for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(rng_uniform(&s) - 0.5);
     for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)(rng_uniform(&s) - 0.5);
-    mlstm_forward(&m, x, y, NULL, h, c, B, T);  // warm-up: first touch of every buffer
-    mlstm_backward(&m, 1);
+    fast_forward(&m, &pk, x, y, NULL, h, c, B, T);  // warm-up: first touch of every buffer
+    fast_backward(&m, &pk, 1);
     for (int r = 0; r < 3; r++) {
         double t = cpu_seconds();
         for (int i = 0; i < steps; i++) {  // train.c's step: forward, backward, norm for the clip, Adam
-            mlstm_forward(&m, x, y, NULL, h, c, B, T);
-            mlstm_backward(&m, 1);
+            fast_forward(&m, &pk, x, y, NULL, h, c, B, T);
+            fast_backward(&m, &pk, 1);
             (void)grad_norm(m.grads, m.nparams);
             adam_update(m.params, m.grads, m.adam_m, m.adam_v, m.nparams, adam_defaults, i + 1);
         }
@@ -55,6 +57,7 @@ int main(int argc, char **argv) {
                H, B, T, step_gf, best, step_gf / best);
     }
     mlstm_free(&m);
+    fast_packs_free(&pk);
     free(x); free(y); free(h); free(c); free(a); free(b); free(o);
     return 0;
 }

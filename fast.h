@@ -1,0 +1,197 @@
+// fast.h: the CPU trainer's fast path (dev/bench/cpu-perf.md). mlstm.h's model, on mlstm.h's
+// buffers, with the work arranged for speed:
+//  - gemm.h's packed, register-blocked matmuls in place of mlstm.h's plain loops;
+//  - W_h and W_mh packed once per pass, and every time step reusing them;
+//  - each thread runs all T steps of its own rows of the batch, with no barrier per step;
+//  - the cell as a vectorised loop, with exp and tanh as inline arithmetic.
+// Everything else (weight norm, the embedding, m_t, softmax and the loss, the gradients
+// of the cell, the bias and embedding gradients) is mlstm.h's own code, called from here.
+// The results differ from mlstm.h's only by FP32 rounding, and test_gemm holds them to a
+// tolerance argued from it. train.c (the CPU trainer) and tools/transfer.c run this path,
+// tools/generate.c its cell; everything else, the tests against PyTorch and finite
+// differences included, runs mlstm.h.
+#pragma once
+#include "mlstm.h"  // defines: Mlstm, forward_begin, mt_product, softmax_xent, backward_begin, ...
+#include "gemm.h"   // defines: gemm_nt/nn/tn, gemm_pack_nt/nn, gemm_nt/nn_rows_packed
+
+_Static_assert(sizeof(real) == sizeof(float), "fast.h is the FP32 path: include it without MLSTM_REAL");
+
+#define FAST_INLINE __attribute__((always_inline))  // clang vectorises the cell loops only with these inlined
+
+// ----------------------------------------------------------------------------
+// exp and tanh as plain arithmetic, so the cell loops vectorise (glibc's expf and
+// tanhf are calls, and tanhf goes through expm1f: a quarter of the step at H=256).
+// test_gemm checks them on a grid against double.
+// e^x: x = n ln2 + r with |r| <= ln2/2 (ln2 in two parts, n*hi exact, so r is
+// exact to a rounding), e^r by its Taylor series to r^7 (the next term is 5e-9 of
+// it), times 2^n put straight into the exponent bits. x is clamped to [-87, 88],
+// where e^x stays a normal float (a NaN passes through: the comparisons are false).
+static inline FAST_INLINE float fast_exp(float x) {
+    x = x < -87 ? -87 : x > 88 ? 88 : x;
+    float t = x * 1.44269504f + 12582912.0f;  // 1.5*2^23: t's low bits hold n = round(x/ln2)
+    float n = t - 12582912.0f;
+    float r = x - n * 0.693145751953125f - n * 1.428606765330187e-6f;
+    float p = 1 + r * (1 + r * (1 / 2.f + r * (1 / 6.f + r * (1 / 24.f + r * (1 / 120.f + r * (1 / 720.f +
+              r * (1 / 5040.f)))))));
+    uint32_t tb, e;
+    memcpy(&tb, &t, 4);
+    e = (tb - 0x4b400000u + 127u) << 23;  // the bits of 2^n
+    float s;
+    memcpy(&s, &e, 4);
+    return p * s;
+}
+static inline FAST_INLINE float fast_sigmoid(float x) { return 1 / (1 + fast_exp(-x)); }
+// tanh: |x| < 0.5, its Taylor series to x^17 (the next term is < 3e-9 of tanh
+// there); above, 1 - 2/(1 + e^{2|x|}), where tanh > 0.46 so the subtraction loses
+// at most a bit. Within 3 ulp of tanh.
+static inline FAST_INLINE float fast_tanh(float x) {
+    float a = x < 0 ? -x : x, r;
+    if (a < 0.5f) {
+        float x2 = x * x;
+        r = x * (1 + x2 * (-1 / (float)3 + x2 * (2 / (float)15 + x2 * (-17 / (float)315 + x2 * (62 / (float)2835 +
+            x2 * (-1382 / (float)155925 + x2 * (21844 / (float)6081075 + x2 * (-929569 / (float)638512875 +
+            x2 * (6404582 / (float)10854718875)))))))));
+    } else {
+        r = 1 - 2 / (1 + fast_exp(2 * a));
+        r = x < 0 ? -r : r;
+    }
+    return r;
+}
+
+// mlstm.h's cell_forward with these: gates i, f, o, u at stride H, in place.
+static inline FAST_INLINE float fast_cell_forward(float *z, size_t H, float c_prev, float *h) {
+    float i = fast_sigmoid(z[0]), f = fast_sigmoid(z[H]), o = fast_sigmoid(z[2 * H]), u = fast_tanh(z[3 * H]);
+    z[0] = i, z[H] = f, z[2 * H] = o, z[3 * H] = u;
+    float c = f * c_prev + i * u;
+    *h = o * fast_tanh(c);
+    return c;
+}
+
+// ----------------------------------------------------------------------------
+// W_h and W_mh in gemm.h's packed layout, for the time loops: packed once per forward
+// (for m_t W_h^T) and once per backward (the other way round, for dz W_h).
+
+typedef struct {
+    float *W_h, *W_mh;  // room for W_h (4H,H) and W_mh (H,H) packed either way round
+} FastPacks;
+
+static inline void fast_packs_build(FastPacks *pk, const MlstmConfig *c) {
+    size_t h_nt = gemm_packed_floats(c->H, 4 * c->H), h_nn = gemm_packed_floats(4 * c->H, c->H);
+    pk->W_h = mlstm_alloc(h_nt > h_nn ? h_nt : h_nn);
+    pk->W_mh = mlstm_alloc(gemm_packed_floats(c->H, c->H));
+}
+static inline void fast_packs_free(FastPacks *pk) {
+    free(pk->W_h);
+    free(pk->W_mh);
+}
+
+// The rows [b0, b1) of B that this thread owns inside a parallel region. The time
+// loops split the batch by rows: rows are independent through time, so each thread
+// runs all T steps of its rows with no barrier per step. Splits fall on multiples
+// of 4 rows; a row's values do not depend on them (gemm.h computes each element as
+// one chain, whatever tile it falls in).
+static inline void thread_rows(int B, int *b0, int *b1) {
+#ifdef _OPENMP
+    int nt = omp_get_num_threads(), id = omp_get_thread_num();
+#else
+    int nt = 1, id = 0;
+#endif
+    int groups = (B + 3) / 4;
+    *b0 = (int)((long)groups * id / nt) * 4;
+    *b1 = (int)((long)groups * (id + 1) / nt) * 4;
+    if (*b1 > B) *b1 = B;
+    if (*b0 > B) *b0 = B;
+}
+
+// ----------------------------------------------------------------------------
+// The forward: mlstm_forward's steps, in its order, for the same arguments and result.
+
+// Step t's cell on rows [b0, b1): row pointers and an `omp simd` loop over the units.
+static inline void fast_cells_forward(Mlstm *m, int t, int b0, int b1) {
+    const size_t H = m->cfg.H, s = (size_t)t * m->b * H, BH = (size_t)m->b * H;
+    for (int b = b0; b < b1; b++) {
+        const int keep = !is_reset(m, b, t);
+        const float *cp = m->cs + s + b * H;
+        float *z = m->gates + 4 * s + b * 4 * H, *cn = m->cs + s + BH + b * H, *hn = m->hs + s + BH + b * H;
+        #pragma omp simd
+        for (size_t j = 0; j < H; j++) {
+            float c_prev = cp[j];
+            cn[j] = fast_cell_forward(z + j, H, keep ? c_prev : 0, &hn[j]);
+        }
+    }
+}
+
+static inline double fast_forward(Mlstm *m, FastPacks *pk, const uint8_t *inputs, const uint8_t *targets,
+                                  const uint8_t *reset, const float *h0, const float *c0, int B, int T) {
+    forward_begin(m, inputs, targets, reset, h0, c0, B, T);
+    const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, N = B * T;
+    gemm_nt(m->gates, m->xe, m->W[WN_X], m->p.t[P_B], N, D, 4 * H, 0);
+    gemm_nt(m->mx, m->xe, m->W[WN_MX], NULL, N, D, H, 0);
+    gemm_pack_nt(pk->W_mh, m->W[WN_MH], H, H);
+    gemm_pack_nt(pk->W_h, m->W[WN_H], 4 * H, H);
+    #pragma omp parallel
+    {
+        int b0, b1;
+        thread_rows(B, &b0, &b1);
+        for (int t = 0; t < T; t++) {
+            const size_t s = (size_t)t * B * H;
+            gemm_nt_rows_packed(m->mh + s, m->hs + s, pk->W_mh, b0, b1, H, H, 0);
+            mt_product(m, t, b0, b1);
+            gemm_nt_rows_packed(m->gates + 4 * s, m->mt + s, pk->W_h, b0, b1, H, 4 * H, 1);
+            fast_cells_forward(m, t, b0, b1);
+        }
+    }
+    gemm_nt(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0);
+    return softmax_xent(m);
+}
+
+// ----------------------------------------------------------------------------
+// The backward: mlstm_backward's steps, in its order.
+
+// Step t's cell gradients on rows [b0, b1), as fast_cells_forward.
+static inline void fast_cells_backward(Mlstm *m, int t, int b0, int b1) {
+    const size_t H = m->cfg.H, s = (size_t)t * m->b * H, BH = (size_t)m->b * H;
+    for (int b = b0; b < b1; b++) {
+        const int keep = !is_reset(m, b, t);
+        const float *g = m->gates + 4 * s + b * 4 * H, *cp = m->cs + s + b * H, *cn = cp + BH;
+        const float *dhs = m->dhs + s + b * H, *dhn = m->dh + b * H;
+        float *dc = m->dc + b * H, *dz = m->dz + 4 * s + b * 4 * H;
+        #pragma omp simd
+        for (size_t j = 0; j < H; j++) {
+            float c_prev = cp[j];
+            float dh = dhn[j] + dhs[j];  // from step t+1 and from the output layer
+            float d = cell_backward_given_tanh(g + j, H, keep ? c_prev : 0, fast_tanh(cn[j]), dh, dc[j], dz + j);
+            dc[j] = keep ? d : 0;  // a reset cuts the state: nothing flows back
+        }
+    }
+}
+
+static inline void fast_backward(Mlstm *m, FastPacks *pk, float scale) {
+    const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, B = m->b, T = m->t, N = B * T;
+    backward_begin(m, scale);
+    gemm_tn(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);
+    bias_grad(m->g.t[P_BOUT], m->probs, N, V);
+    gemm_nn(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0);
+    gemm_pack_nn(pk->W_mh, m->W[WN_MH], H, H);
+    gemm_pack_nn(pk->W_h, m->W[WN_H], 4 * H, H);
+    #pragma omp parallel
+    {
+        int b0, b1;
+        thread_rows(B, &b0, &b1);
+        for (int t = T - 1; t >= 0; t--) {
+            const size_t s = (size_t)t * B * H;
+            fast_cells_backward(m, t, b0, b1);
+            gemm_nn_rows_packed(m->dm, m->dz + 4 * s, pk->W_h, b0, b1, 4 * H, H, 0);
+            mt_backward(m, t, b0, b1);
+            gemm_nn_rows_packed(m->dh, m->dmh + s, pk->W_mh, b0, b1, H, H, 0);
+        }
+    }
+    gemm_tn(m->dW[WN_H], m->dz, m->mt, N, 4 * H, H);
+    gemm_tn(m->dW[WN_X], m->dz, m->xe, N, 4 * H, D);
+    gemm_tn(m->dW[WN_MX], m->dmx, m->xe, N, H, D);
+    gemm_tn(m->dW[WN_MH], m->dmh, m->hs, N, H, H);
+    bias_grad(m->g.t[P_B], m->dz, N, 4 * H);
+    gemm_nn(m->dxe, m->dz, m->W[WN_X], N, 4 * H, D, 0);
+    gemm_nn(m->dxe, m->dmx, m->W[WN_MX], N, H, D, 1);
+    backward_end(m);
+}
