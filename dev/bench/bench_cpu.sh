@@ -1,25 +1,66 @@
 #!/usr/bin/env bash
 # The CPU trainer's speed in one run, as ratios measured side by side (dev/bench/cpu-perf.md):
-#  - ./train's training step (forward, backward, clip, Adam) at H = 256, 1024, 4096: chars/s (the
-#    median step after the first), GFLOP/s (3 x mlstm.h's flops_per_char per char) and its fraction
-#    of the machine's large-SGEMM rate (OpenBLAS through PyTorch, 2048x4096.4096x1024) on the same
-#    threads, measured just before and just after each row: the ratio uses the higher of the two
-#    (a machine whose speed moves, as shared VMs' does, cannot flatter the step);
-#  - the same step in PyTorch + OpenBLAS (dev/bench/bench_torch.py, its best thread setup) at H = 256, 1024, B = 32;
+#  - ./train's training step (forward, backward, clip, Adam) at H = 256, 1024 (B = 32, 128) and 4096 (B = 64):
+#    chars/s (the median step after the first), GFLOP/s (3 x mlstm.h's flops_per_char per char) and its fraction
+#    of the machine's large-SGEMM rate (2048x4096.4096x1024) on the same threads, with both BLASes: Intel MKL
+#    (through PyPI's PyTorch) and OpenBLAS (through Debian's), each measured just before and just after each row;
+#    "best" is the highest of the four, the OpenBLAS ratio the higher of its two (a machine whose speed moves, as
+#    shared VMs' does, cannot flatter the step);
+#  - the same step in PyTorch (dev/bench/bench_torch.py, its best thread setup) at H = 256, 1024, in both: PyPI's
+#    torch (MKL) and Debian's python3-torch (OpenBLAS);
 #  - the peak RSS of ./train at H=4096, B=128, T=256 (one step);
-#  - with libopenblas-dev, dev/bench/step_vs_sgemm.c: the step against sgemm on one thread in CPU time.
-#   dev/bench/bench_cpu.sh            (about 10 minutes on 2 idle cores; needs python3-torch, libopenblas0-pthread)
-#   dev/bench/bench_cpu.sh --quick    (H = 256 and 1024 only, no PyTorch-free extras: about 3 minutes)
+#  - with OpenBLAS's cblas.h, dev/bench/step_vs_sgemm.c: the step against sgemm on one thread in CPU time.
+# PyPI's PyTorch lives in the virtual environment $TORCH_VENV (default build/torch-venv), which the first run
+# makes: python3 -m venv, then pip install torch numpy (about 5 GB: the x86 wheel brings CUDA libraries, unused
+# here). Debian's: apt-get install python3-torch libopenblas0-pthread (run on OpenBLAS whatever libblas.so.3
+# the system selects).
+#   dev/bench/bench_cpu.sh            (about 25 minutes on 2 idle cores)
+#   dev/bench/bench_cpu.sh --quick    (H = 256 and 1024 only, no peak RSS: about 12 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 main() {  # all of it in one function: bash reads it whole, so editing the file mid-run is harmless
-quick=0; [ "${1:-}" = --quick ] && quick=1
-py=/usr/bin/python3
+quick=0
+case "${1:-}" in
+    --quick) quick=1 ;;
+    "") ;;
+    *) echo "bench_cpu: unknown flag $1 (usage: dev/bench/bench_cpu.sh [--quick])" >&2; exit 2 ;;
+esac
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+# the two PyTorches: Debian's on OpenBLAS, PyPI's (MKL) in a virtual environment made here on first use
+obdir=/usr/lib/x86_64-linux-gnu/openblas-pthread
+deb=(/usr/bin/python3)
+[ -d "$obdir" ] && deb=(env "LD_LIBRARY_PATH=$obdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" /usr/bin/python3)
+"${deb[@]}" -c 'import torch' 2>/dev/null ||
+    { echo "bench_cpu: /usr/bin/python3 cannot import torch: apt-get install python3-torch libopenblas0-pthread" >&2
+      exit 2; }
+venv=${TORCH_VENV:-build/torch-venv}
+if ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+    echo "bench_cpu: making $venv with PyPI's PyTorch (python3 -m venv; pip install torch numpy: about 5 GB) ..." >&2
+    { /usr/bin/python3 -m venv "$venv" && "$venv/bin/pip" install -q torch numpy >&2 &&
+      "$venv/bin/python" -c 'import torch'; } ||
+        { echo "bench_cpu: cannot make the virtual environment $venv with PyPI's torch (see pip's message above;" \
+               "apt-get install python3-venv, or set TORCH_VENV to a venv that has torch)" >&2; exit 2; }
+fi
+pypi=("$venv/bin/python")
+
 make -s build/train >/dev/null
-sgemm() { $py dev/bench/bench_torch.py sgemm --threads "$1" | awk '/^sgemm/ { print $(NF-4) }'; }
-out=$($py dev/bench/bench_torch.py sgemm --threads 1)
-echo "${out%%$'\n'*}"  # which PyTorch and BLAS
+for py in pypi deb; do  # which PyTorch and BLAS each is; bench_torch.py stops on a BLAS that is neither
+    declare -n cmd=$py
+    "${cmd[@]}" dev/bench/bench_torch.py sgemm --threads 1 --repeats 1 > "$tmp/$py.txt" || exit 2
+    head -n 1 "$tmp/$py.txt"
+done
+# "PyPI torch 2.15.0 + MKL": the version less its +cu..., the BLAS as bench_torch.py's sgemm line names it
+label() { awk 'NR == 1 { v = $2; sub(/\+.*/, "", v) } /^sgemm/ { print v " + " $3 }' "$tmp/$1.txt"; }
+pypi_label="PyPI torch $(label pypi)"; deb_label="Debian torch $(label deb)"
+pypi_blas=${pypi_label##* }; deb_blas=${deb_label##* }
+sgemm_pypi() { "${pypi[@]}" dev/bench/bench_torch.py sgemm --threads "$1" | awk '/^sgemm/ { print $(NF-4) }'; }
+sgemm_deb() { "${deb[@]}" dev/bench/bench_torch.py sgemm --threads "$1" | awk '/^sgemm/ { print $(NF-4) }'; }
+torch_cps() {  # python H B T threads steps: chars/s of the best thread setup
+    declare -n cmd=$1
+    "${cmd[@]}" dev/bench/bench_torch.py step --hidden "$2" --batch "$3" --seq-len "$4" --threads "$5" --steps "$6" |
+        tee -a "$tmp/torch.txt" | awk '/^torch H=/ { print $(NF-3) }'
+}
 
 # ./train's median chars/s over the steps after the first (the first touches every buffer)
 train_cps() {  # H B T steps threads
@@ -29,7 +70,7 @@ train_cps() {  # H B T steps threads
     awk '$1 == "train" && $2 > 1 { print $NF }' "$tmp/b.log" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
 fpc() { echo "3 * 2 * (5 * $1 * 64 + 5 * $1 * $1 + 256 * $1)" | bc; }  # training FLOPs per char
-
+max() { printf '%s\n' "$@" | sort -g | tail -n 1; }
 rows=()
 configs="256 32 64 12|256 128 64 6|1024 32 64 5|1024 128 64 3"
 [ $quick = 1 ] || configs="$configs|4096 64 64 2"
@@ -38,26 +79,31 @@ for cfg in "${cfgs[@]}"; do
     read -r H B T steps <<< "$cfg"
     for th in 1 2; do
         echo "measuring H=$H B=$B T=$T on $th thread(s) ..." >&2
-        sb=$(sgemm "$th")
+        mb=$(sgemm_pypi "$th"); ob=$(sgemm_deb "$th")
         cps=$(train_cps "$H" "$B" "$T" "$steps" "$th")
-        sa=$(sgemm "$th")
-        ref=$(echo "if ($sb > $sa) $sb else $sa" | bc -l)
+        ma=$(sgemm_pypi "$th"); oa=$(sgemm_deb "$th")
+        best=$(max "$mb" "$ma" "$ob" "$oa"); obest=$(max "$ob" "$oa")
         gf=$(echo "$cps * $(fpc "$H") / 10^9" | bc -l)
-        tcps=-; vs=-
-        if [ "$H" -le 1024 ] && [ "$B" = 32 ]; then
+        mcps=-; mvs=-; dcps=-; dvs=-
+        if [ "$H" -le 1024 ]; then
             tsteps=$([ "$H" -le 256 ] && echo 6 || echo 3)
-            tcps=$($py dev/bench/bench_torch.py step --hidden "$H" --batch "$B" --seq-len "$T" --threads "$th" --steps "$tsteps" | tee -a "$tmp/torch.txt" |
-                   awk '/^torch H=/ { print $(NF-3) }')
-            vs=$(printf '%.2fx' "$(echo "$cps / $tcps" | bc -l)")
+            mcps=$(torch_cps pypi "$H" "$B" "$T" "$th" "$tsteps")
+            dcps=$(torch_cps deb "$H" "$B" "$T" "$th" "$tsteps")
+            mvs=$(printf '%.2fx' "$(echo "$cps / $mcps" | bc -l)")
+            dvs=$(printf '%.2fx' "$(echo "$cps / $dcps" | bc -l)")
         fi
-        rows+=("$(printf '| %s | %s | %s | %s | %.0f | %.1f | %.1f / %.1f | %.2f | %s | %s |' "$H" "$B" "$T" "$th" "$cps" "$gf" \
-                  "$sb" "$sa" "$(echo "$gf / $ref" | bc -l)" "$tcps" "$vs")")
+        fmt='| %s | %s | %s | %s | %.0f | %.1f | %.1f / %.1f | %.1f / %.1f | %.2f | %.2f | %s | %s | %s | %s |'
+        rows+=("$(printf "$fmt" \
+                  "$H" "$B" "$T" "$th" "$cps" "$gf" "$mb" "$ma" "$ob" "$oa" "$(echo "$gf / $best" | bc -l)" \
+                  "$(echo "$gf / $obest" | bc -l)" "$mcps" "$mvs" "$dcps" "$dvs")")
     done
 done
 
 echo
-echo "| H | B | T | threads | train.c chars/s | GFLOP/s | sgemm GFLOP/s before / after | step / sgemm (the higher) | PyTorch chars/s | train.c / PyTorch |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| H | B | T | threads | train.c chars/s | GFLOP/s | SGEMM $pypi_blas GFLOP/s before / after" \
+     "| SGEMM $deb_blas before / after | step / best SGEMM | step / $deb_blas SGEMM | $pypi_label chars/s" \
+     "| train.c / it | $deb_label chars/s | train.c / it |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
 echo "PyTorch thread setups tried:"

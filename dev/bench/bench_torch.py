@@ -6,39 +6,137 @@
                                        the same mLSTM training step in PyTorch, written as
                                        a performance-aware user writes it
 
-The step: weight norm applied once per step (not once per time step), the input
-projections of all T steps as one product, addmm for the recurrent product,
-autograd for the rest, gradient clipping and Adam. PyTorch has two thread pools,
-its intra-op pool and the BLAS's; `step` tries each split of the cores between
-them, prints every setup, and ends with the best one. Both modes check that the
-BLAS PyTorch calls is OpenBLAS (the library mapped into the process), print it,
-and stop if it is not (Debian: apt-get install python3-torch libopenblas0-pthread).
+The step (loss_and_state, train_step): weight norm applied once per step (not once
+per time step); the input projections of all T steps as one product each, whose
+per-step rows are taken once with unbind (indexing zx[t] inside the loop would make
+autograd write a full-size zero gradient for every t and add them up: O(T^2) memory
+traffic); addmm for the recurrent product; one sigmoid over the three gates; the
+output layer over all T steps as one product; autograd for the backward; clipping
+and Adam (fused or foreach where this PyTorch has it) under no_grad.
+test/test_bench_torch.py checks it against tools/mlstm_torch.py's reference model.
 
-    /usr/bin/python3 dev/bench/bench_torch.py step --hidden 256 --threads 2
+Both modes print which PyTorch and BLAS run: PyPI's x86 wheels link Intel MKL
+(statically: BLAS_INFO=mkl, one OpenMP pool for PyTorch and MKL), Debian's
+python3-torch calls the system libblas.so.3 (OpenBLAS with libopenblas0-pthread,
+its own thread pool). Any other BLAS (Debian's reference libblas3, say) would make
+a slow baseline that flatters train.c: the script stops and names it. With two
+pools, `step` tries each split of the cores between them, prints every setup, and
+ends with the best one.
+
+    /usr/bin/python3 dev/bench/bench_torch.py step --hidden 256 --threads 2      # Debian's
+    build/torch-venv/bin/python dev/bench/bench_torch.py step --hidden 256       # PyPI's (bench_cpu.sh makes it)
 """
-import argparse, ctypes, os, sys, time
+import argparse, ctypes, os, re, sys, time
 import torch
+import torch.nn.functional as F
 
-def openblas():
-    """The OpenBLAS library in this process, after a product has loaded it."""
-    torch.ones(64, 64) @ torch.ones(64, 64)
-    paths = sorted({l.split()[-1] for l in open("/proc/self/maps") if "openblas" in l.lower() and ".so" in l})
-    libs = [p for p in paths if "libopenblas" in os.path.basename(p)] or paths
-    if not libs:
-        blas = sorted({l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.lower() and ".so" in l})
-        sys.exit("error: PyTorch does not run on OpenBLAS here (BLAS libraries mapped: %s); "
-                 "apt-get install libopenblas0-pthread" % (", ".join(blas) or "none"))
-    lib = ctypes.CDLL(libs[0])
-    lib.openblas_get_config.restype = ctypes.c_char_p
-    return lib, libs[0]
+NAMES = ("E", "W_x", "g_x", "W_h", "g_h", "W_mx", "g_mx", "W_mh", "g_mh", "b", "W_out", "b_out")  # mlstm.h's order
 
-def set_threads(lib, intra, blas):
-    torch.set_num_threads(intra)
-    lib.openblas_set_num_threads(blas)
-    return torch.get_num_threads(), lib.openblas_get_num_threads()
 
-def sgemm(a, lib):
-    set_threads(lib, 1, a.threads)
+def weight(v, g):
+    """W[j,:] = g[j] v[j,:] / ||v[j,:]|| (weight norm, Salimans and Kingma 2016), or v without gains."""
+    return v if g is None else g.unsqueeze(1) * v / v.norm(dim=1, keepdim=True)
+
+
+def loss_and_state(P, x, y, h, c):
+    """The model of mlstm.h (tools/mlstm_torch.py writes it from the equations) written for speed.
+    P: {name: tensor} (mlstm.h's names); x, y: (B, T) int64 inputs and targets; h, c: (B, H) state.
+    Returns the mean cross-entropy in nats and h_T, c_T."""
+    B, T = x.shape
+    D, H = P["E"].shape[1], P["W_h"].shape[1]
+    Wx, Wh = weight(P["W_x"], P.get("g_x")), weight(P["W_h"], P.get("g_h"))
+    Wmx, Wmh = weight(P["W_mx"], P.get("g_mx")), weight(P["W_mh"], P.get("g_mh"))
+    e = F.embedding(x.t(), P["E"]).view(T * B, D)                       # time-major rows
+    zx = torch.addmm(P["b"], e, Wx.t()).view(T, B, 4 * H).unbind(0)     # W_x e_t + b, all t in one product
+    mx = torch.mm(e, Wmx.t()).view(T, B, H).unbind(0)                   # W_mx e_t; unbind: one backward node
+    WhT, WmhT = Wh.t(), Wmh.t()
+    hs = []
+    for t in range(T):
+        m = mx[t] * torch.mm(h, WmhT)                                   # m = (W_mx e) * (W_mh h)
+        z = torch.addmm(zx[t], m, WhT)                                  # z = W_x e + W_h m + b
+        gates, zu = z.split((3 * H, H), 1)
+        i, f, o = torch.sigmoid(gates).chunk(3, 1)
+        c = torch.addcmul(f * c, i, torch.tanh(zu))                     # c = f c + i tanh(z_u)
+        h = o * torch.tanh(c)
+        hs.append(h)
+    logits = torch.addmm(P["b_out"], torch.stack(hs).view(T * B, H), P["W_out"].t())
+    return F.cross_entropy(logits, y.t().reshape(T * B)), h, c
+
+
+def init_params(D, H, seed=0):
+    """Weights as mlstm.h draws them in kind (uniform +-1/sqrt(fan-in), gains = the rows' norms)."""
+    torch.manual_seed(seed)
+    uniform = lambda rows, cols: torch.empty(rows, cols).uniform_(-cols ** -0.5, cols ** -0.5)
+    P = {"E": torch.randn(256, D), "W_x": uniform(4 * H, D), "W_h": uniform(4 * H, H), "W_mx": uniform(H, D),
+         "W_mh": uniform(H, H), "b": torch.zeros(4 * H), "W_out": uniform(256, H), "b_out": torch.zeros(256)}
+    for g, v in (("g_x", "W_x"), ("g_h", "W_h"), ("g_mx", "W_mx"), ("g_mh", "W_mh")):
+        P[g] = P[v].norm(dim=1)
+    return {n: torch.nn.Parameter(P[n]) for n in NAMES}
+
+
+def adam(params, lr):
+    """Adam with the fastest update this PyTorch offers on the CPU: fused (2.4 on), else foreach."""
+    try:
+        return torch.optim.Adam(params, lr=lr, fused=True)
+    except (RuntimeError, TypeError):
+        return torch.optim.Adam(params, lr=lr, foreach=True)
+
+
+def train_step(P, opt, x, y, h, c, clip):
+    """One step: loss, backward, clip the global gradient norm to clip, Adam. Returns loss, h_T, c_T detached."""
+    loss, h, c = loss_and_state(P, x, y, h, c)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    with torch.no_grad():
+        torch.nn.utils.clip_grad_norm_(list(P.values()), clip)
+        opt.step()
+    return loss.detach(), h.detach(), c.detach()
+
+
+# ---- which BLAS PyTorch calls
+class Blas:
+    """name ("MKL" or "OpenBLAS"), what (version and library, for the log) and the thread control."""
+
+    def __init__(self):
+        torch.ones(64, 64) @ torch.ones(64, 64)  # loads a dynamically linked BLAS
+        config = torch.__config__.show()
+        info = re.search(r"BLAS_INFO=(\w+)", config)
+        self.lib = None
+        if info and info.group(1) == "mkl":
+            ver = re.search(r"Math Kernel Library Version ([^\n]*)", config)
+            self.name, self.what = "MKL", "Intel MKL %s (BLAS_INFO=mkl, linked into PyTorch)" % (
+                ver.group(1).strip() if ver else "of unknown version")
+            return
+        # a shared BLAS: the libraries mapped into this process, less NumPy's own bundled one
+        mapped = sorted({l.split()[-1] for l in open("/proc/self/maps")
+                         if ".so" in l and "blas" in l.lower() and "numpy" not in l and "cublas" not in l})
+        openblas = [p for p in mapped if "openblas" in p.lower()]
+        if not openblas:
+            sys.exit("error: PyTorch's BLAS is neither MKL nor OpenBLAS (BLAS_INFO=%s; BLAS libraries mapped: %s): "
+                     "a baseline on it would flatter train.c; apt-get install libopenblas0-pthread"
+                     % (info.group(1) if info else "?", ", ".join(mapped) or "none"))
+        path = ([p for p in openblas if "libopenblas" in os.path.basename(p)] or openblas)[0]
+        self.lib = ctypes.CDLL(path)
+        self.lib.openblas_get_config.restype = ctypes.c_char_p
+        self.name, self.what = "OpenBLAS", "OpenBLAS %s (%s)" % (self.lib.openblas_get_config().decode(), path)
+
+    def setups(self, n):
+        """(intra-op, BLAS) thread counts to try on n cores: one of the pools gets all of them. MKL runs
+        on PyTorch's own OpenMP pool (torch.set_num_threads sets both), so it has one setup."""
+        if self.lib is None:
+            return [(n, n)]
+        return [(i, j) for i in range(1, n + 1) for j in range(1, n + 1) if max(i, j) == n]
+
+    def set_threads(self, intra, blas):
+        torch.set_num_threads(intra)
+        if self.lib is None:
+            return torch.get_num_threads(), torch.get_num_threads()
+        self.lib.openblas_set_num_threads(blas)
+        return torch.get_num_threads(), self.lib.openblas_get_num_threads()
+
+
+def sgemm(a, blas):
+    blas.set_threads(a.threads, a.threads)
     M, N, K = 2048, 1024, 4096
     x, w = torch.randn(M, K), torch.randn(K, N)
     y = torch.empty(M, N)
@@ -48,55 +146,25 @@ def sgemm(a, lib):
         t0 = time.perf_counter()
         torch.mm(x, w, out=y)
         best = max(best, 2 * M * N * K / (time.perf_counter() - t0) / 1e9)
-    print(f"sgemm {M}x{K}.{K}x{N} threads={a.threads}: {best:.1f} GFLOP/s (best of {a.repeats})")
+    print(f"sgemm {M}x{K}.{K}x{N} {blas.name} threads={a.threads}: {best:.1f} GFLOP/s (best of {a.repeats})")
+
 
 def step_rate(a, H):
     """chars/s of the training step: the median step after two warm-up steps."""
-    torch.manual_seed(0)
-    D, B, T, V = a.embed, a.batch, a.seq_len, 256
-    P = torch.nn.Parameter
-    def uniform(rows, cols):
-        return P(torch.empty(rows, cols).uniform_(-cols ** -0.5, cols ** -0.5))
-    E = P(torch.randn(V, D))
-    Vx, Vh, Vmx, Vmh = uniform(4 * H, D), uniform(4 * H, H), uniform(H, D), uniform(H, H)
-    gains = [P(v.detach().norm(dim=1)) for v in (Vx, Vh, Vmx, Vmh)]
-    b, Wout, bout = P(torch.zeros(4 * H)), uniform(V, H), P(torch.zeros(V))
-    params = [E, Vx, Vh, Vmx, Vmh, b, Wout, bout] + gains
-    opt = torch.optim.Adam(params, lr=5e-4)
-    data = torch.randint(0, V, (B, (T + 1) * (a.steps + 3)))
-    h = torch.zeros(B, H); c = torch.zeros(B, H)
-
-    def step(s):
-        nonlocal h, c
-        x = data[:, s * T:(s + 1) * T]; y = data[:, s * T + 1:(s + 1) * T + 1]
-        Wx, Wh, Wmx, Wmh = (g[:, None] * v / v.norm(dim=1, keepdim=True)        # weight norm, once per step
-                            for v, g in zip((Vx, Vh, Vmx, Vmh), gains))
-        e = E[x.t()]                                                            # (T, B, D)
-        zx = torch.addmm(b, e.reshape(T * B, D), Wx.t()).view(T, B, 4 * H)      # all T steps at once
-        mx = (e.reshape(T * B, D) @ Wmx.t()).view(T, B, H)
-        WhT, WmhT = Wh.t(), Wmh.t()
-        hh, cc, hs = h.detach(), c.detach(), []
-        for t in range(T):
-            m = mx[t] * (hh @ WmhT)                                             # m = (W_mx e) * (W_mh h)
-            z = torch.addmm(zx[t], m, WhT)
-            i, f, o, u = z.chunk(4, 1)
-            cc = torch.sigmoid(f) * cc + torch.sigmoid(i) * torch.tanh(u)
-            hh = torch.sigmoid(o) * torch.tanh(cc)
-            hs.append(hh)
-        logits = torch.addmm(bout, torch.stack(hs).view(T * B, H), Wout.t())
-        loss = torch.nn.functional.cross_entropy(logits, y.t().reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        h, c = hh, cc
-
-    step(0); step(1)
+    B, T = a.batch, a.seq_len
+    P = init_params(a.embed, H)
+    opt = adam(list(P.values()), 5e-4)
+    data = torch.randint(0, 256, (B, (T + 1) * (a.steps + 3)))
+    h = c = torch.zeros(B, H)
     times = []
-    for s in range(2, a.steps + 2):
-        t0 = time.perf_counter(); step(s); times.append(time.perf_counter() - t0)
+    for s in range(a.steps + 2):
+        x, y = data[:, s * T:(s + 1) * T], data[:, s * T + 1:(s + 1) * T + 1]
+        t0 = time.perf_counter()
+        _, h, c = train_step(P, opt, x, y, h, c, clip=1.0)
+        if s >= 2: times.append(time.perf_counter() - t0)
     times.sort()
     return B * T / times[len(times) // 2]
+
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -109,24 +177,24 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--repeats", type=int, default=5)
     a = p.parse_args()
-    if a.threads < 1 or a.hidden < 1 or a.steps < 1: sys.exit("error: --threads, --hidden and --steps must be positive")
-    lib, path = openblas()
-    print(f"torch {torch.__version__} on {path} ({lib.openblas_get_config().decode()})")
+    for flag in ("threads", "hidden", "embed", "batch", "seq_len", "steps", "repeats"):
+        if getattr(a, flag) < 1: sys.exit("error: --%s must be positive" % flag.replace("_", "-"))
+    blas = Blas()
+    print(f"torch {torch.__version__} ({sys.executable}) BLAS: {blas.what}")
     if a.mode == "sgemm":
-        return sgemm(a, lib)
+        return sgemm(a, blas)
     H, D = a.hidden, a.embed
     flops = 3 * 2 * (5 * H * D + 5 * H * H + 256 * H)                          # per char, as mlstm.h's flops_per_char
-    # the ways to give the cores to the intra-op pool and OpenBLAS's: one of them gets all
-    setups = [(i, j) for i in range(1, a.threads + 1) for j in range(1, a.threads + 1) if max(i, j) == a.threads]
     best = None
-    for intra, blas in setups:
-        got = set_threads(lib, intra, blas)
+    for intra, nb in blas.setups(a.threads):
+        got = blas.set_threads(intra, nb)
         cps = step_rate(a, H)
-        print(f"  setup intra-op {got[0]}, OpenBLAS {got[1]}: {cps:.0f} chars/s")
+        print(f"  setup intra-op {got[0]}, {blas.name} {got[1]}: {cps:.0f} chars/s")
         if best is None or cps > best[0]: best = (cps, got)
-    cps, (intra, blas) = best
-    print(f"torch H={H} D={D} B={a.batch} T={a.seq_len} threads={a.threads} best intra-op {intra} OpenBLAS {blas}: "
+    cps, (intra, nb) = best
+    print(f"torch H={H} D={D} B={a.batch} T={a.seq_len} threads={a.threads} best intra-op {intra} {blas.name} {nb}: "
           f"{cps:.0f} chars/s, {cps * flops / 1e9:.1f} GFLOP/s")
+
 
 if __name__ == "__main__":
     main()
