@@ -38,12 +38,32 @@
 // would at B=512, T=256, S=2^16 multiply by 0.5 and flush probabilities below ~1e-7
 // to zero. An FP16 tensor that overflows reaches the weight gradients as inf/NaN,
 // which is what model_overflow looks for; the FP32 gradients cannot overflow.
+//
+// The cap on S, from FP16's range (its largest finite value is 65504; from 65520 on a
+// value rounds to inf). |p - onehot| <= 1, and a target the model finds unlikely comes
+// within p of it: a trained model routinely gives some target p < 2^-12, and there
+// (p - 1) * 2^16 rounds to -inf, so S = 2^16 overflows on ordinary batches and every
+// growth past it costs a skipped step. dlogits stays finite for S <= 65504; S stays a
+// power of two (multiplying by S and by 1/S is then exact), so the cap is 2^15. The
+// other FP16 tensors that carry S have no bound known before the run: dhs = dlogits
+// W_out is at most S (1 - p_y) times the spread (max - min) of W_out's column (the
+// positive and negative parts of p - onehot each sum to 1 - p_y), below 65504 at 2^15
+// while every column spans less than 2 (at initialisation 2/sqrt(H)); dz, dmx and dmh
+// grow through the recurrence. Their overflow is what the dynamic scaler is for (the
+// step is skipped, S halves). The FP16 tensors without S are bounded by construction
+// (gates, h in [-1, 1]) or are forward activations far from 65504 (zx, mx, mh, m).
+// train.h's loop caps its scaler at MODEL_MAX_LOSS_SCALE (start, growth and resume).
 #define OMPI_SKIP_MPICXX 1  // mpi.h's C++ bindings: not used, and they warn under nvcc
 #define MPICH_SKIP_MPICXX 1
 #ifdef PRECISION_FP32
 #define GPU_FP16 0
 #else
 #define GPU_FP16 1
+#define FP16_MAX 65504.0                 // FP16's largest finite value
+#define MAX_ABS_DLOGIT 1.0               // |softmax - onehot| <= 1
+#define MODEL_MAX_LOSS_SCALE 32768.0     // 2^15: the largest power of two S with S * MAX_ABS_DLOGIT <= FP16_MAX
+static_assert(MODEL_MAX_LOSS_SCALE * MAX_ABS_DLOGIT <= FP16_MAX && 2 * MODEL_MAX_LOSS_SCALE * MAX_ABS_DLOGIT > FP16_MAX,
+              "the loss-scale cap is the largest power of two that keeps dlogits finite");
 #endif
 #include "train.h"  // defines: train_main, the model_* contract, Options, and via it mlstm.h, data.h, schedule.h
 #include <cuda_runtime.h>

@@ -863,6 +863,13 @@ static void print_settings(const Options *o, Model *md, const char *precision, c
 // model has diverged and skipping would only read the rest of the data for nothing.
 #define STUCK_SKIPS 10
 
+#ifdef MODEL_MAX_LOSS_SCALE  // a backend whose storage bounds S defines it (train.cu: FP16's range)
+static void loss_scaler_cap(LossScaler *ls) {  // S starts at most at the cap and never grows past it
+    if (ls->ceiling > MODEL_MAX_LOSS_SCALE) ls->ceiling = MODEL_MAX_LOSS_SCALE;
+    if (ls->scale > MODEL_MAX_LOSS_SCALE) ls->scale = MODEL_MAX_LOSS_SCALE;
+}
+#endif
+
 static int train_main(int argc, char **argv) {
     dist_init(&argc, &argv);
     stop_requested = 0;
@@ -922,6 +929,9 @@ static int train_main(int argc, char **argv) {
     long applied = 0, data_step = 0;
     uint64_t rng = (uint64_t)o.seed ^ 0x5eed5eed5eed5eedULL;
     if (o.resume) load_checkpoint(o.resume, md, B, &scaler, &applied, &data_step, &rng, o.fp16);
+#ifdef MODEL_MAX_LOSS_SCALE
+    loss_scaler_cap(&scaler);  // a resumed scaler too (a checkpoint of the CPU trainer's --fp16 may hold 2^16)
+#endif
     if (o.init_from) init_from_checkpoint(o.init_from, md, B, from.st.G);
     // the output files last of what can fail at start-up, so a refused start leaves none
     // behind, and still before the first step, so a bad path costs no training

@@ -5,6 +5,7 @@
 //
 //   build/test_gpu                    every check; ends "test_gpu: N passed, N failed"
 //   build/test_gpu --quick            the same without the H=4096 matmul shapes
+//   build/test_gpu --only GROUP       one group of checks (matmul, model, precision, cap, resume, ...)
 //   build/test_gpu --bench-step B N   N timed training steps at H=4096 D=64 T=256
 //   build/test_gpu --bench-matmul B   hand-written matmul vs cuBLAS on the model's shapes
 //   add --cublas to train with cuBLAS's matmul in --bench-step
@@ -193,7 +194,7 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
     for (int i = 0; i < B * H; i++) gh[i] = h0[i] = tof(tox(h0[i]));  // the GPU keeps h in FP16; start equal
 #endif
     model_loaded(md);
-    // a production-size loss scale: the scaler starts at 2^16 and halves on overflow;
+    // a production-size loss scale: the scaler starts at FP16's cap 2^15 and halves on overflow;
     // 2^14 leaves room for the random model's gradients (dlogits reach S)
     const double S = 16384;
     double lc = mlstm_forward(&cpu, in, tg, rs, h0, c0, B, T);
@@ -291,7 +292,7 @@ static void test_debug_check(void) {
 // most bytes probabilities of 1e-7 and below, and the output layer learns from those
 // (softmax - onehot) terms. Here the model gets such a softmax (b_out spread over 16
 // nats: p from 0.06 down to 7e-9, targets among the 32 likeliest bytes), S is found
-// as the dynamic scaler finds it (2^16, halved while the step overflows), and the
+// as the dynamic scaler finds it (from the trainer's start, halved while the step overflows), and the
 // gradients of W_out, of the rare bytes' b_out and of W_mh are compared with mlstm.h
 // (FP32) row by row. Then the FP16 build repeats the step with dlogits seeded at 0.5,
 // the factor the earlier seeding S/N had at B=512, T=256, S=2^16: there those terms
@@ -339,6 +340,9 @@ static void test_precision(void) {
     param_table(&gt, &cfg, grads);
     LossScaler ls;
     loss_scaler_init(&ls, 1);
+#if GPU_FP16
+    loss_scaler_cap(&ls);  // as the trainer
+#endif
     int tries = 0, ov = 1;
     while (ov && tries++ < 20) {
         ov = precision_step(md, &cpu, in, tg, rs, ls.scale, grads);
@@ -360,6 +364,99 @@ static void test_precision(void) {
     model_free(md);
     mlstm_free(&cpu);
     free(in); free(tg); free(rs); free(h0); free(c0);
+}
+
+// ----------------------------------------------------------------------------
+// The loss-scale cap (train.cu, "The cap on S"). A trained-like softmax: b_out spread
+// over 16 nats, most targets among the 16 likeliest bytes and one in 16 a rare byte
+// (p < 2^-12, as a trained model gives the characters it does not expect). At the cap,
+// S = 2^15, dlogits stays finite and dhs within its bound; at 2^16, the scaler's next
+// power of two, the rare targets' (p - 1) S round to -inf and the step is flagged.
+
+#if GPU_FP16
+static double max_abs_x(const floatX *d, size_t n, size_t *n_inf) {
+    floatX *h = (floatX *)mallocCheck(n * sizeof(floatX));
+    cudaCheck(cudaMemcpy(h, d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    double m = 0;
+    *n_inf = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = fabs((double)tof(h[i]));
+        if (!(v <= FLT_MAX)) (*n_inf)++;
+        else m = v > m ? v : m;
+    }
+    free(h);
+    return m;
+}
+#endif
+
+static void test_loss_scale_cap(void) {
+#if GPU_FP16
+    printf("-- the loss-scale cap from FP16's range (%s)\n", precision_name);
+    MlstmConfig cfg = {256, 16, 64, 1};
+    const int B = 8, T = 8, N = B * T, V = cfg.V, H = cfg.H;
+    uint8_t in[64], tg[64], rs[64];
+    random_batch(in, tg, rs, B, T, 31);
+    for (int i = 0; i < N; i++) tg[i] = i % 16 ? tg[i] % 16 : 128 + tg[i] % 128;
+    Model *md = model_create(cfg, B, T, 31);
+    Mlstm *h = model_host(md);
+    for (int v = 0; v < V; v++) h->p.t[P_BOUT][v] = (real)(-16.0 * v / (V - 1));
+    model_loaded(md);
+    const double S = MODEL_MAX_LOSS_SCALE;
+    model_step(md, in, tg, rs, S);
+    int ov = model_overflow(md);
+    // the targets' probabilities, from the FP32 logits
+    float *logits = d2h(md->logits, (size_t)N * V);
+    double p_min = 1;
+    int rare = 0;
+    for (int n = 0; n < N; n++) {
+        const float *x = logits + (size_t)n * V;
+        double mx = -INFINITY, sum = 0;
+        for (int v = 0; v < V; v++) mx = fmax(mx, x[v]);
+        for (int v = 0; v < V; v++) sum += exp(x[v] - mx);
+        int y = tg[(n % B) * T + n / B];
+        double p = exp(x[y] - mx) / sum;
+        p_min = fmin(p_min, p);
+        rare += p < 1.0 / 4096;
+    }
+    free(logits);
+    CHECK(rare >= N / 16 && p_min < 1.0 / 4096, "%d of %d targets have p < 2^-12 (smallest %.1e)", rare, N, p_min);
+    size_t n_inf, dhs_inf;
+    double dl = max_abs_x(md->dlogits, (size_t)N * V, &n_inf), dh = max_abs_x(md->dhs, (size_t)N * H, &dhs_inf);
+    CHECK(!ov && n_inf == 0 && dl <= FP16_MAX, "S = 2^15 (the cap): no overflow (%d), max |dlogits| = %.0f <= 65504",
+          ov, dl);
+    // dhs's bound: S times the largest spread (max - min) of a column of W_out (FP16, as the matmul reads it)
+    floatX *wo = (floatX *)mallocCheck(sizeof(floatX) * V * H);
+    cudaCheck(cudaMemcpy(wo, md->Wout, sizeof(floatX) * V * H, cudaMemcpyDeviceToHost));
+    double spread = 0;
+    for (int j = 0; j < H; j++) {
+        double lo = INFINITY, hi = -INFINITY;
+        for (int v = 0; v < V; v++) { lo = fmin(lo, tof(wo[(size_t)v * H + j])); hi = fmax(hi, tof(wo[(size_t)v * H + j])); }
+        spread = fmax(spread, hi - lo);
+    }
+    free(wo);
+    // (1 + 1e-2: the FP16 roundings of dlogits and of dhs, a few u each)
+    CHECK(dhs_inf == 0 && dh <= S * spread * (1 + 1e-2), "max |dhs| = %.1f <= S x the widest W_out column spread = %.1f",
+          dh, S * spread);
+    model_step(md, in, tg, rs, 2 * S);
+    ov = model_overflow(md);
+    max_abs_x(md->dlogits, (size_t)N * V, &n_inf);
+    CHECK(ov && n_inf >= (size_t)rare, "S = 2^16 (just above): %zu dlogits are inf (rare targets: %d), the step is flagged (%d)",
+          n_inf, rare, ov);
+    // the scaler as the trainer sets it up: at the cap from the start, never above it
+    LossScaler ls;
+    loss_scaler_init(&ls, 1);
+    loss_scaler_cap(&ls);
+    double start = ls.scale, top = 0;
+    for (int i = 0; i < 5000; i++) {
+        loss_scaler_update(&ls, i == 100);  // one overflow: S halves, then grows back
+        top = fmax(top, ls.scale);
+    }
+    CHECK(start == S && top == S && ls.scale == S, "the trainer's scaler: starts at %g, at most %g in 5000 steps, ends at %g",
+          start, top, ls.scale);
+    model_free(md);
+#else
+    printf("skip  the loss-scale cap: the FP32 build stores nothing in FP16 (S = 1)\n");
+#endif
 }
 
 // ----------------------------------------------------------------------------
@@ -468,18 +565,21 @@ static int read_file(const char *path, uint8_t **buf, size_t *n) {
     return got == *n ? 0 : -1;
 }
 // The loss column of "train STEP ..." lines for steps from..to, joined; returns
-// how many of all the train lines were applied (skipped column 0).
-static int log_losses(const char *path, int from, int to, char *out, size_t cap) {
+// how many of all the train lines were applied (skipped column 0). *max_scale: the
+// largest loss scale of all the train lines (the scale column), if not NULL.
+static int log_losses(const char *path, int from, int to, char *out, size_t cap, double *max_scale) {
     FILE *f = fopen(path, "r");
     char line[512];
     int applied = 0;
     out[0] = 0;
+    if (max_scale) *max_scale = 0;
     if (!f) return 0;
     while (fgets(line, sizeof line, f)) {
         int step, skipped = 1;
         char epoch[64], lr[64], loss[64], bpc[64], scale[64];
         int k = sscanf(line, "train %d %63s %63s %63s %63s %63s %d", &step, epoch, lr, loss, bpc, scale, &skipped);
         if (k == 7) applied += !skipped;
+        if (k == 7 && max_scale && atof(scale) > *max_scale) *max_scale = atof(scale);
         if (k >= 4 && step >= from && step <= to) snprintf(out + strlen(out), cap - strlen(out), "%s ", loss);
     }
     fclose(f);
@@ -505,9 +605,16 @@ static void test_resume(void) {
     char la[600], lb[600], sa[1024], sb[1024];
     snprintf(la, sizeof la, "%s/a.log", dir);
     snprintf(lb, sizeof lb, "%s/b.log", dir);
-    int applied = log_losses(la, 4, 6, sa, sizeof sa);
-    log_losses(lb, 4, 6, sb, sizeof sb);
+    double max_scale = 0;
+    int applied = log_losses(la, 4, 6, sa, sizeof sa, &max_scale);
+    log_losses(lb, 4, 6, sb, sizeof sb, NULL);
     CHECK(applied >= 3, "the 6-step run applied %d of its steps (not all skipped for overflow)", applied);
+#if GPU_FP16
+    CHECK(max_scale == MODEL_MAX_LOSS_SCALE, "the trainer's loss scale starts at FP16's cap and stays there: %g (cap %g)",
+          max_scale, MODEL_MAX_LOSS_SCALE);
+#else
+    CHECK(max_scale == 1, "the FP32 trainer's loss scale is 1: %g", max_scale);
+#endif
     CHECK(sa[0] && !strcmp(sa, sb), "losses of steps 4-6 identical: [%s] vs [%s]", sa, sb);
     CkptHeader hd;
     memset(&hd, 0, sizeof hd);
@@ -680,6 +787,9 @@ static int bench_step(int B, int steps) {
     uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
     LossScaler ls;
     loss_scaler_init(&ls, GPU_FP16);
+#if GPU_FP16
+    loss_scaler_cap(&ls);  // as the trainer
+#endif
     LrSettings lrs = lr_settings_default();
     lrs.rule = LR_CONSTANT; lrs.decay = DECAY_NONE; lrs.warmup = 0;
     long applied = 0;
@@ -722,12 +832,17 @@ int main(int argc, char **argv) {
         return test_summary("test_gpu");
     }
     int quick = 0, bench_b = 0, bench_steps = 0, bench_mm = 0;
+    const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--cublas")) matmul_use_cublas = 1;
         else if (!strcmp(argv[i], "--bench-step") && i + 2 < argc) { bench_b = atoi(argv[++i]); bench_steps = atoi(argv[++i]); }
         else if (!strcmp(argv[i], "--bench-matmul") && i + 1 < argc) bench_mm = atoi(argv[++i]);
-        else { fprintf(stderr, "usage: %s [--quick] [--cublas] [--bench-step B STEPS] [--bench-matmul B]\n", argv[0]); return 2; }
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--only GROUP] [--cublas] [--bench-step B STEPS] [--bench-matmul B]\n", argv[0]);
+            return 2;
+        }
     }
     select_device();
     if (bench_b > 0) return bench_step(bench_b, bench_steps > 0 ? bench_steps : 5);
@@ -739,16 +854,31 @@ int main(int argc, char **argv) {
     }
     printf("test_gpu: %s build; tolerances: logits %.0e loss %.0e gradients %.0e state %.0e ten losses %.0e matmul %.0e\n",
            precision_name, TOL_LOGITS, TOL_LOSS, TOL_GRAD, TOL_STATE, TOL_STEPS, TOL_MM);
+    // --only GROUP runs one group of checks (while working on it): debug, matmul, model, precision, cap,
+    // overflow, simt, resume
+    const char *groups[] = {"debug", "matmul", "model", "precision", "cap", "overflow", "simt", "resume"};
+    int known = !only;
+    for (int i = 0; i < (int)(sizeof groups / sizeof groups[0]); i++) known |= only && !strcmp(only, groups[i]);
+    if (!known) {
+        fprintf(stderr, "error: --only %s: not a group of checks (debug, matmul, model, precision, cap, overflow, simt, "
+                        "resume)\n", only);
+        return 2;
+    }
+#define GROUP(name) (!only || !strcmp(only, name))
 #ifdef GPU_DEBUG
-    test_debug_check();
+    if (GROUP("debug")) test_debug_check();
 #endif
-    test_matmul(quick);
-    test_model((MlstmConfig){256, 64, 128, 1}, 64, 8, 11, 1);  // tensor-core tiles: 128x128 over all rows, 64x64 per step
-    test_model((MlstmConfig){256, 12, 40, 1}, 3, 5, 12, 0);    // odd sizes: the SIMT path
-    test_model((MlstmConfig){256, 16, 64, 0}, 8, 6, 13, 0);    // without weight norm
-    test_precision();
-    test_overflow();
-    test_simt_warning();
-    test_resume();
+    if (GROUP("matmul")) test_matmul(quick);
+    if (GROUP("model")) {
+        test_model((MlstmConfig){256, 64, 128, 1}, 64, 8, 11, 1);  // tensor-core tiles: 128x128 over all rows, 64x64 per step
+        test_model((MlstmConfig){256, 12, 40, 1}, 3, 5, 12, 0);    // odd sizes: the SIMT path
+        test_model((MlstmConfig){256, 16, 64, 0}, 8, 6, 13, 0);    // without weight norm
+    }
+    if (GROUP("precision")) test_precision();
+    if (GROUP("cap")) test_loss_scale_cap();
+    if (GROUP("overflow")) test_overflow();
+    if (GROUP("simt")) test_simt_warning();
+    if (GROUP("resume")) test_resume();
+#undef GROUP
     return test_summary("test_gpu");
 }

@@ -45,6 +45,8 @@ MUTANTS = [
     ("b_out's gradient without the mean's 1/N", "train.cu",
      "colsum(g->t[P_BOUT], md->colpart, md->dlogits, N, V, 1.f / N);", "colsum(g->t[P_BOUT], md->colpart, md->dlogits, N, V, 1.f);",
      [FP16]),
+    ("the trainer's loss scaler not capped at FP16's 2^15 (starts at 2^16)", "train.h",
+     "    loss_scaler_cap(&scaler);  // a resumed", "    (void)0;  // a resumed", [FP16]),
     ("matmul epilogue ignores reset rows (mh, dm)", "train.cu",
      "if (e.reset_rows && e.reset_rows[(size_t)r * e.reset_stride]) acc = 0.f;", "", [FP16]),
     ("no cudaFuncSetAttribute for the 128x128 tile's 55.5 KB of shared memory", "train.cu",
