@@ -41,7 +41,8 @@ TOOL_LDLIBS_prepare := -ljansson -lz
 TOOL_LDLIBS_transfer := -ljansson -llinear
 HEADERS := util.h mlstm.h gemm.h data.h schedule.h test/test.h
 TESTS   := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/test_*.c))
-# test/test_*.py: run by python3 from the repository root (the performance and scaling models)
+# test/test_*.py: run by python3 from the repository root (the performance and scaling models, gpu_check.sh, the
+# GPU build's MPI flags)
 PY_TESTS := $(wildcard test/test_*.py)
 TOOLS   := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
 
@@ -176,10 +177,17 @@ ifneq ($(NCCL_HOME),)
                $(NVCC) $(NCCL_FLAGS) $(GPU_PROBE)/n.cu -lnccl -o $(GPU_PROBE)/n 2>/dev/null && echo yes)
   $(shell rm -rf $(GPU_PROBE))
 endif
+# The MPI wrapper's flags, as nvcc takes them: -I -L -l -D -U and file names pass as they are;
+# -Wl,X goes through -Xlinker X and any other option through -Xcompiler. nvcc refuses host-compiler
+# options it does not know ("nvcc fatal: Unknown option '-pthread'"), and Open MPI built from source
+# and HPC-X wrappers emit -pthread and -Wl,-rpath,... (Debian's does not). test/test_nvcc_mpi.py
+# builds against a wrapper that emits them.
+nvcc_host_flags = $(foreach f,$(1),$(if $(filter -I% -L% -l% -D% -U%,$(f)),$(f),$(if $(filter -Wl$(comma)%,$(f)),\
+    -Xlinker $(patsubst -Wl$(comma)%,%,$(f)),$(if $(filter -%,$(f)),-Xcompiler $(f),$(f)))))
 GPU_MPI_CFLAGS := $(if $(MPI_OK),$(shell $(MPICC) -showme:compile 2>/dev/null))
 ifneq ($(GPU_MPI_CFLAGS),)
-  GPU_DEFS += -DUSE_MPI $(GPU_MPI_CFLAGS)
-  GPU_LIBS += $(shell $(MPICC) -showme:link 2>/dev/null)
+  GPU_DEFS += -DUSE_MPI $(call nvcc_host_flags,$(GPU_MPI_CFLAGS))
+  GPU_LIBS += $(call nvcc_host_flags,$(shell $(MPICC) -showme:link 2>/dev/null))
 endif
 ifeq ($(NCCL_OK),yes)
   GPU_DEFS += -DUSE_NCCL $(NCCL_FLAGS)
