@@ -5,8 +5,10 @@ on PATH, so what is checked is the script's own logic:
   1. a benchmark cut off by the deadline is reported as timed out, the ones after it as not
      run, and neither is a failure (exit 0) -- issue 12 item 2;
   2. a benchmark that crashes, or a failing test program, is a failure (exit 1);
-  3. the preflight refuses a driver older than nvcc's CUDA release;
-  4. the logs are in LOG_DIR, written as the run goes.
+  3. a driver older than nvcc's CUDA release stops the run first, with one line, before any
+     build or test (issue 24 item 3);
+  4. the logs are in LOG_DIR, written as the run goes; the report says what was not exercised
+     (NCCL with two ranks, the GPU_DEBUG build).
 Ends with 'test_gpu_check: N passed, N failed'."""
 import os
 import shutil
@@ -41,6 +43,7 @@ def script(path, text):
 # (environment) picks the misbehaviour: slow512 (B=512 sleeps past the deadline),
 # crash (--bench-matmul 256 exits 3), failtest (the test run fails).
 FAKE_TEST = r'''
+echo "$0 $*" >> "$FAKE_BIN/../test_calls"
 case "$1" in
   --bench-step)
     [ "$2" = 512 ] && [ "$FAKE" = slow512 ] && exec sleep 60
@@ -59,6 +62,7 @@ case "$1" in
 esac
 '''
 FAKE_MAKE = r'''
+echo "$*" >> "$FAKE_BIN/../make_calls"
 if [ "$1" = -s ] && [ "$2" = probe ]; then echo "NCCL: no"; exit 0; fi
 mkdir -p build
 cp "$FAKE_BIN/test_prog" build/test_gpu && cp "$FAKE_BIN/test_prog" build/test_gpu_fp32
@@ -133,10 +137,26 @@ with tempfile.TemporaryDirectory() as tmp:
     r, log = run_check(tmp, "failtest", 300)
     check(r.returncode == 1 and "test_gpu (exit 1)" in r.stdout, "a failing test program fails the check")
 
-    # 3. a driver older than the toolkit
-    r, log = run_check(tmp, "none", 300, dict(FAKE_DRIVER="535.54.03", FAKE_DRIVER_CUDA="12.2"))
-    check(r.returncode == 1 and "the driver supports CUDA 12.2 but nvcc is CUDA 13.0" in r.stdout,
-          "preflight: a CUDA 12.2 driver under nvcc 13.0 is refused")
+    with open(os.path.join(log, "report.md")) as f:
+        rep = f.read()
+    check("NCCL (two ranks): not exercised" in rep and "duplicate-device" in rep
+          and "GPU_DEBUG build (every launch waited for and checked, no graphs): not built or run" in rep,
+          "the report says NCCL (two ranks) and the GPU_DEBUG build were not exercised")
+
+    # 3. a driver older than the toolkit (R550/R570 under CUDA 13): one line saying what is needed,
+    # then nothing: no build, no test program, no benchmark
+    for drv, drv_cuda in (("550.54.15", "12.4"), ("570.86.10", "12.8")):
+        for f in ("make_calls", "test_calls"):
+            if os.path.exists(os.path.join(tmp, f)):
+                os.remove(os.path.join(tmp, f))
+        r, log = run_check(tmp, "none", 300, dict(FAKE_DRIVER=drv, FAKE_DRIVER_CUDA=drv_cuda))
+        stops = [ln for ln in r.stdout.splitlines() if ln.startswith("gpu_check: STOP:")]
+        want = "driver %s supports CUDA %s, nvcc is CUDA 13.0: needs driver 580 or newer" % (drv, drv_cuda)
+        check(r.returncode == 1 and len(stops) == 1 and want in stops[0],
+              "driver %s (CUDA %s) under nvcc 13.0: exit %d, one STOP line: %s" % (drv, drv_cuda, r.returncode, stops))
+        ran = [f for f in ("make_calls", "test_calls") if os.path.exists(os.path.join(tmp, f))]
+        check(not ran and "==== build" not in r.stdout and "==== tests" not in r.stdout,
+              "driver %s: it stops before the build: no make, no test program (%s)" % (drv, ran or "none ran"))
 
     # 4. bad arguments
     r = subprocess.run(["bash", os.path.join(ROOT, "tools", "gpu_check.sh"), "a", "b"], capture_output=True, text=True)

@@ -5,7 +5,8 @@
 #   tools/gpu_check.sh --report LOG_DIR     the report again, from LOG_DIR's bench.txt and predict.txt
 #
 # 1. preflight: prints and checks what the build and the run need: nvidia-smi and the
-#    GPU, the driver against nvcc's CUDA release (CUDA 13 needs a 580 or newer driver),
+#    GPU, the driver against nvcc's CUDA release (CUDA 13 needs a 580 or newer driver; an
+#    older one stops the run here, with one line saying so: every binary would fail),
 #    a host compiler nvcc accepts, python3 (for the predictions), mpicc and NCCL (for
 #    more than one GPU; optional);
 # 2. build: make -B gpu for this GPU's architecture only (GPU_ARCHS; faster), with NCCL
@@ -17,7 +18,8 @@
 # 5. report: chars/s, TFLOP/s and MFU per run, each beside the prediction of
 #    tools/perf_model.py (doc/gpu-perf.md) and their ratio; per matmul shape measured vs
 #    predicted and vs cuBLAS; the FP16/FP32 ratios (against our FP32 matmul and against
-#    cuBLAS FP32); the paper's run on H200 nodes from the measured step (tools/scaling.py).
+#    cuBLAS FP32); the paper's run on H200 nodes from the measured step (tools/scaling.py);
+#    what the run does not exercise (NCCL with two ranks, the GPU_DEBUG build).
 #
 # Every command has a timeout inside one deadline (DEADLINE_S, default 540 s). A
 # benchmark cut off by its timeout, or not started for lack of time, is reported as
@@ -94,6 +96,12 @@ report() {
         if (f16 > 0) printf "\nmeasured FP16 step at B=256: %.1f ms\n", 1000 * 256 * 256 / f16
         printf "\n- CUDA graphs / direct launches of the time loops, FP16 B=128 (chars/s): %s (perf_model.py: 1.02)\n",
             ratio(cps["FP16/ours/128"], cps["FP16/ours-direct/128"])
+        print "\n### Not exercised by this run\n"
+        print "- NCCL (two ranks): not exercised. gpu_check.sh runs one process; two ranks on one GPU fail the"
+        print "  duplicate-device check of NCCL. On two GPUs: mpirun -np 2 ./train_gpu against -np 1 with twice --batch (what"
+        print "  build/cudacpu/test_cudacpu checks on the CPU layer)."
+        print "- The GPU_DEBUG build (every launch waited for and checked, no graphs): not built or run. By hand:"
+        print "  make -B gpu GPU_DEBUG=1 && build/test_gpu --quick."
     }' "$dir/predict.txt" "$dir/bench.txt"
 }
 
@@ -189,12 +197,22 @@ NVCC_REL=""
 echo "GPU:      ${GPU_NAME:-none} (compute capability ${CC_CAP:-?})"
 echo "driver:   ${DRIVER:-none}, supports CUDA ${DRIVER_CUDA:-?}"
 echo "nvcc:     ${NVCC:-none}${NVCC_REL:+ (CUDA $NVCC_REL)}"
+# A driver older than the toolkit needs: every binary would fail with cudaErrorInsufficientDriver
+# (R550/R570 are common on H200 fleets; CUDA 13 needs R580). Nothing else is worth running: stop
+# here, with one line saying what is needed.
+need=""
+if [ -n "$NVCC_REL" ] && [ -n "$DRIVER_CUDA" ] && ! version_ge "$DRIVER_CUDA" "$NVCC_REL"; then
+    need="driver $DRIVER supports CUDA $DRIVER_CUDA, nvcc is CUDA $NVCC_REL"
+elif [ -n "$NVCC_REL" ] && [ -n "$DRIVER" ] && version_ge "$NVCC_REL" 13.0 && ! version_ge "$DRIVER" 580; then
+    need="driver $DRIVER is older than CUDA 13's minimum"
+fi
 if [ -z "$NVCC_REL" ]; then
     fail "preflight: no working nvcc (install the CUDA toolkit, or NVCC=/path/to/nvcc)"
-elif [ -n "$DRIVER_CUDA" ] && ! version_ge "$DRIVER_CUDA" "$NVCC_REL"; then
-    fail "preflight: the driver supports CUDA $DRIVER_CUDA but nvcc is CUDA $NVCC_REL: binaries would fail with 'insufficient driver' (CUDA 13 needs driver 580 or newer)"
-elif [ -n "$DRIVER" ] && version_ge "$NVCC_REL" 13.0 && ! version_ge "$DRIVER" 580; then
-    fail "preflight: driver $DRIVER is older than CUDA 13's minimum (580)"
+elif [ -n "$need" ]; then
+    need="preflight: $need: needs driver 580 or newer for CUDA 13 (or NVCC= a CUDA ${DRIVER_CUDA:-12} toolkit); nothing built or run"
+    echo "$need" >> "$FAILS"
+    echo "gpu_check: STOP: $need"
+    return 1
 else
     [ -n "$DRIVER" ] && echo "driver:   ok for CUDA $NVCC_REL"
 fi
