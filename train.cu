@@ -219,8 +219,12 @@ template <int N> static __device__ inline void copy_wait() {
 #define FRAG 16                  // WMMA fragments are FRAG x FRAG x FRAG
 #define FRAG_ELEMS (FRAG * FRAG)  // one accumulator fragment, staged in shared memory by the epilogue
 #define HALVES_PER_COPY 8         // 16 bytes, one cp.async
-template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL> struct WmmaTile {
-    static constexpr int BK = 32, PAD = 8, STAGES = 3;
+// STAGES: slabs in shared memory, STAGES - 1 of them in flight while one is multiplied. 3 in
+// training; the matmul benchmark also times 2 and 4 (wmma_stages), which measures the latency
+// the per-step products are bound by (doc/gpu-perf.md).
+#define WMMA_STAGES 3
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_ = WMMA_STAGES> struct WmmaTile {
+    static constexpr int BK = 32, PAD = 8, STAGES = STAGES_;
     static constexpr int THREADS = (BM / WM) * (BN / WN) * WARP_SIZE;  // one warp per WM x WN
     static constexpr int A_ROWS = ACOL ? BK : BM, A_COLS = ACOL ? BM : BK;  // a slab as stored
     static constexpr int B_ROWS = BCOL ? BN : BK, B_COLS = BCOL ? BK : BN;
@@ -252,10 +256,10 @@ static __device__ inline void load_slab(half *as, half *bs, const half *A, const
     }
 }
 
-template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * WARP_SIZE)
 matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e) {
-    typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL> P;
+    typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
     typedef typename std::conditional<ACOL, wmma::col_major, wmma::row_major>::type LayoutA;
     typedef typename std::conditional<BCOL, wmma::col_major, wmma::row_major>::type LayoutB;
     constexpr int BK = P::BK, STAGES = P::STAGES, FM = WM / FRAG, FN = WN / FRAG;
@@ -326,18 +330,40 @@ matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e
         }
 }
 
-template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
-static void matmul_wmma(const half *A, const half *B, int M, int N, int K, const Epilogue &e) {
-    typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL> P;
-    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL>;
+// The pipeline depth the WMMA matmuls run at: WMMA_STAGES, or 2 or 4 where the device's shared
+// memory allows (wmma_stages_ok, set by matmul_setup); the benchmark's knob, not the trainer's.
+static int wmma_stages = WMMA_STAGES;
+static int wmma_stages_ok[5];  // [stages]: every tile of that depth has its shared memory
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
+static void matmul_wmma_at(const half *A, const half *B, int M, int N, int K, const Epilogue &e) {
+    typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
+    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_>;
     kernel<<<dim3(N / BN, M / BM), P::THREADS, P::SMEM, stream>>>(A, B, M, N, K, e);
     launchCheck();
 }
-// More than 48 KB of dynamic shared memory needs an opt-in per kernel (matmul_setup).
-template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL> static void matmul_wmma_setup() {
-    typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL> P;
-    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL>;
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
+static void matmul_wmma(const half *A, const half *B, int M, int N, int K, const Epilogue &e) {
+    if (wmma_stages == 2) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 2>(A, B, M, N, K, e);
+    else if (wmma_stages == 4) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 4>(A, B, M, N, K, e);
+    else matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, WMMA_STAGES>(A, B, M, N, K, e);
+}
+// More than 48 KB of dynamic shared memory needs an opt-in per kernel (matmul_setup). Returns 0
+// when the device has too little shared memory for it (the 4-deep 128x128 tile on sm_75).
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_> static int matmul_wmma_setup(size_t optin) {
+    typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
+    if ((size_t)P::SMEM > optin) return 0;
+    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_>;
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
+    return 1;
+}
+template <int STAGES_> static int matmul_wmma_setup_depth(size_t optin) {
+    const int T = 128, S = 64;  // TILE_BIG, TILE_SMALL (below)
+    return matmul_wmma_setup<T, T, 64, 32, false, true, STAGES_>(optin) &
+           matmul_wmma_setup<T, T, 64, 32, false, false, STAGES_>(optin) &
+           matmul_wmma_setup<T, T, 64, 32, true, false, STAGES_>(optin) &
+           matmul_wmma_setup<S, S, 32, 32, false, true, STAGES_>(optin) &
+           matmul_wmma_setup<S, S, 32, 32, false, false, STAGES_>(optin) &
+           matmul_wmma_setup<S, S, 32, 32, true, false, STAGES_>(optin);
 }
 #endif
 
@@ -940,15 +966,19 @@ static void *alloc_bufs(Buf *b, int n) {
 // More than 48 KB of dynamic shared memory needs an opt-in per kernel: given here, for
 // every WMMA tile matmul() dispatches to (a tile missing here fails its first launch),
 // once, before any CUDA graph capture (a kernel's attributes are not set inside one).
-static void matmul_setup(void) {
+static void matmul_setup(size_t smem_optin) {
 #if GPU_FP16
-    const int T = TILE_BIG, S = TILE_SMALL;
-    matmul_wmma_setup<T, T, 64, 32, false, true>();
-    matmul_wmma_setup<T, T, 64, 32, false, false>();
-    matmul_wmma_setup<T, T, 64, 32, true, false>();
-    matmul_wmma_setup<S, S, 32, 32, false, true>();
-    matmul_wmma_setup<S, S, 32, 32, false, false>();
-    matmul_wmma_setup<S, S, 32, 32, true, false>();
+    static_assert(TILE_BIG == 128 && TILE_SMALL == 64, "matmul_wmma_setup_depth names the tiles");
+    wmma_stages_ok[WMMA_STAGES] = matmul_wmma_setup_depth<WMMA_STAGES>(smem_optin);
+    if (!wmma_stages_ok[WMMA_STAGES]) {
+        fprintf(stderr, "error: the WMMA matmul needs %d bytes of shared memory per block; this GPU allows %zu\n",
+                WmmaTile<TILE_BIG, TILE_BIG, 64, 32, false, true>::SMEM, smem_optin);
+        exit(1);
+    }
+    wmma_stages_ok[2] = matmul_wmma_setup_depth<2>(smem_optin);
+    wmma_stages_ok[4] = matmul_wmma_setup_depth<4>(smem_optin);
+#else
+    (void)smem_optin;
 #endif
 }
 
@@ -970,7 +1000,7 @@ static void select_device(void) {
     num_sms = prop.multiProcessorCount;
     if (!stream) {  // once per process; both live as long as it
         cudaCheck(cudaStreamCreate(&stream));
-        matmul_setup();
+        matmul_setup(prop.sharedMemPerBlockOptin);
     }
     static int printed = 0;
     const char *kind = GPU_FP16 ? "hand-written WMMA" : "hand-written SIMT FP32";
@@ -1155,36 +1185,51 @@ static void run_steps(Model *md, cudaGraphExec_t *graph, void (*steps)(Model *))
     cudaCheck(cudaGraphLaunch(*graph, stream));
 }
 
-// Forward steps t = 0 .. T-1 from hs[0], cs[0] (mlstm.h's recurrence).
-static void forward_steps(Model *md) {
+// One forward time step t (mlstm.h's recurrence): two matmuls and the cell. ev, when not
+// NULL, gets an event recorded before each kernel and after the last (the per-kernel timing
+// of test_gpu --bench-kernels); training passes NULL.
+static void mark(cudaEvent_t *ev, int i) {
+    if (ev) cudaCheck(cudaEventRecord(ev[i], stream));
+}
+static void forward_step(Model *md, int t, cudaEvent_t *ev) {
     const int H = md->cfg.H, B = md->B, T = md->T, N = B * T;
-    const size_t BH = (size_t)B * H;
+    const size_t BH = (size_t)B * H, o = (size_t)t * BH;
     const uint8_t *rs = md->tok + 2 * N;
-    for (int t = 0; t < T; t++) {
-        size_t o = (size_t)t * BH;
-        floatX *gates_t = md->gates + 4 * o;  // holds e W_x^T + b until the cell overwrites it with the gates
-        Epilogue mt_product = epi_mt_product(md->mt + o, md->mh + o, md->mx + o, rs + t, T, H);
-        matmul(MM_NT, B, H, H, md->hs + o, md->W[WN_MH], mt_product);  // m_t = mx * (h_{t-1} W_mh^T)   (B,H)
-        matmul(MM_NT, B, 4 * H, H, md->mt + o, md->W[WN_H], epi_z_sum(md->zs, gates_t, H));  // z_t   (B,4H)
-        cell_forward_step(gates_t, md->hs + o + BH, md->cs + o + BH, md->zs, md->cs + o, rs, t, T, B, H);
-    }
+    floatX *gates_t = md->gates + 4 * o;  // holds e W_x^T + b until the cell overwrites it with the gates
+    Epilogue mt_product = epi_mt_product(md->mt + o, md->mh + o, md->mx + o, rs + t, T, H);
+    mark(ev, 0);
+    matmul(MM_NT, B, H, H, md->hs + o, md->W[WN_MH], mt_product);  // m_t = mx * (h_{t-1} W_mh^T)   (B,H)
+    mark(ev, 1);
+    matmul(MM_NT, B, 4 * H, H, md->mt + o, md->W[WN_H], epi_z_sum(md->zs, gates_t, H));  // z_t   (B,4H)
+    mark(ev, 2);
+    cell_forward_step(gates_t, md->hs + o + BH, md->cs + o + BH, md->zs, md->cs + o, rs, t, T, B, H);
+    mark(ev, 3);
+}
+// Forward steps t = 0 .. T-1 from hs[0], cs[0].
+static void forward_steps(Model *md) {
+    for (int t = 0; t < md->T; t++) forward_step(md, t, NULL);
 }
 
-// Backward steps t = T-1 .. 0 from dh = dc = 0 (mlstm.h's mlstm_backward's time loop).
-static void backward_steps(Model *md) {
+// One backward time step t (mlstm.h's mlstm_backward's time loop): the cell, two matmuls.
+static void backward_step(Model *md, int t, cudaEvent_t *ev) {
     const int H = md->cfg.H, B = md->B, T = md->T, N = B * T;
-    const size_t BH = (size_t)B * H;
+    const size_t BH = (size_t)B * H, o = (size_t)t * BH;
     const uint8_t *rs = md->tok + 2 * N;
-    for (int t = T - 1; t >= 0; t--) {
-        size_t o = (size_t)t * BH;
-        const floatX *gates_t = md->gates + 4 * o;
-        const float *c_prev = md->cs + o, *c = md->cs + o + BH;
-        cell_backward_step(md->dz + 4 * o, md->dc, md->dh, md->dhs + o, gates_t, c_prev, c, rs, t, T, B, H);
-        // dm = dz W_h, split into dmx = dm * mh and dmh = dm * mx   (B,H)
-        Epilogue split = epi_dm_split(md->dmx + o, md->dmh + o, md->mh + o, md->mx + o, rs + t, T, H);
-        matmul(MM_NN, B, H, 4 * H, md->dz + 4 * o, md->W[WN_H], split);
-        matmul(MM_NN, B, H, H, md->dmh + o, md->W[WN_MH], epi_f32(md->dh, H));  // dh_{t-1} = dmh W_mh
-    }
+    const floatX *gates_t = md->gates + 4 * o;
+    const float *c_prev = md->cs + o, *c = md->cs + o + BH;
+    mark(ev, 0);
+    cell_backward_step(md->dz + 4 * o, md->dc, md->dh, md->dhs + o, gates_t, c_prev, c, rs, t, T, B, H);
+    mark(ev, 1);
+    // dm = dz W_h, split into dmx = dm * mh and dmh = dm * mx   (B,H)
+    Epilogue split = epi_dm_split(md->dmx + o, md->dmh + o, md->mh + o, md->mx + o, rs + t, T, H);
+    matmul(MM_NN, B, H, 4 * H, md->dz + 4 * o, md->W[WN_H], split);
+    mark(ev, 2);
+    matmul(MM_NN, B, H, H, md->dmh + o, md->W[WN_MH], epi_f32(md->dh, H));  // dh_{t-1} = dmh W_mh
+    mark(ev, 3);
+}
+// Backward steps t = T-1 .. 0 from dh = dc = 0.
+static void backward_steps(Model *md) {
+    for (int t = md->T - 1; t >= 0; t--) backward_step(md, t, NULL);
 }
 
 // Forward over T steps from the state (h0, c0) (B,H), which it advances; with

@@ -7,7 +7,9 @@
 //   build/test_gpu --quick            the same without the H=4096 matmul shapes
 //   build/test_gpu --only GROUP       one group of checks (matmul, model, precision, cap, resume, ...)
 //   build/test_gpu --bench-step B N   N timed training steps at H=4096 D=64 T=256
-//   build/test_gpu --bench-matmul B   hand-written matmul vs cuBLAS on the model's shapes
+//   build/test_gpu --bench-matmul B   hand-written matmul vs cuBLAS on the model's shapes (the per-step
+//                                     products also at 2 and 4 cp.async stages)
+//   build/test_gpu --bench-kernels B  each kernel of one forward and one backward time step, timed by events
 //   add --cublas to train with cuBLAS's matmul in --bench-step
 //   MLSTM_NO_GRAPH=1 in the environment: the time loops without CUDA graphs (a --bench-step of
 //   the direct path; the checks compare the two paths themselves)
@@ -683,14 +685,25 @@ static double elem_b(int layout, int N, int K, int k, int n) {
 }
 
 // Runs one shape: checks (unless bench) or times (bench reps > 0) ours and cuBLAS.
+// The shared-memory pipeline depth a plan runs at (the SIMT kernel's: 1; before sm_80 the WMMA
+// kernel's copies are synchronous whatever the depth).
+static int plan_stages(int plan) {
+#if GPU_FP16
+    return plan == MM_SIMT ? 1 : wmma_stages;
+#else
+    (void)plan;
+    return 1;
+#endif
+}
 static void matmul_shape(const Shape *s, int bench_reps) {
     const int M = s->M, N = s->N, K = s->K, L = s->layout;
     size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
     floatX *A = (floatX *)try_alloc(na * sizeof(floatX)), *Bm = (floatX *)try_alloc(nb * sizeof(floatX));
     float *C = (float *)try_alloc(nc * 4), *Cb = (float *)try_alloc(nc * 4);
     char name[160];
-    snprintf(name, sizeof name, "%-10s %-9s M=%-6d N=%-6d K=%-6d %-7s", s->what, layout_names[L], M, N, K,
-             plan_names[matmul_plan(M, N, K, A ? A : (floatX *)16, Bm ? Bm : (floatX *)16)]);
+    int plan = matmul_plan(M, N, K, A ? A : (floatX *)16, Bm ? Bm : (floatX *)16);
+    snprintf(name, sizeof name, "%-10s %-9s M=%-6d N=%-6d K=%-6d %-7s stages=%d", s->what, layout_names[L], M, N, K,
+             plan_names[plan], plan_stages(plan));
     if (!A || !Bm || !C || !Cb) {
         printf("skip  %s: needs %.1f GB of GPU memory\n", name, (na + nb) * sizeof(floatX) / 1e9 + nc * 8 / 1e9);
         cudaFree(A); cudaFree(Bm); cudaFree(C); cudaFree(Cb);
@@ -766,6 +779,28 @@ static void test_matmul(int quick) {
     Shape shapes[MAX_SHAPES];
     int n = step_shapes(shapes, 128, 64, 64, 8);  // the model test's own shapes
     for (int i = 0; i < n; i++) matmul_shape(&shapes[i], 0);
+#if GPU_FP16
+    // the other pipeline depths the benchmark times: 2 and 4 slabs in shared memory, both tiles
+    // (one SM seen: the 128x128 tile wherever it divides), every layout; K from fewer slabs than
+    // the pipeline holds (empty commit groups) to ten
+    int sms = num_sms;
+    num_sms = 1;
+    for (int st = 2; st <= 4; st += 2) {
+        if (!wmma_stages_ok[st]) {
+            printf("skip  matmul at %d stages: this device's shared memory is too small for it\n", st);
+            continue;
+        }
+        wmma_stages = st;
+        const int tiles[][3] = {{128, 128, 96}, {64, 64, 64}, {192, 64, 320}};
+        for (int i = 0; i < 3; i++)
+            for (int L = 0; L < 3; L++) {
+                Shape s = {"depth", L, tiles[i][0], tiles[i][1], tiles[i][2]};
+                matmul_shape(&s, 0);
+            }
+    }
+    wmma_stages = WMMA_STAGES;
+    num_sms = sms;
+#endif
     if (quick) return;
     const int Bs[] = {128, 256, 512};
     for (int b = 0; b < 3; b++) {
@@ -777,6 +812,88 @@ static void test_matmul(int quick) {
 
 // ----------------------------------------------------------------------------
 // Benchmarks (tools/gpu_check.sh reads the bench_* lines).
+
+// The loss scale the trainer starts at (train.h): the FP16 cap, or 1.
+static double start_scale(void) {
+    LossScaler ls;
+    loss_scaler_init(&ls, GPU_FP16);
+#if GPU_FP16
+    loss_scaler_cap(&ls);
+#endif
+    return ls.scale;
+}
+
+// Every model shape at B (H=4096, D=64, T=256 unless given), ours beside cuBLAS; the per-step
+// products (mh, z, dm, dh: latency-bound at small B) also at 2 and 4 pipeline stages, so the
+// time per slab in flight is measured: t = slabs x latency / (stages - 1) when latency-bound.
+#if GPU_FP16
+static int is_per_step(const char *what) {
+    return !strcmp(what, "mh") || !strcmp(what, "z") || !strcmp(what, "dm") || !strcmp(what, "dh");
+}
+#endif
+static void bench_matmul(int B, int H, int D, int T, int reps) {
+    Shape shapes[MAX_SHAPES] = {};
+    int n = step_shapes(shapes, H, D, B, T);
+    for (int i = 0; i < n; i++) matmul_shape(&shapes[i], reps);
+#if GPU_FP16
+    for (int st = 2; st <= 4; st += 2) {
+        if (!wmma_stages_ok[st]) {
+            printf("skip  bench_matmul at %d stages: this device's shared memory is too small for it\n", st);
+            continue;
+        }
+        wmma_stages = st;
+        for (int i = 0; i < n; i++)
+            if (is_per_step(shapes[i].what)) matmul_shape(&shapes[i], reps);
+        wmma_stages = WMMA_STAGES;
+    }
+#endif
+}
+
+// The kernels of one forward and one backward time step (mh, z, cell_fwd; cell_bwd, dm, dh),
+// each timed by events around its launch, the mean over `steps` consecutive time steps from the
+// middle of the sequence, after one training step has filled the activations. In the step's own
+// order, so that W_mh and W_h come from DRAM as in training (timed alone and repeated, W_mh's
+// 33.5 MB would stay in L2). Prints bench_kernel lines (gpu_check.sh sets them beside
+// perf_model.py's predict_kernel lines); returns the forward + backward time step in us.
+static double bench_kernels(MlstmConfig cfg, int B, int T, int steps) {
+    const int N = B * T, H = cfg.H;
+    Model *md = model_create(cfg, B, T, 1);
+    uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
+    random_batch(in, tg, rs, B, T, 77);
+    memset(rs, 0, N);
+    model_step(md, in, tg, rs, start_scale());
+    cudaEvent_t ev[4];
+    for (int i = 0; i < 4; i++) cudaCheck(cudaEventCreate(&ev[i]));
+    double us[2][3] = {{0}};
+    int t0 = T / 2 - steps / 2 > 0 ? T / 2 - steps / 2 : 0;
+    if (t0 + steps > T) steps = T - t0;
+    for (int dir = 0; dir < 2; dir++)
+        for (int i = 0; i < steps; i++) {
+            if (dir == 0) forward_step(md, t0 + i, ev);
+            else backward_step(md, t0 + steps - 1 - i, ev);
+            cudaCheck(cudaEventSynchronize(ev[3]));
+            for (int k = 0; k < 3; k++) {
+                float ms;
+                cudaCheck(cudaEventElapsedTime(&ms, ev[k], ev[k + 1]));
+                us[dir][k] += 1e3 * ms / steps;
+            }
+        }
+    const char *names[2][3] = {{"mh", "z", "cell_fwd"}, {"cell_bwd", "dm", "dh"}};
+    const int plans[2][3] = {{matmul_plan(B, H, H, NULL, NULL), matmul_plan(B, 4 * H, H, NULL, NULL), -1},
+                             {-1, matmul_plan(B, H, 4 * H, NULL, NULL), matmul_plan(B, H, H, NULL, NULL)}};
+    double total = 0;
+    for (int dir = 0; dir < 2; dir++)
+        for (int k = 0; k < 3; k++) {
+            printf("bench_kernel precision=%s B=%d T=%d H=%d what=%s plan=%s us=%.2f\n", precision_name, B, T, H,
+                   names[dir][k], plans[dir][k] < 0 ? "cell" : plan_names[plans[dir][k]], us[dir][k]);
+            total += us[dir][k];
+        }
+    printf("bench_kernel precision=%s B=%d T=%d H=%d what=time_step plan=- us=%.2f\n", precision_name, B, T, H, total);
+    for (int i = 0; i < 4; i++) cudaCheck(cudaEventDestroy(ev[i]));
+    model_free(md);
+    free(in); free(tg); free(rs);
+    return total;
+}
 
 // Returns 0, or 1 when a loss was not finite or every timed step was skipped: a fast
 // step that computes nothing is not a result.
@@ -821,6 +938,16 @@ static int bench_step(int B, int steps) {
     return 0;
 }
 
+// The benchmarks' own paths (per-kernel events around the step functions, the matmul at every
+// depth) at a small size: they must run here before their first GPU run, where time is short.
+static void test_bench_paths(void) {
+    printf("-- the benchmarks' paths, small (%s)\n", precision_name);
+    double us = bench_kernels((MlstmConfig){256, 16, 64, 1}, 64, 8, 4);
+    CHECK(us > 0 && us < 1e9, "bench_kernels: the six kernels of a time step timed by events (%.0f us here)", us);
+    bench_matmul(64, 64, 16, 8, 1);
+    CHECK(1, "bench_matmul: every shape at B=64 H=64 D=16 T=8, the per-step ones at every depth");
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int ndev = 0;
@@ -831,7 +958,7 @@ int main(int argc, char **argv) {
         CHECK(0, "a CUDA GPU is present");
         return test_summary("test_gpu");
     }
-    int quick = 0, bench_b = 0, bench_steps = 0, bench_mm = 0;
+    int quick = 0, bench_b = 0, bench_steps = 0, bench_mm = 0, bench_k = 0;
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
@@ -839,29 +966,33 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--cublas")) matmul_use_cublas = 1;
         else if (!strcmp(argv[i], "--bench-step") && i + 2 < argc) { bench_b = atoi(argv[++i]); bench_steps = atoi(argv[++i]); }
         else if (!strcmp(argv[i], "--bench-matmul") && i + 1 < argc) bench_mm = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--bench-kernels") && i + 1 < argc) bench_k = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--only GROUP] [--cublas] [--bench-step B STEPS] [--bench-matmul B]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--only GROUP] [--cublas] [--bench-step B STEPS] [--bench-matmul B] "
+                            "[--bench-kernels B]\n", argv[0]);
             return 2;
         }
     }
     select_device();
     if (bench_b > 0) return bench_step(bench_b, bench_steps > 0 ? bench_steps : 5);
     if (bench_mm > 0) {
-        Shape shapes[MAX_SHAPES];
-        int n = step_shapes(shapes, 4096, 64, bench_mm, 256);
-        for (int i = 0; i < n; i++) matmul_shape(&shapes[i], 5);
+        bench_matmul(bench_mm, 4096, 64, 256, 5);
+        return 0;
+    }
+    if (bench_k > 0) {
+        bench_kernels((MlstmConfig){256, 64, 4096, 1}, bench_k, 256, 8);
         return 0;
     }
     printf("test_gpu: %s build; tolerances: logits %.0e loss %.0e gradients %.0e state %.0e ten losses %.0e matmul %.0e\n",
            precision_name, TOL_LOGITS, TOL_LOSS, TOL_GRAD, TOL_STATE, TOL_STEPS, TOL_MM);
     // --only GROUP runs one group of checks (while working on it): debug, matmul, model, precision, cap,
-    // overflow, simt, resume
-    const char *groups[] = {"debug", "matmul", "model", "precision", "cap", "overflow", "simt", "resume"};
+    // overflow, simt, resume, bench
+    const char *groups[] = {"debug", "matmul", "model", "precision", "cap", "overflow", "simt", "resume", "bench"};
     int known = !only;
     for (int i = 0; i < (int)(sizeof groups / sizeof groups[0]); i++) known |= only && !strcmp(only, groups[i]);
     if (!known) {
         fprintf(stderr, "error: --only %s: not a group of checks (debug, matmul, model, precision, cap, overflow, simt, "
-                        "resume)\n", only);
+                        "resume, bench)\n", only);
         return 2;
     }
 #define GROUP(name) (!only || !strcmp(only, name))
@@ -879,6 +1010,7 @@ int main(int argc, char **argv) {
     if (GROUP("overflow")) test_overflow();
     if (GROUP("simt")) test_simt_warning();
     if (GROUP("resume")) test_resume();
+    if (GROUP("bench")) test_bench_paths();
 #undef GROUP
     return test_summary("test_gpu");
 }
