@@ -150,7 +150,7 @@ $(BUILD)/make_seeds: test/fuzz/make_seeds.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
 # ============================================================================
-# GPU section (train.cu, test/test_gpu.cu): `make gpu`, `make gpu-regs`.
+# GPU section (train.cu, test/test_gpu.cu): `make gpu`, `make gpu-regs`, `make gpu-mix`.
 # One fat binary for sm_75, sm_80 and sm_90, plus compute_90 PTX for newer cards.
 # CUDA 13 no longer targets sm_70; for a V100 build with CUDA 12 (WMMA works there,
 # cp.async is only compiled for sm_80+):
@@ -202,7 +202,7 @@ endif
 GPU_DEPS := train.cu $(TRAIN_HEADERS)
 GPU_BINS := train_gpu train_gpu_fp32 $(BUILD)/test_gpu $(BUILD)/test_gpu_fp32
 
-.PHONY: gpu gpu-regs clean-gpu
+.PHONY: gpu gpu-regs gpu-mix clean-gpu
 gpu:
 ifeq ($(NVCC_OK),yes)
 gpu: $(GPU_BINS)
@@ -236,6 +236,20 @@ gpu-regs: | $(BUILD)
 	@test -s $(BUILD)/gpu-regs.txt || { echo "gpu-regs: no ptxas output (is nvcc working?)"; exit 1; }
 	@if grep -Eq 'spill bytes ([1-9][0-9]*/|[0-9]+/[1-9])' $(BUILD)/gpu-regs.txt; then echo "gpu-regs: FAIL: spills above"; exit 1; \
 	 else echo "gpu-regs: no spills in $$(wc -l < $(BUILD)/gpu-regs.txt) matmul/cell kernel builds"; fi
+
+# The WMMA kernels' instruction mix as nvcc emits it (PTX for sm_90, the FP16 build): per
+# kernel the wmma mma and fragment loads (one slab's worth: the slab loop is not unrolled, the
+# k16 sub-steps are), the cp.async copies (prologue and loop) and barriers; tools/perf_model.py
+# --mix derives the tile's efficiency from the same counts.
+gpu-mix: | $(BUILD)
+	@$(NVCC) $(filter-out $(GPU_ARCHS),$(NVCCFLAGS)) $(GPU_DEFS) -arch=sm_90 -ptx train.cu -o $(BUILD)/gpu-mix.ptx
+	@awk '/\.entry/ { fn = "" } /\.entry _Z[0-9]*matmul_wmma_kernel/ { match($$0, /_Z[A-Za-z0-9_]+/); fn = substr($$0, RSTART, RLENGTH); \
+	       order[++n] = fn } fn != "" && /wmma\.mma/ { mma[fn]++ } fn != "" && /wmma\.load\.[ab]/ { ld[fn]++ } \
+	       fn != "" && /cp\.async\.cg/ { cp[fn]++ } fn != "" && /bar\.sync|barrier\.sync/ { bar[fn]++ } \
+	       END { for (i = 1; i <= n; i++) { f = order[i]; printf "wmma.mma %3d  fragment loads %3d  cp.async %3d  barriers %2d  %s\n", \
+	             mma[f], ld[f], cp[f], bar[f], f } }' $(BUILD)/gpu-mix.ptx | c++filt | sed 's/(__half const.*//' | tee $(BUILD)/gpu-mix.txt
+	@rm -f $(BUILD)/gpu-mix.ptx
+	@test -s $(BUILD)/gpu-mix.txt || { echo "gpu-mix: no WMMA kernel in the PTX (is nvcc working?)"; exit 1; }
 
 # ============================================================================
 # train.cu on the CPU (test/cuda): test/cuda/cudapp rewrites a .cu line for line into
