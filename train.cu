@@ -135,6 +135,58 @@ static int num_sms = 1;
 // default stream 0. It is a blocking stream, so work a caller puts on stream 0 (the
 // tests' cudaMemcpy) still waits for it, and it for that work.
 static cudaStream_t stream;
+static cudaStream_t stream2;  // the second stream of switch overlap (forked from and joined to stream in the graph)
+static cudaDeviceProp device_prop;  // of the selected device (select_device)
+
+// The changes of issue 24 (doc/gpu-perf.md), each a switch so that one binary measures it on
+// and off (tools/gpu_check.sh), each checked against mlstm.h on the CPU layer (test_gpu --only
+// switches). Read by model_create from the environment (1 on, 0 or unset off); the matmul's
+// from train_gpu's --matmul flag or MLSTM_MATMUL. Graph capture bakes them into the graphs, so
+// they belong to a Model; use_switches makes the model's the ones its launches see.
+typedef struct {
+    int splitk;    // MLSTM_SPLITK: products with few blocks split K, partials added in a fixed order
+    int overlap;   // MLSTM_OVERLAP: dW_h, dW_mh of finished chunks of time steps on a second stream
+    int l2;        // MLSTM_L2: W_mh persisting in L2 for the time loops; the loss read after backward
+    int cublaslt;  // --matmul cublaslt / MLSTM_MATMUL=cublaslt: cuBLASLt's matmuls, the epilogues apart
+} Switches;
+static Switches sw;  // the switches of the model whose work is being launched
+static int env_switch(const char *name) {
+    const char *v = getenv(name);
+    if (!v || !*v || !strcmp(v, "0")) return 0;
+    if (!strcmp(v, "1")) return 1;
+    fprintf(stderr, "error: %s=%s: expected 0 or 1\n", name, v);
+    exit(2);
+}
+static int matmul_cublaslt_default = -1;  // --matmul (main); -1: MLSTM_MATMUL decides
+static int matmul_kind_from_name(const char *what, const char *v) {
+    if (!strcmp(v, "wmma")) return 0;
+    if (!strcmp(v, "cublaslt")) return 1;
+    fprintf(stderr, "error: %s %s: expected wmma or cublaslt\n", what, v);
+    exit(2);
+}
+static Switches switches_from_env(void) {
+    Switches s;
+    s.splitk = env_switch("MLSTM_SPLITK");
+    s.overlap = env_switch("MLSTM_OVERLAP");
+    s.l2 = env_switch("MLSTM_L2");
+    const char *m = getenv("MLSTM_MATMUL");
+    s.cublaslt = matmul_cublaslt_default >= 0 ? matmul_cublaslt_default
+                 : m && *m ? matmul_kind_from_name("MLSTM_MATMUL", m) : 0;
+    return s;
+}
+// The switches that are on, as perf_model.py names its variants: as-is, splitk, overlap, l2,
+// cublaslt, all-wmma (the three structural ones), all (the four); other sets joined by '+'.
+static void switches_name(const Switches *s, char *out, size_t n) {
+    int k = s->splitk + s->overlap + s->l2;
+    if (k == 3) {
+        snprintf(out, n, "%s", s->cublaslt ? "all" : "all-wmma");
+        return;
+    }
+    snprintf(out, n, "%s%s%s%s", s->splitk ? "+splitk" : "", s->overlap ? "+overlap" : "", s->l2 ? "+l2" : "",
+             s->cublaslt ? "+cublaslt" : "");
+    if (!out[0]) snprintf(out, n, "as-is");
+    else memmove(out, out + 1, strlen(out));
+}
 
 // Launch shapes. Pointwise kernels run BLOCK_THREADS threads a block; the row
 // kernels (weight norm) give each row one warp, WARPS_PER_BLOCK rows a block.
@@ -256,9 +308,12 @@ static __device__ inline void load_slab(half *as, half *bs, const half *A, const
     }
 }
 
+// Split-K (switch splitk): gridDim.z splits of K, block z walks K / gridDim.z from z K / gridDim.z
+// and writes its raw product to partial[z] (M,N) FP32; splitk_reduce_kernel adds them and applies
+// the epilogue. Without it (gridDim.z 1, partial NULL) the epilogue is applied here.
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * WARP_SIZE)
-matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e) {
+matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e, float *partial) {
     typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
     typedef typename std::conditional<ACOL, wmma::col_major, wmma::row_major>::type LayoutA;
     typedef typename std::conditional<BCOL, wmma::col_major, wmma::row_major>::type LayoutB;
@@ -271,10 +326,10 @@ matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e
     wmma::fragment<wmma::accumulator, FRAG, FRAG, FRAG, float> acc[FM][FN];
     for (int i = 0; i < FM; i++)
         for (int j = 0; j < FN; j++) wmma::fill_fragment(acc[i][j], 0.f);
-    const int KT = K / BK;
+    const int KT = K / gridDim.z / BK, kb = blockIdx.z * KT * BK;  // this block's slabs, and where they start
     for (int s = 0; s < STAGES - 1; s++) {  // prologue; empty groups keep the wait count uniform
         if (s < KT)
-            load_slab<P, ACOL, BCOL>(As + s * P::A_SIZE, Bs + s * P::B_SIZE, A, B, lda, ldb, m0, n0, s * BK);
+            load_slab<P, ACOL, BCOL>(As + s * P::A_SIZE, Bs + s * P::B_SIZE, A, B, lda, ldb, m0, n0, kb + s * BK);
         copy_commit();
     }
     for (int kt = 0; kt < KT; kt++) {
@@ -282,7 +337,7 @@ matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e
         __syncthreads();          // ... for every thread, and slab kt-1 is no longer being read
         if (kt + STAGES - 1 < KT) {
             int st = (kt + STAGES - 1) % STAGES;
-            int k0 = (kt + STAGES - 1) * BK;
+            int k0 = kb + (kt + STAGES - 1) * BK;
             load_slab<P, ACOL, BCOL>(As + st * P::A_SIZE, Bs + st * P::B_SIZE, A, B, lda, ldb, m0, n0, k0);
         }
         copy_commit();
@@ -324,7 +379,8 @@ matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e
             __syncwarp();
             for (int q = lane; q < FRAG_ELEMS; q += WARP_SIZE) {
                 int r = m0 + wm * WM + i * FRAG + q / FRAG, c = n0 + wn * WN + j * FRAG + q % FRAG;
-                epilogue_store(e, r, c, staged[q]);
+                if (partial) partial[((size_t)blockIdx.z * M + r) * N + c] = staged[q];
+                else epilogue_store(e, r, c, staged[q]);
             }
             __syncwarp();
         }
@@ -335,17 +391,19 @@ matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e
 static int wmma_stages = WMMA_STAGES;
 static int wmma_stages_ok[5];  // [stages]: every tile of that depth has its shared memory
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
-static void matmul_wmma_at(const half *A, const half *B, int M, int N, int K, const Epilogue &e) {
+static void matmul_wmma_at(const half *A, const half *B, int M, int N, int K, const Epilogue &e, int splits,
+                           float *partial) {
     typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
     auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_>;
-    kernel<<<dim3(N / BN, M / BM), P::THREADS, P::SMEM, stream>>>(A, B, M, N, K, e);
+    kernel<<<dim3(N / BN, M / BM, splits), P::THREADS, P::SMEM, stream>>>(A, B, M, N, K, e, partial);
     launchCheck();
 }
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
-static void matmul_wmma(const half *A, const half *B, int M, int N, int K, const Epilogue &e) {
-    if (wmma_stages == 2) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 2>(A, B, M, N, K, e);
-    else if (wmma_stages == 4) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 4>(A, B, M, N, K, e);
-    else matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, WMMA_STAGES>(A, B, M, N, K, e);
+static void matmul_wmma(const half *A, const half *B, int M, int N, int K, const Epilogue &e, int splits,
+                        float *partial) {
+    if (wmma_stages == 2) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 2>(A, B, M, N, K, e, splits, partial);
+    else if (wmma_stages == 4) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 4>(A, B, M, N, K, e, splits, partial);
+    else matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, WMMA_STAGES>(A, B, M, N, K, e, splits, partial);
 }
 // More than 48 KB of dynamic shared memory needs an opt-in per kernel (matmul_setup). Returns 0
 // when the device has too little shared memory for it (the 4-deep 128x128 tile on sm_75).
@@ -475,16 +533,62 @@ static int matmul_use_cublas = 0;
 // 16-byte aligned. 90%, not 100%: at B=512 the per-step W_mh products give 128 big
 // blocks for an H200's 132 SMs, and the big tile reads each weight slab half as
 // often as four waves of small ones would (doc/gpu-perf.md).
+//
+// With split-K (switch splitk, issue 24 item 6) a product whose blocks do not fill the SMs
+// (fewer than 2 of the 128x128 tile's or 4 of the 64x64's per SM: the per-step products at
+// small B, the weight gradients with few output blocks, dW_out, dW_x, dW_mx, K = B*T) splits
+// K in 2, 4 or 8 parts of at least SPLIT_MIN_K: a block walks K / splits, so a latency-bound
+// chain of K/32 slabs is that many times shorter, and the 90% rule counts blocks x splits.
+// The partials are added in a fixed order (splitk_reduce_kernel): the result does not depend
+// on timing, and differs from the unsplit one only by the order of an FP32 sum.
 enum { MM_SIMT, MM_WMMA64, MM_WMMA128 };
 #define TILE_BIG 128
 #define TILE_SMALL 64
 #define WMMA_K_MULTIPLE 32
-static int matmul_plan(int M, int N, int K, const void *A, const void *B) {
+#define SPLIT_MAX 8
+#define SPLIT_MIN_K 512  // 16 slabs: the pipeline's prologue and the epilogue stay small beside them
+static int split_min_k = SPLIT_MIN_K;  // test_gpu lowers it, so small shapes split as the paper's do
+static int split_factor(long blocks, int K, long cap) {
+    int s = 1;
+    while (s < SPLIT_MAX && blocks * 2 * s <= cap && K % (WMMA_K_MULTIPLE * 2 * s) == 0 && K / (2 * s) >= split_min_k) s *= 2;
+    return s;
+}
+// The kernel a product runs on; *splits (when not NULL) gets the split-K factor (1 without the switch).
+static int matmul_plan(int M, int N, int K, const void *A, const void *B, int *splits = NULL) {
+    if (splits) *splits = 1;
     if (!GPU_FP16 || K % WMMA_K_MULTIPLE || ((uintptr_t)A | (uintptr_t)B) % 16) return MM_SIMT;
-    long big_blocks = (long)(M / TILE_BIG) * (N / TILE_BIG);
-    if (M % TILE_BIG == 0 && N % TILE_BIG == 0 && big_blocks * 10 >= (long)num_sms * 9) return MM_WMMA128;
-    if (M % TILE_SMALL == 0 && N % TILE_SMALL == 0) return MM_WMMA64;
+    const int split = splits && sw.splitk;
+    if (M % TILE_BIG == 0 && N % TILE_BIG == 0) {
+        long big_blocks = (long)(M / TILE_BIG) * (N / TILE_BIG);
+        int splits_big = split ? split_factor(big_blocks, K, 2L * num_sms) : 1;
+        if (big_blocks * splits_big * 10 >= (long)num_sms * 9) {
+            if (splits) *splits = splits_big;
+            return MM_WMMA128;
+        }
+    }
+    if (M % TILE_SMALL == 0 && N % TILE_SMALL == 0) {
+        if (split) *splits = split_factor((long)(M / TILE_SMALL) * (N / TILE_SMALL), K, 4L * num_sms);
+        return MM_WMMA64;
+    }
     return MM_SIMT;
+}
+
+// Split-K's workspace: each launch stream has its own (the overlapped weight gradients run beside
+// the loop's products). Split products fill at most 2 (4) blocks per SM of the 128x128 (64x64)
+// tile, so 2 x SMs x 128 x 128 partial sums bound it.
+static float *splitk_ws;     // of the stream launches go to now
+static size_t splitk_ws_n;
+static size_t splitk_ws_floats(void) { return (size_t)2 * num_sms * TILE_BIG * TILE_BIG; }
+static long splitk_launches;  // split products launched (test_gpu checks the switch splits)
+
+// out = the epilogue of the sum of the splits, added in order z = 0, 1, ... (deterministic).
+__global__ void splitk_reduce_kernel(const float *partial, int splits, int M, int N, Epilogue e) {
+    const size_t n = (size_t)M * N;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float acc = partial[i];
+        for (int z = 1; z < splits; z++) acc += partial[(size_t)z * n + i];
+        epilogue_store(e, (int)(i / N), (int)(i % N), acc);
+    }
 }
 
 // C (M,N) = A . B through the epilogue e, for the layouts above.
@@ -495,24 +599,41 @@ static void matmul(int layout, int M, int N, int K, const floatX *A, const float
         return;
     }
 #endif
-    int plan = matmul_plan(M, N, K, A, B);
+    int splits;
+    int plan = matmul_plan(M, N, K, A, B, &splits);
+    (void)plan;
 #if GPU_FP16
+    float *partial = NULL;
+    if (splits > 1) {
+        if (!splitk_ws || (size_t)splits * M * N > splitk_ws_n) {
+            fprintf(stderr, "error: split-K of %d x %d x %d in %d needs %zu floats of workspace, %zu given\n", M, N, K,
+                    splits, (size_t)splits * M * N, splitk_ws_n);
+            exit(1);
+        }
+        partial = splitk_ws;
+        splitk_launches++;
+    }
     if (plan == MM_WMMA128) {  // 8 warps of 64 x 32
         const int T = TILE_BIG;
-        if (layout == MM_NT) matmul_wmma<T, T, 64, 32, false, true>(A, B, M, N, K, e);
-        else if (layout == MM_NN) matmul_wmma<T, T, 64, 32, false, false>(A, B, M, N, K, e);
-        else matmul_wmma<T, T, 64, 32, true, false>(A, B, M, N, K, e);
-        return;
-    }
-    if (plan == MM_WMMA64) {  // 4 warps of 32 x 32
+        if (layout == MM_NT) matmul_wmma<T, T, 64, 32, false, true>(A, B, M, N, K, e, splits, partial);
+        else if (layout == MM_NN) matmul_wmma<T, T, 64, 32, false, false>(A, B, M, N, K, e, splits, partial);
+        else matmul_wmma<T, T, 64, 32, true, false>(A, B, M, N, K, e, splits, partial);
+    } else if (plan == MM_WMMA64) {  // 4 warps of 32 x 32
         const int T = TILE_SMALL;
-        if (layout == MM_NT) matmul_wmma<T, T, 32, 32, false, true>(A, B, M, N, K, e);
-        else if (layout == MM_NN) matmul_wmma<T, T, 32, 32, false, false>(A, B, M, N, K, e);
-        else matmul_wmma<T, T, 32, 32, true, false>(A, B, M, N, K, e);
-        return;
+        if (layout == MM_NT) matmul_wmma<T, T, 32, 32, false, true>(A, B, M, N, K, e, splits, partial);
+        else if (layout == MM_NN) matmul_wmma<T, T, 32, 32, false, false>(A, B, M, N, K, e, splits, partial);
+        else matmul_wmma<T, T, 32, 32, true, false>(A, B, M, N, K, e, splits, partial);
     }
+    if (partial) {
+        int blocks = ceil_div((long)M * N, BLOCK_THREADS);
+        blocks = blocks < 8 * num_sms ? blocks : 8 * num_sms;
+        splitk_reduce_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(partial, splits, M, N, e);
+        launchCheck();
+    }
+    if (plan != MM_SIMT) return;
+#else
+    (void)splitk_launches;
 #endif
-    (void)plan;
     if (layout == MM_NT) matmul_simt<false, true>(A, B, M, N, K, e);
     else if (layout == MM_NN) matmul_simt<false, false>(A, B, M, N, K, e);
     else matmul_simt<true, false>(A, B, M, N, K, e);
@@ -839,9 +960,12 @@ __global__ void reduce_kernel(double *part, int *bad, const float *x, size_t n, 
         bad[blockIdx.x] = flag;
     }
 }
-static double reduce(double *part, int *bad, const float *x, size_t n, int square, float limit, int *any_bad) {
+static void reduce_launch(double *part, int *bad, const float *x, size_t n, int square, float limit) {
     reduce_kernel<<<RED_BLOCKS, BLOCK_THREADS, 0, stream>>>(part, bad, x, n, square, limit);
     launchCheck();
+}
+// The partials to the host (a sync) and their sum, in order.
+static double reduce_read(const double *part, const int *bad, int *any_bad) {
     double hp[RED_BLOCKS], s = 0;
     int hb[RED_BLOCKS], b = 0;
     cudaCheck(cudaMemcpyAsync(hp, part, sizeof hp, cudaMemcpyDeviceToHost, stream));
@@ -853,6 +977,10 @@ static double reduce(double *part, int *bad, const float *x, size_t n, int squar
     }
     if (any_bad) *any_bad = b;
     return s;
+}
+static double reduce(double *part, int *bad, const float *x, size_t n, int square, float limit, int *any_bad) {
+    reduce_launch(part, bad, x, n, square, limit);
+    return reduce_read(part, bad, any_bad);
 }
 
 // ----------------------------------------------------------------------------
@@ -889,6 +1017,8 @@ static void to_f32(float *y, const floatX *x, size_t n) {
     to_f32_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(y, x, n);
     launchCheck();
 }
+
+#define OVERLAP_CHUNKS 4  // switch overlap: the backward loop's chunks (backward_steps)
 
 // ----------------------------------------------------------------------------
 // The model on the device. One allocation holds the FP32 parameters, gradients and
@@ -932,6 +1062,8 @@ struct Model {
     float *colpart;        // (COLSUM_CHUNKS, max(4H,V))
     double *red;           // (RED_BLOCKS,)
     int *red_bad;          // (RED_BLOCKS,)
+    double *red_loss;      // (RED_BLOCKS,) the loss's partials, read after backward (switch l2)
+    int *red_loss_bad;     // (RED_BLOCKS,)
     float *train_h, *train_c;  // (B,H) carried training state
     float *val_h, *val_c;      // (B,H) validation state
     void *pbase, *abase;
@@ -939,6 +1071,9 @@ struct Model {
     ncclComm_t comm;
 #endif
     int use_graphs;        // run the time loops as CUDA graphs (run_steps); 0: launch them directly
+    Switches sw;           // the changes of issue 24 this model runs with
+    float *splitk_ws[2];   // split-K's partial sums for the main and the second stream (switch splitk)
+    cudaEvent_t ev_chunk[OVERLAP_CHUNKS], ev_join;  // switch overlap's fork after each chunk, and join
     cudaGraphExec_t fwd_graph, bwd_graph;  // the forward and backward time loops, captured on first use
 };
 
@@ -995,11 +1130,12 @@ static void select_device(void) {
     if (!lr) lr = getenv("SLURM_LOCALID");
     int dev = (lr ? atoi(lr) : rank) % ndev;
     cudaCheck(cudaSetDevice(dev));
-    cudaDeviceProp prop;
+    cudaDeviceProp &prop = device_prop;
     cudaCheck(cudaGetDeviceProperties(&prop, dev));
     num_sms = prop.multiProcessorCount;
-    if (!stream) {  // once per process; both live as long as it
+    if (!stream) {  // once per process; they live as long as it
         cudaCheck(cudaStreamCreate(&stream));
+        cudaCheck(cudaStreamCreate(&stream2));
         matmul_setup(prop.sharedMemPerBlockOptin);
     }
     static int printed = 0;
@@ -1022,6 +1158,7 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
     md->np = md->host.nparams;
     const size_t V = cfg.V, D = cfg.D, H = cfg.H, N = (size_t)B * T, np = md->np;
     const size_t X = sizeof(floatX), F = sizeof(float);
+    md->sw = switches_from_env();
     md->host_h = (real *)mallocCheck(sizeof(real) * B * H);
     md->host_c = (real *)mallocCheck(sizeof(real) * B * H);
     Buf pb[] = {{(void **)&md->params, F * np}, {(void **)&md->grads, F * np},
@@ -1059,10 +1196,14 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
         {(void **)&md->colpart, F * COLSUM_CHUNKS * (4 * H > V ? 4 * H : V)},
         {(void **)&md->red, sizeof(double) * RED_BLOCKS},
         {(void **)&md->red_bad, sizeof(int) * RED_BLOCKS},
+        {(void **)&md->red_loss, sizeof(double) * RED_BLOCKS},
+        {(void **)&md->red_loss_bad, sizeof(int) * RED_BLOCKS},
         {(void **)&md->train_h, F * B * H},
         {(void **)&md->train_c, F * B * H},
         {(void **)&md->val_h, F * B * H},
         {(void **)&md->val_c, F * B * H},
+        {(void **)&md->splitk_ws[0], md->sw.splitk ? F * splitk_ws_floats() : 0},
+        {(void **)&md->splitk_ws[1], md->sw.splitk ? F * splitk_ws_floats() : 0},
     };
     md->abase = alloc_bufs(ab, sizeof ab / sizeof ab[0]);
     for (int k = 0; k < NWN; k++) {
@@ -1084,6 +1225,12 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
     const char *no_graph = getenv("MLSTM_NO_GRAPH");  // MLSTM_NO_GRAPH=1: the direct path, to compare
     md->use_graphs = GPU_GRAPHS && !(no_graph && atoi(no_graph));
     md->fwd_graph = md->bwd_graph = NULL;
+    for (int j = 0; j < OVERLAP_CHUNKS; j++) cudaCheck(cudaEventCreateWithFlags(&md->ev_chunk[j], cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&md->ev_join, cudaEventDisableTiming));
+    char on[64];
+    switches_name(&md->sw, on, sizeof on);
+    static int said;
+    if (strcmp(on, "as-is") && rank == 0 && !said++) printf("switches: %s (doc/gpu-perf.md)\n", on);
     return md;
 }
 
@@ -1098,6 +1245,8 @@ static void model_free(Model *md) {
     free(md->host_c);
     if (md->fwd_graph) cudaCheck(cudaGraphExecDestroy(md->fwd_graph));
     if (md->bwd_graph) cudaCheck(cudaGraphExecDestroy(md->bwd_graph));
+    for (int j = 0; j < OVERLAP_CHUNKS; j++) cudaCheck(cudaEventDestroy(md->ev_chunk[j]));
+    cudaCheck(cudaEventDestroy(md->ev_join));
     free(md);
 }
 
@@ -1227,18 +1376,99 @@ static void backward_step(Model *md, int t, cudaEvent_t *ev) {
     matmul(MM_NN, B, H, H, md->dmh + o, md->W[WN_MH], epi_f32(md->dh, H));  // dh_{t-1} = dmh W_mh
     mark(ev, 3);
 }
-// Backward steps t = T-1 .. 0 from dh = dc = 0.
+// Switch overlap (issue 24 item 7): the chain of the backward loop leaves the tensor cores mostly
+// idle at small B, and dW_h = dz^T m and dW_mh = dmh^T h_{t-1} need only the rows of finished
+// steps. So the loop runs in OVERLAP_CHUNKS chunks of T / OVERLAP_CHUNKS steps; after each, an
+// event forks stream2, which adds the two products over the chunk's B T / OVERLAP_CHUNKS rows
+// into dW_h and dW_mh (the first chunk writes them, the later ones add, in chunk order on the one
+// stream: a fixed order), while stream goes on with the next chunk. After the loop stream waits
+// for stream2 (the join). Inside the capture of the backward graph this is the graph's fork and
+// join; the direct path runs it on the two streams the same way.
+static int overlap_chunks(const Model *md) {  // (not with USE_CUBLAS's comparison path: one handle, one scratch)
+    return md->sw.overlap && !matmul_use_cublas && md->T % OVERLAP_CHUNKS == 0 ? OVERLAP_CHUNKS : 1;
+}
+static void wgrad_chunk(Model *md, int j, int t0, int steps) {
+    const int H = md->cfg.H, B = md->B, N = B * md->T, rows = B * steps;
+    const size_t o = (size_t)t0 * B * H;
+    cudaCheck(cudaEventRecord(md->ev_chunk[j], stream));  // the chunk's dz, dmh are written
+    cudaCheck(cudaStreamWaitEvent(stream2, md->ev_chunk[j], 0));
+    cudaStream_t main_stream = stream;
+    float *main_ws = splitk_ws;
+    stream = stream2;  // the launches below go to stream2, with its own split-K workspace
+    splitk_ws = md->splitk_ws[1];
+    Epilogue e = epi_grad(md->dW[WN_H], H, N);
+    e.accumulate = j > 0;
+    matmul(MM_TN, 4 * H, H, rows, md->dz + 4 * o, md->mt + o, e);  // dW_h += dz^T m / N over the chunk
+    e = epi_grad(md->dW[WN_MH], H, N);
+    e.accumulate = j > 0;
+    matmul(MM_TN, H, H, rows, md->dmh + o, md->hs + o, e);  // dW_mh += dmh^T h_{t-1} / N over the chunk
+    stream = main_stream;
+    splitk_ws = main_ws;
+}
+// Backward steps t = T-1 .. 0 from dh = dc = 0 (with switch overlap, in chunks: above).
 static void backward_steps(Model *md) {
-    for (int t = md->T - 1; t >= 0; t--) backward_step(md, t, NULL);
+    const int T = md->T, chunks = overlap_chunks(md), C = T / chunks;
+    for (int j = 0; j < chunks; j++) {
+        for (int t = T - 1 - j * C; t >= T - (j + 1) * C; t--) backward_step(md, t, NULL);
+        if (chunks > 1) wgrad_chunk(md, j, T - (j + 1) * C, C);
+    }
+    if (chunks > 1) {  // the join
+        cudaCheck(cudaEventRecord(md->ev_join, stream2));
+        cudaCheck(cudaStreamWaitEvent(stream, md->ev_join, 0));
+    }
+}
+
+// Switch l2 (issue 24 item 8): W_mh, 33.5 MB in FP16 at H = 4096, persisting in L2 (an H200
+// may set aside 37.5 MB of its 50), so the per-step products mh and dh read it from L2 instead
+// of from DRAM after W_h's 134 MB stream has evicted it. A window on the stream: the launches on
+// it, and the kernel nodes captured from it, carry it. Set before each forward and backward for
+// the model whose work follows (a validation model has its own W_mh); without persisting L2
+// (before sm_80) the switch does nothing.
+static const void *l2_window_base;  // the window the stream carries now (NULL: none)
+static void l2_window(Model *md) {
+    const void *base = md->sw.l2 ? (const void *)md->W[WN_MH] : NULL;
+    if (base == l2_window_base) return;
+    size_t persist = (size_t)device_prop.persistingL2CacheMaxSize, max_win = (size_t)device_prop.accessPolicyMaxWindowSize;
+    if (base && (!persist || !max_win)) {
+        static int said;
+        if (!said++ && rank == 0) fprintf(stderr, "note: MLSTM_L2=1: this GPU has no persisting L2 (sm_80+); ignored\n");
+        return;
+    }
+    cudaStreamAttrValue a;
+    memset(&a, 0, sizeof a);  // num_bytes 0: no window
+    size_t win = 0;
+    if (base) {
+        size_t bytes = (size_t)md->cfg.H * md->cfg.H * sizeof(floatX);
+        win = bytes < max_win ? bytes : max_win;
+        a.accessPolicyWindow.base_ptr = (void *)base;
+        a.accessPolicyWindow.num_bytes = win;
+        a.accessPolicyWindow.hitRatio = win <= persist ? 1.f : (float)persist / win;  // the share that persists
+        a.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+        a.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+    }
+    cudaCheck(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, win < persist ? win : persist));
+    cudaCheck(cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &a));
+    if (!base) cudaCheck(cudaCtxResetPersistingL2Cache());  // the old window's lines back to normal
+    l2_window_base = base;
+}
+// The model's switches become the ones its launches see (matmul reads sw).
+static void use_switches(Model *md) {
+    sw = md->sw;
+    splitk_ws = md->sw.splitk ? md->splitk_ws[0] : NULL;
+    splitk_ws_n = md->sw.splitk ? splitk_ws_floats() : 0;
+    l2_window(md);
 }
 
 // Forward over T steps from the state (h0, c0) (B,H), which it advances; with
-// scale > 0 also dlogits for backward, seeded with S. Returns the mean loss.
+// scale > 0 also dlogits for backward, seeded with S. Returns the mean loss, or with
+// defer_loss 0 and the loss's reduction launched into red_loss (model_step reads it
+// after backward, switch l2: no host sync between forward and backward).
 // mlstm.h's mlstm_forward, equation by equation (the block above it).
-static double forward(Model *md, float *h0, float *c0, double scale) {
+static double forward(Model *md, float *h0, float *c0, double scale, int defer_loss) {
     const int D = md->cfg.D, H = md->cfg.H, V = md->cfg.V, B = md->B, T = md->T, N = B * T;
     const size_t BH = (size_t)B * H;
     const uint8_t *in = md->tok, *tg = md->tok + N;
+    use_switches(md);
     refresh_weights(md);
     embed_forward(md->xe, md->p.t[P_E], in, B, T, D);
     // input projections of all T steps: gates = e W_x^T + b (N,4H), mx = e W_mx^T (N,H)
@@ -1253,7 +1483,9 @@ static double forward(Model *md, float *h0, float *c0, double scale) {
     e.bias = md->p.t[P_BOUT];
     matmul(MM_NT, N, V, H, md->hs + BH, md->Wout, e);
     softmax_xent(scale > 0 ? md->dlogits : NULL, md->losses, md->logits, tg, B, T, V, (float)scale);
-    double loss = reduce(md->red, md->red_bad, md->losses, N, 0, INFINITY, NULL) / N;
+    double loss = 0;
+    if (defer_loss) reduce_launch(md->red_loss, md->red_loss_bad, md->losses, N, 0, INFINITY);
+    else loss = reduce(md->red, md->red_bad, md->losses, N, 0, INFINITY, NULL) / N;
     // stateful truncated BPTT: the last state feeds the next batch
     to_f32(h0, md->hs + (size_t)T * BH, BH);
     cudaCheck(cudaMemcpyAsync(c0, md->cs + (size_t)T * BH, sizeof(float) * BH, cudaMemcpyDeviceToDevice, stream));
@@ -1269,6 +1501,7 @@ static void backward(Model *md) {
     const size_t BH = (size_t)B * H;
     const uint8_t *in = md->tok;
     ParamTable *g = &md->g;
+    use_switches(md);
     // every tensor is overwritten; zero is the safe default
     cudaCheck(cudaMemsetAsync(md->grads, 0, md->np * sizeof(float), stream));
     matmul(MM_TN, V, H, N, md->dlogits, md->hs + BH, epi_grad(g->t[P_WOUT], H, N));  // dW_out = dlogits^T h / N
@@ -1277,10 +1510,12 @@ static void backward(Model *md) {
     cudaCheck(cudaMemsetAsync(md->dh, 0, sizeof(float) * BH, stream));
     cudaCheck(cudaMemsetAsync(md->dc, 0, sizeof(float) * BH, stream));
     run_steps(md, &md->bwd_graph, backward_steps);
-    matmul(MM_TN, 4 * H, H, N, md->dz, md->mt, epi_grad(md->dW[WN_H], H, N));  // dW_h  = dz^T m / N
+    if (overlap_chunks(md) == 1)  // (with switch overlap, in the loop's chunks)
+        matmul(MM_TN, 4 * H, H, N, md->dz, md->mt, epi_grad(md->dW[WN_H], H, N));  // dW_h  = dz^T m / N
     matmul(MM_TN, 4 * H, D, N, md->dz, md->xe, epi_grad(md->dW[WN_X], D, N));  // dW_x  = dz^T e / N
     matmul(MM_TN, H, D, N, md->dmx, md->xe, epi_grad(md->dW[WN_MX], D, N));    // dW_mx = dmx^T e / N
-    matmul(MM_TN, H, H, N, md->dmh, md->hs, epi_grad(md->dW[WN_MH], H, N));    // dW_mh = dmh^T h_{t-1} / N
+    if (overlap_chunks(md) == 1)
+        matmul(MM_TN, H, H, N, md->dmh, md->hs, epi_grad(md->dW[WN_MH], H, N));  // dW_mh = dmh^T h_{t-1} / N
     colsum(g->t[P_B], md->colpart, md->dz, N, 4 * H, 1.f / N);
     matmul(MM_NN, N, D, 4 * H, md->dz, md->W[WN_X], epi_grad(md->dxe, D, N));  // dxe = (dz W_x + dmx W_mx) / N   (N,D)
     Epilogue e = epi_grad(md->dxe, D, N);
@@ -1303,8 +1538,9 @@ static void backward(Model *md) {
 // backward seeded with S.
 static double model_step(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, double scale) {
     upload_batch(md, in, tg, rs);
-    double loss = forward(md, md->train_h, md->train_c, scale);
+    double loss = forward(md, md->train_h, md->train_c, scale, md->sw.l2);
     backward(md);
+    if (md->sw.l2) loss = reduce_read(md->red_loss, md->red_loss_bad, NULL) / ((double)md->B * md->T);
     md->stats_fresh = 0;
     return loss;
 }
@@ -1372,7 +1608,7 @@ static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const 
         cudaCheck(cudaMemsetAsync(md->val_c, 0, sizeof(float) * md->B * md->cfg.H, stream));
     }
     upload_batch(md, in, tg, rs);
-    return forward(md, md->val_h, md->val_c, 0);
+    return forward(md, md->val_h, md->val_c, 0, 0);
 }
 
 // ----------------------------------------------------------------------------

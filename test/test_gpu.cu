@@ -172,60 +172,101 @@ static void test_graph_path(MlstmConfig cfg, int B, int T, uint64_t seed, int sm
 
 // sms > 0 overrides the SM count the matmul dispatcher sees (after model_create has
 // read the device's), a test-only way to force the 128x128 tile on small shapes.
-static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
+// One step of the model on a batch and a carried-in state, computed once by mlstm.h (FP32), to
+// compare the GPU's step with (test_model, and each switch of test_switches).
+typedef struct {
+    MlstmConfig cfg;
+    int B, T;
+    uint8_t *in, *tg, *rs;
+    real *h0, *c0;   // the carried-in state, the same on both
+    double S, loss;  // loss scale; mlstm.h's loss
+    Mlstm cpu;       // its gradients and final state
+    float *logits;   // (N,V) mlstm.h's
+} StepCase;
+static void step_case_init(StepCase *c, MlstmConfig cfg, int B, int T, uint64_t seed) {
     const int H = cfg.H, V = cfg.V, N = B * T;
+    c->cfg = cfg; c->B = B; c->T = T;
+    c->in = (uint8_t *)mallocCheck(N); c->tg = (uint8_t *)mallocCheck(N); c->rs = (uint8_t *)mallocCheck(N);
+    random_batch(c->in, c->tg, c->rs, B, T, seed);
+    mlstm_build(&c->cpu, cfg, B, T);
+    mlstm_init(&c->cpu, seed);
+    // a non-zero carried-in state
+    c->h0 = (real *)mallocCheck(sizeof(real) * B * H);
+    c->c0 = (real *)mallocCheck(sizeof(real) * B * H);
+    uint64_t s = seed + 99;
+    for (int i = 0; i < B * H; i++) {
+        c->h0[i] = (real)(0.5 * rng_uniform(&s) - 0.25);
+        c->c0[i] = (real)(rng_uniform(&s) - 0.5);
+    }
+#if GPU_FP16
+    for (int i = 0; i < B * H; i++) c->h0[i] = tof(tox(c->h0[i]));  // the GPU keeps h in FP16; start equal
+#endif
+    // a production-size loss scale: the scaler starts at FP16's cap 2^15 and halves on overflow;
+    // 2^14 leaves room for the random model's gradients (dlogits reach S)
+    c->S = 16384;
+    c->loss = mlstm_forward(&c->cpu, c->in, c->tg, c->rs, c->h0, c->c0, B, T);
+    mlstm_backward(&c->cpu, (real)c->S);
+    c->logits = (float *)mallocCheck(sizeof(float) * N * V);
+    matmul_nt(c->logits, c->cpu.hs + (size_t)B * H, c->cpu.p.t[P_WOUT], c->cpu.p.t[P_BOUT], N, H, V, 0);
+}
+static void step_case_free(StepCase *c) {
+    mlstm_free(&c->cpu);
+    free(c->in); free(c->tg); free(c->rs); free(c->h0); free(c->c0); free(c->logits);
+}
+// The GPU's step from the case's state (md made with the case's seed): loss, logits, every
+// gradient (and matrices row by row), the final state against mlstm.h's. label prefixes the checks.
+static void check_step(StepCase *c, Model *md, const char *label) {
+    const int H = c->cfg.H, V = c->cfg.V, N = c->B * c->T;
+    real *gh, *gc;
+    model_state(md, &gh, &gc);
+    memcpy(gh, c->h0, sizeof(real) * c->B * H);
+    memcpy(gc, c->c0, sizeof(real) * c->B * H);
+    model_loaded(md);
+    double lg = model_step(md, c->in, c->tg, c->rs, c->S);
+    cudaCheck(cudaDeviceSynchronize());
+    char what[96];
+    snprintf(what, sizeof what, "%sloss", label);
+    check_err(what, fabs(lg - c->loss) / fabs(c->loss), TOL_LOSS);
+    float *logits_gpu = d2h(md->logits, (size_t)N * V);
+    snprintf(what, sizeof what, "%slogits", label);
+    check_tensor(what, logits_gpu, c->logits, (size_t)N * V, TOL_LOGITS);
+    float *grads = d2h(md->grads, md->np);
+    ParamTable gt;
+    param_table(&gt, &c->cfg, grads);
+    size_t rows[NPARAM], cols[NPARAM];
+    param_shapes(&c->cfg, rows, cols);
+    for (int i = 0; i < NPARAM; i++) {
+        if (!gt.n[i]) continue;
+        snprintf(what, sizeof what, "%sgrad %s (%zu)", label, param_names[i], gt.n[i]);
+        check_tensor(what, gt.t[i], c->cpu.g.t[i], gt.n[i], TOL_GRAD);
+        // matrices also row by row; the vectors (biases, gains) are single slices, as
+        // one bias or gain element can be a sum that cancels to near zero
+        if (cols[i] > 1) check_rows(what, gt.t[i], c->cpu.g.t[i], rows[i], cols[i], TOL_GRAD);
+    }
+    model_state(md, &gh, &gc);
+    snprintf(what, sizeof what, "%sfinal state h", label);
+    check_tensor(what, gh, mlstm_h_out(&c->cpu), (size_t)c->B * H, TOL_STATE);
+    snprintf(what, sizeof what, "%sfinal state c", label);
+    check_tensor(what, gc, mlstm_c_out(&c->cpu), (size_t)c->B * H, TOL_STATE);
+    free(logits_gpu); free(grads);
+}
+
+static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
+    const int H = cfg.H;
     char tag[96];
     snprintf(tag, sizeof tag, "D=%d H=%d B=%d T=%d wnorm=%d%s", cfg.D, H, B, T, cfg.wnorm, sms == 1 ? " tile 128 where it divides" : "");
     printf("-- model %s (%s)\n", tag, precision_name);
-    uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
-    random_batch(in, tg, rs, B, T, seed);
-    Mlstm cpu;
-    mlstm_build(&cpu, cfg, B, T);
-    mlstm_init(&cpu, seed);
+    StepCase sc;
+    step_case_init(&sc, cfg, B, T, seed);
     Model *md = model_create(cfg, B, T, seed);
     if (sms > 0) num_sms = sms;
-    // a non-zero carried-in state, the same on both
-    real *h0 = (real *)mallocCheck(sizeof(real) * B * H), *c0 = (real *)mallocCheck(sizeof(real) * B * H), *gh, *gc;
-    uint64_t s = seed + 99;
-    model_state(md, &gh, &gc);
-    for (int i = 0; i < B * H; i++) {
-        gh[i] = h0[i] = (real)(0.5 * rng_uniform(&s) - 0.25);
-        gc[i] = c0[i] = (real)(rng_uniform(&s) - 0.5);
-    }
-#if GPU_FP16
-    for (int i = 0; i < B * H; i++) gh[i] = h0[i] = tof(tox(h0[i]));  // the GPU keeps h in FP16; start equal
-#endif
-    model_loaded(md);
-    // a production-size loss scale: the scaler starts at FP16's cap 2^15 and halves on overflow;
-    // 2^14 leaves room for the random model's gradients (dlogits reach S)
-    const double S = 16384;
-    double lc = mlstm_forward(&cpu, in, tg, rs, h0, c0, B, T);
-    mlstm_backward(&cpu, (real)S);
-    double lg = model_step(md, in, tg, rs, S);
-    cudaCheck(cudaDeviceSynchronize());
-    check_err("loss", fabs(lg - lc) / fabs(lc), TOL_LOSS);
-    float *logits_cpu = (float *)mallocCheck(sizeof(float) * N * V), *logits_gpu = d2h(md->logits, (size_t)N * V);
-    matmul_nt(logits_cpu, cpu.hs + (size_t)B * H, cpu.p.t[P_WOUT], cpu.p.t[P_BOUT], N, H, V, 0);
-    check_tensor("logits", logits_gpu, logits_cpu, (size_t)N * V, TOL_LOGITS);
-    float *grads = d2h(md->grads, md->np);
-    ParamTable gt;
-    param_table(&gt, &cfg, grads);
-    size_t rows[NPARAM], cols[NPARAM];
-    param_shapes(&cfg, rows, cols);
-    for (int i = 0; i < NPARAM; i++) {
-        if (!gt.n[i]) continue;
-        char what[64];
-        snprintf(what, sizeof what, "grad %s (%zu)", param_names[i], gt.n[i]);
-        check_tensor(what, gt.t[i], cpu.g.t[i], gt.n[i], TOL_GRAD);
-        // matrices also row by row; the vectors (biases, gains) are single slices, as
-        // one bias or gain element can be a sum that cancels to near zero
-        if (cols[i] > 1) check_rows(what, gt.t[i], cpu.g.t[i], rows[i], cols[i], TOL_GRAD);
-    }
-    model_state(md, &gh, &gc);
-    check_tensor("final state h", gh, mlstm_h_out(&cpu), (size_t)B * H, TOL_STATE);
-    check_tensor("final state c", gc, mlstm_c_out(&cpu), (size_t)B * H, TOL_STATE);
-    free(logits_cpu); free(logits_gpu); free(grads);
+    check_step(&sc, md, "");
     model_free(md);
+    const double S = sc.S;
+    uint8_t *in = sc.in, *tg = sc.tg, *rs = sc.rs;
+    real *h0 = sc.h0, *c0 = sc.c0;
+    Mlstm &cpu = sc.cpu;
+    double lc, lg;
     test_graph_path(cfg, B, T, seed, sms);
 
     // ten steps from the same initial weights and a zero state, state carried
@@ -270,8 +311,7 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
     if (md->use_graphs && !matmul_use_cublas)
         CHECK(fwd_graph && md->fwd_graph == fwd_graph, "the ten steps ran the time loops as CUDA graphs, captured at step 1");
     model_free(md);
-    mlstm_free(&cpu);
-    free(in); free(tg); free(rs); free(h0); free(c0);
+    step_case_free(&sc);
 }
 
 #ifdef GPU_DEBUG
@@ -926,9 +966,12 @@ static int bench_step(int B, int steps) {
     }
     cudaCheck(cudaDeviceSynchronize());
     double dt = now_seconds() - t0, cps = (double)N * steps / dt;
-    printf("bench_step precision=%s matmul=%s B=%d T=%d H=4096 steps=%d seconds=%.3f chars_per_s=%.0f tflops=%.2f skipped=%d\n",
-           precision_name, matmul_use_cublas ? "cublas" : md->use_graphs ? "ours" : "ours-direct",  // direct: MLSTM_NO_GRAPH=1
-           B, T, steps, dt, cps, 3 * flops_per_char(&cfg) * cps / 1e12, skipped);
+    char variant[64];
+    switches_name(&md->sw, variant, sizeof variant);
+    printf("bench_step precision=%s matmul=%s variant=%s B=%d T=%d H=4096 steps=%d seconds=%.3f chars_per_s=%.0f tflops=%.2f "
+           "skipped=%d\n", precision_name,
+           matmul_use_cublas ? "cublas" : md->sw.cublaslt ? "cublaslt" : md->use_graphs ? "ours" : "ours-direct",  // direct: MLSTM_NO_GRAPH=1
+           variant, B, T, steps, dt, cps, 3 * flops_per_char(&cfg) * cps / 1e12, skipped);
     model_free(md);
     free(in); free(tg); free(rs);
     if (nonfinite || skipped == steps) {
@@ -936,6 +979,97 @@ static int bench_step(int B, int steps) {
         return 1;
     }
     return 0;
+}
+
+// ----------------------------------------------------------------------------
+// The switches of issue 24 (train.cu's Switches, doc/gpu-perf.md), each on alone and all together,
+// set as a user sets them (the environment), against mlstm.h: one step of the tile model from a
+// carried-in state, every tensor as test_model checks it, and what each switch must have done. The
+// dispatcher sees 4 SMs and split-K's minimum depth is 32, so that split-K splits these small
+// products as it splits the paper's (test-only settings).
+
+struct SwitchRun {
+    const char *name;
+    int splitk, overlap, l2;
+};
+static void set_switch_env(const SwitchRun *r) {
+    const char *names[] = {"MLSTM_SPLITK", "MLSTM_OVERLAP", "MLSTM_L2"};
+    const int on[] = {r->splitk, r->overlap, r->l2};
+    for (int i = 0; i < 3; i++) {
+        if (on[i]) setenv(names[i], "1", 1);
+        else unsetenv(names[i]);
+    }
+}
+static void test_switches(void) {
+    printf("-- the switches of issue 24 against mlstm.h (%s)\n", precision_name);
+    MlstmConfig cfg = {256, 64, 128, 1};
+    const int B = 64, T = 8, H = cfg.H;
+    StepCase sc;
+    step_case_init(&sc, cfg, B, T, 41);
+    const SwitchRun runs[] = {{"as-is", 0, 0, 0}, {"splitk", 1, 0, 0}, {"overlap", 0, 1, 0}, {"l2", 0, 0, 1},
+                              {"all", 1, 1, 1}};
+    float *ref_grads = NULL;
+    double ref_loss = 0;
+    const int saved_min_k = split_min_k;
+    for (const SwitchRun &r : runs) {
+        set_switch_env(&r);
+        Model *md = model_create(cfg, B, T, 41);
+        num_sms = 4;
+        split_min_k = 32;
+        char label[48];
+        snprintf(label, sizeof label, "[%s] ", r.name);
+        long splits_before = splitk_launches;
+        check_step(&sc, md, label);
+        float *grads = d2h(md->grads, md->np);
+        double loss = model_eval(md, sc.in, sc.tg, sc.rs, 1);  // (the validation path, with the switches too)
+        if (r.l2) {
+            cudaStreamAttrValue a;
+            cudaCheck(cudaStreamGetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &a));
+            size_t limit = 0;
+            cudaCheck(cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize));
+            const cudaAccessPolicyWindow &w = a.accessPolicyWindow;
+            if (device_prop.persistingL2CacheMaxSize > 0)
+                CHECK(w.base_ptr == (void *)md->W[WN_MH] && w.num_bytes == (size_t)H * H * sizeof(floatX) &&
+                          w.hitProp == cudaAccessPropertyPersisting && w.hitRatio == 1.f && limit == w.num_bytes,
+                      "[%s] the stream's L2 window is W_mh (%zu bytes, persisting, hit ratio %g), %zu bytes set aside",
+                      r.name, w.num_bytes, w.hitRatio, limit);
+            else
+                CHECK(w.num_bytes == 0, "[%s] no persisting L2 on this device (sm_%d): no window", r.name,
+                      device_prop.major * 10 + device_prop.minor);
+        }
+        if (!ref_grads) {
+            ref_grads = grads;
+            ref_loss = loss;
+        } else {
+            if (r.splitk && GPU_FP16)
+                CHECK(splitk_launches > splits_before, "[%s] split-K split %ld products of the step", r.name,
+                      splitk_launches - splits_before);
+            if (!r.splitk && !r.overlap)  // l2 moves no bits (split-K and the chunks sum in another order)
+                CHECK(!memcmp(grads, ref_grads, sizeof(float) * md->np) && loss == ref_loss,
+                      "[%s] gradients and validation loss bit for bit those of as-is", r.name);
+            if (r.overlap && md->use_graphs) {
+                // the graph's fork and join, replayed in an order the dependencies allow (the reverse
+                // schedule runs the latest-captured ready node first), against the direct path
+                setenv("MLSTM_NO_GRAPH", "1", 1);
+                Model *direct = model_create(cfg, B, T, 41);
+                num_sms = 4;  // (model_create read the device's)
+                unsetenv("MLSTM_NO_GRAPH");
+                check_step(&sc, direct, "[overlap, direct] ");
+                float *dg = d2h(direct->grads, direct->np);
+                CHECK(!memcmp(dg, grads, sizeof(float) * md->np), "[%s] graph (forked, joined) == direct path, bit for bit",
+                      r.name);
+                free(dg);
+                model_free(direct);
+            }
+            free(grads);
+        }
+        model_free(md);
+    }
+    SwitchRun off = {"as-is", 0, 0, 0};
+    set_switch_env(&off);
+    split_min_k = saved_min_k;
+    free(ref_grads);
+    step_case_free(&sc);
 }
 
 // The benchmarks' own paths (per-kernel events around the step functions, the matmul at every
@@ -986,13 +1120,14 @@ int main(int argc, char **argv) {
     printf("test_gpu: %s build; tolerances: logits %.0e loss %.0e gradients %.0e state %.0e ten losses %.0e matmul %.0e\n",
            precision_name, TOL_LOGITS, TOL_LOSS, TOL_GRAD, TOL_STATE, TOL_STEPS, TOL_MM);
     // --only GROUP runs one group of checks (while working on it): debug, matmul, model, precision, cap,
-    // overflow, simt, resume, bench
-    const char *groups[] = {"debug", "matmul", "model", "precision", "cap", "overflow", "simt", "resume", "bench"};
+    // overflow, simt, resume, bench, switches
+    const char *groups[] = {"debug", "matmul", "model", "precision", "cap", "overflow", "simt", "resume", "bench",
+                            "switches"};
     int known = !only;
     for (int i = 0; i < (int)(sizeof groups / sizeof groups[0]); i++) known |= only && !strcmp(only, groups[i]);
     if (!known) {
         fprintf(stderr, "error: --only %s: not a group of checks (debug, matmul, model, precision, cap, overflow, simt, "
-                        "resume, bench)\n", only);
+                        "resume, bench, switches)\n", only);
         return 2;
     }
 #define GROUP(name) (!only || !strcmp(only, name))
@@ -1011,6 +1146,7 @@ int main(int argc, char **argv) {
     if (GROUP("simt")) test_simt_warning();
     if (GROUP("resume")) test_resume();
     if (GROUP("bench")) test_bench_paths();
+    if (GROUP("switches")) test_switches();
 #undef GROUP
     return test_summary("test_gpu");
 }

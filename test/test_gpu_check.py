@@ -49,7 +49,9 @@ case "$1" in
     [ "$2" = 512 ] && [ "$FAKE" = slow512 ] && exec sleep 60
     p=FP16; case "$0" in *fp32) p=FP32 ;; esac
     m=ours; c=$(( $2 * 256 * 10 )); [ "${MLSTM_NO_GRAPH:-0}" = 1 ] && m=ours-direct && c=$(( $2 * 256 * 8 ))
-    echo "bench_step precision=$p matmul=$m B=$2 T=256 H=4096 steps=$3 seconds=1.000 chars_per_s=$c tflops=1.00 skipped=0" ;;
+    v=as-is; [ "${MLSTM_SPLITK:-0}" = 1 ] && v=splitk && c=$(( $2 * 256 * 12 )); [ "${MLSTM_L2:-0}" = 1 ] && v=l2
+    [ "${MLSTM_OVERLAP:-0}" = 1 ] && v=overlap; [ "${MLSTM_SPLITK:-0}${MLSTM_OVERLAP:-0}${MLSTM_L2:-0}" = 111 ] && v=all-wmma
+    echo "bench_step precision=$p matmul=$m variant=$v B=$2 T=256 H=4096 steps=$3 seconds=1.000 chars_per_s=$c tflops=1.00 skipped=0" ;;
   --cublas)
     p=FP16; case "$0" in *fp32) p=FP32 ;; esac
     echo "bench_step precision=$p matmul=cublas B=$3 T=256 H=4096 steps=$4 seconds=1.000 chars_per_s=$(( $3 * 256 * 20 )) tflops=2.00 skipped=0" ;;
@@ -141,6 +143,12 @@ with tempfile.TemporaryDirectory() as tmp:
     check("| 128 | dm | wmma64 | 300.0 |" in r.stdout and "| 256 | dm | wmma64 | 300.0 |" in r.stdout
           and "| dm 128 x 4096 x 16384 | 0.200 | 0.200 | 0.200 |" in r.stdout,
           "the kernels of a time step (B=128, 256) and the per-step products at three depths are reported")
+    # each switch on at B=256, against the as-is run; the stand-in's split-K runs at 12/10 of the rate
+    psplit = next(float(ln.split("step_ms=")[1].split()[0]) for ln in open(os.path.join(log, "predict.txt"))
+                  if ln.startswith("predict_variant") and " B=256 " in ln and "variant=splitk " in ln)
+    p256 = perf_model.summarize(perf_model.step_kernels(g, 256), 256, 256, g)["t_ms"]
+    check("| splitk | 100.0 | 83.3 | 0.83 | %.2f |" % (round(psplit, 2) / round(p256, 2)) in r.stdout
+          and "| l2 | 100.0 | 100.0 | 1.00 |" in r.stdout, "each switch on at B=256 beside off, measured and predicted")
     # the stand-in runs the direct launches (MLSTM_NO_GRAPH=1) at 8/10 of the graphs' rate
     check("| FP16 | ours-direct | as-is | 128 |" in r.stdout
           and "CUDA graphs / direct launches of the time loops, FP16 B=128 (chars/s): 1.25" in r.stdout,

@@ -89,8 +89,11 @@ check(perf_model.tile_plan(4096, 64, 65536, g, True, splitk=True) == ("wmma64", 
 check(perf_model.tile_plan(16384, 4096, 65536, g, True, splitk=True) == ("wmma128", 1), "split-K: dW_h (4096 blocks) unsplit")
 # the rule above is a copy: train.cu must still say the same
 src = open(os.path.join(ROOT, "train.cu")).read()
-check("big_blocks * 10 >= (long)num_sms * 9" in src and "K % WMMA_K_MULTIPLE" in src,
-      "train.cu's matmul_plan() still has the rule tile_plan() copies")
+check("big_blocks * splits_big * 10 >= (long)num_sms * 9" in src and "K % WMMA_K_MULTIPLE" in src
+      and "s < SPLIT_MAX && blocks * 2 * s <= cap && K % (WMMA_K_MULTIPLE * 2 * s) == 0 && K / (2 * s) >= split_min_k" in src
+      and "#define SPLIT_MAX 8" in src and "#define SPLIT_MIN_K 512" in src and "split_factor(big_blocks, K, 2L * num_sms)" in src
+      and "K, 4L * num_sms)" in src,
+      "train.cu's matmul_plan() and split_factor() still have the rules tile_plan() and split_factor() copy")
 
 # ---- the step: the time loops move >= 336 MB per time step (W_mh + W_h forward and backward, FP16)
 for B in (128, 256, 512):
