@@ -169,7 +169,7 @@ NVCCFLAGS += -std=c++17 -I. -D_GNU_SOURCE -lineinfo $(GPU_ARCHS) -Xcompiler -Wal
 ifeq ($(WERROR),1)
   NVCCFLAGS += -Werror all-warnings -Xcompiler -Werror
 endif
-GPU_LIBS := -lcublas
+GPU_LIBS := -lcublasLt -lcublas
 ifneq ($(NCCL_HOME),)
   NCCL_FLAGS := -I$(NCCL_HOME)/include -L$(NCCL_HOME)/lib -Xlinker -rpath=$(NCCL_HOME)/lib
   GPU_PROBE := $(shell mktemp -d 2>/dev/null || echo /tmp)

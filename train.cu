@@ -8,6 +8,9 @@
 //   make gpu && ./train_gpu --hidden 4096 --batch 128 --seq-len 256
 //   mpirun -np 8 ./train_gpu ...            one process per GPU, NCCL all-reduce
 //
+// Run-time switches (doc/gpu.md, "The switches of issue 24"; all off by default): --matmul
+// cublaslt (cuBLASLt's matmuls; train_gpu's own flag, also MLSTM_MATMUL=cublaslt), and in the
+// environment MLSTM_SPLITK=1, MLSTM_OVERLAP=1, MLSTM_L2=1, MLSTM_NO_GRAPH=1.
 // Build-time switches: -DPRECISION_FP32 (everything FP32, the comparison of the
 // paper's 4.2x), -DUSE_CUBLAS (cuBLAS instead of the hand-written matmul, for
 // comparison only), -DUSE_NCCL (multi-process), -DUSE_MPI (as train.c),
@@ -70,9 +73,8 @@ static_assert(MODEL_MAX_LOSS_SCALE * MAX_ABS_DLOGIT <= FP16_MAX && 2 * MODEL_MAX
 #include <cuda_fp16.h>
 #include <mma.h>
 #include <type_traits>
-#if defined(USE_CUBLAS) || defined(WITH_CUBLAS)
-#include <cublas_v2.h>
-#endif
+#include <cublas_v2.h>  // (the types; cuBLAS itself only with USE_CUBLAS / WITH_CUBLAS)
+#include <cublasLt.h>
 #if defined(USE_NCCL) && defined(USE_MPI)
 #include <nccl.h>
 #define GPU_NCCL 1
@@ -474,6 +476,123 @@ static void matmul_simt(const floatX *A, const floatX *B, int M, int N, int K, c
     launchCheck();
 }
 
+// A matmul epilogue as a pointwise pass over a product already in C (M,N) FP32: cuBLAS's path
+// and cuBLASLt's for the mLSTM epilogues.
+__global__ void epilogue_kernel(const float *C, int M, int N, Epilogue e) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (size_t)M * N) epilogue_store(e, (int)(i / N), (int)(i % N), C[i]);
+}
+
+// ----------------------------------------------------------------------------
+// cuBLASLt (--matmul cublaslt, switch cublaslt, issue 24 item 9): on sm_90 its kernels use wgmma
+// and TMA, which the hand-written WMMA kernel (mma.sync) cannot reach. The product goes straight
+// into the output wherever cuBLASLt can finish the epilogue itself: the scale as alpha,
+// accumulation as beta with C = D, a bias as its bias epilogue; no FP32 round trip for the large
+// products. The mLSTM epilogues of the per-step products (reset rows, z's addend, m = mx * mh with
+// mh kept, the dm split) are epilogue_store, the hand-written kernel's own code, as a pointwise
+// kernel over the product in an FP32 scratch of at most B x 4H. Row-major C = A.B is column-major
+// C^T = B^T A^T (as for cuBLAS above). Plans (descriptors, layouts, the heuristic's algorithm)
+// are made once per shape and kept. The hand-written kernel stays the default.
+static void lt_check(cublasStatus_t st, const char *file, int line) {
+    if (st == CUBLAS_STATUS_SUCCESS) return;
+    fprintf(stderr, "error: cuBLASLt status %d at %s:%d\nHINT: --matmul wmma (the hand-written kernel) needs no cuBLASLt\n",
+            (int)st, file, line);
+    exit(1);
+}
+#define ltCheck(x) lt_check((x), __FILE__, __LINE__)
+static cublasLtHandle_t lt_handle;
+static void *lt_workspace;   // of the stream launches go to now (one per stream, swapped with it)
+static size_t lt_workspace_n;
+#define LT_WORKSPACE_BYTES (32u << 20)
+static float *lt_scratch;    // the product before an mLSTM epilogue (main stream only: per-step products)
+static size_t lt_scratch_n;
+static long lt_launches;     // cuBLASLt products launched (test_gpu checks the switch uses it)
+
+typedef struct {
+    int layout, M, N, K, out_f32, bias;  // the key
+    size_t workspace;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+} LtPlan;
+#define LT_PLANS 64
+static LtPlan lt_plans[LT_PLANS];
+static int lt_nplans;
+
+static const LtPlan *lt_plan(int layout, int M, int N, int K, int out_f32, const float *bias) {
+    for (int i = 0; i < lt_nplans; i++) {
+        const LtPlan &p = lt_plans[i];
+        if (p.layout == layout && p.M == M && p.N == N && p.K == K && p.out_f32 == out_f32 && p.bias == (bias != NULL) &&
+            p.workspace == lt_workspace_n)
+            return &p;
+    }
+    if (lt_nplans == LT_PLANS) {
+        fprintf(stderr, "error: cuBLASLt: more than %d matmul shapes\n", LT_PLANS);
+        exit(1);
+    }
+    if (!lt_handle) ltCheck(cublasLtCreate(&lt_handle));
+    LtPlan &p = lt_plans[lt_nplans++];
+    p.layout = layout; p.M = M; p.N = N; p.K = K; p.out_f32 = out_f32; p.bias = bias != NULL;
+    p.workspace = lt_workspace_n;
+    const bool acol = layout == MM_TN, bcol = layout == MM_NT;
+    const cudaDataType_t t = GPU_FP16 ? CUDA_R_16F : CUDA_R_32F, dt = out_f32 ? CUDA_R_32F : t;
+    ltCheck(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    int32_t op_b = bcol ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = acol ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
+    ltCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
+    ltCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
+    if (bias) {
+        uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+        int32_t bt = CUDA_R_32F;  // the FP32 master bias, one per column of C (per row of C^T)
+        ltCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        ltCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    }
+    // stored as column-major: our B (K,N) row-major is N x K, (N,K) is K x N; our A likewise; C^T is N x M
+    ltCheck(cublasLtMatrixLayoutCreate(&p.a, t, bcol ? K : N, bcol ? N : K, bcol ? K : N));
+    ltCheck(cublasLtMatrixLayoutCreate(&p.b, t, acol ? M : K, acol ? K : M, acol ? M : K));
+    ltCheck(cublasLtMatrixLayoutCreate(&p.d, dt, N, M, N));
+    cublasLtMatmulPreference_t pref;
+    ltCheck(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = lt_workspace_n;
+    ltCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    cublasLtMatmulHeuristicResult_t r;
+    int found = 0;
+    if (bias) {  // the pointer is part of the descriptor; the heuristic needs one (the real one is set per call)
+        const float *bp = bias;
+        ltCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
+    }
+    ltCheck(cublasLtMatmulAlgoGetHeuristic(lt_handle, p.desc, p.a, p.b, p.d, p.d, pref, 1, &r, &found));
+    ltCheck(cublasLtMatmulPreferenceDestroy(pref));
+    if (!found) {
+        fprintf(stderr, "error: cuBLASLt has no algorithm for %d x %d x %d (layout %d)\n", M, N, K, layout);
+        exit(1);
+    }
+    p.algo = r.algo;
+    return &p;
+}
+static bool epilogue_is_plain(const Epilogue &e) {  // what cuBLASLt finishes itself
+    return !e.reset_rows && !e.addend && !e.acc_out && !e.side_out && !e.out_factor;
+}
+static void matmul_lt(int layout, int M, int N, int K, const floatX *A, const floatX *B, const Epilogue &e) {
+    const bool plain = epilogue_is_plain(e);
+    if (!plain && (!lt_scratch || (size_t)M * N > lt_scratch_n)) {
+        fprintf(stderr, "error: cuBLASLt: the mLSTM epilogue of %d x %d needs %zu floats of scratch, %zu given\n", M, N,
+                (size_t)M * N, lt_scratch_n);
+        exit(1);
+    }
+    void *D = !plain ? (void *)lt_scratch : e.outf ? (void *)e.outf : (void *)e.outx;
+    const LtPlan *p = lt_plan(layout, M, N, K, !plain || e.outf != NULL, plain ? e.bias : NULL);
+    if (plain && e.bias)  // the pointer of this call (the plan may have been made for another)
+        ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e.bias, sizeof e.bias));
+    const float alpha = plain ? e.scale : 1.f, beta = plain && e.accumulate ? 1.f : 0.f;
+    ltCheck(cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->a, A, p->b, &beta, D, p->d, D, p->d, &p->algo, lt_workspace,
+                           lt_workspace_n, stream));
+    lt_launches++;
+    if (!plain) {
+        epilogue_kernel<<<ceil_div((long)M * N, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(lt_scratch, M, N, e);
+        launchCheck();
+    }
+}
+
 // ----------------------------------------------------------------------------
 // cuBLAS, for comparison only (USE_CUBLAS=1 trains with it; test_gpu compares).
 // The GEMM writes FP32 into a scratch buffer, then a pointwise kernel applies the
@@ -505,10 +624,6 @@ static void cublas_gemm(int layout, int M, int N, int K, const floatX *A, const 
                              C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-__global__ void epilogue_kernel(const float *C, int M, int N, Epilogue e) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (size_t)M * N) epilogue_store(e, (int)(i / N), (int)(i % N), C[i]);
-}
 static void matmul_cublas(int layout, int M, int N, int K, const floatX *A, const floatX *B, const Epilogue &e) {
     size_t n = (size_t)M * N;
     if (n > cublas_scratch_n) {
@@ -599,6 +714,10 @@ static void matmul(int layout, int M, int N, int K, const floatX *A, const float
         return;
     }
 #endif
+    if (sw.cublaslt) {
+        matmul_lt(layout, M, N, K, A, B, e);
+        return;
+    }
     int splits;
     int plan = matmul_plan(M, N, K, A, B, &splits);
     (void)plan;
@@ -1073,6 +1192,8 @@ struct Model {
     int use_graphs;        // run the time loops as CUDA graphs (run_steps); 0: launch them directly
     Switches sw;           // the changes of issue 24 this model runs with
     float *splitk_ws[2];   // split-K's partial sums for the main and the second stream (switch splitk)
+    void *lt_ws[2];        // cuBLASLt's workspaces for the two streams (switch cublaslt)
+    float *lt_scratch;     // (B,4H) a per-step product before its mLSTM epilogue (switch cublaslt)
     cudaEvent_t ev_chunk[OVERLAP_CHUNKS], ev_join;  // switch overlap's fork after each chunk, and join
     cudaGraphExec_t fwd_graph, bwd_graph;  // the forward and backward time loops, captured on first use
 };
@@ -1141,6 +1262,7 @@ static void select_device(void) {
     static int printed = 0;
     const char *kind = GPU_FP16 ? "hand-written WMMA" : "hand-written SIMT FP32";
     if (matmul_use_cublas) kind = "cuBLAS (USE_CUBLAS)";
+    else if (switches_from_env().cublaslt) kind = "cuBLASLt (--matmul cublaslt)";
     if (rank == 0 && !printed++)
         printf("GPU: %s (sm_%d%d, %d SMs, %.0f GiB) x %d ranks, matmul: %s\n", prop.name, prop.major, prop.minor,
                prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, world, kind);
@@ -1204,6 +1326,9 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
         {(void **)&md->val_c, F * B * H},
         {(void **)&md->splitk_ws[0], md->sw.splitk ? F * splitk_ws_floats() : 0},
         {(void **)&md->splitk_ws[1], md->sw.splitk ? F * splitk_ws_floats() : 0},
+        {(void **)&md->lt_ws[0], md->sw.cublaslt ? LT_WORKSPACE_BYTES : 0},
+        {(void **)&md->lt_ws[1], md->sw.cublaslt ? LT_WORKSPACE_BYTES : 0},
+        {(void **)&md->lt_scratch, md->sw.cublaslt ? F * B * 4 * H : 0},
     };
     md->abase = alloc_bufs(ab, sizeof ab / sizeof ab[0]);
     for (int k = 0; k < NWN; k++) {
@@ -1394,8 +1519,10 @@ static void wgrad_chunk(Model *md, int j, int t0, int steps) {
     cudaCheck(cudaStreamWaitEvent(stream2, md->ev_chunk[j], 0));
     cudaStream_t main_stream = stream;
     float *main_ws = splitk_ws;
-    stream = stream2;  // the launches below go to stream2, with its own split-K workspace
+    void *main_lt_ws = lt_workspace;
+    stream = stream2;  // the launches below go to stream2, with its own split-K and cuBLASLt workspaces
     splitk_ws = md->splitk_ws[1];
+    lt_workspace = md->lt_ws[1];
     Epilogue e = epi_grad(md->dW[WN_H], H, N);
     e.accumulate = j > 0;
     matmul(MM_TN, 4 * H, H, rows, md->dz + 4 * o, md->mt + o, e);  // dW_h += dz^T m / N over the chunk
@@ -1404,6 +1531,7 @@ static void wgrad_chunk(Model *md, int j, int t0, int steps) {
     matmul(MM_TN, H, H, rows, md->dmh + o, md->hs + o, e);  // dW_mh += dmh^T h_{t-1} / N over the chunk
     stream = main_stream;
     splitk_ws = main_ws;
+    lt_workspace = main_lt_ws;
 }
 // Backward steps t = T-1 .. 0 from dh = dc = 0 (with switch overlap, in chunks: above).
 static void backward_steps(Model *md) {
@@ -1456,6 +1584,10 @@ static void use_switches(Model *md) {
     sw = md->sw;
     splitk_ws = md->sw.splitk ? md->splitk_ws[0] : NULL;
     splitk_ws_n = md->sw.splitk ? splitk_ws_floats() : 0;
+    lt_workspace = md->sw.cublaslt ? md->lt_ws[0] : NULL;
+    lt_workspace_n = md->sw.cublaslt ? LT_WORKSPACE_BYTES : 0;
+    lt_scratch = md->sw.cublaslt ? md->lt_scratch : NULL;
+    lt_scratch_n = md->sw.cublaslt ? (size_t)md->B * 4 * md->cfg.H : 0;
     l2_window(md);
 }
 
@@ -1629,6 +1761,21 @@ static int model_precision(int fp16_requested, const char **description) {
 #ifndef TRAIN_NO_MAIN  // test/test_gpu.cu includes this file and has its own main
 int main(int argc, char **argv) {
     openmp_prefer_passive_wait(argv);  // process-level, so here and not in train_main
-    return train_main(argc, argv);
+    // --matmul wmma|cublaslt: train_gpu's own flag (doc/gpu.md), taken out before train.h parses the rest
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--matmul") || !strncmp(argv[i], "--matmul=", 9)) {
+            const char *v = argv[i][8] == '=' ? argv[i] + 9 : i + 1 < argc ? argv[++i] : NULL;
+            if (!v) {
+                fprintf(stderr, "error: --matmul: expected wmma or cublaslt\n");
+                return 2;
+            }
+            matmul_cublaslt_default = matmul_kind_from_name("--matmul", v);
+            continue;
+        }
+        argv[n++] = argv[i];
+    }
+    argv[n] = NULL;
+    return train_main(n, argv);
 }
 #endif

@@ -10,7 +10,7 @@
 //   build/test_gpu --bench-matmul B   hand-written matmul vs cuBLAS on the model's shapes (the per-step
 //                                     products also at 2 and 4 cp.async stages)
 //   build/test_gpu --bench-kernels B  each kernel of one forward and one backward time step, timed by events
-//   add --cublas to train with cuBLAS's matmul in --bench-step
+//   add --cublas to train with cuBLAS's matmul in --bench-step, --matmul cublaslt for cuBLASLt's
 //   MLSTM_NO_GRAPH=1 in the environment: the time loops without CUDA graphs (a --bench-step of
 //   the direct path; the checks compare the two paths themselves)
 //
@@ -39,6 +39,7 @@
 #define WITH_CUBLAS
 #include "train.cu"
 #include "test/test.h"
+#include <vector>
 
 #if GPU_FP16
 static const double TOL_LOGITS = 1e-2, TOL_LOSS = 2e-3, TOL_GRAD = 5e-2, TOL_STATE = 1e-2, TOL_STEPS = 5e-3,
@@ -990,7 +991,7 @@ static int bench_step(int B, int steps) {
 
 struct SwitchRun {
     const char *name;
-    int splitk, overlap, l2;
+    int splitk, overlap, l2, cublaslt;
 };
 static void set_switch_env(const SwitchRun *r) {
     const char *names[] = {"MLSTM_SPLITK", "MLSTM_OVERLAP", "MLSTM_L2"};
@@ -999,15 +1000,28 @@ static void set_switch_env(const SwitchRun *r) {
         if (on[i]) setenv(names[i], "1", 1);
         else unsetenv(names[i]);
     }
+    if (r->cublaslt) setenv("MLSTM_MATMUL", "cublaslt", 1);
+    else unsetenv("MLSTM_MATMUL");
 }
 static void test_switches(void) {
     printf("-- the switches of issue 24 against mlstm.h (%s)\n", precision_name);
-    MlstmConfig cfg = {256, 64, 128, 1};
-    const int B = 64, T = 8, H = cfg.H;
+    MlstmConfig cfg = {256, 32, 64, 1};  // every product on a tensor-core tile, T a multiple of the overlap's 4 chunks
+    const int B = 64, T = 4, H = cfg.H;
     StepCase sc;
     step_case_init(&sc, cfg, B, T, 41);
-    const SwitchRun runs[] = {{"as-is", 0, 0, 0}, {"splitk", 1, 0, 0}, {"overlap", 0, 1, 0}, {"l2", 0, 0, 1},
-                              {"all", 1, 1, 1}};
+    const SwitchRun all[] = {{"as-is", 0, 0, 0, 0}, {"splitk", 1, 0, 0, 0}, {"overlap", 0, 1, 0, 0}, {"l2", 0, 0, 1, 0},
+                             {"cublaslt", 0, 0, 0, 1}, {"all-wmma", 1, 1, 1, 0}, {"all", 1, 1, 1, 1}},
+                   few[] = {{"as-is", 0, 0, 0, 0}, {"all", 1, 1, 1, 1}};
+    // Each switch alone in the FP16 builds (lockstep, and sm_75 under reverse: both schedules); the
+    // FP32, debug and sanitizer builds, which add no schedule, run as-is and all of them together
+    // (every new path once, at a third of the cost: CI's budget).
+#if GPU_FP16 && !defined(GPU_DEBUG) && !defined(__SANITIZE_ADDRESS__)
+    const std::vector<SwitchRun> runs(all, all + sizeof all / sizeof all[0]);
+    (void)few;
+#else
+    const std::vector<SwitchRun> runs(few, few + sizeof few / sizeof few[0]);
+    (void)all;
+#endif
     float *ref_grads = NULL;
     double ref_loss = 0;
     const int saved_min_k = split_min_k;
@@ -1018,7 +1032,7 @@ static void test_switches(void) {
         split_min_k = 32;
         char label[48];
         snprintf(label, sizeof label, "[%s] ", r.name);
-        long splits_before = splitk_launches;
+        long splits_before = splitk_launches, lt_before = lt_launches;
         check_step(&sc, md, label);
         float *grads = d2h(md->grads, md->np);
         double loss = model_eval(md, sc.in, sc.tg, sc.rs, 1);  // (the validation path, with the switches too)
@@ -1041,10 +1055,14 @@ static void test_switches(void) {
             ref_grads = grads;
             ref_loss = loss;
         } else {
-            if (r.splitk && GPU_FP16)
+            if (r.splitk && GPU_FP16 && !r.cublaslt)
                 CHECK(splitk_launches > splits_before, "[%s] split-K split %ld products of the step", r.name,
                       splitk_launches - splits_before);
-            if (!r.splitk && !r.overlap)  // l2 moves no bits (split-K and the chunks sum in another order)
+            if (r.cublaslt)
+                CHECK(lt_launches - lt_before >= 13 && splitk_launches == splits_before,
+                      "[%s] every product of the step through cuBLASLt (%ld launches), none split by ours", r.name,
+                      lt_launches - lt_before);
+            if (!r.splitk && !r.overlap && !r.cublaslt)  // l2 moves no bits (the others sum in another order)
                 CHECK(!memcmp(grads, ref_grads, sizeof(float) * md->np) && loss == ref_loss,
                       "[%s] gradients and validation loss bit for bit those of as-is", r.name);
             if (r.overlap && md->use_graphs) {
@@ -1065,7 +1083,7 @@ static void test_switches(void) {
         }
         model_free(md);
     }
-    SwitchRun off = {"as-is", 0, 0, 0};
+    SwitchRun off = {"as-is", 0, 0, 0, 0};
     set_switch_env(&off);
     split_min_k = saved_min_k;
     free(ref_grads);
@@ -1098,12 +1116,13 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--cublas")) matmul_use_cublas = 1;
+        else if (!strcmp(argv[i], "--matmul") && i + 1 < argc) matmul_cublaslt_default = matmul_kind_from_name("--matmul", argv[++i]);
         else if (!strcmp(argv[i], "--bench-step") && i + 2 < argc) { bench_b = atoi(argv[++i]); bench_steps = atoi(argv[++i]); }
         else if (!strcmp(argv[i], "--bench-matmul") && i + 1 < argc) bench_mm = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bench-kernels") && i + 1 < argc) bench_k = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--only GROUP] [--cublas] [--bench-step B STEPS] [--bench-matmul B] "
-                            "[--bench-kernels B]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--only GROUP] [--cublas] [--matmul wmma|cublaslt] [--bench-step B STEPS] "
+                            "[--bench-matmul B] [--bench-kernels B]\n", argv[0]);
             return 2;
         }
     }

@@ -52,6 +52,9 @@ case "$1" in
     v=as-is; [ "${MLSTM_SPLITK:-0}" = 1 ] && v=splitk && c=$(( $2 * 256 * 12 )); [ "${MLSTM_L2:-0}" = 1 ] && v=l2
     [ "${MLSTM_OVERLAP:-0}" = 1 ] && v=overlap; [ "${MLSTM_SPLITK:-0}${MLSTM_OVERLAP:-0}${MLSTM_L2:-0}" = 111 ] && v=all-wmma
     echo "bench_step precision=$p matmul=$m variant=$v B=$2 T=256 H=4096 steps=$3 seconds=1.000 chars_per_s=$c tflops=1.00 skipped=0" ;;
+  --matmul)
+    v=cublaslt; [ "${MLSTM_SPLITK:-0}${MLSTM_OVERLAP:-0}${MLSTM_L2:-0}" = 111 ] && v=all
+    echo "bench_step precision=FP16 matmul=cublaslt variant=$v B=$4 T=256 H=4096 steps=$5 seconds=1.000 chars_per_s=$(( $4 * 256 * 25 )) tflops=2.50 skipped=0" ;;
   --cublas)
     p=FP16; case "$0" in *fp32) p=FP32 ;; esac
     echo "bench_step precision=$p matmul=cublas B=$3 T=256 H=4096 steps=$4 seconds=1.000 chars_per_s=$(( $3 * 256 * 20 )) tflops=2.00 skipped=0" ;;
@@ -148,7 +151,9 @@ with tempfile.TemporaryDirectory() as tmp:
                   if ln.startswith("predict_variant") and " B=256 " in ln and "variant=splitk " in ln)
     p256 = perf_model.summarize(perf_model.step_kernels(g, 256), 256, 256, g)["t_ms"]
     check("| splitk | 100.0 | 83.3 | 0.83 | %.2f |" % (round(psplit, 2) / round(p256, 2)) in r.stdout
-          and "| l2 | 100.0 | 100.0 | 1.00 |" in r.stdout, "each switch on at B=256 beside off, measured and predicted")
+          and "| l2 | 100.0 | 100.0 | 1.00 |" in r.stdout and "| cublaslt (cublaslt) | 100.0 | 40.0 | 0.40 |" in r.stdout
+          and "| all (cublaslt) | 100.0 | 40.0 | 0.40 |" in r.stdout and "| all-wmma | 100.0 | 83.3 | 0.83 |" in r.stdout,
+          "each switch on at B=256 beside off, measured and predicted")
     # the stand-in runs the direct launches (MLSTM_NO_GRAPH=1) at 8/10 of the graphs' rate
     check("| FP16 | ours-direct | as-is | 128 |" in r.stdout
           and "CUDA graphs / direct launches of the time loops, FP16 B=128 (chars/s): 1.25" in r.stdout,

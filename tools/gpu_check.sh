@@ -399,6 +399,9 @@ for sw in MLSTM_SPLITK MLSTM_OVERLAP MLSTM_L2; do
 done
 run bench "bench FP16 B=256 all-wmma" 90 env MLSTM_SPLITK=1 MLSTM_OVERLAP=1 MLSTM_L2=1 build/test_gpu --bench-step 256 "$S16" \
     | tee -a "$BENCH"
+run bench "bench FP16 B=256 cublaslt" 90 build/test_gpu --matmul cublaslt --bench-step 256 "$S16" | tee -a "$BENCH"
+run bench "bench FP16 B=256 all" 90 env MLSTM_SPLITK=1 MLSTM_OVERLAP=1 MLSTM_L2=1 build/test_gpu --matmul cublaslt \
+    --bench-step 256 "$S16" | tee -a "$BENCH"
 
 # ---- 5. report
 say "report"

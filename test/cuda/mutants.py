@@ -66,6 +66,13 @@ MUTANTS = [
      "    Epilogue e = epi_grad(md->dW[WN_H], H, N);\n    e.accumulate = 0;", [FP16], SWITCHES),
     ("the layer replays a graph's forked nodes in capture order under reverse too", "test/cuda/cudacpu.cpp",
      "                if (g->nodes[r].forked) { n = r; break; }", "                if (false) { n = r; break; }", [CUDACPU]),
+    ("cuBLASLt without its bias epilogue (switch cublaslt)", "train.cu",
+     "    if (bias) {\n        uint32_t epi = CUBLASLT_EPILOGUE_BIAS;", "    if (false) {\n        uint32_t epi = CUBLASLT_EPILOGUE_BIAS;",
+     [FP16], SWITCHES),
+    ("cuBLASLt's mLSTM epilogue kernel not run (switch cublaslt)", "train.cu",
+     "    if (!plain) {\n        epilogue_kernel<<<", "    if (false) {\n        epilogue_kernel<<<", [FP16], SWITCHES),
+    ("cuBLASLt ignores the epilogue's scale, the mean's 1/N (switch cublaslt)", "train.cu",
+     "const float alpha = plain ? e.scale : 1.f", "const float alpha = 1.f", [FP32], SWITCHES),
     ("matmul epilogue ignores reset rows (mh, dm)", "train.cu",
      "if (e.reset_rows && e.reset_rows[(size_t)r * e.reset_stride]) acc = 0.f;", "", [FP16]),
     ("no cudaFuncSetAttribute for the 128x128 tile's 55.5 KB of shared memory", "train.cu",
@@ -120,7 +127,7 @@ def run_mutant(m):
                 # test_cudacpu provokes the layer's reports on purpose: only its failed checks count
                 selftest = t.endswith("test_cudacpu")
                 if not selftest and (line.startswith("cudacpu: error") or "AddressSanitizer" in line or "runtime error" in line
-                                     or line.startswith("error: CUDA")):
+                                     or line.startswith("error: CUDA") or line.startswith("error: cuBLASLt")):
                     what = "report: " + line[:170]
                 elif line.startswith("FAIL"):
                     what = "check fails: " + line[6:170]
