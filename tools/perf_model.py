@@ -209,10 +209,11 @@ def wmma_eff(plan, K, g, r):
 
 
 def matmul(name, M, N, K, g, fp16, flags, *, extra_read=0, extra_write=0, out_bytes=4, weight=None,
-           weight_in_l2=False, bench=False, stages=3):
+           weight_in_l2=False, bench=False, stages=3, mlstm_epilogue=False):
     """One product. weight: 'A' or 'B', the operand that is a weight matrix (read from DRAM
-    every time step in the time loops). Returns a kernel record (times in us); with split-K or
-    cuBLASLt's separate epilogue, the record includes the second kernel (launches = 2)."""
+    every time step in the time loops). mlstm_epilogue: an epilogue cuBLASLt cannot finish itself
+    (mh, z, dm: train.cu's epilogue_is_plain() is false). Returns a kernel record (times in us);
+    with split-K or cuBLASLt's separate epilogue, the record includes the second kernel (launches = 2)."""
     es = 2 if fp16 else 4  # storage bytes per element of the operands
     lt = "cublaslt" in flags and fp16 and g["eff_lt"]
     plan, splits = tile_plan(M, N, K, g, fp16, splitk="splitk" in flags and not lt)
@@ -256,7 +257,7 @@ def matmul(name, M, N, K, g, fp16, flags, *, extra_read=0, extra_write=0, out_by
         # a second, bandwidth-bound kernel: split-K's fixed-order sum of the FP32 partials, or the mLSTM
         # epilogue cuBLASLt cannot fuse (its output written, then read again); then the epilogue's tensors
         mid = splits * M * N * 4 if splits > 1 else 0
-        if plan == "cublaslt" and (extra_read or extra_write or out_bytes != 4):
+        if plan == "cublaslt" and mlstm_epilogue:  # the product in an FP32 scratch, then epilogue_kernel
             mid = max(mid, M * N * 4)
         dram_second = 2 * mid + epi + c_bytes
         t_memory = max(t_latency, dram / (bw * 1e9) * 1e6) + dram_second / (bw * 1e9) * 1e6
@@ -316,9 +317,9 @@ def step_kernels(g, B, T=T_DEFAULT, fp16=True, variant="as-is"):
     add(mm("mx = e W_mx^T", N, H, D, g, fp16, flags, out_bytes=X))
     add(stream("to_x h0; copy c0", BH * F + BH * F, BH * X + BH * F, g, launches=2))
     add(mm("mh = h W_mh^T; m = mx*mh  [per t]", B, H, H, g, fp16, flags, out_bytes=X,
-           extra_read=BH * X + B, extra_write=BH * X, weight="B", weight_in_l2=l2), T)
+           extra_read=BH * X + B, extra_write=BH * X, weight="B", weight_in_l2=l2, mlstm_epilogue=True), T)
     add(mm("z = zx + m W_h^T  [per t]", B, 4 * H, H, g, fp16, flags, out_bytes=F,
-           extra_read=4 * BH * X, weight="B"), T)
+           extra_read=4 * BH * X, weight="B", mlstm_epilogue=True), T)
     add(stream("cell_fwd  [per t]", 4 * BH * F + BH * F + B, 4 * BH * X + BH * X + BH * F, g), T)
     add(mm("logits = h W_out^T + b", N, V, H, g, fp16, flags, out_bytes=F, extra_read=V * F))
     add(stream("softmax_xent", N * V * F + N, N * V * X + N * F, g))
@@ -334,7 +335,7 @@ def step_kernels(g, B, T=T_DEFAULT, fp16=True, variant="as-is"):
     add(stream("memset dh, dc", 0, 2 * BH * F, g, launches=2))
     add(stream("cell_bwd  [per t]", 4 * BH * X + 4 * BH * F + BH * X + B, 4 * BH * X + BH * F, g), T)
     add(mm("dm = dz W_h; dmx, dmh  [per t]", B, H, 4 * H, g, fp16, flags, out_bytes=X,
-           extra_read=2 * BH * X + B, extra_write=BH * X, weight="B"), T)
+           extra_read=2 * BH * X + B, extra_write=BH * X, weight="B", mlstm_epilogue=True), T)
     add(mm("dh = dmh W_mh  [per t]", B, H, H, g, fp16, flags, out_bytes=F, weight="B", weight_in_l2=l2), T)
     loop_end = len(ks)
     add(mm("dW_h = dz^T m", 4 * H, H, N, g, fp16, flags))
