@@ -409,7 +409,8 @@ static void matmul_wmma(const half *A, const half *B, int M, int N, int K, const
 }
 // More than 48 KB of dynamic shared memory needs an opt-in per kernel (matmul_setup). Returns 0
 // when the device has too little shared memory for it (the 4-deep 128x128 tile on sm_75).
-template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_> static int matmul_wmma_setup(size_t optin) {
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
+static int matmul_wmma_setup(size_t optin) {
     typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
     if ((size_t)P::SMEM > optin) return 0;
     auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_>;
@@ -495,8 +496,8 @@ __global__ void epilogue_kernel(const float *C, int M, int N, Epilogue e) {
 // are made once per shape and kept. The hand-written kernel stays the default.
 static void lt_check(cublasStatus_t st, const char *file, int line) {
     if (st == CUBLAS_STATUS_SUCCESS) return;
-    fprintf(stderr, "error: cuBLASLt status %d at %s:%d\nHINT: --matmul wmma (the hand-written kernel) needs no cuBLASLt\n",
-            (int)st, file, line);
+    fprintf(stderr, "error: cuBLASLt status %d at %s:%d\n", (int)st, file, line);
+    fprintf(stderr, "HINT: --matmul wmma (the hand-written kernel) needs no cuBLASLt\n");
     exit(1);
 }
 #define ltCheck(x) lt_check((x), __FILE__, __LINE__)
@@ -522,8 +523,8 @@ static int lt_nplans;
 static const LtPlan *lt_plan(int layout, int M, int N, int K, int out_f32, const float *bias) {
     for (int i = 0; i < lt_nplans; i++) {
         const LtPlan &p = lt_plans[i];
-        if (p.layout == layout && p.M == M && p.N == N && p.K == K && p.out_f32 == out_f32 && p.bias == (bias != NULL) &&
-            p.workspace == lt_workspace_n)
+        if (p.layout == layout && p.M == M && p.N == N && p.K == K && p.out_f32 == out_f32 &&
+            p.bias == (bias != NULL) && p.workspace == lt_workspace_n)
             return &p;
     }
     if (lt_nplans == LT_PLANS) {
@@ -584,8 +585,8 @@ static void matmul_lt(int layout, int M, int N, int K, const floatX *A, const fl
     if (plain && e.bias)  // the pointer of this call (the plan may have been made for another)
         ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e.bias, sizeof e.bias));
     const float alpha = plain ? e.scale : 1.f, beta = plain && e.accumulate ? 1.f : 0.f;
-    ltCheck(cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->a, A, p->b, &beta, D, p->d, D, p->d, &p->algo, lt_workspace,
-                           lt_workspace_n, stream));
+    ltCheck(cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->a, A, p->b, &beta, D, p->d, D, p->d, &p->algo,
+                           lt_workspace, lt_workspace_n, stream));
     lt_launches++;
     if (!plain) {
         epilogue_kernel<<<ceil_div((long)M * N, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(lt_scratch, M, N, e);
@@ -665,7 +666,8 @@ enum { MM_SIMT, MM_WMMA64, MM_WMMA128 };
 static int split_min_k = SPLIT_MIN_K;  // test_gpu lowers it, so small shapes split as the paper's do
 static int split_factor(long blocks, int K, long cap) {
     int s = 1;
-    while (s < SPLIT_MAX && blocks * 2 * s <= cap && K % (WMMA_K_MULTIPLE * 2 * s) == 0 && K / (2 * s) >= split_min_k) s *= 2;
+    while (s < SPLIT_MAX && blocks * 2 * s <= cap && K % (WMMA_K_MULTIPLE * 2 * s) == 0 && K / (2 * s) >= split_min_k)
+        s *= 2;
     return s;
 }
 // The kernel a product runs on; *splits (when not NULL) gets the split-K factor (1 without the switch).
@@ -1350,7 +1352,8 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
     const char *no_graph = getenv("MLSTM_NO_GRAPH");  // MLSTM_NO_GRAPH=1: the direct path, to compare
     md->use_graphs = GPU_GRAPHS && !(no_graph && atoi(no_graph));
     md->fwd_graph = md->bwd_graph = NULL;
-    for (int j = 0; j < OVERLAP_CHUNKS; j++) cudaCheck(cudaEventCreateWithFlags(&md->ev_chunk[j], cudaEventDisableTiming));
+    for (int j = 0; j < OVERLAP_CHUNKS; j++)
+        cudaCheck(cudaEventCreateWithFlags(&md->ev_chunk[j], cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&md->ev_join, cudaEventDisableTiming));
     char on[64];
     switches_name(&md->sw, on, sizeof on);
@@ -1556,10 +1559,12 @@ static const void *l2_window_base;  // the window the stream carries now (NULL: 
 static void l2_window(Model *md) {
     const void *base = md->sw.l2 ? (const void *)md->W[WN_MH] : NULL;
     if (base == l2_window_base) return;
-    size_t persist = (size_t)device_prop.persistingL2CacheMaxSize, max_win = (size_t)device_prop.accessPolicyMaxWindowSize;
+    size_t persist = (size_t)device_prop.persistingL2CacheMaxSize;
+    size_t max_win = (size_t)device_prop.accessPolicyMaxWindowSize;
     if (base && (!persist || !max_win)) {
         static int said;
-        if (!said++ && rank == 0) fprintf(stderr, "note: MLSTM_L2=1: this GPU has no persisting L2 (sm_80+); ignored\n");
+        if (!said++ && rank == 0)
+            fprintf(stderr, "note: MLSTM_L2=1: this GPU has no persisting L2 (sm_80+); ignored\n");
         return;
     }
     cudaStreamAttrValue a;

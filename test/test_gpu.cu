@@ -255,7 +255,8 @@ static void check_step(StepCase *c, Model *md, const char *label) {
 static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
     const int H = cfg.H;
     char tag[96];
-    snprintf(tag, sizeof tag, "D=%d H=%d B=%d T=%d wnorm=%d%s", cfg.D, H, B, T, cfg.wnorm, sms == 1 ? " tile 128 where it divides" : "");
+    snprintf(tag, sizeof tag, "D=%d H=%d B=%d T=%d wnorm=%d%s", cfg.D, H, B, T, cfg.wnorm,
+             sms == 1 ? " tile 128 where it divides" : "");
     printf("-- model %s (%s)\n", tag, precision_name);
     StepCase sc;
     step_case_init(&sc, cfg, B, T, seed);
@@ -473,18 +474,21 @@ static void test_loss_scale_cap(void) {
     double spread = 0;
     for (int j = 0; j < H; j++) {
         double lo = INFINITY, hi = -INFINITY;
-        for (int v = 0; v < V; v++) { lo = fmin(lo, tof(wo[(size_t)v * H + j])); hi = fmax(hi, tof(wo[(size_t)v * H + j])); }
+        for (int v = 0; v < V; v++) {
+            lo = fmin(lo, tof(wo[(size_t)v * H + j]));
+            hi = fmax(hi, tof(wo[(size_t)v * H + j]));
+        }
         spread = fmax(spread, hi - lo);
     }
     free(wo);
     // (1 + 1e-2: the FP16 roundings of dlogits and of dhs, a few u each)
-    CHECK(dhs_inf == 0 && dh <= S * spread * (1 + 1e-2), "max |dhs| = %.1f <= S x the widest W_out column spread = %.1f",
-          dh, S * spread);
+    CHECK(dhs_inf == 0 && dh <= S * spread * (1 + 1e-2),
+          "max |dhs| = %.1f <= S x the widest W_out column spread = %.1f", dh, S * spread);
     model_step(md, in, tg, rs, 2 * S);
     ov = model_overflow(md);
     max_abs_x(md->dlogits, (size_t)N * V, &n_inf);
-    CHECK(ov && n_inf >= (size_t)rare, "S = 2^16 (just above): %zu dlogits are inf (rare targets: %d), the step is flagged (%d)",
-          n_inf, rare, ov);
+    CHECK(ov && n_inf >= (size_t)rare,
+          "S = 2^16 (just above): %zu dlogits are inf (rare targets: %d), the step is flagged (%d)", n_inf, rare, ov);
     // the scaler as the trainer sets it up: at the cap from the start, never above it
     LossScaler ls;
     loss_scaler_init(&ls, 1);
@@ -494,8 +498,8 @@ static void test_loss_scale_cap(void) {
         loss_scaler_update(&ls, i == 100);  // one overflow: S halves, then grows back
         top = fmax(top, ls.scale);
     }
-    CHECK(start == S && top == S && ls.scale == S, "the trainer's scaler: starts at %g, at most %g in 5000 steps, ends at %g",
-          start, top, ls.scale);
+    CHECK(start == S && top == S && ls.scale == S,
+          "the trainer's scaler: starts at %g, at most %g in 5000 steps, ends at %g", start, top, ls.scale);
     model_free(md);
 #else
     printf("skip  the loss-scale cap: the FP32 build stores nothing in FP16 (S = 1)\n");
@@ -653,8 +657,8 @@ static void test_resume(void) {
     log_losses(lb, 4, 6, sb, sizeof sb, NULL);
     CHECK(applied >= 3, "the 6-step run applied %d of its steps (not all skipped for overflow)", applied);
 #if GPU_FP16
-    CHECK(max_scale == MODEL_MAX_LOSS_SCALE, "the trainer's loss scale starts at FP16's cap and stays there: %g (cap %g)",
-          max_scale, MODEL_MAX_LOSS_SCALE);
+    CHECK(max_scale == MODEL_MAX_LOSS_SCALE,
+          "the trainer's loss scale starts at FP16's cap and stays there: %g (cap %g)", max_scale, MODEL_MAX_LOSS_SCALE);
 #else
     CHECK(max_scale == 1, "the FP32 trainer's loss scale is 1: %g", max_scale);
 #endif
@@ -969,10 +973,13 @@ static int bench_step(int B, int steps) {
     double dt = now_seconds() - t0, cps = (double)N * steps / dt;
     char variant[64];
     switches_name(&md->sw, variant, sizeof variant);
-    printf("bench_step precision=%s matmul=%s variant=%s B=%d T=%d H=4096 steps=%d seconds=%.3f chars_per_s=%.0f tflops=%.2f "
-           "skipped=%d\n", precision_name,
-           matmul_use_cublas ? "cublas" : md->sw.cublaslt ? "cublaslt" : md->use_graphs ? "ours" : "ours-direct",  // direct: MLSTM_NO_GRAPH=1
-           variant, B, T, steps, dt, cps, 3 * flops_per_char(&cfg) * cps / 1e12, skipped);
+    const char *kind = matmul_use_cublas ? "cublas"
+                       : md->sw.cublaslt ? "cublaslt"
+                       : md->use_graphs  ? "ours"
+                                         : "ours-direct";  // direct: MLSTM_NO_GRAPH=1
+    printf("bench_step precision=%s matmul=%s variant=%s B=%d T=%d H=4096 steps=%d seconds=%.3f chars_per_s=%.0f "
+           "tflops=%.2f skipped=%d\n", precision_name, kind, variant, B, T, steps, dt, cps,
+           3 * flops_per_char(&cfg) * cps / 1e12, skipped);
     model_free(md);
     free(in); free(tg); free(rs);
     if (nonfinite || skipped == steps) {
@@ -1074,8 +1081,8 @@ static void test_switches(void) {
                 unsetenv("MLSTM_NO_GRAPH");
                 check_step(&sc, direct, "[overlap, direct] ");
                 float *dg = d2h(direct->grads, direct->np);
-                CHECK(!memcmp(dg, grads, sizeof(float) * md->np), "[%s] graph (forked, joined) == direct path, bit for bit",
-                      r.name);
+                CHECK(!memcmp(dg, grads, sizeof(float) * md->np),
+                      "[%s] graph (forked, joined) == direct path, bit for bit", r.name);
                 free(dg);
                 model_free(direct);
             }
@@ -1116,13 +1123,14 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--cublas")) matmul_use_cublas = 1;
-        else if (!strcmp(argv[i], "--matmul") && i + 1 < argc) matmul_cublaslt_default = matmul_kind_from_name("--matmul", argv[++i]);
+        else if (!strcmp(argv[i], "--matmul") && i + 1 < argc)
+            matmul_cublaslt_default = matmul_kind_from_name("--matmul", argv[++i]);
         else if (!strcmp(argv[i], "--bench-step") && i + 2 < argc) { bench_b = atoi(argv[++i]); bench_steps = atoi(argv[++i]); }
         else if (!strcmp(argv[i], "--bench-matmul") && i + 1 < argc) bench_mm = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bench-kernels") && i + 1 < argc) bench_k = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--only GROUP] [--cublas] [--matmul wmma|cublaslt] [--bench-step B STEPS] "
-                            "[--bench-matmul B] [--bench-kernels B]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--only GROUP] [--cublas] [--matmul wmma|cublaslt] "
+                            "[--bench-step B STEPS] [--bench-matmul B] [--bench-kernels B]\n", argv[0]);
             return 2;
         }
     }
@@ -1145,8 +1153,8 @@ int main(int argc, char **argv) {
     int known = !only;
     for (int i = 0; i < (int)(sizeof groups / sizeof groups[0]); i++) known |= only && !strcmp(only, groups[i]);
     if (!known) {
-        fprintf(stderr, "error: --only %s: not a group of checks (debug, matmul, model, precision, cap, overflow, simt, "
-                        "resume, bench, switches)\n", only);
+        fprintf(stderr, "error: --only %s: not a group of checks (debug, matmul, model, precision, cap, overflow, "
+                        "simt, resume, bench, switches)\n", only);
         return 2;
     }
 #define GROUP(name) (!only || !strcmp(only, name))
@@ -1155,7 +1163,8 @@ int main(int argc, char **argv) {
 #endif
     if (GROUP("matmul")) test_matmul(quick);
     if (GROUP("model")) {
-        test_model((MlstmConfig){256, 64, 128, 1}, 64, 8, 11, 1);  // tensor-core tiles: 128x128 over all rows, 64x64 per step
+        // tensor-core tiles: 128x128 over all rows, 64x64 per step
+        test_model((MlstmConfig){256, 64, 128, 1}, 64, 8, 11, 1);
         test_model((MlstmConfig){256, 12, 40, 1}, 3, 5, 12, 0);    // odd sizes: the SIMT path
         test_model((MlstmConfig){256, 16, 64, 0}, 8, 6, 13, 0);    // without weight norm
     }

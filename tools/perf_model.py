@@ -40,15 +40,15 @@ GPUS = {
         tc_flop_clk=4096,   # dense FP16 FLOP per SM per clock (wgmma): 989 TFLOP/s = 132 SMs x 4096 x 1.83 GHz
         clock_ghz=1.83,     # the clock of the data sheet's tensor peak
         smem_b_clk=128,     # shared-memory bandwidth per SM per clock (32 banks x 4 bytes)
-        smem_kb=228, regs_sm=65536, threads_sm=2048, blocks_sm=32,  # per SM (sm_90); 1 KB of shared memory per block is reserved
+        smem_kb=228, regs_sm=65536, threads_sm=2048, blocks_sm=32,  # per SM (sm_90); 1 KB of shared memory a block reserved
         regs128=122, regs64=64, regs_simt=64,  # make gpu-regs, sm_90 (the most of the three layouts)
         cp_async=True,      # sm_80+: the WMMA kernel's slabs arrive by cp.async, STAGES-1 slabs in flight
         frag_bytes=512,     # shared-memory bytes a warp reads per 16x16 fragment load (LDSM.x4: 32 lanes x 16 B)
         # --- assumptions
         mma_sync_frac=0.5,  # mma.sync's rate on sm_90 as a fraction of the dense (wgmma) peak: half, as third-party
                             # microbenchmarks of WMMA loops report; the compute-bound bench_matmul shapes measure it
-        pipe_overlap=0.5,   # the share of the shorter of the tensor and shared-memory pipes' work hidden under the longer
-                            # one (1: perfect overlap): one warp's LDSMs feed its own HMMAs, 2-7 warps per scheduler
+        pipe_overlap=0.5,   # the share of the shorter of the tensor and shared-memory pipes' work hidden under the
+                            # longer one (1: perfect overlap): one warp's LDSMs feed its own HMMAs, 2-7 warps per scheduler
         bar_clk=100.0,      # clocks a block stalls per slab at its barrier (wait_group, __syncthreads, the first LDSM's
                             # latency), hidden by the other blocks on the SM: the SM loses bar_clk / blocks per SM
         warp_other_instr=24,  # instructions per warp per slab besides HMMA, LDSM, LDGSTS, BAR (addresses, loop, commit)
@@ -94,7 +94,7 @@ RANGE = dict(fast=dict(pipe_overlap=0.75, bar_clk=50.0, lat_ns=500.0, eff_lt=0.8
 VARIANTS = {
     "as-is": "train.cu's default (the T-step loops as CUDA graphs, the 128x128 tile at >= 90% of a wave)",
     "direct": "the T-step loops launched one by one (MLSTM_NO_GRAPH=1): gap {gap_us:g} us instead of {graph_gap_us:g}",
-    "splitk": "deterministic split-K (MLSTM_SPLITK=1): products with few blocks split K, partials summed in a fixed order",
+    "splitk": "deterministic split-K (MLSTM_SPLITK=1): products with few blocks split K, partials added in a fixed order",
     "overlap": "the dW_h, dW_mh products of finished chunks of time steps on a second stream (MLSTM_OVERLAP=1)",
     "l2": "W_mh pinned in L2 for the time loops, the loss read after backward (MLSTM_L2=1)",
     "cublaslt": "cuBLASLt's matmuls (--matmul cublaslt; the mLSTM epilogues as pointwise kernels)",
@@ -388,9 +388,10 @@ def overlap_wgrad(ks, loop_end, g, B, T, fp16, flags):
             total = chunk["t"] * OVERLAP_CHUNKS
             hidden = min(total * (OVERLAP_CHUNKS - 1) / OVERLAP_CHUNKS, spare)
             spare -= hidden
-            k = dict(chunk, name=k["name"] + " (%d chunks on stream 2, %.0f%% behind the backward loop)" % (
-                OVERLAP_CHUNKS, 100 * hidden / total), t=total - hidden, launches=OVERLAP_CHUNKS * chunk["launches"] + 2,
-                bytes=chunk["bytes"] * OVERLAP_CHUNKS, flops=chunk["flops"] * OVERLAP_CHUNKS)
+            name = k["name"] + " (%d chunks on stream 2, %.0f%% behind the backward loop)" % (
+                OVERLAP_CHUNKS, 100 * hidden / total)
+            k = dict(chunk, name=name, t=total - hidden, launches=OVERLAP_CHUNKS * chunk["launches"] + 2,
+                     bytes=chunk["bytes"] * OVERLAP_CHUNKS, flops=chunk["flops"] * OVERLAP_CHUNKS)
         out.append((k, n))
     return out
 

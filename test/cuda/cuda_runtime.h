@@ -44,7 +44,11 @@ struct cudaDeviceProp {
 // Persisting L2 (sm_80+): a limit sets L2 aside; a window on a stream marks a range whose
 // accesses persist there (with probability hitRatio).
 typedef enum { cudaLimitPersistingL2CacheSize = 0x06 } cudaLimit;
-typedef enum { cudaAccessPropertyNormal = 0, cudaAccessPropertyStreaming = 1, cudaAccessPropertyPersisting = 2 } cudaAccessProperty;
+typedef enum {
+    cudaAccessPropertyNormal = 0,
+    cudaAccessPropertyStreaming = 1,
+    cudaAccessPropertyPersisting = 2
+} cudaAccessProperty;
 struct cudaAccessPolicyWindow {
     void *base_ptr;
     size_t num_bytes;

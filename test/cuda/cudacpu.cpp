@@ -613,8 +613,10 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
     case cudaErrorStreamCaptureUnmatched: return "the capture was not initiated in this stream";
-    case cudaErrorStreamCaptureUnjoined: return "the capture sequence contains a fork that was not joined to the primary stream";
-    case cudaErrorStreamCaptureIsolation: return "a dependency would have been created which crosses the capture sequence boundary";
+    case cudaErrorStreamCaptureUnjoined:
+        return "the capture sequence contains a fork that was not joined to the primary stream";
+    case cudaErrorStreamCaptureIsolation:
+        return "a dependency would have been created which crosses the capture sequence boundary";
     }
     return "unknown error";
 }
@@ -682,13 +684,15 @@ static cudaStream_t capturing() {  // a stream with a capture under way, if any
 // Invalidates the capture s takes part in, on every stream of it.
 static void invalidate(cudaStream_t s) {
     for (cudaStream_t o : streams)
-        if (o->capture == cudaStreamCaptureStatusActive && o->graph == s->graph) o->capture = cudaStreamCaptureStatusInvalidated;
+        if (o->capture == cudaStreamCaptureStatusActive && o->graph == s->graph)
+            o->capture = cudaStreamCaptureStatusInvalidated;
 }
 // Refuses a call made during a capture: invalidates s's capture (every capture without s).
 static cudaError_t refuse(cudaStream_t s, cudaError_t e, const char *what) {
     note("%s while a stream is capturing a graph: %s; the capture is invalidated", what, cudaGetErrorString(e));
     for (cudaStream_t o : streams)
-        if (o->capture == cudaStreamCaptureStatusActive && (!s || o->graph == s->graph)) o->capture = cudaStreamCaptureStatusInvalidated;
+        if (o->capture == cudaStreamCaptureStatusActive && (!s || o->graph == s->graph))
+            o->capture = cudaStreamCaptureStatusInvalidated;
     return set_error(e);
 }
 static cudaError_t legacy_stream_ok(const char *what) {
@@ -721,7 +725,8 @@ int cudacpu::submit(void *stream, const char *what, const char *file, int line, 
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t *s) {
-    *s = new CUstream_st{cudaStreamCaptureStatusNone, cudaStreamCaptureModeGlobal, nullptr, {}, cudaAccessPolicyWindow{}};
+    *s = new CUstream_st{cudaStreamCaptureStatusNone, cudaStreamCaptureModeGlobal, nullptr, {},
+                         cudaAccessPolicyWindow{}};
     streams.insert(*s);
     return cudaSuccess;
 }
@@ -778,7 +783,8 @@ cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
     s->tail.clear();
     graph->capturing = false;
     if (!ok || !joined) {
-        if (!joined) note("cudaStreamEndCapture: a stream that joined the capture has work the capturing stream never waited for");
+        if (!joined)
+            note("cudaStreamEndCapture: a stream that joined the capture has work the capturing stream never waited for");
         delete graph;
         return set_error(ok ? cudaErrorStreamCaptureUnjoined : cudaErrorStreamCaptureInvalidated);
     }
@@ -937,10 +943,12 @@ cudaError_t cudaFuncSetAttribute_(const void *fn, cudaFuncAttribute attr, int va
 // capture (the layer's rule). What persists is not simulated (results do not depend on it).
 static size_t persisting_limit;
 cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
-    if (capturing()) return refuse(nullptr, cudaErrorStreamCaptureUnsupported, "cudaDeviceSetLimit (the layer's rule: before a capture)");
+    if (capturing())
+        return refuse(nullptr, cudaErrorStreamCaptureUnsupported, "cudaDeviceSetLimit (the layer's rule: before a capture)");
     if (limit != cudaLimitPersistingL2CacheSize) return set_error(cudaErrorInvalidValue);
     if (arch < 800 || value > (size_t)L2_PERSIST_MAX) {
-        note("cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, %zu): the device allows %d", value, arch < 800 ? 0 : L2_PERSIST_MAX);
+        note("cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, %zu): the device allows %d", value,
+             arch < 800 ? 0 : L2_PERSIST_MAX);
         return set_error(cudaErrorInvalidValue);
     }
     persisting_limit = value;
@@ -955,21 +963,24 @@ cudaError_t cudaStreamSetAttribute(cudaStream_t s, cudaStreamAttrID attr, const 
     if (cudaError_t e = stream_ok(s, "cudaStreamSetAttribute")) return e;
     if (!s) { note("cudaStreamSetAttribute on the legacy stream"); return set_error(cudaErrorInvalidResourceHandle); }
     if (s->capture != cudaStreamCaptureStatusNone)
-        return refuse(s, cudaErrorStreamCaptureUnsupported, "cudaStreamSetAttribute (the layer's rule: before a capture)");
+        return refuse(s, cudaErrorStreamCaptureUnsupported,
+                      "cudaStreamSetAttribute (the layer's rule: before a capture)");
     if (attr != cudaStreamAttributeAccessPolicyWindow) return set_error(cudaErrorInvalidValue);
     const cudaAccessPolicyWindow &w = v->accessPolicyWindow;
     if (w.num_bytes) {
         if (arch < 800 || w.num_bytes > (size_t)L2_WINDOW_MAX || !(w.hitRatio >= 0.f && w.hitRatio <= 1.f) ||
             w.hitProp > cudaAccessPropertyPersisting || w.missProp > cudaAccessPropertyPersisting) {
-            note("cudaStreamSetAttribute: access policy window of %zu bytes, hit ratio %g: not valid here", w.num_bytes, w.hitRatio);
+            note("cudaStreamSetAttribute: access policy window of %zu bytes, hit ratio %g: not valid here", w.num_bytes,
+                 w.hitRatio);
             return set_error(cudaErrorInvalidValue);
         }
         if (!is_device(w.base_ptr, w.num_bytes)) {
-            note("cudaStreamSetAttribute: the access policy window [%p, +%zu) is not inside one device allocation", w.base_ptr, w.num_bytes);
+            note("cudaStreamSetAttribute: the access policy window [%p, +%zu) is not inside one device allocation",
+                 w.base_ptr, w.num_bytes);
             return set_error(cudaErrorInvalidValue);
         }
         if (w.hitProp == cudaAccessPropertyPersisting && !persisting_limit) {
-            note("cudaStreamSetAttribute: a persisting window with no persisting L2 set aside (cudaDeviceSetLimit first)");
+            note("cudaStreamSetAttribute: a persisting window, no persisting L2 set aside (cudaDeviceSetLimit first)");
             return set_error(cudaErrorInvalidValue);
         }
     }
@@ -1027,7 +1038,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
     if (!s && (e->graph || capturing())) return legacy_stream_ok("cudaStreamWaitEvent on the legacy stream");
     if (!e->graph) {  // an event of work that has run (all of it has): nothing to wait for, unless s captures
         if (s && s->capture != cudaStreamCaptureStatusNone)
-            return refuse(s, cudaErrorStreamCaptureIsolation, "cudaStreamWaitEvent for an event recorded outside the capture");
+            return refuse(s, cudaErrorStreamCaptureIsolation,
+                          "cudaStreamWaitEvent for an event recorded outside the capture");
         return cudaSuccess;
     }
     if (s->capture == cudaStreamCaptureStatusNone) {  // s joins the capture
@@ -1037,17 +1049,22 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
         s->tail = e->nodes;
         return cudaSuccess;
     }
-    if (s->graph != e->graph) return refuse(s, cudaErrorStreamCaptureIsolation, "cudaStreamWaitEvent across two captures");
+    if (s->graph != e->graph)
+        return refuse(s, cudaErrorStreamCaptureIsolation, "cudaStreamWaitEvent across two captures");
     for (int n : e->nodes)
         if (std::find(s->tail.begin(), s->tail.end(), n) == s->tail.end()) s->tail.push_back(n);
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-    if (e->graph) { note("cudaEventSynchronize of an event recorded in a capture"); return set_error(cudaErrorStreamCaptureUnsupported); }
+    if (e->graph) {
+        note("cudaEventSynchronize of an event recorded in a capture");
+        return set_error(cudaErrorStreamCaptureUnsupported);
+    }
     return cudaSuccess;
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
-    if ((a->flags | b->flags) & cudaEventDisableTiming || a->graph || b->graph) return set_error(cudaErrorInvalidResourceHandle);
+    if ((a->flags | b->flags) & cudaEventDisableTiming || a->graph || b->graph)
+        return set_error(cudaErrorInvalidResourceHandle);
     *ms = (float)(1e3 * (b->t - a->t));
     return cudaSuccess;
 }

@@ -350,12 +350,13 @@ static void test_fork_join(void) {
     cudaGraphLaunch(x, s);
     cudaStreamSynchronize(s);
     // c = b: (1 * 2) = 2 before a += 10 ran or after: the branch copied a = 1 (it waits only for the fork)
-    CHECK(ee == cudaSuccess && st2 == cudaStreamCaptureStatusActive && after == cudaStreamCaptureStatusNone && first(c) == 2.f &&
-              first(a) == 11.f,
-          "capture with a fork into a second stream and a join: the branch joins the capture, the replay gives b = 2, a = 11 "
-          "(end %s, c = %g)", cudaGetErrorString(ee), first(c));
+    CHECK(ee == cudaSuccess && st2 == cudaStreamCaptureStatusActive && after == cudaStreamCaptureStatusNone &&
+              first(c) == 2.f && first(a) == 11.f,
+          "capture with a fork into a second stream and a join: the branch joins the capture, the replay gives "
+          "b = 2, a = 11 (end %s, c = %g)", cudaGetErrorString(ee), first(c));
     float ms;
-    CHECK(cudaEventElapsedTime(&ms, fork, join) == cudaErrorInvalidResourceHandle, "no elapsed time between events of a capture");
+    CHECK(cudaEventElapsedTime(&ms, fork, join) == cudaErrorInvalidResourceHandle,
+          "no elapsed time between events of a capture");
     cudaGetLastError();
     cudaGraphExecDestroy(x);
     cudaGraphDestroy(g);
@@ -382,8 +383,8 @@ static void test_fork_join(void) {
         cudaGraphDestroy(g);
     }
     cudacpu::set_schedule(getenv("CUDACPU_SCHEDULE"));
-    CHECK(bs[0] == 1.f && bs[1] == 0.f, "replay order: lockstep in capture order (b = %g), reverse the forked branch first "
-          "(b = %g)", bs[0], bs[1]);
+    CHECK(bs[0] == 1.f && bs[1] == 0.f,
+          "replay order: lockstep in capture order (b = %g), reverse the forked branch first (b = %g)", bs[0], bs[1]);
     // the branch never joined back
     cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
     k_add<<<1, 32, 0, s>>>(a, 1.f);
@@ -394,7 +395,8 @@ static void test_fork_join(void) {
     ee = cudaStreamEndCapture(s, &g);
     cudaStreamIsCapturing(s2, &after);
     CHECK(ee == cudaErrorStreamCaptureUnjoined && !g && after == cudaStreamCaptureStatusNone,
-          "a fork never joined back: cudaStreamEndCapture fails (%s), the branch's capture ends too", cudaGetErrorString(ee));
+          "a fork never joined back: cudaStreamEndCapture fails (%s), the branch's capture ends too",
+          cudaGetErrorString(ee));
     cudaGetLastError();
     // an event from outside the capture
     cudaEventRecord(outside, s2);
@@ -431,8 +433,9 @@ static void test_l2_window(void) {
     v.accessPolicyWindow.num_bytes = 8192;  // past the allocation
     cudaError_t past = cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v);
     cudaGetLastError();
-    CHECK(none == cudaErrorInvalidValue && lim == cudaSuccess && ok == cudaSuccess && back.accessPolicyWindow.base_ptr == a &&
-              back.accessPolicyWindow.num_bytes == 4096 && past == cudaErrorInvalidValue,
+    CHECK(none == cudaErrorInvalidValue && lim == cudaSuccess && ok == cudaSuccess &&
+              back.accessPolicyWindow.base_ptr == a && back.accessPolicyWindow.num_bytes == 4096 &&
+              past == cudaErrorInvalidValue,
           "L2 window: refused before persisting L2 is set aside (%s) and past its allocation (%s), kept otherwise",
           cudaGetErrorString(none), cudaGetErrorString(past));
     cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
