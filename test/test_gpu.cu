@@ -191,6 +191,10 @@ static void step_case_init(StepCase *c, MlstmConfig cfg, int B, int T, uint64_t 
     random_batch(c->in, c->tg, c->rs, B, T, seed);
     mlstm_build(&c->cpu, cfg, B, T);
     mlstm_init(&c->cpu, seed);
+    // non-zero biases (mlstm_init's are 0, which hides a bias left out of a product's epilogue)
+    uint64_t bs = seed + 7;
+    for (size_t i = 0; i < c->cpu.p.n[P_B]; i++) c->cpu.p.t[P_B][i] = (real)(rng_uniform(&bs) - 0.5);
+    for (size_t i = 0; i < c->cpu.p.n[P_BOUT]; i++) c->cpu.p.t[P_BOUT][i] = (real)(rng_uniform(&bs) - 0.5);
     // a non-zero carried-in state
     c->h0 = (real *)mallocCheck(sizeof(real) * B * H);
     c->c0 = (real *)mallocCheck(sizeof(real) * B * H);
@@ -218,6 +222,7 @@ static void step_case_free(StepCase *c) {
 // gradient (and matrices row by row), the final state against mlstm.h's. label prefixes the checks.
 static void check_step(StepCase *c, Model *md, const char *label) {
     const int H = c->cfg.H, V = c->cfg.V, N = c->B * c->T;
+    memcpy(model_host(md)->params, c->cpu.params, sizeof(float) * md->np);  // the case's weights and biases
     real *gh, *gc;
     model_state(md, &gh, &gc);
     memcpy(gh, c->h0, sizeof(real) * c->B * H);
