@@ -109,7 +109,7 @@ probe:
 include test/fuzz/fuzz.mk
 
 # ============================================================================
-# GPU section (train.cu, test/test_gpu.cu): `make gpu`, `make gpu-regs`.
+# GPU section (train.cu, test/test_gpu.cu): `make gpu`, `make gpu-regs`, `make gpu-mix`.
 # One fat binary for sm_75, sm_80 and sm_90, plus compute_90 PTX for newer cards.
 # CUDA 13 no longer targets sm_70; for a V100 build with CUDA 12 (WMMA works there,
 # cp.async is only compiled for sm_80+):
@@ -128,7 +128,7 @@ NVCCFLAGS += -std=c++17 -I. -D_GNU_SOURCE -lineinfo $(GPU_ARCHS) -Xcompiler -Wal
 ifeq ($(WERROR),1)
   NVCCFLAGS += -Werror all-warnings -Xcompiler -Werror
 endif
-GPU_LIBS := -lcublas
+GPU_LIBS := -lcublasLt -lcublas
 ifneq ($(NCCL_HOME),)
   NCCL_FLAGS := -I$(NCCL_HOME)/include -L$(NCCL_HOME)/lib -Xlinker -rpath=$(NCCL_HOME)/lib
   GPU_PROBE := $(shell mktemp -d 2>/dev/null || echo /tmp)
@@ -136,10 +136,17 @@ ifneq ($(NCCL_HOME),)
                $(NVCC) $(NCCL_FLAGS) $(GPU_PROBE)/n.cu -lnccl -o $(GPU_PROBE)/n 2>/dev/null && echo yes)
   $(shell rm -rf $(GPU_PROBE))
 endif
+# The MPI wrapper's flags, as nvcc takes them: -I -L -l -D -U and file names pass as they are;
+# -Wl,X goes through -Xlinker X and any other option through -Xcompiler. nvcc refuses host-compiler
+# options it does not know ("nvcc fatal: Unknown option '-pthread'"), and Open MPI built from source
+# and HPC-X wrappers emit -pthread and -Wl,-rpath,... (Debian's does not). test/test_nvcc_mpi.py
+# builds against a wrapper that emits them.
+nvcc_host_flags = $(foreach f,$(1),$(if $(filter -I% -L% -l% -D% -U%,$(f)),$(f),$(if $(filter -Wl$(comma)%,$(f)),\
+    -Xlinker $(patsubst -Wl$(comma)%,%,$(f)),$(if $(filter -%,$(f)),-Xcompiler $(f),$(f)))))
 GPU_MPI_CFLAGS := $(if $(MPI_OK),$(shell $(MPICC) -showme:compile 2>/dev/null))
 ifneq ($(GPU_MPI_CFLAGS),)
-  GPU_DEFS += -DUSE_MPI $(GPU_MPI_CFLAGS)
-  GPU_LIBS += $(shell $(MPICC) -showme:link 2>/dev/null)
+  GPU_DEFS += -DUSE_MPI $(call nvcc_host_flags,$(GPU_MPI_CFLAGS))
+  GPU_LIBS += $(call nvcc_host_flags,$(shell $(MPICC) -showme:link 2>/dev/null))
 endif
 ifeq ($(NCCL_OK),yes)
   GPU_DEFS += -DUSE_NCCL $(NCCL_FLAGS)
@@ -154,7 +161,7 @@ endif
 GPU_DEPS := train.cu $(TRAIN_HEADERS)
 GPU_BINS := train_gpu train_gpu_fp32 $(BUILD)/test_gpu $(BUILD)/test_gpu_fp32
 
-.PHONY: gpu gpu-regs clean-gpu
+.PHONY: gpu gpu-regs gpu-mix clean-gpu
 gpu:
 ifeq ($(NVCC_OK),yes)
 gpu: $(GPU_BINS)
@@ -188,5 +195,19 @@ gpu-regs: | $(BUILD)
 	@test -s $(BUILD)/gpu-regs.txt || { echo "gpu-regs: no ptxas output (is nvcc working?)"; exit 1; }
 	@if grep -Eq 'spill bytes ([1-9][0-9]*/|[0-9]+/[1-9])' $(BUILD)/gpu-regs.txt; then echo "gpu-regs: FAIL: spills above"; exit 1; \
 	 else echo "gpu-regs: no spills in $$(wc -l < $(BUILD)/gpu-regs.txt) matmul/cell kernel builds"; fi
+
+# The WMMA kernels' instruction mix as nvcc emits it (PTX for sm_90, the FP16 build): per
+# kernel the wmma mma and fragment loads (one slab's worth: the slab loop is not unrolled, the
+# k16 sub-steps are), the cp.async copies (prologue and loop) and barriers; dev/perf_model.py
+# --mix derives the tile's efficiency from the same counts.
+gpu-mix: | $(BUILD)
+	@$(NVCC) $(filter-out $(GPU_ARCHS),$(NVCCFLAGS)) $(GPU_DEFS) -arch=sm_90 -ptx train.cu -o $(BUILD)/gpu-mix.ptx
+	@awk '/\.entry/ { fn = "" } /\.entry _Z[0-9]*matmul_wmma_kernel/ { match($$0, /_Z[A-Za-z0-9_]+/); fn = substr($$0, RSTART, RLENGTH); \
+	       order[++n] = fn } fn != "" && /wmma\.mma/ { mma[fn]++ } fn != "" && /wmma\.load\.[ab]/ { ld[fn]++ } \
+	       fn != "" && /cp\.async\.cg/ { cp[fn]++ } fn != "" && /bar\.sync|barrier\.sync/ { bar[fn]++ } \
+	       END { for (i = 1; i <= n; i++) { f = order[i]; printf "wmma.mma %3d  fragment loads %3d  cp.async %3d  barriers %2d  %s\n", \
+	             mma[f], ld[f], cp[f], bar[f], f } }' $(BUILD)/gpu-mix.ptx | c++filt | sed 's/(__half const.*//' | tee $(BUILD)/gpu-mix.txt
+	@rm -f $(BUILD)/gpu-mix.ptx
+	@test -s $(BUILD)/gpu-mix.txt || { echo "gpu-mix: no WMMA kernel in the PTX (is nvcc working?)"; exit 1; }
 
 include test/cuda/cudacpu.mk

@@ -8,6 +8,9 @@
 //   make gpu && ./train_gpu --hidden 4096 --batch 128 --seq-len 256
 //   mpirun -np 8 ./train_gpu ...            one process per GPU, NCCL all-reduce
 //
+// Run-time switches (doc/gpu.md, "The switches of issue 24"; all off by default): --matmul
+// cublaslt (cuBLASLt's matmuls; train_gpu's own flag, also MLSTM_MATMUL=cublaslt), and in the
+// environment MLSTM_SPLITK=1, MLSTM_OVERLAP=1, MLSTM_L2=1, MLSTM_NO_GRAPH=1.
 // Build-time switches: -DPRECISION_FP32 (everything FP32, the comparison of the
 // paper's 4.2x), -DUSE_CUBLAS (cuBLAS instead of the hand-written matmul, for
 // comparison only), -DUSE_NCCL (multi-process), -DUSE_MPI (as train.c),
@@ -38,21 +41,40 @@
 // would at B=512, T=256, S=2^16 multiply by 0.5 and flush probabilities below ~1e-7
 // to zero. An FP16 tensor that overflows reaches the weight gradients as inf/NaN,
 // which is what model_overflow looks for; the FP32 gradients cannot overflow.
+//
+// The cap on S, from FP16's range (its largest finite value is 65504; from 65520 on a
+// value rounds to inf). |p - onehot| <= 1, and a target the model finds unlikely comes
+// within p of it: a trained model routinely gives some target p < 2^-12, and there
+// (p - 1) * 2^16 rounds to -inf, so S = 2^16 overflows on ordinary batches and every
+// growth past it costs a skipped step. dlogits stays finite for S <= 65504; S stays a
+// power of two (multiplying by S and by 1/S is then exact), so the cap is 2^15. The
+// other FP16 tensors that carry S have no bound known before the run: dhs = dlogits
+// W_out is at most S (1 - p_y) times the spread (max - min) of W_out's column (the
+// positive and negative parts of p - onehot each sum to 1 - p_y), below 65504 at 2^15
+// while every column spans less than 2 (at initialisation 2/sqrt(H)); dz, dmx and dmh
+// grow through the recurrence. Their overflow is what the dynamic scaler is for (the
+// step is skipped, S halves). The FP16 tensors without S are bounded by construction
+// (gates, h in [-1, 1]) or are forward activations far from 65504 (zx, mx, mh, m).
+// train.h's loop caps its scaler at MODEL_MAX_LOSS_SCALE (start, growth and resume).
 #define OMPI_SKIP_MPICXX 1  // mpi.h's C++ bindings: not used, and they warn under nvcc
 #define MPICH_SKIP_MPICXX 1
 #ifdef PRECISION_FP32
 #define GPU_FP16 0
 #else
 #define GPU_FP16 1
+#define FP16_MAX 65504.0                 // FP16's largest finite value
+#define MAX_ABS_DLOGIT 1.0               // |softmax - onehot| <= 1
+#define MODEL_MAX_LOSS_SCALE 32768.0     // 2^15: the largest power of two S with S * MAX_ABS_DLOGIT <= FP16_MAX
+static_assert(MODEL_MAX_LOSS_SCALE * MAX_ABS_DLOGIT <= FP16_MAX && 2 * MODEL_MAX_LOSS_SCALE * MAX_ABS_DLOGIT > FP16_MAX,
+              "the loss-scale cap is the largest power of two that keeps dlogits finite");
 #endif
 #include "train.h"  // defines: train_main, the model_* contract, Options, and via it mlstm.h, data.h, schedule.h
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <mma.h>
 #include <type_traits>
-#if defined(USE_CUBLAS) || defined(WITH_CUBLAS)
-#include <cublas_v2.h>
-#endif
+#include <cublas_v2.h>  // (the types; cuBLAS itself only with USE_CUBLAS / WITH_CUBLAS)
+#include <cublasLt.h>
 #if defined(USE_NCCL) && defined(USE_MPI)
 #include <nccl.h>
 #define GPU_NCCL 1
@@ -115,6 +137,58 @@ static int num_sms = 1;
 // default stream 0. It is a blocking stream, so work a caller puts on stream 0 (the
 // tests' cudaMemcpy) still waits for it, and it for that work.
 static cudaStream_t stream;
+static cudaStream_t stream2;  // the second stream of switch overlap (forked from and joined to stream in the graph)
+static cudaDeviceProp device_prop;  // of the selected device (select_device)
+
+// The changes of issue 24 (dev/gpu-perf.md), each a switch so that one binary measures it on
+// and off (dev/gpu_check.sh), each checked against mlstm.h on the CPU layer (test_gpu --only
+// switches). Read by model_create from the environment (1 on, 0 or unset off); the matmul's
+// from train_gpu's --matmul flag or MLSTM_MATMUL. Graph capture bakes them into the graphs, so
+// they belong to a Model; use_switches makes the model's the ones its launches see.
+typedef struct {
+    int splitk;    // MLSTM_SPLITK: products with few blocks split K, partials added in a fixed order
+    int overlap;   // MLSTM_OVERLAP: dW_h, dW_mh of finished chunks of time steps on a second stream
+    int l2;        // MLSTM_L2: W_mh persisting in L2 for the time loops; the loss read after backward
+    int cublaslt;  // --matmul cublaslt / MLSTM_MATMUL=cublaslt: cuBLASLt's matmuls, the epilogues apart
+} Switches;
+static Switches sw;  // the switches of the model whose work is being launched
+static int env_switch(const char *name) {
+    const char *v = getenv(name);
+    if (!v || !*v || !strcmp(v, "0")) return 0;
+    if (!strcmp(v, "1")) return 1;
+    fprintf(stderr, "error: %s=%s: expected 0 or 1\n", name, v);
+    exit(2);
+}
+static int matmul_cublaslt_default = -1;  // --matmul (main); -1: MLSTM_MATMUL decides
+static int matmul_kind_from_name(const char *what, const char *v) {
+    if (!strcmp(v, "wmma")) return 0;
+    if (!strcmp(v, "cublaslt")) return 1;
+    fprintf(stderr, "error: %s %s: expected wmma or cublaslt\n", what, v);
+    exit(2);
+}
+static Switches switches_from_env(void) {
+    Switches s;
+    s.splitk = env_switch("MLSTM_SPLITK");
+    s.overlap = env_switch("MLSTM_OVERLAP");
+    s.l2 = env_switch("MLSTM_L2");
+    const char *m = getenv("MLSTM_MATMUL");
+    s.cublaslt = matmul_cublaslt_default >= 0 ? matmul_cublaslt_default
+                 : m && *m ? matmul_kind_from_name("MLSTM_MATMUL", m) : 0;
+    return s;
+}
+// The switches that are on, as perf_model.py names its variants: as-is, splitk, overlap, l2,
+// cublaslt, all-wmma (the three structural ones), all (the four); other sets joined by '+'.
+static void switches_name(const Switches *s, char *out, size_t n) {
+    int k = s->splitk + s->overlap + s->l2;
+    if (k == 3) {
+        snprintf(out, n, "%s", s->cublaslt ? "all" : "all-wmma");
+        return;
+    }
+    snprintf(out, n, "%s%s%s%s", s->splitk ? "+splitk" : "", s->overlap ? "+overlap" : "", s->l2 ? "+l2" : "",
+             s->cublaslt ? "+cublaslt" : "");
+    if (!out[0]) snprintf(out, n, "as-is");
+    else memmove(out, out + 1, strlen(out));
+}
 
 // Launch shapes. Pointwise kernels run BLOCK_THREADS threads a block; the row
 // kernels (weight norm) give each row one warp, WARPS_PER_BLOCK rows a block.
@@ -199,8 +273,12 @@ template <int N> static __device__ inline void copy_wait() {
 #define FRAG 16                  // WMMA fragments are FRAG x FRAG x FRAG
 #define FRAG_ELEMS (FRAG * FRAG)  // one accumulator fragment, staged in shared memory by the epilogue
 #define HALVES_PER_COPY 8         // 16 bytes, one cp.async
-template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL> struct WmmaTile {
-    static constexpr int BK = 32, PAD = 8, STAGES = 3;
+// STAGES: slabs in shared memory, STAGES - 1 of them in flight while one is multiplied. 3 in
+// training; the matmul benchmark also times 2 and 4 (wmma_stages), which measures the latency
+// the per-step products are bound by (dev/gpu-perf.md).
+#define WMMA_STAGES 3
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_ = WMMA_STAGES> struct WmmaTile {
+    static constexpr int BK = 32, PAD = 8, STAGES = STAGES_;
     static constexpr int THREADS = (BM / WM) * (BN / WN) * WARP_SIZE;  // one warp per WM x WN
     static constexpr int A_ROWS = ACOL ? BK : BM, A_COLS = ACOL ? BM : BK;  // a slab as stored
     static constexpr int B_ROWS = BCOL ? BN : BK, B_COLS = BCOL ? BK : BN;
@@ -232,10 +310,13 @@ static __device__ inline void load_slab(half *as, half *bs, const half *A, const
     }
 }
 
-template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
+// Split-K (switch splitk): gridDim.z splits of K, block z walks K / gridDim.z from z K / gridDim.z
+// and writes its raw product to partial[z] (M,N) FP32; splitk_reduce_kernel adds them and applies
+// the epilogue. Without it (gridDim.z 1, partial NULL) the epilogue is applied here.
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * WARP_SIZE)
-matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e) {
-    typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL> P;
+matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e, float *partial) {
+    typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
     typedef typename std::conditional<ACOL, wmma::col_major, wmma::row_major>::type LayoutA;
     typedef typename std::conditional<BCOL, wmma::col_major, wmma::row_major>::type LayoutB;
     constexpr int BK = P::BK, STAGES = P::STAGES, FM = WM / FRAG, FN = WN / FRAG;
@@ -247,10 +328,10 @@ matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e
     wmma::fragment<wmma::accumulator, FRAG, FRAG, FRAG, float> acc[FM][FN];
     for (int i = 0; i < FM; i++)
         for (int j = 0; j < FN; j++) wmma::fill_fragment(acc[i][j], 0.f);
-    const int KT = K / BK;
+    const int KT = K / gridDim.z / BK, kb = blockIdx.z * KT * BK;  // this block's slabs, and where they start
     for (int s = 0; s < STAGES - 1; s++) {  // prologue; empty groups keep the wait count uniform
         if (s < KT)
-            load_slab<P, ACOL, BCOL>(As + s * P::A_SIZE, Bs + s * P::B_SIZE, A, B, lda, ldb, m0, n0, s * BK);
+            load_slab<P, ACOL, BCOL>(As + s * P::A_SIZE, Bs + s * P::B_SIZE, A, B, lda, ldb, m0, n0, kb + s * BK);
         copy_commit();
     }
     for (int kt = 0; kt < KT; kt++) {
@@ -258,7 +339,7 @@ matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e
         __syncthreads();          // ... for every thread, and slab kt-1 is no longer being read
         if (kt + STAGES - 1 < KT) {
             int st = (kt + STAGES - 1) % STAGES;
-            int k0 = (kt + STAGES - 1) * BK;
+            int k0 = kb + (kt + STAGES - 1) * BK;
             load_slab<P, ACOL, BCOL>(As + st * P::A_SIZE, Bs + st * P::B_SIZE, A, B, lda, ldb, m0, n0, k0);
         }
         copy_commit();
@@ -300,24 +381,50 @@ matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e
             __syncwarp();
             for (int q = lane; q < FRAG_ELEMS; q += WARP_SIZE) {
                 int r = m0 + wm * WM + i * FRAG + q / FRAG, c = n0 + wn * WN + j * FRAG + q % FRAG;
-                epilogue_store(e, r, c, staged[q]);
+                if (partial) partial[((size_t)blockIdx.z * M + r) * N + c] = staged[q];
+                else epilogue_store(e, r, c, staged[q]);
             }
             __syncwarp();
         }
 }
 
-template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
-static void matmul_wmma(const half *A, const half *B, int M, int N, int K, const Epilogue &e) {
-    typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL> P;
-    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL>;
-    kernel<<<dim3(N / BN, M / BM), P::THREADS, P::SMEM, stream>>>(A, B, M, N, K, e);
+// The pipeline depth the WMMA matmuls run at: WMMA_STAGES, or 2 or 4 where the device's shared
+// memory allows (wmma_stages_ok, set by matmul_setup); the benchmark's knob, not the trainer's.
+static int wmma_stages = WMMA_STAGES;
+static int wmma_stages_ok[5];  // [stages]: every tile of that depth has its shared memory
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
+static void matmul_wmma_at(const half *A, const half *B, int M, int N, int K, const Epilogue &e, int splits,
+                           float *partial) {
+    typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
+    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_>;
+    kernel<<<dim3(N / BN, M / BM, splits), P::THREADS, P::SMEM, stream>>>(A, B, M, N, K, e, partial);
     launchCheck();
 }
-// More than 48 KB of dynamic shared memory needs an opt-in per kernel (matmul_setup).
-template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL> static void matmul_wmma_setup() {
-    typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL> P;
-    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL>;
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
+static void matmul_wmma(const half *A, const half *B, int M, int N, int K, const Epilogue &e, int splits,
+                        float *partial) {
+    if (wmma_stages == 2) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 2>(A, B, M, N, K, e, splits, partial);
+    else if (wmma_stages == 4) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 4>(A, B, M, N, K, e, splits, partial);
+    else matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, WMMA_STAGES>(A, B, M, N, K, e, splits, partial);
+}
+// More than 48 KB of dynamic shared memory needs an opt-in per kernel (matmul_setup). Returns 0
+// when the device has too little shared memory for it (the 4-deep 128x128 tile on sm_75).
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
+static int matmul_wmma_setup(size_t optin) {
+    typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
+    if ((size_t)P::SMEM > optin) return 0;
+    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_>;
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
+    return 1;
+}
+template <int STAGES_> static int matmul_wmma_setup_depth(size_t optin) {
+    const int T = 128, S = 64;  // TILE_BIG, TILE_SMALL (below)
+    return matmul_wmma_setup<T, T, 64, 32, false, true, STAGES_>(optin) &
+           matmul_wmma_setup<T, T, 64, 32, false, false, STAGES_>(optin) &
+           matmul_wmma_setup<T, T, 64, 32, true, false, STAGES_>(optin) &
+           matmul_wmma_setup<S, S, 32, 32, false, true, STAGES_>(optin) &
+           matmul_wmma_setup<S, S, 32, 32, false, false, STAGES_>(optin) &
+           matmul_wmma_setup<S, S, 32, 32, true, false, STAGES_>(optin);
 }
 #endif
 
@@ -370,6 +477,123 @@ static void matmul_simt(const floatX *A, const floatX *B, int M, int N, int K, c
     launchCheck();
 }
 
+// A matmul epilogue as a pointwise pass over a product already in C (M,N) FP32: cuBLAS's path
+// and cuBLASLt's for the mLSTM epilogues.
+__global__ void epilogue_kernel(const float *C, int M, int N, Epilogue e) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (size_t)M * N) epilogue_store(e, (int)(i / N), (int)(i % N), C[i]);
+}
+
+// ----------------------------------------------------------------------------
+// cuBLASLt (--matmul cublaslt, switch cublaslt, issue 24 item 9): on sm_90 its kernels use wgmma
+// and TMA, which the hand-written WMMA kernel (mma.sync) cannot reach. The product goes straight
+// into the output wherever cuBLASLt can finish the epilogue itself: the scale as alpha,
+// accumulation as beta with C = D, a bias as its bias epilogue; no FP32 round trip for the large
+// products. The mLSTM epilogues of the per-step products (reset rows, z's addend, m = mx * mh with
+// mh kept, the dm split) are epilogue_store, the hand-written kernel's own code, as a pointwise
+// kernel over the product in an FP32 scratch of at most B x 4H. Row-major C = A.B is column-major
+// C^T = B^T A^T (as for cuBLAS above). Plans (descriptors, layouts, the heuristic's algorithm)
+// are made once per shape and kept. The hand-written kernel stays the default.
+static void lt_check(cublasStatus_t st, const char *file, int line) {
+    if (st == CUBLAS_STATUS_SUCCESS) return;
+    fprintf(stderr, "error: cuBLASLt status %d at %s:%d\n", (int)st, file, line);
+    fprintf(stderr, "HINT: --matmul wmma (the hand-written kernel) needs no cuBLASLt\n");
+    exit(1);
+}
+#define ltCheck(x) lt_check((x), __FILE__, __LINE__)
+static cublasLtHandle_t lt_handle;
+static void *lt_workspace;   // of the stream launches go to now (one per stream, swapped with it)
+static size_t lt_workspace_n;
+#define LT_WORKSPACE_BYTES (32u << 20)
+static float *lt_scratch;    // the product before an mLSTM epilogue (main stream only: per-step products)
+static size_t lt_scratch_n;
+static long lt_launches;     // cuBLASLt products launched (test_gpu checks the switch uses it)
+
+typedef struct {
+    int layout, M, N, K, out_f32, bias;  // the key
+    size_t workspace;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+} LtPlan;
+#define LT_PLANS 64
+static LtPlan lt_plans[LT_PLANS];
+static int lt_nplans;
+
+static const LtPlan *lt_plan(int layout, int M, int N, int K, int out_f32, const float *bias) {
+    for (int i = 0; i < lt_nplans; i++) {
+        const LtPlan &p = lt_plans[i];
+        if (p.layout == layout && p.M == M && p.N == N && p.K == K && p.out_f32 == out_f32 &&
+            p.bias == (bias != NULL) && p.workspace == lt_workspace_n)
+            return &p;
+    }
+    if (lt_nplans == LT_PLANS) {
+        fprintf(stderr, "error: cuBLASLt: more than %d matmul shapes\n", LT_PLANS);
+        exit(1);
+    }
+    if (!lt_handle) ltCheck(cublasLtCreate(&lt_handle));
+    LtPlan &p = lt_plans[lt_nplans++];
+    p.layout = layout; p.M = M; p.N = N; p.K = K; p.out_f32 = out_f32; p.bias = bias != NULL;
+    p.workspace = lt_workspace_n;
+    const bool acol = layout == MM_TN, bcol = layout == MM_NT;
+    const cudaDataType_t t = GPU_FP16 ? CUDA_R_16F : CUDA_R_32F, dt = out_f32 ? CUDA_R_32F : t;
+    ltCheck(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    int32_t op_b = bcol ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = acol ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
+    ltCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
+    ltCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
+    if (bias) {
+        uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+        int32_t bt = CUDA_R_32F;  // the FP32 master bias, one per column of C (per row of C^T)
+        ltCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        ltCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    }
+    // stored as column-major: our B (K,N) row-major is N x K, (N,K) is K x N; our A likewise; C^T is N x M
+    ltCheck(cublasLtMatrixLayoutCreate(&p.a, t, bcol ? K : N, bcol ? N : K, bcol ? K : N));
+    ltCheck(cublasLtMatrixLayoutCreate(&p.b, t, acol ? M : K, acol ? K : M, acol ? M : K));
+    ltCheck(cublasLtMatrixLayoutCreate(&p.d, dt, N, M, N));
+    cublasLtMatmulPreference_t pref;
+    ltCheck(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = lt_workspace_n;
+    ltCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    cublasLtMatmulHeuristicResult_t r;
+    int found = 0;
+    if (bias) {  // the pointer is part of the descriptor; the heuristic needs one (the real one is set per call)
+        const float *bp = bias;
+        ltCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
+    }
+    ltCheck(cublasLtMatmulAlgoGetHeuristic(lt_handle, p.desc, p.a, p.b, p.d, p.d, pref, 1, &r, &found));
+    ltCheck(cublasLtMatmulPreferenceDestroy(pref));
+    if (!found) {
+        fprintf(stderr, "error: cuBLASLt has no algorithm for %d x %d x %d (layout %d)\n", M, N, K, layout);
+        exit(1);
+    }
+    p.algo = r.algo;
+    return &p;
+}
+static bool epilogue_is_plain(const Epilogue &e) {  // what cuBLASLt finishes itself
+    return !e.reset_rows && !e.addend && !e.acc_out && !e.side_out && !e.out_factor;
+}
+static void matmul_lt(int layout, int M, int N, int K, const floatX *A, const floatX *B, const Epilogue &e) {
+    const bool plain = epilogue_is_plain(e);
+    if (!plain && (!lt_scratch || (size_t)M * N > lt_scratch_n)) {
+        fprintf(stderr, "error: cuBLASLt: the mLSTM epilogue of %d x %d needs %zu floats of scratch, %zu given\n", M, N,
+                (size_t)M * N, lt_scratch_n);
+        exit(1);
+    }
+    void *D = !plain ? (void *)lt_scratch : e.outf ? (void *)e.outf : (void *)e.outx;
+    const LtPlan *p = lt_plan(layout, M, N, K, !plain || e.outf != NULL, plain ? e.bias : NULL);
+    if (plain && e.bias)  // the pointer of this call (the plan may have been made for another)
+        ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e.bias, sizeof e.bias));
+    const float alpha = plain ? e.scale : 1.f, beta = plain && e.accumulate ? 1.f : 0.f;
+    ltCheck(cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->a, A, p->b, &beta, D, p->d, D, p->d, &p->algo,
+                           lt_workspace, lt_workspace_n, stream));
+    lt_launches++;
+    if (!plain) {
+        epilogue_kernel<<<ceil_div((long)M * N, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(lt_scratch, M, N, e);
+        launchCheck();
+    }
+}
+
 // ----------------------------------------------------------------------------
 // cuBLAS, for comparison only (USE_CUBLAS=1 trains with it; test_gpu compares).
 // The GEMM writes FP32 into a scratch buffer, then a pointwise kernel applies the
@@ -401,10 +625,6 @@ static void cublas_gemm(int layout, int M, int N, int K, const floatX *A, const 
                              C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-__global__ void epilogue_kernel(const float *C, int M, int N, Epilogue e) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (size_t)M * N) epilogue_store(e, (int)(i / N), (int)(i % N), C[i]);
-}
 static void matmul_cublas(int layout, int M, int N, int K, const floatX *A, const floatX *B, const Epilogue &e) {
     size_t n = (size_t)M * N;
     if (n > cublas_scratch_n) {
@@ -429,16 +649,63 @@ static int matmul_use_cublas = 0;
 // 16-byte aligned. 90%, not 100%: at B=512 the per-step W_mh products give 128 big
 // blocks for an H200's 132 SMs, and the big tile reads each weight slab half as
 // often as four waves of small ones would (dev/gpu-perf.md).
+//
+// With split-K (switch splitk, issue 24 item 6) a product whose blocks do not fill the SMs
+// (fewer than 2 of the 128x128 tile's or 4 of the 64x64's per SM: the per-step products at
+// small B, the weight gradients with few output blocks, dW_out, dW_x, dW_mx, K = B*T) splits
+// K in 2, 4 or 8 parts of at least SPLIT_MIN_K: a block walks K / splits, so a latency-bound
+// chain of K/32 slabs is that many times shorter, and the 90% rule counts blocks x splits.
+// The partials are added in a fixed order (splitk_reduce_kernel): the result does not depend
+// on timing, and differs from the unsplit one only by the order of an FP32 sum.
 enum { MM_SIMT, MM_WMMA64, MM_WMMA128 };
 #define TILE_BIG 128
 #define TILE_SMALL 64
 #define WMMA_K_MULTIPLE 32
-static int matmul_plan(int M, int N, int K, const void *A, const void *B) {
+#define SPLIT_MAX 8
+#define SPLIT_MIN_K 512  // 16 slabs: the pipeline's prologue and the epilogue stay small beside them
+static int split_min_k = SPLIT_MIN_K;  // test_gpu lowers it, so small shapes split as the paper's do
+static int split_factor(long blocks, int K, long cap) {
+    int s = 1;
+    while (s < SPLIT_MAX && blocks * 2 * s <= cap && K % (WMMA_K_MULTIPLE * 2 * s) == 0 && K / (2 * s) >= split_min_k)
+        s *= 2;
+    return s;
+}
+// The kernel a product runs on; *splits (when not NULL) gets the split-K factor (1 without the switch).
+static int matmul_plan(int M, int N, int K, const void *A, const void *B, int *splits = NULL) {
+    if (splits) *splits = 1;
     if (!GPU_FP16 || K % WMMA_K_MULTIPLE || ((uintptr_t)A | (uintptr_t)B) % 16) return MM_SIMT;
-    long big_blocks = (long)(M / TILE_BIG) * (N / TILE_BIG);
-    if (M % TILE_BIG == 0 && N % TILE_BIG == 0 && big_blocks * 10 >= (long)num_sms * 9) return MM_WMMA128;
-    if (M % TILE_SMALL == 0 && N % TILE_SMALL == 0) return MM_WMMA64;
+    const int split = splits && sw.splitk;
+    if (M % TILE_BIG == 0 && N % TILE_BIG == 0) {
+        long big_blocks = (long)(M / TILE_BIG) * (N / TILE_BIG);
+        int splits_big = split ? split_factor(big_blocks, K, 2L * num_sms) : 1;
+        if (big_blocks * splits_big * 10 >= (long)num_sms * 9) {
+            if (splits) *splits = splits_big;
+            return MM_WMMA128;
+        }
+    }
+    if (M % TILE_SMALL == 0 && N % TILE_SMALL == 0) {
+        if (split) *splits = split_factor((long)(M / TILE_SMALL) * (N / TILE_SMALL), K, 4L * num_sms);
+        return MM_WMMA64;
+    }
     return MM_SIMT;
+}
+
+// Split-K's workspace: each launch stream has its own (the overlapped weight gradients run beside
+// the loop's products). Split products fill at most 2 (4) blocks per SM of the 128x128 (64x64)
+// tile, so 2 x SMs x 128 x 128 partial sums bound it.
+static float *splitk_ws;     // of the stream launches go to now
+static size_t splitk_ws_n;
+static size_t splitk_ws_floats(void) { return (size_t)2 * num_sms * TILE_BIG * TILE_BIG; }
+static long splitk_launches;  // split products launched (test_gpu checks the switch splits)
+
+// out = the epilogue of the sum of the splits, added in order z = 0, 1, ... (deterministic).
+__global__ void splitk_reduce_kernel(const float *partial, int splits, int M, int N, Epilogue e) {
+    const size_t n = (size_t)M * N;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float acc = partial[i];
+        for (int z = 1; z < splits; z++) acc += partial[(size_t)z * n + i];
+        epilogue_store(e, (int)(i / N), (int)(i % N), acc);
+    }
 }
 
 // C (M,N) = A . B through the epilogue e, for the layouts above.
@@ -449,24 +716,45 @@ static void matmul(int layout, int M, int N, int K, const floatX *A, const float
         return;
     }
 #endif
-    int plan = matmul_plan(M, N, K, A, B);
+    if (sw.cublaslt) {
+        matmul_lt(layout, M, N, K, A, B, e);
+        return;
+    }
+    int splits;
+    int plan = matmul_plan(M, N, K, A, B, &splits);
+    (void)plan;
 #if GPU_FP16
+    float *partial = NULL;
+    if (splits > 1) {
+        if (!splitk_ws || (size_t)splits * M * N > splitk_ws_n) {
+            fprintf(stderr, "error: split-K of %d x %d x %d in %d needs %zu floats of workspace, %zu given\n", M, N, K,
+                    splits, (size_t)splits * M * N, splitk_ws_n);
+            exit(1);
+        }
+        partial = splitk_ws;
+        splitk_launches++;
+    }
     if (plan == MM_WMMA128) {  // 8 warps of 64 x 32
         const int T = TILE_BIG;
-        if (layout == MM_NT) matmul_wmma<T, T, 64, 32, false, true>(A, B, M, N, K, e);
-        else if (layout == MM_NN) matmul_wmma<T, T, 64, 32, false, false>(A, B, M, N, K, e);
-        else matmul_wmma<T, T, 64, 32, true, false>(A, B, M, N, K, e);
-        return;
-    }
-    if (plan == MM_WMMA64) {  // 4 warps of 32 x 32
+        if (layout == MM_NT) matmul_wmma<T, T, 64, 32, false, true>(A, B, M, N, K, e, splits, partial);
+        else if (layout == MM_NN) matmul_wmma<T, T, 64, 32, false, false>(A, B, M, N, K, e, splits, partial);
+        else matmul_wmma<T, T, 64, 32, true, false>(A, B, M, N, K, e, splits, partial);
+    } else if (plan == MM_WMMA64) {  // 4 warps of 32 x 32
         const int T = TILE_SMALL;
-        if (layout == MM_NT) matmul_wmma<T, T, 32, 32, false, true>(A, B, M, N, K, e);
-        else if (layout == MM_NN) matmul_wmma<T, T, 32, 32, false, false>(A, B, M, N, K, e);
-        else matmul_wmma<T, T, 32, 32, true, false>(A, B, M, N, K, e);
-        return;
+        if (layout == MM_NT) matmul_wmma<T, T, 32, 32, false, true>(A, B, M, N, K, e, splits, partial);
+        else if (layout == MM_NN) matmul_wmma<T, T, 32, 32, false, false>(A, B, M, N, K, e, splits, partial);
+        else matmul_wmma<T, T, 32, 32, true, false>(A, B, M, N, K, e, splits, partial);
     }
+    if (partial) {
+        int blocks = ceil_div((long)M * N, BLOCK_THREADS);
+        blocks = blocks < 8 * num_sms ? blocks : 8 * num_sms;
+        splitk_reduce_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(partial, splits, M, N, e);
+        launchCheck();
+    }
+    if (plan != MM_SIMT) return;
+#else
+    (void)splitk_launches;
 #endif
-    (void)plan;
     if (layout == MM_NT) matmul_simt<false, true>(A, B, M, N, K, e);
     else if (layout == MM_NN) matmul_simt<false, false>(A, B, M, N, K, e);
     else matmul_simt<true, false>(A, B, M, N, K, e);
@@ -793,9 +1081,12 @@ __global__ void reduce_kernel(double *part, int *bad, const float *x, size_t n, 
         bad[blockIdx.x] = flag;
     }
 }
-static double reduce(double *part, int *bad, const float *x, size_t n, int square, float limit, int *any_bad) {
+static void reduce_launch(double *part, int *bad, const float *x, size_t n, int square, float limit) {
     reduce_kernel<<<RED_BLOCKS, BLOCK_THREADS, 0, stream>>>(part, bad, x, n, square, limit);
     launchCheck();
+}
+// The partials to the host (a sync) and their sum, in order.
+static double reduce_read(const double *part, const int *bad, int *any_bad) {
     double hp[RED_BLOCKS], s = 0;
     int hb[RED_BLOCKS], b = 0;
     cudaCheck(cudaMemcpyAsync(hp, part, sizeof hp, cudaMemcpyDeviceToHost, stream));
@@ -807,6 +1098,10 @@ static double reduce(double *part, int *bad, const float *x, size_t n, int squar
     }
     if (any_bad) *any_bad = b;
     return s;
+}
+static double reduce(double *part, int *bad, const float *x, size_t n, int square, float limit, int *any_bad) {
+    reduce_launch(part, bad, x, n, square, limit);
+    return reduce_read(part, bad, any_bad);
 }
 
 // ----------------------------------------------------------------------------
@@ -843,6 +1138,8 @@ static void to_f32(float *y, const floatX *x, size_t n) {
     to_f32_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(y, x, n);
     launchCheck();
 }
+
+#define OVERLAP_CHUNKS 4  // switch overlap: the backward loop's chunks (backward_steps)
 
 // ----------------------------------------------------------------------------
 // The model on the device. One allocation holds the FP32 parameters, gradients and
@@ -886,6 +1183,8 @@ struct Model {
     float *colpart;        // (COLSUM_CHUNKS, max(4H,V))
     double *red;           // (RED_BLOCKS,)
     int *red_bad;          // (RED_BLOCKS,)
+    double *red_loss;      // (RED_BLOCKS,) the loss's partials, read after backward (switch l2)
+    int *red_loss_bad;     // (RED_BLOCKS,)
     float *train_h, *train_c;  // (B,H) carried training state
     float *val_h, *val_c;      // (B,H) validation state
     void *pbase, *abase;
@@ -893,6 +1192,11 @@ struct Model {
     ncclComm_t comm;
 #endif
     int use_graphs;        // run the time loops as CUDA graphs (run_steps); 0: launch them directly
+    Switches sw;           // the changes of issue 24 this model runs with
+    float *splitk_ws[2];   // split-K's partial sums for the main and the second stream (switch splitk)
+    void *lt_ws[2];        // cuBLASLt's workspaces for the two streams (switch cublaslt)
+    float *lt_scratch;     // (B,4H) a per-step product before its mLSTM epilogue (switch cublaslt)
+    cudaEvent_t ev_chunk[OVERLAP_CHUNKS], ev_join;  // switch overlap's fork after each chunk, and join
     cudaGraphExec_t fwd_graph, bwd_graph;  // the forward and backward time loops, captured on first use
 };
 
@@ -920,15 +1224,19 @@ static void *alloc_bufs(Buf *b, int n) {
 // More than 48 KB of dynamic shared memory needs an opt-in per kernel: given here, for
 // every WMMA tile matmul() dispatches to (a tile missing here fails its first launch),
 // once, before any CUDA graph capture (a kernel's attributes are not set inside one).
-static void matmul_setup(void) {
+static void matmul_setup(size_t smem_optin) {
 #if GPU_FP16
-    const int T = TILE_BIG, S = TILE_SMALL;
-    matmul_wmma_setup<T, T, 64, 32, false, true>();
-    matmul_wmma_setup<T, T, 64, 32, false, false>();
-    matmul_wmma_setup<T, T, 64, 32, true, false>();
-    matmul_wmma_setup<S, S, 32, 32, false, true>();
-    matmul_wmma_setup<S, S, 32, 32, false, false>();
-    matmul_wmma_setup<S, S, 32, 32, true, false>();
+    static_assert(TILE_BIG == 128 && TILE_SMALL == 64, "matmul_wmma_setup_depth names the tiles");
+    wmma_stages_ok[WMMA_STAGES] = matmul_wmma_setup_depth<WMMA_STAGES>(smem_optin);
+    if (!wmma_stages_ok[WMMA_STAGES]) {
+        fprintf(stderr, "error: the WMMA matmul needs %d bytes of shared memory per block; this GPU allows %zu\n",
+                WmmaTile<TILE_BIG, TILE_BIG, 64, 32, false, true>::SMEM, smem_optin);
+        exit(1);
+    }
+    wmma_stages_ok[2] = matmul_wmma_setup_depth<2>(smem_optin);
+    wmma_stages_ok[4] = matmul_wmma_setup_depth<4>(smem_optin);
+#else
+    (void)smem_optin;
 #endif
 }
 
@@ -945,16 +1253,18 @@ static void select_device(void) {
     if (!lr) lr = getenv("SLURM_LOCALID");
     int dev = (lr ? atoi(lr) : rank) % ndev;
     cudaCheck(cudaSetDevice(dev));
-    cudaDeviceProp prop;
+    cudaDeviceProp &prop = device_prop;
     cudaCheck(cudaGetDeviceProperties(&prop, dev));
     num_sms = prop.multiProcessorCount;
-    if (!stream) {  // once per process; both live as long as it
+    if (!stream) {  // once per process; they live as long as it
         cudaCheck(cudaStreamCreate(&stream));
-        matmul_setup();
+        cudaCheck(cudaStreamCreate(&stream2));
+        matmul_setup(prop.sharedMemPerBlockOptin);
     }
     static int printed = 0;
     const char *kind = GPU_FP16 ? "hand-written WMMA" : "hand-written SIMT FP32";
     if (matmul_use_cublas) kind = "cuBLAS (USE_CUBLAS)";
+    else if (switches_from_env().cublaslt) kind = "cuBLASLt (--matmul cublaslt)";
     if (rank == 0 && !printed++)
         printf("GPU: %s (sm_%d%d, %d SMs, %.0f GiB) x %d ranks, matmul: %s\n", prop.name, prop.major, prop.minor,
                prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, world, kind);
@@ -972,6 +1282,7 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
     md->np = md->host.nparams;
     const size_t V = cfg.V, D = cfg.D, H = cfg.H, N = (size_t)B * T, np = md->np;
     const size_t X = sizeof(floatX), F = sizeof(float);
+    md->sw = switches_from_env();
     md->host_h = (real *)mallocCheck(sizeof(real) * B * H);
     md->host_c = (real *)mallocCheck(sizeof(real) * B * H);
     Buf pb[] = {{(void **)&md->params, F * np}, {(void **)&md->grads, F * np},
@@ -1009,10 +1320,17 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
         {(void **)&md->colpart, F * COLSUM_CHUNKS * (4 * H > V ? 4 * H : V)},
         {(void **)&md->red, sizeof(double) * RED_BLOCKS},
         {(void **)&md->red_bad, sizeof(int) * RED_BLOCKS},
+        {(void **)&md->red_loss, sizeof(double) * RED_BLOCKS},
+        {(void **)&md->red_loss_bad, sizeof(int) * RED_BLOCKS},
         {(void **)&md->train_h, F * B * H},
         {(void **)&md->train_c, F * B * H},
         {(void **)&md->val_h, F * B * H},
         {(void **)&md->val_c, F * B * H},
+        {(void **)&md->splitk_ws[0], md->sw.splitk ? F * splitk_ws_floats() : 0},
+        {(void **)&md->splitk_ws[1], md->sw.splitk ? F * splitk_ws_floats() : 0},
+        {(void **)&md->lt_ws[0], md->sw.cublaslt ? LT_WORKSPACE_BYTES : 0},
+        {(void **)&md->lt_ws[1], md->sw.cublaslt ? LT_WORKSPACE_BYTES : 0},
+        {(void **)&md->lt_scratch, md->sw.cublaslt ? F * B * 4 * H : 0},
     };
     md->abase = alloc_bufs(ab, sizeof ab / sizeof ab[0]);
     for (int k = 0; k < NWN; k++) {
@@ -1034,6 +1352,13 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
     const char *no_graph = getenv("MLSTM_NO_GRAPH");  // MLSTM_NO_GRAPH=1: the direct path, to compare
     md->use_graphs = GPU_GRAPHS && !(no_graph && atoi(no_graph));
     md->fwd_graph = md->bwd_graph = NULL;
+    for (int j = 0; j < OVERLAP_CHUNKS; j++)
+        cudaCheck(cudaEventCreateWithFlags(&md->ev_chunk[j], cudaEventDisableTiming));
+    cudaCheck(cudaEventCreateWithFlags(&md->ev_join, cudaEventDisableTiming));
+    char on[64];
+    switches_name(&md->sw, on, sizeof on);
+    static int said;
+    if (strcmp(on, "as-is") && rank == 0 && !said++) printf("switches: %s (dev/gpu-perf.md)\n", on);
     return md;
 }
 
@@ -1048,6 +1373,8 @@ static void model_free(Model *md) {
     free(md->host_c);
     if (md->fwd_graph) cudaCheck(cudaGraphExecDestroy(md->fwd_graph));
     if (md->bwd_graph) cudaCheck(cudaGraphExecDestroy(md->bwd_graph));
+    for (int j = 0; j < OVERLAP_CHUNKS; j++) cudaCheck(cudaEventDestroy(md->ev_chunk[j]));
+    cudaCheck(cudaEventDestroy(md->ev_join));
     free(md);
 }
 
@@ -1135,45 +1462,150 @@ static void run_steps(Model *md, cudaGraphExec_t *graph, void (*steps)(Model *))
     cudaCheck(cudaGraphLaunch(*graph, stream));
 }
 
-// Forward steps t = 0 .. T-1 from hs[0], cs[0] (mlstm.h's recurrence).
-static void forward_steps(Model *md) {
+// One forward time step t (mlstm.h's recurrence): two matmuls and the cell. ev, when not
+// NULL, gets an event recorded before each kernel and after the last (the per-kernel timing
+// of test_gpu --bench-kernels); training passes NULL.
+static void mark(cudaEvent_t *ev, int i) {
+    if (ev) cudaCheck(cudaEventRecord(ev[i], stream));
+}
+static void forward_step(Model *md, int t, cudaEvent_t *ev) {
     const int H = md->cfg.H, B = md->B, T = md->T, N = B * T;
-    const size_t BH = (size_t)B * H;
+    const size_t BH = (size_t)B * H, o = (size_t)t * BH;
     const uint8_t *rs = md->tok + 2 * N;
-    for (int t = 0; t < T; t++) {
-        size_t o = (size_t)t * BH;
-        floatX *gates_t = md->gates + 4 * o;  // holds e W_x^T + b until the cell overwrites it with the gates
-        Epilogue mt_product = epi_mt_product(md->mt + o, md->mh + o, md->mx + o, rs + t, T, H);
-        matmul(MM_NT, B, H, H, md->hs + o, md->W[WN_MH], mt_product);  // m_t = mx * (h_{t-1} W_mh^T)   (B,H)
-        matmul(MM_NT, B, 4 * H, H, md->mt + o, md->W[WN_H], epi_z_sum(md->zs, gates_t, H));  // z_t   (B,4H)
-        cell_forward_step(gates_t, md->hs + o + BH, md->cs + o + BH, md->zs, md->cs + o, rs, t, T, B, H);
+    floatX *gates_t = md->gates + 4 * o;  // holds e W_x^T + b until the cell overwrites it with the gates
+    Epilogue mt_product = epi_mt_product(md->mt + o, md->mh + o, md->mx + o, rs + t, T, H);
+    mark(ev, 0);
+    matmul(MM_NT, B, H, H, md->hs + o, md->W[WN_MH], mt_product);  // m_t = mx * (h_{t-1} W_mh^T)   (B,H)
+    mark(ev, 1);
+    matmul(MM_NT, B, 4 * H, H, md->mt + o, md->W[WN_H], epi_z_sum(md->zs, gates_t, H));  // z_t   (B,4H)
+    mark(ev, 2);
+    cell_forward_step(gates_t, md->hs + o + BH, md->cs + o + BH, md->zs, md->cs + o, rs, t, T, B, H);
+    mark(ev, 3);
+}
+// Forward steps t = 0 .. T-1 from hs[0], cs[0].
+static void forward_steps(Model *md) {
+    for (int t = 0; t < md->T; t++) forward_step(md, t, NULL);
+}
+
+// One backward time step t (mlstm.h's mlstm_backward's time loop): the cell, two matmuls.
+static void backward_step(Model *md, int t, cudaEvent_t *ev) {
+    const int H = md->cfg.H, B = md->B, T = md->T, N = B * T;
+    const size_t BH = (size_t)B * H, o = (size_t)t * BH;
+    const uint8_t *rs = md->tok + 2 * N;
+    const floatX *gates_t = md->gates + 4 * o;
+    const float *c_prev = md->cs + o, *c = md->cs + o + BH;
+    mark(ev, 0);
+    cell_backward_step(md->dz + 4 * o, md->dc, md->dh, md->dhs + o, gates_t, c_prev, c, rs, t, T, B, H);
+    mark(ev, 1);
+    // dm = dz W_h, split into dmx = dm * mh and dmh = dm * mx   (B,H)
+    Epilogue split = epi_dm_split(md->dmx + o, md->dmh + o, md->mh + o, md->mx + o, rs + t, T, H);
+    matmul(MM_NN, B, H, 4 * H, md->dz + 4 * o, md->W[WN_H], split);
+    mark(ev, 2);
+    matmul(MM_NN, B, H, H, md->dmh + o, md->W[WN_MH], epi_f32(md->dh, H));  // dh_{t-1} = dmh W_mh
+    mark(ev, 3);
+}
+// Switch overlap (issue 24 item 7): the chain of the backward loop leaves the tensor cores mostly
+// idle at small B, and dW_h = dz^T m and dW_mh = dmh^T h_{t-1} need only the rows of finished
+// steps. So the loop runs in OVERLAP_CHUNKS chunks of T / OVERLAP_CHUNKS steps; after each, an
+// event forks stream2, which adds the two products over the chunk's B T / OVERLAP_CHUNKS rows
+// into dW_h and dW_mh (the first chunk writes them, the later ones add, in chunk order on the one
+// stream: a fixed order), while stream goes on with the next chunk. After the loop stream waits
+// for stream2 (the join). Inside the capture of the backward graph this is the graph's fork and
+// join; the direct path runs it on the two streams the same way.
+static int overlap_chunks(const Model *md) {  // (not with USE_CUBLAS's comparison path: one handle, one scratch)
+    return md->sw.overlap && !matmul_use_cublas && md->T % OVERLAP_CHUNKS == 0 ? OVERLAP_CHUNKS : 1;
+}
+static void wgrad_chunk(Model *md, int j, int t0, int steps) {
+    const int H = md->cfg.H, B = md->B, N = B * md->T, rows = B * steps;
+    const size_t o = (size_t)t0 * B * H;
+    cudaCheck(cudaEventRecord(md->ev_chunk[j], stream));  // the chunk's dz, dmh are written
+    cudaCheck(cudaStreamWaitEvent(stream2, md->ev_chunk[j], 0));
+    cudaStream_t main_stream = stream;
+    float *main_ws = splitk_ws;
+    void *main_lt_ws = lt_workspace;
+    stream = stream2;  // the launches below go to stream2, with its own split-K and cuBLASLt workspaces
+    splitk_ws = md->splitk_ws[1];
+    lt_workspace = md->lt_ws[1];
+    Epilogue e = epi_grad(md->dW[WN_H], H, N);
+    e.accumulate = j > 0;
+    matmul(MM_TN, 4 * H, H, rows, md->dz + 4 * o, md->mt + o, e);  // dW_h += dz^T m / N over the chunk
+    e = epi_grad(md->dW[WN_MH], H, N);
+    e.accumulate = j > 0;
+    matmul(MM_TN, H, H, rows, md->dmh + o, md->hs + o, e);  // dW_mh += dmh^T h_{t-1} / N over the chunk
+    stream = main_stream;
+    splitk_ws = main_ws;
+    lt_workspace = main_lt_ws;
+}
+// Backward steps t = T-1 .. 0 from dh = dc = 0 (with switch overlap, in chunks: above).
+static void backward_steps(Model *md) {
+    const int T = md->T, chunks = overlap_chunks(md), C = T / chunks;
+    for (int j = 0; j < chunks; j++) {
+        for (int t = T - 1 - j * C; t >= T - (j + 1) * C; t--) backward_step(md, t, NULL);
+        if (chunks > 1) wgrad_chunk(md, j, T - (j + 1) * C, C);
+    }
+    if (chunks > 1) {  // the join
+        cudaCheck(cudaEventRecord(md->ev_join, stream2));
+        cudaCheck(cudaStreamWaitEvent(stream, md->ev_join, 0));
     }
 }
 
-// Backward steps t = T-1 .. 0 from dh = dc = 0 (mlstm.h's mlstm_backward's time loop).
-static void backward_steps(Model *md) {
-    const int H = md->cfg.H, B = md->B, T = md->T, N = B * T;
-    const size_t BH = (size_t)B * H;
-    const uint8_t *rs = md->tok + 2 * N;
-    for (int t = T - 1; t >= 0; t--) {
-        size_t o = (size_t)t * BH;
-        const floatX *gates_t = md->gates + 4 * o;
-        const float *c_prev = md->cs + o, *c = md->cs + o + BH;
-        cell_backward_step(md->dz + 4 * o, md->dc, md->dh, md->dhs + o, gates_t, c_prev, c, rs, t, T, B, H);
-        // dm = dz W_h, split into dmx = dm * mh and dmh = dm * mx   (B,H)
-        Epilogue split = epi_dm_split(md->dmx + o, md->dmh + o, md->mh + o, md->mx + o, rs + t, T, H);
-        matmul(MM_NN, B, H, 4 * H, md->dz + 4 * o, md->W[WN_H], split);
-        matmul(MM_NN, B, H, H, md->dmh + o, md->W[WN_MH], epi_f32(md->dh, H));  // dh_{t-1} = dmh W_mh
+// Switch l2 (issue 24 item 8): W_mh, 33.5 MB in FP16 at H = 4096, persisting in L2 (an H200
+// may set aside 37.5 MB of its 50), so the per-step products mh and dh read it from L2 instead
+// of from DRAM after W_h's 134 MB stream has evicted it. A window on the stream: the launches on
+// it, and the kernel nodes captured from it, carry it. Set before each forward and backward for
+// the model whose work follows (a validation model has its own W_mh); without persisting L2
+// (before sm_80) the switch does nothing.
+static const void *l2_window_base;  // the window the stream carries now (NULL: none)
+static void l2_window(Model *md) {
+    const void *base = md->sw.l2 ? (const void *)md->W[WN_MH] : NULL;
+    if (base == l2_window_base) return;
+    size_t persist = (size_t)device_prop.persistingL2CacheMaxSize;
+    size_t max_win = (size_t)device_prop.accessPolicyMaxWindowSize;
+    if (base && (!persist || !max_win)) {
+        static int said;
+        if (!said++ && rank == 0)
+            fprintf(stderr, "note: MLSTM_L2=1: this GPU has no persisting L2 (sm_80+); ignored\n");
+        return;
     }
+    cudaStreamAttrValue a;
+    memset(&a, 0, sizeof a);  // num_bytes 0: no window
+    size_t win = 0;
+    if (base) {
+        size_t bytes = (size_t)md->cfg.H * md->cfg.H * sizeof(floatX);
+        win = bytes < max_win ? bytes : max_win;
+        a.accessPolicyWindow.base_ptr = (void *)base;
+        a.accessPolicyWindow.num_bytes = win;
+        a.accessPolicyWindow.hitRatio = win <= persist ? 1.f : (float)persist / win;  // the share that persists
+        a.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+        a.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+    }
+    cudaCheck(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, win < persist ? win : persist));
+    cudaCheck(cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &a));
+    if (!base) cudaCheck(cudaCtxResetPersistingL2Cache());  // the old window's lines back to normal
+    l2_window_base = base;
+}
+// The model's switches become the ones its launches see (matmul reads sw).
+static void use_switches(Model *md) {
+    sw = md->sw;
+    splitk_ws = md->sw.splitk ? md->splitk_ws[0] : NULL;
+    splitk_ws_n = md->sw.splitk ? splitk_ws_floats() : 0;
+    lt_workspace = md->sw.cublaslt ? md->lt_ws[0] : NULL;
+    lt_workspace_n = md->sw.cublaslt ? LT_WORKSPACE_BYTES : 0;
+    lt_scratch = md->sw.cublaslt ? md->lt_scratch : NULL;
+    lt_scratch_n = md->sw.cublaslt ? (size_t)md->B * 4 * md->cfg.H : 0;
+    l2_window(md);
 }
 
 // Forward over T steps from the state (h0, c0) (B,H), which it advances; with
-// scale > 0 also dlogits for backward, seeded with S. Returns the mean loss.
+// scale > 0 also dlogits for backward, seeded with S. Returns the mean loss, or with
+// defer_loss 0 and the loss's reduction launched into red_loss (model_step reads it
+// after backward, switch l2: no host sync between forward and backward).
 // mlstm.h's mlstm_forward, equation by equation (the block above it).
-static double forward(Model *md, float *h0, float *c0, double scale) {
+static double forward(Model *md, float *h0, float *c0, double scale, int defer_loss) {
     const int D = md->cfg.D, H = md->cfg.H, V = md->cfg.V, B = md->B, T = md->T, N = B * T;
     const size_t BH = (size_t)B * H;
     const uint8_t *in = md->tok, *tg = md->tok + N;
+    use_switches(md);
     refresh_weights(md);
     embed_forward(md->xe, md->p.t[P_E], in, B, T, D);
     // input projections of all T steps: gates = e W_x^T + b (N,4H), mx = e W_mx^T (N,H)
@@ -1188,7 +1620,9 @@ static double forward(Model *md, float *h0, float *c0, double scale) {
     e.bias = md->p.t[P_BOUT];
     matmul(MM_NT, N, V, H, md->hs + BH, md->Wout, e);
     softmax_xent(scale > 0 ? md->dlogits : NULL, md->losses, md->logits, tg, B, T, V, (float)scale);
-    double loss = reduce(md->red, md->red_bad, md->losses, N, 0, INFINITY, NULL) / N;
+    double loss = 0;
+    if (defer_loss) reduce_launch(md->red_loss, md->red_loss_bad, md->losses, N, 0, INFINITY);
+    else loss = reduce(md->red, md->red_bad, md->losses, N, 0, INFINITY, NULL) / N;
     // stateful truncated BPTT: the last state feeds the next batch
     to_f32(h0, md->hs + (size_t)T * BH, BH);
     cudaCheck(cudaMemcpyAsync(c0, md->cs + (size_t)T * BH, sizeof(float) * BH, cudaMemcpyDeviceToDevice, stream));
@@ -1204,6 +1638,7 @@ static void backward(Model *md) {
     const size_t BH = (size_t)B * H;
     const uint8_t *in = md->tok;
     ParamTable *g = &md->g;
+    use_switches(md);
     // every tensor is overwritten; zero is the safe default
     cudaCheck(cudaMemsetAsync(md->grads, 0, md->np * sizeof(float), stream));
     matmul(MM_TN, V, H, N, md->dlogits, md->hs + BH, epi_grad(g->t[P_WOUT], H, N));  // dW_out = dlogits^T h / N
@@ -1212,10 +1647,12 @@ static void backward(Model *md) {
     cudaCheck(cudaMemsetAsync(md->dh, 0, sizeof(float) * BH, stream));
     cudaCheck(cudaMemsetAsync(md->dc, 0, sizeof(float) * BH, stream));
     run_steps(md, &md->bwd_graph, backward_steps);
-    matmul(MM_TN, 4 * H, H, N, md->dz, md->mt, epi_grad(md->dW[WN_H], H, N));  // dW_h  = dz^T m / N
+    if (overlap_chunks(md) == 1)  // (with switch overlap, in the loop's chunks)
+        matmul(MM_TN, 4 * H, H, N, md->dz, md->mt, epi_grad(md->dW[WN_H], H, N));  // dW_h  = dz^T m / N
     matmul(MM_TN, 4 * H, D, N, md->dz, md->xe, epi_grad(md->dW[WN_X], D, N));  // dW_x  = dz^T e / N
     matmul(MM_TN, H, D, N, md->dmx, md->xe, epi_grad(md->dW[WN_MX], D, N));    // dW_mx = dmx^T e / N
-    matmul(MM_TN, H, H, N, md->dmh, md->hs, epi_grad(md->dW[WN_MH], H, N));    // dW_mh = dmh^T h_{t-1} / N
+    if (overlap_chunks(md) == 1)
+        matmul(MM_TN, H, H, N, md->dmh, md->hs, epi_grad(md->dW[WN_MH], H, N));  // dW_mh = dmh^T h_{t-1} / N
     colsum(g->t[P_B], md->colpart, md->dz, N, 4 * H, 1.f / N);
     matmul(MM_NN, N, D, 4 * H, md->dz, md->W[WN_X], epi_grad(md->dxe, D, N));  // dxe = (dz W_x + dmx W_mx) / N   (N,D)
     Epilogue e = epi_grad(md->dxe, D, N);
@@ -1238,8 +1675,9 @@ static void backward(Model *md) {
 // backward seeded with S.
 static double model_step(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, double scale) {
     upload_batch(md, in, tg, rs);
-    double loss = forward(md, md->train_h, md->train_c, scale);
+    double loss = forward(md, md->train_h, md->train_c, scale, md->sw.l2);
     backward(md);
+    if (md->sw.l2) loss = reduce_read(md->red_loss, md->red_loss_bad, NULL) / ((double)md->B * md->T);
     md->stats_fresh = 0;
     return loss;
 }
@@ -1307,7 +1745,7 @@ static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const 
         cudaCheck(cudaMemsetAsync(md->val_c, 0, sizeof(float) * md->B * md->cfg.H, stream));
     }
     upload_batch(md, in, tg, rs);
-    return forward(md, md->val_h, md->val_c, 0);
+    return forward(md, md->val_h, md->val_c, 0, 0);
 }
 
 // ----------------------------------------------------------------------------
@@ -1328,6 +1766,21 @@ static int model_precision(int fp16_requested, const char **description) {
 #ifndef TRAIN_NO_MAIN  // test/test_gpu.cu includes this file and has its own main
 int main(int argc, char **argv) {
     openmp_prefer_passive_wait(argv);  // process-level, so here and not in train_main
-    return train_main(argc, argv);
+    // --matmul wmma|cublaslt: train_gpu's own flag (doc/gpu.md), taken out before train.h parses the rest
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--matmul") || !strncmp(argv[i], "--matmul=", 9)) {
+            const char *v = argv[i][8] == '=' ? argv[i] + 9 : i + 1 < argc ? argv[++i] : NULL;
+            if (!v) {
+                fprintf(stderr, "error: --matmul: expected wmma or cublaslt\n");
+                return 2;
+            }
+            matmul_cublaslt_default = matmul_kind_from_name("--matmul", v);
+            continue;
+        }
+        argv[n++] = argv[i];
+    }
+    argv[n] = NULL;
+    return train_main(n, argv);
 }
 #endif

@@ -579,6 +579,13 @@ static double probe_loss(Model *md, const Loader *train, long data_step, uint8_t
     return dist_sum1(model_eval(md, in, tg, rs, 1)) / world;
 }
 
+#ifdef MODEL_MAX_LOSS_SCALE  // a backend whose storage bounds S defines it (train.cu: FP16's range)
+static void loss_scaler_cap(LossScaler *ls) {  // S starts at most at the cap and never grows past it
+    if (ls->ceiling > MODEL_MAX_LOSS_SCALE) ls->ceiling = MODEL_MAX_LOSS_SCALE;
+    if (ls->scale > MODEL_MAX_LOSS_SCALE) ls->scale = MODEL_MAX_LOSS_SCALE;
+}
+#endif
+
 static int train_main(int argc, char **argv) {
     std_fds_open();
     dist_init(&argc, &argv);
@@ -655,6 +662,9 @@ static int train_main(int argc, char **argv) {
     long applied = 0, data_step = 0;
     uint64_t rng = (uint64_t)o.seed ^ 0x5eed5eed5eed5eedULL;
     if (o.resume) load_checkpoint(from_file, o.resume, &from, md, B, &scaler, &applied, &data_step, &rng, o.fp16);
+#ifdef MODEL_MAX_LOSS_SCALE
+    loss_scaler_cap(&scaler);  // a resumed scaler too (a checkpoint of the CPU trainer's --fp16 may hold 2^16)
+#endif
     if (o.init_from) init_from_checkpoint(from_file, o.init_from, &from, md, B);
     if (from_file) fclose(from_file);
     // the output files last of what can fail at start-up, so a refused start leaves none

@@ -36,51 +36,81 @@ GPUS = {
         fp32_tflops=67.0,   # FP32 on the CUDA cores (the FP32 build's SIMT matmul)
         hbm_gbs=4800.0,     # HBM3e (data sheet)
         l2_mb=50.0,         # L2 (the brief's figure; the W_h stream evicts everything between time steps anyway)
-        sms=132, smem_kb=228, clock_ghz=1.98, mem_gb=141,
+        sms=132, mem_gb=141,
+        tc_flop_clk=4096,   # dense FP16 FLOP per SM per clock (wgmma): 989 TFLOP/s = 132 SMs x 4096 x 1.83 GHz
+        clock_ghz=1.83,     # the clock of the data sheet's tensor peak
+        smem_b_clk=128,     # shared-memory bandwidth per SM per clock (32 banks x 4 bytes)
+        smem_kb=228, regs_sm=65536, threads_sm=2048, blocks_sm=32,  # per SM (sm_90); 1 KB of shared memory a block reserved
+        regs128=122, regs64=64, regs_simt=64,  # make gpu-regs, sm_90 (the most of the three layouts)
         cp_async=True,      # sm_80+: the WMMA kernel's slabs arrive by cp.async, STAGES-1 slabs in flight
+        frag_bytes=512,     # shared-memory bytes a warp reads per 16x16 fragment load (LDSM.x4: 32 lanes x 16 B)
         # --- assumptions
+        mma_sync_frac=0.5,  # mma.sync's rate on sm_90 as a fraction of the dense (wgmma) peak: half, as third-party
+                            # microbenchmarks of WMMA loops report; the compute-bound bench_matmul shapes measure it
+        pipe_overlap=0.5,   # the share of the shorter of the tensor and shared-memory pipes' work hidden under the
+                            # longer one (1: perfect overlap): one warp's LDSMs feed its own HMMAs, 2-7 warps per scheduler
+        bar_clk=100.0,      # clocks a block stalls per slab at its barrier (wait_group, __syncthreads, the first LDSM's
+                            # latency), hidden by the other blocks on the SM: the SM loses bar_clk / blocks per SM
+        warp_other_instr=24,  # instructions per warp per slab besides HMMA, LDSM, LDGSTS, BAR (addresses, loop, commit)
+        epi_instr=24,       # instructions per output element in the epilogue (epilogue_store, its branches and loads)
         mem_eff=0.90,       # achievable fraction of HBM bandwidth for streaming kernels (a device copy reaches ~4.3 TB/s)
         lat_ns=600.0,       # DRAM latency under load, for Little's law (unloaded ~ 500 ns; loaded is higher)
-        l2_gbs=10000.0,     # L2 bandwidth, only for operands that stay in L2 (the matmul benchmark, variant l2wmh)
+        l2_gbs=10000.0,     # L2 bandwidth, only for operands that stay in L2 (the matmul benchmark, variant l2)
         l2_lat_ns=300.0,    # L2 hit latency under load
-        eff64=0.30,         # WMMA 64x64 tile (4 warps of 32x32, mma.sync): fraction of tc_tflops when compute-bound
-        eff128=0.45,        # WMMA 128x128 tile (8 warps of 64x32); Hopper's full rate needs wgmma, which WMMA is not
         eff_simt=0.50,      # SIMT FP32 matmul: fraction of fp32_tflops
         gap_us=2.0,         # GPU idle between two dependent kernels launched one by one into a stream
         graph_gap_us=1.0,   # the same inside a CUDA graph
         sync_us=10.0,       # a host round trip: a synchronous cudaMemcpy of a few bytes (2 per step + 3 uploads)
         pcie_gbs=10.0,      # pageable host-to-device copies (the batch upload)
-        eff_wgmma=0.70,     # a wgmma (sm_90a) matmul, for the variant that assumes one
+        eff_lt=0.70,        # cuBLASLt's sm_90 (wgmma, TMA) kernels on the large products: fraction of tc_tflops
+        lt_in_flight=4,     # k-slabs of 64 a cuBLASLt block keeps in flight (a 5-stage TMA pipeline)
         l2_persist_mb=37.5, # L2 that cudaAccessPolicyWindow may set aside for persisting lines (75%)
     ),
     "v100": dict(
         name="V100 SXM2",
         tc_tflops=125.0, fp32_tflops=15.7, hbm_gbs=900.0, l2_mb=6.0,
-        sms=80, smem_kb=96, clock_ghz=1.53, mem_gb=32,
+        sms=80, mem_gb=32,
+        tc_flop_clk=1024,   # 125 TFLOP/s = 80 SMs x 1024 x 1.53 GHz
+        clock_ghz=1.53, smem_b_clk=128,
+        smem_kb=96, regs_sm=65536, threads_sm=2048, blocks_sm=32,
+        regs128=120, regs64=72, regs_simt=64,  # make gpu-regs has no sm_70 with CUDA 13: sm_75's numbers
         cp_async=False,     # sm_70: the same kernel copies each slab synchronously: one slab in flight
+        frag_bytes=1024,    # assumed: sm_70 has no LDSM; HMMA.884 takes its operands replicated in both quad pairs
+        mma_sync_frac=1.0,  # Volta's HMMA is its full tensor rate
+        pipe_overlap=0.5, bar_clk=100.0, warp_other_instr=24, epi_instr=24,
         mem_eff=0.85, lat_ns=500.0, l2_gbs=2500.0, l2_lat_ns=250.0,
-        eff64=0.45, eff128=0.60, eff_simt=0.60,
+        eff_simt=0.60,
         gap_us=3.0, graph_gap_us=1.5, sync_us=10.0, pcie_gbs=8.0,
-        eff_wgmma=None, l2_persist_mb=0.0,  # no wgmma; no persisting-L2 control before sm_80
+        eff_lt=None, lt_in_flight=None, l2_persist_mb=0.0,  # no wgmma; no persisting-L2 control before sm_80
     ),
 }
 
+# The range of the step time: each corner moves every uncertain constant of the WMMA kernel and
+# the memory system the same way (dev/perf_model.py --range).
+RANGE = dict(fast=dict(pipe_overlap=0.75, bar_clk=50.0, lat_ns=500.0, eff_lt=0.8),
+             slow=dict(pipe_overlap=0.25, bar_clk=200.0, lat_ns=700.0, eff_lt=0.6))
+
+# The changes of issue 24, each a switch of train.cu that gpu_check.sh measures on and off.
 VARIANTS = {
-    "as-is": "train.cu as it is (the T-step loops as CUDA graphs, the 128x128 tile at >= 90% of a wave)",
+    "as-is": "train.cu's default (the T-step loops as CUDA graphs, the 128x128 tile at >= 90% of a wave)",
     "direct": "the T-step loops launched one by one (MLSTM_NO_GRAPH=1): gap {gap_us:g} us instead of {graph_gap_us:g}",
-    "inflight4": "4x the bytes in flight in the per-step products (split-K by 4, or a 4x deeper cp.async pipeline)",
-    "l2wmh": "W_mh pinned in L2 (cudaAccessPolicyWindow), read from L2 every time step",
-    "wgmma": "a wgmma (sm_90a) matmul at {eff_wgmma} of peak instead of WMMA",
-    "all": "all of the above",
+    "splitk": "deterministic split-K (MLSTM_SPLITK=1): products with few blocks split K, partials added in a fixed order",
+    "overlap": "the dW_h, dW_mh products of finished chunks of time steps on a second stream (MLSTM_OVERLAP=1)",
+    "l2": "W_mh pinned in L2 for the time loops, the loss read after backward (MLSTM_L2=1)",
+    "cublaslt": "cuBLASLt's matmuls (--matmul cublaslt; the mLSTM epilogues as pointwise kernels)",
+    "all-wmma": "splitk + overlap + l2, the hand-written matmul",
+    "all": "splitk + overlap + l2 + cublaslt",
     "floor": "bound of the sequential algorithm: every matmul at 80% of peak or at full bandwidth, no gaps",
 }
+SWITCHES = ("splitk", "overlap", "l2", "cublaslt")
 
 
 def variant_flags(variant):
-    names = ("direct", "inflight4", "l2wmh", "wgmma")
     if variant == "all":
-        return set(names) - {"direct"}
-    if variant in names:
+        return set(SWITCHES)
+    if variant == "all-wmma":
+        return set(SWITCHES) - {"cublaslt"}
+    if variant in SWITCHES or variant == "direct":
         return {variant}
     return set()
 
@@ -88,75 +118,162 @@ def variant_flags(variant):
 # ---------------------------------------------------------------------------
 # One matmul of train.cu: C (M,N) = A . B, K deep, through matmul_plan()'s tile choice.
 
-def tile_plan(M, N, K, g, fp16):
-    """train.cu's matmul_plan(): 128x128 if its blocks fill >= 90% of a wave, else 64x64, else SIMT."""
+SPLIT_MAX, SPLIT_MIN_K = 8, 512  # train.cu's split_factor(): at most 8 splits of at least 512 (16 slabs)
+
+
+def split_factor(blocks, K, cap):
+    """train.cu's split_factor(): double the splits while the blocks fit in `cap` and each split keeps 16 slabs."""
+    s = 1
+    while s < SPLIT_MAX and blocks * 2 * s <= cap and K % (32 * 2 * s) == 0 and K // (2 * s) >= SPLIT_MIN_K:
+        s *= 2
+    return s
+
+
+def tile_plan(M, N, K, g, fp16, splitk=False):
+    """train.cu's matmul_plan(): 128x128 if its blocks (x splits) fill >= 90% of a wave, else 64x64, else SIMT.
+    Returns (plan, splits)."""
     if not fp16 or K % 32:
-        return "simt"
-    if M % 128 == 0 and N % 128 == 0 and (M // 128) * (N // 128) * 10 >= g["sms"] * 9:
-        return "wmma128"
+        return "simt", 1
+    if M % 128 == 0 and N % 128 == 0:
+        b = (M // 128) * (N // 128)
+        s = split_factor(b, K, 2 * g["sms"]) if splitk else 1
+        if b * s * 10 >= g["sms"] * 9:
+            return "wmma128", s
     if M % 64 == 0 and N % 64 == 0:
-        return "wmma64"
-    return "simt"
+        b = (M // 64) * (N // 64)
+        return "wmma64", split_factor(b, K, 4 * g["sms"]) if splitk else 1
+    return "simt", 1
 
 
-TILES = {  # BM, BN, BK, stages, threads, shared memory bytes per block (train.cu's WmmaTile, matmul_simt_kernel)
-    "wmma128": (128, 128, 32, 3, 256, 3 * (128 * 40 + 128 * 40) * 2),
-    "wmma64": (64, 64, 32, 3, 128, 3 * (64 * 40 + 64 * 40) * 2),
-    "simt": (64, 64, 16, 1, 256, 2 * 16 * 68 * 4),
+TILES = {  # BM, BN, WM, WN (a warp's tile), threads; train.cu's WmmaTile and matmul_simt_kernel
+    "wmma128": (128, 128, 64, 32, 256),
+    "wmma64": (64, 64, 32, 32, 128),
+    "simt": (64, 64, None, None, 256),
 }
+BK = 32
+
+
+def smem_bytes(plan, stages=3):
+    BM, BN = TILES[plan][:2]
+    if plan == "simt":
+        return 2 * 16 * 68 * 4
+    return stages * (BM * (BK + 8) + BN * (BK + 8)) * 2  # 8 halves of padding per row (the NT layout's)
+
+
+def tile_mix(plan, frag_bytes=512):
+    """The WMMA kernel's instructions per warp per 32-deep slab, from its tile: a wmma 16x16x16 is
+    2 HMMA.16816, a fragment load one LDSM.x4 (16x16 halves, 512 bytes a warp), a 16-byte cp.async
+    one LDGSTS.128; one barrier. The 128x128 tile: 32 HMMA, 12 LDSM, 4 LDGSTS (make gpu-mix counts
+    the wmma operations in the PTX: 16 mma and 12 fragment loads per slab). smem: the bytes read by
+    the fragment loads plus the slab's fill."""
+    BM, BN, WM, WN, threads = TILES[plan]
+    warps, FM, FN, kk = threads // 32, WM // 16, WN // 16, BK // 16
+    return dict(warps=warps, hmma=kk * FM * FN * 2, ldsm=kk * (FM + FN), ldgsts=(BM + BN) * BK * 2 // 16 // threads,
+                smem=warps * kk * (FM + FN) * frag_bytes + (BM + BN) * BK * 2, flops=2 * BM * BN * BK)
+
+
+def blocks_per_sm(plan, g, stages=3):
+    """Resident blocks per SM: registers (allocated per warp in units of 256), shared memory, threads."""
+    threads = TILES[plan][4]
+    regs = g["regs128"] if plan == "wmma128" else g["regs64"] if plan == "wmma64" else g["regs_simt"]
+    per_warp = math.ceil(regs * 32 / 256) * 256
+    by_regs = g["regs_sm"] // (per_warp * threads // 32)
+    by_smem = g["smem_kb"] * 1024 // (smem_bytes(plan, stages) + 1024)
+    return max(1, min(by_regs, by_smem, g["threads_sm"] // threads, g["blocks_sm"]))
+
+
+def wmma_slab(plan, g, r):
+    """Clocks of the SM per slab of one block, with r blocks resident: the tensor pipe (mma.sync at its
+    rate), the shared-memory pipe (LDSM reads + cp.async fill at smem_b_clk), the issue slots (4
+    schedulers); the shorter pipe hides pipe_overlap of its work under the longer; the barrier
+    stall, shared by the r blocks."""
+    m = tile_mix(plan, g["frag_bytes"])
+    t_tc = m["flops"] / (g["tc_flop_clk"] * g["mma_sync_frac"])
+    t_smem = m["smem"] / g["smem_b_clk"]
+    t_issue = m["warps"] * (m["hmma"] + m["ldsm"] + m["ldgsts"] + 1 + g["warp_other_instr"]) / 4
+    hi, lo = max(t_tc, t_smem), min(t_tc, t_smem)
+    t_pipe = max(hi + (1 - g["pipe_overlap"]) * lo, t_issue)
+    return dict(t_tc=t_tc, t_smem=t_smem, t_issue=t_issue, t_pipe=t_pipe, t_slab=t_pipe + g["bar_clk"] / r,
+                t_peak=m["flops"] / g["tc_flop_clk"])
+
+
+def wmma_eff(plan, K, g, r):
+    """The WMMA kernel's fraction of the dense peak when compute-bound, for a K-deep product: K/32
+    slabs, then the epilogue (each accumulator staged through shared memory, written and read, and
+    epi_instr instructions per element)."""
+    BM, BN = TILES[plan][:2]
+    s = wmma_slab(plan, g, r)
+    slabs = K / BK
+    t_epi = 2 * BM * BN * 4 / g["smem_b_clk"] + BM * BN * g["epi_instr"] / (32 * 4)
+    return slabs * s["t_peak"] / (slabs * s["t_slab"] + t_epi)
 
 
 def matmul(name, M, N, K, g, fp16, flags, *, extra_read=0, extra_write=0, out_bytes=4, weight=None,
-           weight_in_l2=False, bench=False):
-    """One launch. weight: 'A' or 'B', the operand that is a weight matrix (read from DRAM
-    every time step in the time loops). Returns a kernel record (times in us)."""
+           weight_in_l2=False, bench=False, stages=3, mlstm_epilogue=False):
+    """One product. weight: 'A' or 'B', the operand that is a weight matrix (read from DRAM
+    every time step in the time loops). mlstm_epilogue: an epilogue cuBLASLt cannot finish itself
+    (mh, z, dm: train.cu's epilogue_is_plain() is false). Returns a kernel record (times in us);
+    with split-K or cuBLASLt's separate epilogue, the record includes the second kernel (launches = 2)."""
     es = 2 if fp16 else 4  # storage bytes per element of the operands
-    plan = tile_plan(M, N, K, g, fp16)
-    BM, BN, BK, stages, threads, smem = TILES[plan]
-    blocks = math.ceil(M / BM) * math.ceil(N / BN)
+    lt = "cublaslt" in flags and fp16 and g["eff_lt"]
+    plan, splits = tile_plan(M, N, K, g, fp16, splitk="splitk" in flags and not lt)
+    if lt:
+        plan = "cublaslt"
+        splits = tile_plan(M, N, K, g, fp16, splitk=True)[1]  # assumed: cuBLASLt splits K as our rule would
     flops = 2.0 * M * N * K
     a_bytes, b_bytes, c_bytes = M * K * es, K * N * es, M * N * out_bytes
-    read = a_bytes + b_bytes + extra_read
-    write = c_bytes + extra_write
-    # compute: the tile's achievable fraction of peak, on the SMs the grid covers
-    if plan == "simt":
-        peak, eff = g["fp32_tflops"], g["eff_simt"]
-    else:
-        peak = g["tc_tflops"]
-        eff = g["eff128"] if plan == "wmma128" else g["eff64"]
-        if "wgmma" in flags and g["eff_wgmma"]:
-            eff = g["eff_wgmma"]
-    waves = math.ceil(blocks / g["sms"])
-    util = blocks / (waves * g["sms"])  # the last wave's idle SMs (wave quantization)
-    t_compute = flops / (peak * 1e12 * eff * util) * 1e6
-    # memory, two limits. Bandwidth: every operand read once from DRAM (L2 absorbs the
-    # tiles' re-reads), the output and epilogue tensors written once. Latency (Little's
-    # law): a block walks K in K/BK slabs and keeps (stages - 1) of them in flight with
-    # cp.async (one without), so it needs (K/BK) x latency / in-flight slabs, per wave of
-    # resident blocks. The latency is DRAM's when the slabs stream a weight that does not
-    # stay in L2 (the per-step products: W_h's 134 MB stream evicts W_mh between steps).
-    per_sm = min(g["smem_kb"] * 1024 // smem, 2048 // threads, 32)
-    resident = min(blocks, per_sm * g["sms"])
-    in_flight = (stages - 1) if (g["cp_async"] and plan != "simt") else 1
-    if "inflight4" in flags and weight:
-        in_flight *= 4
-    from_l2 = (bench and read <= 0.8 * g["l2_mb"] * 1e6) or (weight_in_l2 and weight)
-    lat = g["l2_lat_ns"] if from_l2 else g["lat_ns"]
     bw = g["hbm_gbs"] * g["mem_eff"]
-    t_latency = math.ceil(blocks / resident) * math.ceil(K / BK) * lat * 1e-3 / in_flight
-    dram = read + write
+    # compute: the achievable fraction of peak, on the SMs the grid covers (the last wave's idle SMs)
+    if plan == "simt":
+        BM, BN, threads, peak, eff, r, bk, in_flight = 64, 64, 256, g["fp32_tflops"], g["eff_simt"], 1, 16, 1
+        r = blocks_per_sm("simt", g)
+    elif plan == "cublaslt":
+        BM, BN, peak, eff, r, bk, in_flight = 128, 128, g["tc_tflops"], g["eff_lt"], 1, 64, g["lt_in_flight"]
+    else:
+        BM, BN = TILES[plan][:2]
+        r = blocks_per_sm(plan, g, stages)
+        peak, eff, bk = g["tc_tflops"], wmma_eff(plan, K / splits, g, r), BK
+        in_flight = (stages - 1) if g["cp_async"] else 1
+    blocks = math.ceil(M / BM) * math.ceil(N / BN) * splits
+    waves = math.ceil(blocks / g["sms"])
+    util = blocks / (waves * g["sms"])
+    t_compute = flops / (peak * 1e12 * eff * util) * 1e6
+    # memory, two limits. Bandwidth: every operand read once from DRAM (L2 absorbs the tiles'
+    # re-reads), the output and epilogue tensors written once. Latency (Little's law): a block
+    # walks its K in slabs and keeps in_flight of them in flight, so it needs slabs x latency /
+    # in_flight, per wave of resident blocks. The latency is DRAM's when the slabs stream a weight
+    # that does not stay in L2 (the per-step products: W_h's 134 MB stream evicts W_mh between
+    # steps), L2's for the matmul benchmark's repeated small operands and a pinned W_mh.
+    resident = min(blocks, r * g["sms"])
+    from_l2 = (bench and a_bytes + b_bytes <= 0.8 * g["l2_mb"] * 1e6) or (weight_in_l2 and weight)
+    lat = g["l2_lat_ns"] if from_l2 else g["lat_ns"]
+    t_latency = math.ceil(blocks / resident) * math.ceil(K / splits / bk) * lat * 1e-3 / in_flight
+    dram = a_bytes + b_bytes
     if weight_in_l2 and weight:
         dram -= a_bytes if weight == "A" else b_bytes
-    t_memory = max(t_latency, dram / (bw * 1e9) * 1e6)
-    if "inflight4" in flags and weight and plan != "simt":  # split-K partial sums: write and read back (M,N) FP32 x 4
-        t_memory += 2 * 4 * M * N * 4 / (bw * 1e9) * 1e6
+    epi = extra_read + extra_write  # the epilogue's own tensors
+    launches = 1
+    if splits > 1 or plan == "cublaslt":
+        # a second, bandwidth-bound kernel: split-K's fixed-order sum of the FP32 partials, or the mLSTM
+        # epilogue cuBLASLt cannot fuse (its output written, then read again); then the epilogue's tensors
+        mid = splits * M * N * 4 if splits > 1 else 0
+        if plan == "cublaslt" and mlstm_epilogue:  # the product in an FP32 scratch, then epilogue_kernel
+            mid = max(mid, M * N * 4)
+        dram_second = 2 * mid + epi + c_bytes
+        t_memory = max(t_latency, dram / (bw * 1e9) * 1e6) + dram_second / (bw * 1e9) * 1e6
+        dram += dram_second
+        launches = 2 if mid else 1
+    else:
+        dram += c_bytes + epi
+        t_memory = max(t_latency, dram / (bw * 1e9) * 1e6)
     if g["cp_async"] or plan == "simt":
         t = max(t_compute, t_memory)
     else:  # synchronous slab copies: a block waits, then computes; co-resident blocks hide part of it
         t = max(t_compute, t_memory) + min(t_compute, t_memory) / math.ceil(resident / g["sms"])
     bound = "compute" if t_compute >= t_memory else ("latency" if t_latency * 1e-6 * bw * 1e9 > dram else "memory")
-    return dict(name=name, kind="matmul", plan=plan, blocks=blocks, flops=flops, bytes=dram,
-                t_compute=t_compute, t_memory=t_memory, t=t, bound=bound, launches=1)
+    return dict(name=name, kind="matmul", plan=plan + ("/%d" % splits if splits > 1 else ""), blocks=blocks,
+                flops=flops, bytes=dram, t_compute=t_compute, t_memory=t_memory, t=t, bound=bound, launches=launches,
+                eff=eff, per_sm=r)
 
 
 def stream(name, read, write, g, flops=0.0, launches=1):
@@ -175,6 +292,9 @@ def host(name, t, n=1):
 # ---------------------------------------------------------------------------
 # One training step of train.cu (model_step, model_overflow, model_apply), world = 1.
 
+OVERLAP_CHUNKS = 4  # train.cu's backward loop in 4 chunks of T/4 steps; dW_h, dW_mh of each finished one on stream 2
+
+
 def step_kernels(g, B, T=T_DEFAULT, fp16=True, variant="as-is"):
     """[(kernel record, count per step)], in launch order."""
     flags = variant_flags(variant)
@@ -183,46 +303,48 @@ def step_kernels(g, B, T=T_DEFAULT, fp16=True, variant="as-is"):
     F = 4
     BH = B * H
     np_ = param_count()
-    l2wmh = "l2wmh" in flags and g["l2_persist_mb"] * 1e6 >= H * H * X
+    l2 = "l2" in flags and g["l2_persist_mb"] * 1e6 >= H * H * X
     ks = []
     add = lambda k, n=1: ks.append((k, n))
+    mm = lambda *a, **kw: matmul(*a, **kw)
     # ---- forward
     add(host("upload batch (3 pageable H2D copies)", 3 * (g["sync_us"] + N / (g["pcie_gbs"] * 1e3))))
     add(stream("weightnorm_fwd W_x, W_h, W_mx, W_mh; to_x W_out",
                F * (5 * H * D + 5 * H * H) + F * 10 * H + F * V * H,
                X * (5 * H * D + 5 * H * H + V * H) + F * 10 * H, g, launches=5))
     add(stream("embed_fwd", N * 1 + V * D * F, N * D * X, g))
-    add(matmul("zx = e W_x^T + b", N, 4 * H, D, g, fp16, flags, out_bytes=X, extra_read=4 * H * F))
-    add(matmul("mx = e W_mx^T", N, H, D, g, fp16, flags, out_bytes=X))
+    add(mm("zx = e W_x^T + b", N, 4 * H, D, g, fp16, flags, out_bytes=X, extra_read=4 * H * F))
+    add(mm("mx = e W_mx^T", N, H, D, g, fp16, flags, out_bytes=X))
     add(stream("to_x h0; copy c0", BH * F + BH * F, BH * X + BH * F, g, launches=2))
-    add(matmul("mh = h W_mh^T; m = mx*mh  [per t]", B, H, H, g, fp16, flags, out_bytes=X,
-               extra_read=BH * X + B, extra_write=BH * X, weight="B", weight_in_l2=l2wmh), T)
-    add(matmul("z = zx + m W_h^T  [per t]", B, 4 * H, H, g, fp16, flags, out_bytes=F,
-               extra_read=4 * BH * X, weight="B"), T)
+    add(mm("mh = h W_mh^T; m = mx*mh  [per t]", B, H, H, g, fp16, flags, out_bytes=X,
+           extra_read=BH * X + B, extra_write=BH * X, weight="B", weight_in_l2=l2, mlstm_epilogue=True), T)
+    add(mm("z = zx + m W_h^T  [per t]", B, 4 * H, H, g, fp16, flags, out_bytes=F,
+           extra_read=4 * BH * X, weight="B", mlstm_epilogue=True), T)
     add(stream("cell_fwd  [per t]", 4 * BH * F + BH * F + B, 4 * BH * X + BH * X + BH * F, g), T)
-    add(matmul("logits = h W_out^T + b", N, V, H, g, fp16, flags, out_bytes=F, extra_read=V * F))
+    add(mm("logits = h W_out^T + b", N, V, H, g, fp16, flags, out_bytes=F, extra_read=V * F))
     add(stream("softmax_xent", N * V * F + N, N * V * X + N * F, g))
     add(stream("reduce loss", N * F, 0, g))
-    add(host("loss to host (2 D2H copies, a sync)", 2 * g["sync_us"], 1))
+    # with l2 on, the loss is read after backward, with the gradients' overflow flag: one host round trip fewer
+    add(host("loss to host (2 D2H copies, a sync)", 0.0 if l2 else 2 * g["sync_us"], 0 if l2 else 1))
     add(stream("to_f32 h; copy c", BH * X + BH * F, 2 * BH * F, g, launches=2))
     # ---- backward
     add(stream("memset grads", 0, np_ * F, g))
-    add(matmul("dW_out = dlogits^T h", V, H, N, g, fp16, flags))
+    add(mm("dW_out = dlogits^T h", V, H, N, g, fp16, flags))
     add(stream("colsum b_out (2 kernels)", N * V * X, 64 * V * F, g, launches=2))
-    add(matmul("dhs = dlogits W_out", N, H, V, g, fp16, flags, out_bytes=X))
+    add(mm("dhs = dlogits W_out", N, H, V, g, fp16, flags, out_bytes=X))
     add(stream("memset dh, dc", 0, 2 * BH * F, g, launches=2))
     add(stream("cell_bwd  [per t]", 4 * BH * X + 4 * BH * F + BH * X + B, 4 * BH * X + BH * F, g), T)
-    add(matmul("dm = dz W_h; dmx, dmh  [per t]", B, H, 4 * H, g, fp16, flags, out_bytes=X,
-               extra_read=2 * BH * X + B, extra_write=BH * X, weight="B"), T)
-    add(matmul("dh = dmh W_mh  [per t]", B, H, H, g, fp16, flags, out_bytes=F, weight="B",
-               weight_in_l2=l2wmh), T)
-    add(matmul("dW_h = dz^T m", 4 * H, H, N, g, fp16, flags))
-    add(matmul("dW_x = dz^T e", 4 * H, D, N, g, fp16, flags))
-    add(matmul("dW_mx = dmx^T e", H, D, N, g, fp16, flags))
-    add(matmul("dW_mh = dmh^T h", H, H, N, g, fp16, flags))
+    add(mm("dm = dz W_h; dmx, dmh  [per t]", B, H, 4 * H, g, fp16, flags, out_bytes=X,
+           extra_read=2 * BH * X + B, extra_write=BH * X, weight="B", mlstm_epilogue=True), T)
+    add(mm("dh = dmh W_mh  [per t]", B, H, H, g, fp16, flags, out_bytes=F, weight="B", weight_in_l2=l2), T)
+    loop_end = len(ks)
+    add(mm("dW_h = dz^T m", 4 * H, H, N, g, fp16, flags))
+    add(mm("dW_x = dz^T e", 4 * H, D, N, g, fp16, flags))
+    add(mm("dW_mx = dmx^T e", H, D, N, g, fp16, flags))
+    add(mm("dW_mh = dmh^T h", H, H, N, g, fp16, flags))
     add(stream("colsum b (2 kernels)", N * 4 * H * X, 64 * 4 * H * F, g, launches=2))
-    add(matmul("dxe = dz W_x", N, D, 4 * H, g, fp16, flags))
-    add(matmul("dxe += dmx W_mx", N, D, H, g, fp16, flags, extra_read=N * D * F))
+    add(mm("dxe = dz W_x", N, D, 4 * H, g, fp16, flags))
+    add(mm("dxe += dmx W_mx", N, D, H, g, fp16, flags, extra_read=N * D * F))
     # embed_bwd: V blocks of 32x32 threads scan all N positions, D/32 times: instruction-bound
     warp_iters = V * (D // 32) * N
     t_emb = warp_iters * 12 / (g["sms"] * 4 * g["clock_ghz"] * 1e3)  # ~12 instructions an iteration, 4 warps issue a cycle
@@ -233,6 +355,8 @@ def step_kernels(g, B, T=T_DEFAULT, fp16=True, variant="as-is"):
     add(stream("reduce grads (sumsq, overflow)", np_ * F, 0, g))
     add(host("sumsq to host (2 D2H copies, a sync)", 2 * g["sync_us"], 1))
     add(stream("adam", 4 * np_ * F, 3 * np_ * F, g))
+    if "overlap" in flags and T % OVERLAP_CHUNKS == 0:
+        ks = overlap_wgrad(ks, loop_end, g, B, T, fp16, flags)
     # launch gaps: the kernels of the two T-step loops are nodes of CUDA graphs (graph_gap_us
     # between dependent nodes), the rest is launched one by one (gap_us)
     in_loops = sum(k["launches"] * n for k, n in ks if n == T)
@@ -244,6 +368,32 @@ def step_kernels(g, B, T=T_DEFAULT, fp16=True, variant="as-is"):
     if variant == "floor":
         ks = floor_kernels(ks, g)
     return ks
+
+
+def overlap_wgrad(ks, loop_end, g, B, T, fp16, flags):
+    """dW_h and dW_mh in OVERLAP_CHUNKS chunks of T/4 time steps (K = B T/4 rows each), each
+    launched on a second stream as soon as the backward loop has finished its steps, accumulated in
+    a fixed order. They run in the pipe capacity the loop's products leave idle (1 - the share of
+    the loop's time those products compute), at most the first chunks-1 of them (the last chunk
+    finishes with the loop); the rest runs after it."""
+    loop = [(k, n) for k, n in ks[:loop_end] if n == T and k["name"].startswith(("cell_bwd", "dm =", "dh ="))]
+    t_loop = sum(k["t"] * n for k, n in loop)
+    busy = sum(min(k["t_compute"], k["t"]) * n for k, n in loop if k["kind"] == "matmul")
+    spare = max(0.0, t_loop - busy)
+    out = []
+    for k, n in ks:
+        if k["name"] in ("dW_h = dz^T m", "dW_mh = dmh^T h"):
+            M, Nn = (4 * H, H) if k["name"].startswith("dW_h") else (H, H)
+            chunk = matmul(k["name"], M, Nn, B * T // OVERLAP_CHUNKS, g, fp16, flags)
+            total = chunk["t"] * OVERLAP_CHUNKS
+            hidden = min(total * (OVERLAP_CHUNKS - 1) / OVERLAP_CHUNKS, spare)
+            spare -= hidden
+            name = k["name"] + " (%d chunks on stream 2, %.0f%% behind the backward loop)" % (
+                OVERLAP_CHUNKS, 100 * hidden / total)
+            k = dict(chunk, name=name, t=total - hidden, launches=OVERLAP_CHUNKS * chunk["launches"] + 2,
+                     bytes=chunk["bytes"] * OVERLAP_CHUNKS, flops=chunk["flops"] * OVERLAP_CHUNKS)
+        out.append((k, n))
+    return out
 
 
 def floor_kernels(ks, g):
@@ -350,18 +500,70 @@ def summary_table(gpus, batches, T, fp16, variant):
                 "" if mem <= g["mem_gb"] * 1e9 else " (exceeds %d GB)" % g["mem_gb"]))
 
 
+def variant_applies(v, g):
+    """A change the GPU can take: no cuBLASLt wgmma before sm_90 here, no persisting L2 before sm_80."""
+    if v in ("cublaslt", "all") and not g["eff_lt"]:
+        return False
+    if v == "l2" and g["l2_persist_mb"] * 1e6 < H * H * 2:
+        return False
+    return True
+
+
 def variants_table(gk, batches, T, fp16):
     g = GPUS[gk]
     print("| change | " + " | ".join("B=%d ms (MFU)" % b for b in batches) + " |")
     print("|---|" + "--:|" * len(batches))
     for v, what in VARIANTS.items():
-        if v == "wgmma" and not g["eff_wgmma"] or v == "l2wmh" and g["l2_persist_mb"] * 1e6 < H * H * 2:
+        if not variant_applies(v, g):
             continue
         cells = []
         for B in batches:
             s = summarize(step_kernels(g, B, T, fp16, v), B, T, g)
             cells.append("%.1f (%.0f%%)" % (s["t_ms"], 100 * s["mfu"]))
         print("| %s: %s | %s |" % (v, what.format(**g), " | ".join(cells)))
+
+
+def with_constants(g, changes):
+    """A copy of GPU g with some constants changed (the range's corners; none the GPU lacks)."""
+    c = dict(g)
+    c.update({k: v for k, v in changes.items() if g.get(k) is not None})
+    return c
+
+
+def step_range(g, B, T, fp16=True, variant="as-is"):
+    """(nominal, fast corner, slow corner) summaries of one step."""
+    return [summarize(step_kernels(gg, B, T, fp16, variant), B, T, gg)
+            for gg in (g, with_constants(g, RANGE["fast"]), with_constants(g, RANGE["slow"]))]
+
+
+def range_table(gk, batches, T, fp16):
+    g = GPUS[gk]
+    print("| change | " + " | ".join("B=%d: ms (range), MFU (range)" % b for b in batches) + " |")
+    print("|---|" + "---|" * len(batches))
+    for v in VARIANTS:
+        if v in ("direct", "floor") or not variant_applies(v, g):
+            continue
+        cells = []
+        for B in batches:
+            n, f, sl = step_range(g, B, T, fp16, v)
+            cells.append("%.0f (%.0f-%.0f), %.0f%% (%.0f-%.0f%%)" % (n["t_ms"], f["t_ms"], sl["t_ms"], 100 * n["mfu"],
+                                                                   100 * sl["mfu"], 100 * f["mfu"]))
+        print("| %s | %s |" % (v, " | ".join(cells)))
+
+
+def mix_table(gpus):
+    """The WMMA tiles' instruction mix and what it allows, per GPU."""
+    print("| GPU | tile | HMMA.16816 | LDSM.x4 | LDGSTS.128 | smem bytes | tensor clk | smem clk | issue clk |"
+          " pipes clk | blocks/SM | slab clk | eff, K=4096 | eff, K=131072 |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for gk in gpus:
+        g = GPUS[gk]
+        for plan in ("wmma128", "wmma64"):
+            m, r = tile_mix(plan, g["frag_bytes"]), blocks_per_sm(plan, g)
+            sl = wmma_slab(plan, g, r)
+            print("| %s | %s | %d | %d | %d | %d | %.0f | %.0f | %.0f | %.0f | %d | %.0f | %.3f | %.3f |" % (
+                g["name"], plan, m["hmma"], m["ldsm"], m["ldgsts"], m["smem"], sl["t_tc"], sl["t_smem"], sl["t_issue"],
+                sl["t_pipe"], r, sl["t_slab"], wmma_eff(plan, 4096, g, r), wmma_eff(plan, 131072, g, r)))
 
 
 def bench_shapes(B, T):
@@ -372,19 +574,41 @@ def bench_shapes(B, T):
             ("dW_x", 4 * H, D, N), ("dW_mx", H, D, N), ("dW_mh", H, H, N), ("dxe", N, D, 4 * H), ("dxe2", N, D, H)]
 
 
+PER_STEP = ("mh", "z", "dm", "dh")  # the products of the time loops (B rows), benchmarked at 2, 3 and 4 stages
+KERNELS = (("mh", "mh = h W_mh^T"), ("z", "z = zx + m W_h^T"), ("cell_fwd", "cell_fwd"), ("cell_bwd", "cell_bwd"),
+           ("dm", "dm = dz W_h"), ("dh", "dh = dmh W_mh"))  # test_gpu --bench-kernels's names, and the model's
+
+
 def predict_lines(gk, batches, T):
-    """What dev/gpu_check.sh compares with the benchmark's bench_step and bench_matmul lines."""
+    """What dev/gpu_check.sh compares with the benchmark's bench_step, bench_kernel and bench_matmul lines."""
     g = GPUS[gk]
     for fp16 in (True, False):
         for B in batches:
-            s = summarize(step_kernels(g, B, T, fp16), B, T, g)
-            print("predict_step gpu=%s precision=%s B=%d step_ms=%.2f chars_per_s=%.0f tflops=%.2f mfu=%.4f" % (
-                gk, "FP16" if fp16 else "FP32", B, s["t_ms"], s["chars_per_s"], s["tflops"], s["mfu"]))
+            n, f, sl = step_range(g, B, T, fp16)
+            print("predict_step gpu=%s precision=%s B=%d step_ms=%.2f chars_per_s=%.0f tflops=%.2f mfu=%.4f"
+                  " fast_ms=%.2f slow_ms=%.2f" % (gk, "FP16" if fp16 else "FP32", B, n["t_ms"], n["chars_per_s"],
+                                                  n["tflops"], n["mfu"], f["t_ms"], sl["t_ms"]))
+    for B in batches:
+        for v in ("direct",) + SWITCHES + ("all-wmma", "all"):
+            if not variant_applies(v, g):
+                continue
+            s = summarize(step_kernels(g, B, T, True, v), B, T, g)
+            print("predict_variant gpu=%s precision=FP16 B=%d variant=%s step_ms=%.2f mfu=%.4f" % (gk, B, v, s["t_ms"],
+                                                                                                  s["mfu"]))
+    for B in batches:
+        ks = step_kernels(g, B, T, True)
+        for short, prefix in KERNELS:
+            k = next(k for k, n in ks if k["name"].startswith(prefix))
+            print("predict_kernel gpu=%s B=%d what=%s plan=%s us=%.2f bound=%s" % (gk, B, short, k["plan"] or "cell",
+                                                                                  k["t"], k["bound"]))
+        print("predict_kernel gpu=%s B=%d what=time_step plan=- us=%.2f bound=-" % (
+            gk, B, sum(k["t"] for k, n in ks if n == T and k["kind"] != "gap") + 6 * g["graph_gap_us"]))
     for B in batches:
         for name, M, N, K in bench_shapes(B, T):
-            k = matmul(name, M, N, K, g, True, set(), bench=True)
-            print("predict_matmul gpu=%s B=%d what=%s M=%d N=%d K=%d plan=%s ms=%.4f bound=%s" % (
-                gk, B, name, M, N, K, k["plan"], k["t"] / 1e3, k["bound"]))
+            for stages in ((2, 3, 4) if name in PER_STEP else (3,)):
+                k = matmul(name, M, N, K, g, True, set(), bench=True, stages=stages)
+                print("predict_matmul gpu=%s B=%d what=%s M=%d N=%d K=%d plan=%s stages=%d ms=%.4f bound=%s" % (
+                    gk, B, name, M, N, K, k["plan"], stages, k["t"] / 1e3, k["bound"]))
 
 
 def constants_table(gpus):
@@ -408,6 +632,8 @@ def main(argv=None):
     ap.add_argument("--kernels", action="store_true", help="kernel-by-kernel table of one step")
     ap.add_argument("--compact", action="store_true", help="every kernel, one column per batch size")
     ap.add_argument("--variants", action="store_true", help="step time under each candidate change")
+    ap.add_argument("--range", action="store_true", help="expected step time and MFU with their range, per change")
+    ap.add_argument("--mix", action="store_true", help="the WMMA tiles' instruction mix and the efficiency it gives")
     ap.add_argument("--predict", action="store_true", help="machine-readable predictions for dev/gpu_check.sh")
     ap.add_argument("--constants", action="store_true", help="print every constant")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -449,6 +675,14 @@ def main(argv=None):
             print("\n%s, T=%d, H=%d, %s, %s (bound: C compute, M memory bandwidth, L memory latency, I issue, H host)\n"
                   % (GPUS[gk]["name"], a.seq_len, H, "FP16" if fp16 else "FP32", a.variant))
             compact_table(GPUS[gk], batches, a.seq_len, fp16, a.variant)
+    elif a.range:
+        for gk in gpus:
+            print("\n%s, %s; nominal constants (fast corner - slow corner: %s)\n" % (
+                GPUS[gk]["name"], "FP16" if fp16 else "FP32",
+                "; ".join("%s %s - %s" % (k, RANGE["fast"][k], RANGE["slow"][k]) for k in RANGE["fast"])))
+            range_table(gk, batches, a.seq_len, fp16)
+    elif a.mix:
+        mix_table(gpus)
     elif a.variants:
         for gk in gpus:
             print("\n%s, %s\n" % (GPUS[gk]["name"], "FP16" if fp16 else "FP32"))

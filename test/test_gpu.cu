@@ -5,9 +5,12 @@
 //
 //   build/test_gpu                    every check; ends "test_gpu: N passed, N failed"
 //   build/test_gpu --quick            the same without the H=4096 matmul shapes
+//   build/test_gpu --only GROUP       one group of checks (matmul, model, precision, cap, resume, ...)
 //   build/test_gpu --bench-step B N   N timed training steps at H=4096 D=64 T=256
-//   build/test_gpu --bench-matmul B   hand-written matmul vs cuBLAS on the model's shapes
-//   add --cublas to train with cuBLAS's matmul in --bench-step
+//   build/test_gpu --bench-matmul B   hand-written matmul vs cuBLAS on the model's shapes (the per-step
+//                                     products also at 2 and 4 cp.async stages)
+//   build/test_gpu --bench-kernels B  each kernel of one forward and one backward time step, timed by events
+//   add --cublas to train with cuBLAS's matmul in --bench-step, --matmul cublaslt for cuBLASLt's
 //   MLSTM_NO_GRAPH=1 in the environment: the time loops without CUDA graphs (a --bench-step of
 //   the direct path; the checks compare the two paths themselves)
 //
@@ -36,6 +39,7 @@
 #define WITH_CUBLAS
 #include "train.cu"
 #include "test/test.h"
+#include <vector>
 
 #if GPU_FP16
 static const double TOL_LOGITS = 1e-2, TOL_LOSS = 2e-3, TOL_GRAD = 5e-2, TOL_STATE = 1e-2, TOL_STEPS = 5e-3,
@@ -169,60 +173,107 @@ static void test_graph_path(MlstmConfig cfg, int B, int T, uint64_t seed, int sm
 
 // sms > 0 overrides the SM count the matmul dispatcher sees (after model_create has
 // read the device's), a test-only way to force the 128x128 tile on small shapes.
-static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
+// One step of the model on a batch and a carried-in state, computed once by mlstm.h (FP32), to
+// compare the GPU's step with (test_model, and each switch of test_switches).
+typedef struct {
+    MlstmConfig cfg;
+    int B, T;
+    uint8_t *in, *tg, *rs;
+    real *h0, *c0;   // the carried-in state, the same on both
+    double S, loss;  // loss scale; mlstm.h's loss
+    Mlstm cpu;       // its gradients and final state
+    float *logits;   // (N,V) mlstm.h's
+} StepCase;
+static void step_case_init(StepCase *c, MlstmConfig cfg, int B, int T, uint64_t seed) {
     const int H = cfg.H, V = cfg.V, N = B * T;
-    char tag[96];
-    snprintf(tag, sizeof tag, "D=%d H=%d B=%d T=%d wnorm=%d%s", cfg.D, H, B, T, cfg.wnorm, sms == 1 ? " tile 128 where it divides" : "");
-    printf("-- model %s (%s)\n", tag, precision_name);
-    uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
-    random_batch(in, tg, rs, B, T, seed);
-    Mlstm cpu;
-    mlstm_build(&cpu, cfg, B, T);
-    mlstm_init(&cpu, seed);
-    Model *md = model_create(cfg, B, T, seed);
-    if (sms > 0) num_sms = sms;
-    // a non-zero carried-in state, the same on both
-    real *h0 = (real *)mallocCheck(sizeof(real) * B * H), *c0 = (real *)mallocCheck(sizeof(real) * B * H), *gh, *gc;
+    c->cfg = cfg; c->B = B; c->T = T;
+    c->in = (uint8_t *)mallocCheck(N); c->tg = (uint8_t *)mallocCheck(N); c->rs = (uint8_t *)mallocCheck(N);
+    random_batch(c->in, c->tg, c->rs, B, T, seed);
+    mlstm_build(&c->cpu, cfg, B, T);
+    mlstm_init(&c->cpu, seed);
+    // non-zero biases (mlstm_init's are 0, which hides a bias left out of a product's epilogue)
+    uint64_t bs = seed + 7;
+    for (size_t i = 0; i < c->cpu.p.n[P_B]; i++) c->cpu.p.t[P_B][i] = (real)(rng_uniform(&bs) - 0.5);
+    for (size_t i = 0; i < c->cpu.p.n[P_BOUT]; i++) c->cpu.p.t[P_BOUT][i] = (real)(rng_uniform(&bs) - 0.5);
+    // a non-zero carried-in state
+    c->h0 = (real *)mallocCheck(sizeof(real) * B * H);
+    c->c0 = (real *)mallocCheck(sizeof(real) * B * H);
     uint64_t s = seed + 99;
-    model_state(md, &gh, &gc);
     for (int i = 0; i < B * H; i++) {
-        gh[i] = h0[i] = (real)(0.5 * rng_uniform(&s) - 0.25);
-        gc[i] = c0[i] = (real)(rng_uniform(&s) - 0.5);
+        c->h0[i] = (real)(0.5 * rng_uniform(&s) - 0.25);
+        c->c0[i] = (real)(rng_uniform(&s) - 0.5);
     }
 #if GPU_FP16
-    for (int i = 0; i < B * H; i++) gh[i] = h0[i] = tof(tox(h0[i]));  // the GPU keeps h in FP16; start equal
+    for (int i = 0; i < B * H; i++) c->h0[i] = tof(tox(c->h0[i]));  // the GPU keeps h in FP16; start equal
 #endif
-    model_loaded(md);
-    // a production-size loss scale: the scaler starts at 2^16 and halves on overflow;
+    // a production-size loss scale: the scaler starts at FP16's cap 2^15 and halves on overflow;
     // 2^14 leaves room for the random model's gradients (dlogits reach S)
-    const double S = 16384;
-    double lc = mlstm_forward(&cpu, in, tg, rs, h0, c0, B, T);
-    mlstm_backward(&cpu, (real)S);
-    double lg = model_step(md, in, tg, rs, S);
+    c->S = 16384;
+    c->loss = mlstm_forward(&c->cpu, c->in, c->tg, c->rs, c->h0, c->c0, B, T);
+    mlstm_backward(&c->cpu, (real)c->S);
+    c->logits = (float *)mallocCheck(sizeof(float) * N * V);
+    matmul_nt(c->logits, c->cpu.hs + (size_t)B * H, c->cpu.p.t[P_WOUT], c->cpu.p.t[P_BOUT], N, H, V, 0);
+}
+static void step_case_free(StepCase *c) {
+    mlstm_free(&c->cpu);
+    free(c->in); free(c->tg); free(c->rs); free(c->h0); free(c->c0); free(c->logits);
+}
+// The GPU's step from the case's state (md made with the case's seed): loss, logits, every
+// gradient (and matrices row by row), the final state against mlstm.h's. label prefixes the checks.
+static void check_step(StepCase *c, Model *md, const char *label) {
+    const int H = c->cfg.H, V = c->cfg.V, N = c->B * c->T;
+    memcpy(model_host(md)->params, c->cpu.params, sizeof(float) * md->np);  // the case's weights and biases
+    real *gh, *gc;
+    model_state(md, &gh, &gc);
+    memcpy(gh, c->h0, sizeof(real) * c->B * H);
+    memcpy(gc, c->c0, sizeof(real) * c->B * H);
+    model_loaded(md);
+    double lg = model_step(md, c->in, c->tg, c->rs, c->S);
     cudaCheck(cudaDeviceSynchronize());
-    check_err("loss", fabs(lg - lc) / fabs(lc), TOL_LOSS);
-    float *logits_cpu = (float *)mallocCheck(sizeof(float) * N * V), *logits_gpu = d2h(md->logits, (size_t)N * V);
-    matmul_nt(logits_cpu, cpu.hs + (size_t)B * H, cpu.p.t[P_WOUT], cpu.p.t[P_BOUT], N, H, V, 0);
-    check_tensor("logits", logits_gpu, logits_cpu, (size_t)N * V, TOL_LOGITS);
+    char what[96];
+    snprintf(what, sizeof what, "%sloss", label);
+    check_err(what, fabs(lg - c->loss) / fabs(c->loss), TOL_LOSS);
+    float *logits_gpu = d2h(md->logits, (size_t)N * V);
+    snprintf(what, sizeof what, "%slogits", label);
+    check_tensor(what, logits_gpu, c->logits, (size_t)N * V, TOL_LOGITS);
     float *grads = d2h(md->grads, md->np);
     ParamTable gt;
-    param_table(&gt, &cfg, grads);
+    param_table(&gt, &c->cfg, grads);
     size_t rows[NPARAM], cols[NPARAM];
-    param_shapes(&cfg, rows, cols);
+    param_shapes(&c->cfg, rows, cols);
     for (int i = 0; i < NPARAM; i++) {
         if (!gt.n[i]) continue;
-        char what[64];
-        snprintf(what, sizeof what, "grad %s (%zu)", param_names[i], gt.n[i]);
-        check_tensor(what, gt.t[i], cpu.g.t[i], gt.n[i], TOL_GRAD);
+        snprintf(what, sizeof what, "%sgrad %s (%zu)", label, param_names[i], gt.n[i]);
+        check_tensor(what, gt.t[i], c->cpu.g.t[i], gt.n[i], TOL_GRAD);
         // matrices also row by row; the vectors (biases, gains) are single slices, as
         // one bias or gain element can be a sum that cancels to near zero
-        if (cols[i] > 1) check_rows(what, gt.t[i], cpu.g.t[i], rows[i], cols[i], TOL_GRAD);
+        if (cols[i] > 1) check_rows(what, gt.t[i], c->cpu.g.t[i], rows[i], cols[i], TOL_GRAD);
     }
     model_state(md, &gh, &gc);
-    check_tensor("final state h", gh, mlstm_h_out(&cpu), (size_t)B * H, TOL_STATE);
-    check_tensor("final state c", gc, mlstm_c_out(&cpu), (size_t)B * H, TOL_STATE);
-    free(logits_cpu); free(logits_gpu); free(grads);
+    snprintf(what, sizeof what, "%sfinal state h", label);
+    check_tensor(what, gh, mlstm_h_out(&c->cpu), (size_t)c->B * H, TOL_STATE);
+    snprintf(what, sizeof what, "%sfinal state c", label);
+    check_tensor(what, gc, mlstm_c_out(&c->cpu), (size_t)c->B * H, TOL_STATE);
+    free(logits_gpu); free(grads);
+}
+
+static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
+    const int H = cfg.H;
+    char tag[96];
+    snprintf(tag, sizeof tag, "D=%d H=%d B=%d T=%d wnorm=%d%s", cfg.D, H, B, T, cfg.wnorm,
+             sms == 1 ? " tile 128 where it divides" : "");
+    printf("-- model %s (%s)\n", tag, precision_name);
+    StepCase sc;
+    step_case_init(&sc, cfg, B, T, seed);
+    Model *md = model_create(cfg, B, T, seed);
+    if (sms > 0) num_sms = sms;
+    check_step(&sc, md, "");
     model_free(md);
+    const double S = sc.S;
+    uint8_t *in = sc.in, *tg = sc.tg, *rs = sc.rs;
+    real *h0 = sc.h0, *c0 = sc.c0;
+    Mlstm &cpu = sc.cpu;
+    double lc, lg;
     test_graph_path(cfg, B, T, seed, sms);
 
     // ten steps from the same initial weights and a zero state, state carried
@@ -267,8 +318,7 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
     if (md->use_graphs && !matmul_use_cublas)
         CHECK(fwd_graph && md->fwd_graph == fwd_graph, "the ten steps ran the time loops as CUDA graphs, captured at step 1");
     model_free(md);
-    mlstm_free(&cpu);
-    free(in); free(tg); free(rs); free(h0); free(c0);
+    step_case_free(&sc);
 }
 
 #ifdef GPU_DEBUG
@@ -291,7 +341,7 @@ static void test_debug_check(void) {
 // most bytes probabilities of 1e-7 and below, and the output layer learns from those
 // (softmax - onehot) terms. Here the model gets such a softmax (b_out spread over 16
 // nats: p from 0.06 down to 7e-9, targets among the 32 likeliest bytes), S is found
-// as the dynamic scaler finds it (2^16, halved while the step overflows), and the
+// as the dynamic scaler finds it (from the trainer's start, halved while the step overflows), and the
 // gradients of W_out, of the rare bytes' b_out and of W_mh are compared with mlstm.h
 // (FP32) row by row. Then the FP16 build repeats the step with dlogits seeded at 0.5,
 // the factor the earlier seeding S/N had at B=512, T=256, S=2^16: there those terms
@@ -339,6 +389,9 @@ static void test_precision(void) {
     param_table(&gt, &cfg, grads);
     LossScaler ls;
     loss_scaler_init(&ls, 1);
+#if GPU_FP16
+    loss_scaler_cap(&ls);  // as the trainer
+#endif
     int tries = 0, ov = 1;
     while (ov && tries++ < 20) {
         ov = precision_step(md, &cpu, in, tg, rs, ls.scale, grads);
@@ -360,6 +413,102 @@ static void test_precision(void) {
     model_free(md);
     mlstm_free(&cpu);
     free(in); free(tg); free(rs); free(h0); free(c0);
+}
+
+// ----------------------------------------------------------------------------
+// The loss-scale cap (train.cu, "The cap on S"). A trained-like softmax: b_out spread
+// over 16 nats, most targets among the 16 likeliest bytes and one in 16 a rare byte
+// (p < 2^-12, as a trained model gives the characters it does not expect). At the cap,
+// S = 2^15, dlogits stays finite and dhs within its bound; at 2^16, the scaler's next
+// power of two, the rare targets' (p - 1) S round to -inf and the step is flagged.
+
+#if GPU_FP16
+static double max_abs_x(const floatX *d, size_t n, size_t *n_inf) {
+    floatX *h = (floatX *)mallocCheck(n * sizeof(floatX));
+    cudaCheck(cudaMemcpy(h, d, n * sizeof(floatX), cudaMemcpyDeviceToHost));
+    double m = 0;
+    *n_inf = 0;
+    for (size_t i = 0; i < n; i++) {
+        double v = fabs((double)tof(h[i]));
+        if (!(v <= FLT_MAX)) (*n_inf)++;
+        else m = v > m ? v : m;
+    }
+    free(h);
+    return m;
+}
+#endif
+
+static void test_loss_scale_cap(void) {
+#if GPU_FP16
+    printf("-- the loss-scale cap from FP16's range (%s)\n", precision_name);
+    MlstmConfig cfg = {256, 16, 64, 1};
+    const int B = 8, T = 8, N = B * T, V = cfg.V, H = cfg.H;
+    uint8_t in[64], tg[64], rs[64];
+    random_batch(in, tg, rs, B, T, 31);
+    for (int i = 0; i < N; i++) tg[i] = i % 16 ? tg[i] % 16 : 128 + tg[i] % 128;
+    Model *md = model_create(cfg, B, T, 31);
+    Mlstm *h = model_host(md);
+    for (int v = 0; v < V; v++) h->p.t[P_BOUT][v] = (real)(-16.0 * v / (V - 1));
+    model_loaded(md);
+    const double S = MODEL_MAX_LOSS_SCALE;
+    model_step(md, in, tg, rs, S);
+    int ov = model_overflow(md);
+    // the targets' probabilities, from the FP32 logits
+    float *logits = d2h(md->logits, (size_t)N * V);
+    double p_min = 1;
+    int rare = 0;
+    for (int n = 0; n < N; n++) {
+        const float *x = logits + (size_t)n * V;
+        double mx = -INFINITY, sum = 0;
+        for (int v = 0; v < V; v++) mx = fmax(mx, x[v]);
+        for (int v = 0; v < V; v++) sum += exp(x[v] - mx);
+        int y = tg[(n % B) * T + n / B];
+        double p = exp(x[y] - mx) / sum;
+        p_min = fmin(p_min, p);
+        rare += p < 1.0 / 4096;
+    }
+    free(logits);
+    CHECK(rare >= N / 16 && p_min < 1.0 / 4096, "%d of %d targets have p < 2^-12 (smallest %.1e)", rare, N, p_min);
+    size_t n_inf, dhs_inf;
+    double dl = max_abs_x(md->dlogits, (size_t)N * V, &n_inf), dh = max_abs_x(md->dhs, (size_t)N * H, &dhs_inf);
+    CHECK(!ov && n_inf == 0 && dl <= FP16_MAX, "S = 2^15 (the cap): no overflow (%d), max |dlogits| = %.0f <= 65504",
+          ov, dl);
+    // dhs's bound: S times the largest spread (max - min) of a column of W_out (FP16, as the matmul reads it)
+    floatX *wo = (floatX *)mallocCheck(sizeof(floatX) * V * H);
+    cudaCheck(cudaMemcpy(wo, md->Wout, sizeof(floatX) * V * H, cudaMemcpyDeviceToHost));
+    double spread = 0;
+    for (int j = 0; j < H; j++) {
+        double lo = INFINITY, hi = -INFINITY;
+        for (int v = 0; v < V; v++) {
+            lo = fmin(lo, tof(wo[(size_t)v * H + j]));
+            hi = fmax(hi, tof(wo[(size_t)v * H + j]));
+        }
+        spread = fmax(spread, hi - lo);
+    }
+    free(wo);
+    // (1 + 1e-2: the FP16 roundings of dlogits and of dhs, a few u each)
+    CHECK(dhs_inf == 0 && dh <= S * spread * (1 + 1e-2),
+          "max |dhs| = %.1f <= S x the widest W_out column spread = %.1f", dh, S * spread);
+    model_step(md, in, tg, rs, 2 * S);
+    ov = model_overflow(md);
+    max_abs_x(md->dlogits, (size_t)N * V, &n_inf);
+    CHECK(ov && n_inf >= (size_t)rare,
+          "S = 2^16 (just above): %zu dlogits are inf (rare targets: %d), the step is flagged (%d)", n_inf, rare, ov);
+    // the scaler as the trainer sets it up: at the cap from the start, never above it
+    LossScaler ls;
+    loss_scaler_init(&ls, 1);
+    loss_scaler_cap(&ls);
+    double start = ls.scale, top = 0;
+    for (int i = 0; i < 5000; i++) {
+        loss_scaler_update(&ls, i == 100);  // one overflow: S halves, then grows back
+        top = fmax(top, ls.scale);
+    }
+    CHECK(start == S && top == S && ls.scale == S,
+          "the trainer's scaler: starts at %g, at most %g in 5000 steps, ends at %g", start, top, ls.scale);
+    model_free(md);
+#else
+    printf("skip  the loss-scale cap: the FP32 build stores nothing in FP16 (S = 1)\n");
+#endif
 }
 
 // ----------------------------------------------------------------------------
@@ -468,18 +617,21 @@ static int read_file(const char *path, uint8_t **buf, size_t *n) {
     return got == *n ? 0 : -1;
 }
 // The loss column of "train STEP ..." lines for steps from..to, joined; returns
-// how many of all the train lines were applied (skipped column 0).
-static int log_losses(const char *path, int from, int to, char *out, size_t cap) {
+// how many of all the train lines were applied (skipped column 0). *max_scale: the
+// largest loss scale of all the train lines (the scale column), if not NULL.
+static int log_losses(const char *path, int from, int to, char *out, size_t cap, double *max_scale) {
     FILE *f = fopen(path, "r");
     char line[512];
     int applied = 0;
     out[0] = 0;
+    if (max_scale) *max_scale = 0;
     if (!f) return 0;
     while (fgets(line, sizeof line, f)) {
         int step, skipped = 1;
         char epoch[64], lr[64], loss[64], bpc[64], scale[64];
         int k = sscanf(line, "train %d %63s %63s %63s %63s %63s %d", &step, epoch, lr, loss, bpc, scale, &skipped);
         if (k == 7) applied += !skipped;
+        if (k == 7 && max_scale && atof(scale) > *max_scale) *max_scale = atof(scale);
         if (k >= 4 && step >= from && step <= to) snprintf(out + strlen(out), cap - strlen(out), "%s ", loss);
     }
     fclose(f);
@@ -505,9 +657,16 @@ static void test_resume(void) {
     char la[600], lb[600], sa[1024], sb[1024];
     snprintf(la, sizeof la, "%s/a.log", dir);
     snprintf(lb, sizeof lb, "%s/b.log", dir);
-    int applied = log_losses(la, 4, 6, sa, sizeof sa);
-    log_losses(lb, 4, 6, sb, sizeof sb);
+    double max_scale = 0;
+    int applied = log_losses(la, 4, 6, sa, sizeof sa, &max_scale);
+    log_losses(lb, 4, 6, sb, sizeof sb, NULL);
     CHECK(applied >= 3, "the 6-step run applied %d of its steps (not all skipped for overflow)", applied);
+#if GPU_FP16
+    CHECK(max_scale == MODEL_MAX_LOSS_SCALE,
+          "the trainer's loss scale starts at FP16's cap and stays there: %g (cap %g)", max_scale, MODEL_MAX_LOSS_SCALE);
+#else
+    CHECK(max_scale == 1, "the FP32 trainer's loss scale is 1: %g", max_scale);
+#endif
     CHECK(sa[0] && !strcmp(sa, sb), "losses of steps 4-6 identical: [%s] vs [%s]", sa, sb);
     CkptHeader hd;
     memset(&hd, 0, sizeof hd);
@@ -576,14 +735,25 @@ static double elem_b(int layout, int N, int K, int k, int n) {
 }
 
 // Runs one shape: checks (unless bench) or times (bench reps > 0) ours and cuBLAS.
+// The shared-memory pipeline depth a plan runs at (the SIMT kernel's: 1; before sm_80 the WMMA
+// kernel's copies are synchronous whatever the depth).
+static int plan_stages(int plan) {
+#if GPU_FP16
+    return plan == MM_SIMT ? 1 : wmma_stages;
+#else
+    (void)plan;
+    return 1;
+#endif
+}
 static void matmul_shape(const Shape *s, int bench_reps) {
     const int M = s->M, N = s->N, K = s->K, L = s->layout;
     size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
     floatX *A = (floatX *)try_alloc(na * sizeof(floatX)), *Bm = (floatX *)try_alloc(nb * sizeof(floatX));
     float *C = (float *)try_alloc(nc * 4), *Cb = (float *)try_alloc(nc * 4);
     char name[160];
-    snprintf(name, sizeof name, "%-10s %-9s M=%-6d N=%-6d K=%-6d %-7s", s->what, layout_names[L], M, N, K,
-             plan_names[matmul_plan(M, N, K, A ? A : (floatX *)16, Bm ? Bm : (floatX *)16)]);
+    int plan = matmul_plan(M, N, K, A ? A : (floatX *)16, Bm ? Bm : (floatX *)16);
+    snprintf(name, sizeof name, "%-10s %-9s M=%-6d N=%-6d K=%-6d %-7s stages=%d", s->what, layout_names[L], M, N, K,
+             plan_names[plan], plan_stages(plan));
     if (!A || !Bm || !C || !Cb) {
         printf("skip  %s: needs %.1f GB of GPU memory\n", name, (na + nb) * sizeof(floatX) / 1e9 + nc * 8 / 1e9);
         cudaFree(A); cudaFree(Bm); cudaFree(C); cudaFree(Cb);
@@ -659,6 +829,28 @@ static void test_matmul(int quick) {
     Shape shapes[MAX_SHAPES];
     int n = step_shapes(shapes, 128, 64, 64, 8);  // the model test's own shapes
     for (int i = 0; i < n; i++) matmul_shape(&shapes[i], 0);
+#if GPU_FP16
+    // the other pipeline depths the benchmark times: 2 and 4 slabs in shared memory, both tiles
+    // (one SM seen: the 128x128 tile wherever it divides), every layout; K from fewer slabs than
+    // the pipeline holds (empty commit groups) to ten
+    int sms = num_sms;
+    num_sms = 1;
+    for (int st = 2; st <= 4; st += 2) {
+        if (!wmma_stages_ok[st]) {
+            printf("skip  matmul at %d stages: this device's shared memory is too small for it\n", st);
+            continue;
+        }
+        wmma_stages = st;
+        const int tiles[][3] = {{128, 128, 96}, {64, 64, 64}, {192, 64, 320}};
+        for (int i = 0; i < 3; i++)
+            for (int L = 0; L < 3; L++) {
+                Shape s = {"depth", L, tiles[i][0], tiles[i][1], tiles[i][2]};
+                matmul_shape(&s, 0);
+            }
+    }
+    wmma_stages = WMMA_STAGES;
+    num_sms = sms;
+#endif
     if (quick) return;
     const int Bs[] = {128, 256, 512};
     for (int b = 0; b < 3; b++) {
@@ -671,6 +863,88 @@ static void test_matmul(int quick) {
 // ----------------------------------------------------------------------------
 // Benchmarks (dev/gpu_check.sh reads the bench_* lines).
 
+// The loss scale the trainer starts at (train.h): the FP16 cap, or 1.
+static double start_scale(void) {
+    LossScaler ls;
+    loss_scaler_init(&ls, GPU_FP16);
+#if GPU_FP16
+    loss_scaler_cap(&ls);
+#endif
+    return ls.scale;
+}
+
+// Every model shape at B (H=4096, D=64, T=256 unless given), ours beside cuBLAS; the per-step
+// products (mh, z, dm, dh: latency-bound at small B) also at 2 and 4 pipeline stages, so the
+// time per slab in flight is measured: t = slabs x latency / (stages - 1) when latency-bound.
+#if GPU_FP16
+static int is_per_step(const char *what) {
+    return !strcmp(what, "mh") || !strcmp(what, "z") || !strcmp(what, "dm") || !strcmp(what, "dh");
+}
+#endif
+static void bench_matmul(int B, int H, int D, int T, int reps) {
+    Shape shapes[MAX_SHAPES] = {};
+    int n = step_shapes(shapes, H, D, B, T);
+    for (int i = 0; i < n; i++) matmul_shape(&shapes[i], reps);
+#if GPU_FP16
+    for (int st = 2; st <= 4; st += 2) {
+        if (!wmma_stages_ok[st]) {
+            printf("skip  bench_matmul at %d stages: this device's shared memory is too small for it\n", st);
+            continue;
+        }
+        wmma_stages = st;
+        for (int i = 0; i < n; i++)
+            if (is_per_step(shapes[i].what)) matmul_shape(&shapes[i], reps);
+        wmma_stages = WMMA_STAGES;
+    }
+#endif
+}
+
+// The kernels of one forward and one backward time step (mh, z, cell_fwd; cell_bwd, dm, dh),
+// each timed by events around its launch, the mean over `steps` consecutive time steps from the
+// middle of the sequence, after one training step has filled the activations. In the step's own
+// order, so that W_mh and W_h come from DRAM as in training (timed alone and repeated, W_mh's
+// 33.5 MB would stay in L2). Prints bench_kernel lines (gpu_check.sh sets them beside
+// perf_model.py's predict_kernel lines); returns the forward + backward time step in us.
+static double bench_kernels(MlstmConfig cfg, int B, int T, int steps) {
+    const int N = B * T, H = cfg.H;
+    Model *md = model_create(cfg, B, T, 1);
+    uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
+    random_batch(in, tg, rs, B, T, 77);
+    memset(rs, 0, N);
+    model_step(md, in, tg, rs, start_scale());
+    cudaEvent_t ev[4];
+    for (int i = 0; i < 4; i++) cudaCheck(cudaEventCreate(&ev[i]));
+    double us[2][3] = {{0}};
+    int t0 = T / 2 - steps / 2 > 0 ? T / 2 - steps / 2 : 0;
+    if (t0 + steps > T) steps = T - t0;
+    for (int dir = 0; dir < 2; dir++)
+        for (int i = 0; i < steps; i++) {
+            if (dir == 0) forward_step(md, t0 + i, ev);
+            else backward_step(md, t0 + steps - 1 - i, ev);
+            cudaCheck(cudaEventSynchronize(ev[3]));
+            for (int k = 0; k < 3; k++) {
+                float ms;
+                cudaCheck(cudaEventElapsedTime(&ms, ev[k], ev[k + 1]));
+                us[dir][k] += 1e3 * ms / steps;
+            }
+        }
+    const char *names[2][3] = {{"mh", "z", "cell_fwd"}, {"cell_bwd", "dm", "dh"}};
+    const int plans[2][3] = {{matmul_plan(B, H, H, NULL, NULL), matmul_plan(B, 4 * H, H, NULL, NULL), -1},
+                             {-1, matmul_plan(B, H, 4 * H, NULL, NULL), matmul_plan(B, H, H, NULL, NULL)}};
+    double total = 0;
+    for (int dir = 0; dir < 2; dir++)
+        for (int k = 0; k < 3; k++) {
+            printf("bench_kernel precision=%s B=%d T=%d H=%d what=%s plan=%s us=%.2f\n", precision_name, B, T, H,
+                   names[dir][k], plans[dir][k] < 0 ? "cell" : plan_names[plans[dir][k]], us[dir][k]);
+            total += us[dir][k];
+        }
+    printf("bench_kernel precision=%s B=%d T=%d H=%d what=time_step plan=- us=%.2f\n", precision_name, B, T, H, total);
+    for (int i = 0; i < 4; i++) cudaCheck(cudaEventDestroy(ev[i]));
+    model_free(md);
+    free(in); free(tg); free(rs);
+    return total;
+}
+
 // Returns 0, or 1 when a loss was not finite or every timed step was skipped: a fast
 // step that computes nothing is not a result.
 static int bench_step(int B, int steps) {
@@ -680,6 +954,9 @@ static int bench_step(int B, int steps) {
     uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
     LossScaler ls;
     loss_scaler_init(&ls, GPU_FP16);
+#if GPU_FP16
+    loss_scaler_cap(&ls);  // as the trainer
+#endif
     LrSettings lrs = lr_settings_default();
     lrs.rule = LR_CONSTANT; lrs.decay = DECAY_NONE; lrs.warmup = 0;
     long applied = 0;
@@ -699,9 +976,15 @@ static int bench_step(int B, int steps) {
     }
     cudaCheck(cudaDeviceSynchronize());
     double dt = now_seconds() - t0, cps = (double)N * steps / dt;
-    printf("bench_step precision=%s matmul=%s B=%d T=%d H=4096 steps=%d seconds=%.3f chars_per_s=%.0f tflops=%.2f skipped=%d\n",
-           precision_name, matmul_use_cublas ? "cublas" : md->use_graphs ? "ours" : "ours-direct",  // direct: MLSTM_NO_GRAPH=1
-           B, T, steps, dt, cps, 3 * flops_per_char(&cfg) * cps / 1e12, skipped);
+    char variant[64];
+    switches_name(&md->sw, variant, sizeof variant);
+    const char *kind = matmul_use_cublas ? "cublas"
+                       : md->sw.cublaslt ? "cublaslt"
+                       : md->use_graphs  ? "ours"
+                                         : "ours-direct";  // direct: MLSTM_NO_GRAPH=1
+    printf("bench_step precision=%s matmul=%s variant=%s B=%d T=%d H=4096 steps=%d seconds=%.3f chars_per_s=%.0f "
+           "tflops=%.2f skipped=%d\n", precision_name, kind, variant, B, T, steps, dt, cps,
+           3 * flops_per_char(&cfg) * cps / 1e12, skipped);
     model_free(md);
     free(in); free(tg); free(rs);
     if (nonfinite || skipped == steps) {
@@ -709,6 +992,124 @@ static int bench_step(int B, int steps) {
         return 1;
     }
     return 0;
+}
+
+// ----------------------------------------------------------------------------
+// The switches of issue 24 (train.cu's Switches, dev/gpu-perf.md), each on alone and all together,
+// set as a user sets them (the environment), against mlstm.h: one step of the tile model from a
+// carried-in state, every tensor as test_model checks it, and what each switch must have done. The
+// dispatcher sees 4 SMs and split-K's minimum depth is 32, so that split-K splits these small
+// products as it splits the paper's (test-only settings).
+
+struct SwitchRun {
+    const char *name;
+    int splitk, overlap, l2, cublaslt;
+};
+static void set_switch_env(const SwitchRun *r) {
+    const char *names[] = {"MLSTM_SPLITK", "MLSTM_OVERLAP", "MLSTM_L2"};
+    const int on[] = {r->splitk, r->overlap, r->l2};
+    for (int i = 0; i < 3; i++) {
+        if (on[i]) setenv(names[i], "1", 1);
+        else unsetenv(names[i]);
+    }
+    if (r->cublaslt) setenv("MLSTM_MATMUL", "cublaslt", 1);
+    else unsetenv("MLSTM_MATMUL");
+}
+static void test_switches(void) {
+    printf("-- the switches of issue 24 against mlstm.h (%s)\n", precision_name);
+    MlstmConfig cfg = {256, 32, 64, 1};  // every product on a tensor-core tile, T a multiple of the overlap's 4 chunks
+    const int B = 64, T = 4, H = cfg.H;
+    StepCase sc;
+    step_case_init(&sc, cfg, B, T, 41);
+    const SwitchRun all[] = {{"as-is", 0, 0, 0, 0}, {"splitk", 1, 0, 0, 0}, {"overlap", 0, 1, 0, 0}, {"l2", 0, 0, 1, 0},
+                             {"cublaslt", 0, 0, 0, 1}, {"all-wmma", 1, 1, 1, 0}, {"all", 1, 1, 1, 1}},
+                   few[] = {{"as-is", 0, 0, 0, 0}, {"all", 1, 1, 1, 1}};
+    // Each switch alone in the FP16 builds (lockstep, and sm_75 under reverse: both schedules); the
+    // FP32, debug and sanitizer builds, which add no schedule, run as-is and all of them together
+    // (every new path once, at a third of the cost: CI's budget).
+#if GPU_FP16 && !defined(GPU_DEBUG) && !defined(__SANITIZE_ADDRESS__)
+    const std::vector<SwitchRun> runs(all, all + sizeof all / sizeof all[0]);
+    (void)few;
+#else
+    const std::vector<SwitchRun> runs(few, few + sizeof few / sizeof few[0]);
+    (void)all;
+#endif
+    float *ref_grads = NULL;
+    double ref_loss = 0;
+    const int saved_min_k = split_min_k;
+    for (const SwitchRun &r : runs) {
+        set_switch_env(&r);
+        Model *md = model_create(cfg, B, T, 41);
+        num_sms = 4;
+        split_min_k = 32;
+        char label[48];
+        snprintf(label, sizeof label, "[%s] ", r.name);
+        long splits_before = splitk_launches, lt_before = lt_launches;
+        check_step(&sc, md, label);
+        float *grads = d2h(md->grads, md->np);
+        double loss = model_eval(md, sc.in, sc.tg, sc.rs, 1);  // (the validation path, with the switches too)
+        if (r.l2) {
+            cudaStreamAttrValue a;
+            cudaCheck(cudaStreamGetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &a));
+            size_t limit = 0;
+            cudaCheck(cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize));
+            const cudaAccessPolicyWindow &w = a.accessPolicyWindow;
+            if (device_prop.persistingL2CacheMaxSize > 0)
+                CHECK(w.base_ptr == (void *)md->W[WN_MH] && w.num_bytes == (size_t)H * H * sizeof(floatX) &&
+                          w.hitProp == cudaAccessPropertyPersisting && w.hitRatio == 1.f && limit == w.num_bytes,
+                      "[%s] the stream's L2 window is W_mh (%zu bytes, persisting, hit ratio %g), %zu bytes set aside",
+                      r.name, w.num_bytes, w.hitRatio, limit);
+            else
+                CHECK(w.num_bytes == 0, "[%s] no persisting L2 on this device (sm_%d): no window", r.name,
+                      device_prop.major * 10 + device_prop.minor);
+        }
+        if (!ref_grads) {
+            ref_grads = grads;
+            ref_loss = loss;
+        } else {
+            if (r.splitk && GPU_FP16 && !r.cublaslt)
+                CHECK(splitk_launches > splits_before, "[%s] split-K split %ld products of the step", r.name,
+                      splitk_launches - splits_before);
+            if (r.cublaslt)
+                CHECK(lt_launches - lt_before >= 13 && splitk_launches == splits_before,
+                      "[%s] every product of the step through cuBLASLt (%ld launches), none split by ours", r.name,
+                      lt_launches - lt_before);
+            if (!r.splitk && !r.overlap && !r.cublaslt)  // l2 moves no bits (the others sum in another order)
+                CHECK(!memcmp(grads, ref_grads, sizeof(float) * md->np) && loss == ref_loss,
+                      "[%s] gradients and validation loss bit for bit those of as-is", r.name);
+            if (r.overlap && md->use_graphs) {
+                // the graph's fork and join, replayed in an order the dependencies allow (the reverse
+                // schedule runs the latest-captured ready node first), against the direct path
+                setenv("MLSTM_NO_GRAPH", "1", 1);
+                Model *direct = model_create(cfg, B, T, 41);
+                num_sms = 4;  // (model_create read the device's)
+                unsetenv("MLSTM_NO_GRAPH");
+                check_step(&sc, direct, "[overlap, direct] ");
+                float *dg = d2h(direct->grads, direct->np);
+                CHECK(!memcmp(dg, grads, sizeof(float) * md->np),
+                      "[%s] graph (forked, joined) == direct path, bit for bit", r.name);
+                free(dg);
+                model_free(direct);
+            }
+            free(grads);
+        }
+        model_free(md);
+    }
+    SwitchRun off = {"as-is", 0, 0, 0, 0};
+    set_switch_env(&off);
+    split_min_k = saved_min_k;
+    free(ref_grads);
+    step_case_free(&sc);
+}
+
+// The benchmarks' own paths (per-kernel events around the step functions, the matmul at every
+// depth) at a small size: they must run here before their first GPU run, where time is short.
+static void test_bench_paths(void) {
+    printf("-- the benchmarks' paths, small (%s)\n", precision_name);
+    double us = bench_kernels((MlstmConfig){256, 16, 64, 1}, 64, 8, 4);
+    CHECK(us > 0 && us < 1e9, "bench_kernels: the six kernels of a time step timed by events (%.0f us here)", us);
+    bench_matmul(64, 64, 16, 8, 1);
+    CHECK(1, "bench_matmul: every shape at B=64 H=64 D=16 T=8, the per-step ones at every depth");
 }
 
 int main(int argc, char **argv) {
@@ -721,34 +1122,64 @@ int main(int argc, char **argv) {
         CHECK(0, "a CUDA GPU is present");
         return test_summary("test_gpu");
     }
-    int quick = 0, bench_b = 0, bench_steps = 0, bench_mm = 0;
+    int quick = 0, bench_b = 0, bench_steps = 0, bench_mm = 0, bench_k = 0;
+    const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--cublas")) matmul_use_cublas = 1;
+        else if (!strcmp(argv[i], "--matmul") && i + 1 < argc)
+            matmul_cublaslt_default = matmul_kind_from_name("--matmul", argv[++i]);
         else if (!strcmp(argv[i], "--bench-step") && i + 2 < argc) { bench_b = atoi(argv[++i]); bench_steps = atoi(argv[++i]); }
         else if (!strcmp(argv[i], "--bench-matmul") && i + 1 < argc) bench_mm = atoi(argv[++i]);
-        else { fprintf(stderr, "usage: %s [--quick] [--cublas] [--bench-step B STEPS] [--bench-matmul B]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--bench-kernels") && i + 1 < argc) bench_k = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--only GROUP] [--cublas] [--matmul wmma|cublaslt] "
+                            "[--bench-step B STEPS] [--bench-matmul B] [--bench-kernels B]\n", argv[0]);
+            return 2;
+        }
     }
     select_device();
     if (bench_b > 0) return bench_step(bench_b, bench_steps > 0 ? bench_steps : 5);
     if (bench_mm > 0) {
-        Shape shapes[MAX_SHAPES];
-        int n = step_shapes(shapes, 4096, 64, bench_mm, 256);
-        for (int i = 0; i < n; i++) matmul_shape(&shapes[i], 5);
+        bench_matmul(bench_mm, 4096, 64, 256, 5);
+        return 0;
+    }
+    if (bench_k > 0) {
+        bench_kernels((MlstmConfig){256, 64, 4096, 1}, bench_k, 256, 8);
         return 0;
     }
     printf("test_gpu: %s build; tolerances: logits %.0e loss %.0e gradients %.0e state %.0e ten losses %.0e matmul %.0e\n",
            precision_name, TOL_LOGITS, TOL_LOSS, TOL_GRAD, TOL_STATE, TOL_STEPS, TOL_MM);
+    // --only GROUP runs one group of checks (while working on it): debug, matmul, model, precision, cap,
+    // overflow, simt, resume, bench, switches
+    const char *groups[] = {"debug", "matmul", "model", "precision", "cap", "overflow", "simt", "resume", "bench",
+                            "switches"};
+    int known = !only;
+    for (int i = 0; i < (int)(sizeof groups / sizeof groups[0]); i++) known |= only && !strcmp(only, groups[i]);
+    if (!known) {
+        fprintf(stderr, "error: --only %s: not a group of checks (debug, matmul, model, precision, cap, overflow, "
+                        "simt, resume, bench, switches)\n", only);
+        return 2;
+    }
+#define GROUP(name) (!only || !strcmp(only, name))
 #ifdef GPU_DEBUG
-    test_debug_check();
+    if (GROUP("debug")) test_debug_check();
 #endif
-    test_matmul(quick);
-    test_model((MlstmConfig){256, 64, 128, 1}, 64, 8, 11, 1);  // tensor-core tiles: 128x128 over all rows, 64x64 per step
-    test_model((MlstmConfig){256, 12, 40, 1}, 3, 5, 12, 0);    // odd sizes: the SIMT path
-    test_model((MlstmConfig){256, 16, 64, 0}, 8, 6, 13, 0);    // without weight norm
-    test_precision();
-    test_overflow();
-    test_simt_warning();
-    test_resume();
+    if (GROUP("matmul")) test_matmul(quick);
+    if (GROUP("model")) {
+        // tensor-core tiles: 128x128 over all rows, 64x64 per step
+        test_model((MlstmConfig){256, 64, 128, 1}, 64, 8, 11, 1);
+        test_model((MlstmConfig){256, 12, 40, 1}, 3, 5, 12, 0);    // odd sizes: the SIMT path
+        test_model((MlstmConfig){256, 16, 64, 0}, 8, 6, 13, 0);    // without weight norm
+    }
+    if (GROUP("precision")) test_precision();
+    if (GROUP("cap")) test_loss_scale_cap();
+    if (GROUP("overflow")) test_overflow();
+    if (GROUP("simt")) test_simt_warning();
+    if (GROUP("resume")) test_resume();
+    if (GROUP("bench")) test_bench_paths();
+    if (GROUP("switches")) test_switches();
+#undef GROUP
     return test_summary("test_gpu");
 }

@@ -5,8 +5,10 @@ on PATH, so what is checked is the script's own logic:
   1. a benchmark cut off by the deadline is reported as timed out, the ones after it as not
      run, and neither is a failure (exit 0) -- issue 12 item 2;
   2. a benchmark that crashes, or a failing test program, is a failure (exit 1);
-  3. the preflight refuses a driver older than nvcc's CUDA release;
-  4. the logs are in LOG_DIR, written as the run goes.
+  3. a driver older than nvcc's CUDA release stops the run first, with one line, before any
+     build or test (issue 24 item 3);
+  4. the logs are in LOG_DIR, written as the run goes; the report says what was not exercised
+     (NCCL with two ranks, the GPU_DEBUG build).
 Ends with 'test_gpu_check: N passed, N failed'."""
 import os
 import shutil
@@ -41,24 +43,35 @@ def script(path, text):
 # (environment) picks the misbehaviour: slow512 (B=512 sleeps past the deadline),
 # crash (--bench-matmul 256 exits 3), failtest (the test run fails).
 FAKE_TEST = r'''
+echo "$0 $*" >> "$FAKE_BIN/../test_calls"
 case "$1" in
   --bench-step)
     [ "$2" = 512 ] && [ "$FAKE" = slow512 ] && exec sleep 60
     p=FP16; case "$0" in *fp32) p=FP32 ;; esac
     m=ours; c=$(( $2 * 256 * 10 )); [ "${MLSTM_NO_GRAPH:-0}" = 1 ] && m=ours-direct && c=$(( $2 * 256 * 8 ))
-    echo "bench_step precision=$p matmul=$m B=$2 T=256 H=4096 steps=$3 seconds=1.000 chars_per_s=$c tflops=1.00 skipped=0" ;;
+    v=as-is; [ "${MLSTM_SPLITK:-0}" = 1 ] && v=splitk && c=$(( $2 * 256 * 12 )); [ "${MLSTM_L2:-0}" = 1 ] && v=l2
+    [ "${MLSTM_OVERLAP:-0}" = 1 ] && v=overlap; [ "${MLSTM_SPLITK:-0}${MLSTM_OVERLAP:-0}${MLSTM_L2:-0}" = 111 ] && v=all-wmma
+    echo "bench_step precision=$p matmul=$m variant=$v B=$2 T=256 H=4096 steps=$3 seconds=1.000 chars_per_s=$c tflops=1.00 skipped=0" ;;
+  --matmul)
+    v=cublaslt; [ "${MLSTM_SPLITK:-0}${MLSTM_OVERLAP:-0}${MLSTM_L2:-0}" = 111 ] && v=all
+    echo "bench_step precision=FP16 matmul=cublaslt variant=$v B=$4 T=256 H=4096 steps=$5 seconds=1.000 chars_per_s=$(( $4 * 256 * 25 )) tflops=2.50 skipped=0" ;;
   --cublas)
     p=FP16; case "$0" in *fp32) p=FP32 ;; esac
     echo "bench_step precision=$p matmul=cublas B=$3 T=256 H=4096 steps=$4 seconds=1.000 chars_per_s=$(( $3 * 256 * 20 )) tflops=2.00 skipped=0" ;;
   --bench-matmul)
     [ "$2" = 256 ] && [ "$FAKE" = crash ] && exit 3
-    echo "bench_matmul dm         NN dY.W   M=$2    N=4096   K=16384  wmma64  | ours    0.200 ms    85.9 TFLOP/s | cuBLAS    0.100 ms   171.8 TFLOP/s | ours/cuBLAS  50.0%" ;;
+    for st in 3 2 4; do
+      echo "bench_matmul dm         NN dY.W   M=$2    N=4096   K=16384  wmma64  stages=$st | ours    0.200 ms    85.9 TFLOP/s | cuBLAS    0.100 ms   171.8 TFLOP/s | ours/cuBLAS  50.0%"
+    done ;;
+  --bench-kernels)
+    echo "bench_kernel precision=FP16 B=$2 T=256 H=4096 what=dm plan=wmma64 us=300.00" ;;
   *)
     [ "$FAKE" = failtest ] && { echo "test_gpu: 0 passed, 1 failed"; exit 1; }
     echo "test_gpu: 5 passed, 0 failed" ;;
 esac
 '''
 FAKE_MAKE = r'''
+echo "$*" >> "$FAKE_BIN/../make_calls"
 if [ "$1" = -s ] && [ "$2" = probe ]; then echo "NCCL: no"; exit 0; fi
 mkdir -p build
 cp "$FAKE_BIN/test_prog" build/test_gpu && cp "$FAKE_BIN/test_prog" build/test_gpu_fp32
@@ -111,7 +124,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check("bench matmul B=128: not run" in out and "FAILED" not in out, "later benchmarks: not run, not failed")
     g = perf_model.GPUS["h200"]
     p128 = perf_model.summarize(perf_model.step_kernels(g, 128), 128, 256, g)["t_ms"]
-    row = "| FP16 | ours | 128 | 327680 | 100.0 | %.1f | %.2f |" % (p128, 100.0 / round(p128, 2))
+    row = "| FP16 | ours | as-is | 128 | 327680 | 100.0 | %.1f |" % p128
     check(row in out, "the report puts the B=128 step beside its prediction: %s" % row)
     files = sorted(os.listdir(log)) if os.path.isdir(log) else []
     check(files == ["bench.txt", "gpu_check.log", "predict.txt", "report.md"], "LOG_DIR holds %s" % files)
@@ -120,23 +133,54 @@ with tempfile.TemporaryDirectory() as tmp:
     check("GPU_ARCHS=-gencode arch=compute_90,code=sm_90" in out, "builds for the detected architecture only")
 
     # 2. a crashing benchmark, a failing test: exit 1, named
+    if os.path.exists(os.path.join(tmp, "test_calls")):
+        os.remove(os.path.join(tmp, "test_calls"))
     r, log = run_check(tmp, "crash", 300)
     check(r.returncode == 1 and "bench matmul B=256 (exit 3)" in r.stdout, "a crashing benchmark is a failure (exit %d)" % r.returncode)
-    # stand-in rates at B=256: ours 256*256*10 chars/s in both builds, cuBLAS twice that
-    check("ours FP16 / cuBLAS FP32 (TF32 off: the comparison behind the 4.2x of the papers): 0.50" in r.stdout
-          and "ours FP16 / ours FP32 (hand-written SIMT FP32 matmul): 1.00" in r.stdout,
-          "the other benchmarks still run and are reported (ours FP16 / cuBLAS FP32 = 0.50)")
+    # the run is trimmed to about 6 minutes: no FP32 step runs, test_gpu_fp32 --quick
+    calls = open(os.path.join(tmp, "test_calls")).read()
+    check("| FP16 | cublas | as-is | 256 |" in r.stdout and "Not measured: the FP32 SIMT and cuBLAS-FP32 step runs" in r.stdout
+          and "test_gpu_fp32 --quick" in calls and "test_gpu_fp32 --bench-step" not in calls
+          and "test_gpu_fp32 --cublas" not in calls,
+          "the other benchmarks still run and are reported; no FP32 step runs, test_gpu_fp32 --quick")
+    check("| 128 | dm | wmma64 | 300.0 |" in r.stdout and "| 256 | dm | wmma64 | 300.0 |" in r.stdout
+          and "| dm 128 x 4096 x 16384 | 0.200 | 0.200 | 0.200 |" in r.stdout,
+          "the kernels of a time step (B=128, 256) and the per-step products at three depths are reported")
+    # each switch on at B=256, against the as-is run; the stand-in's split-K runs at 12/10 of the rate
+    psplit = next(float(ln.split("step_ms=")[1].split()[0]) for ln in open(os.path.join(log, "predict.txt"))
+                  if ln.startswith("predict_variant") and " B=256 " in ln and "variant=splitk " in ln)
+    p256 = perf_model.summarize(perf_model.step_kernels(g, 256), 256, 256, g)["t_ms"]
+    check("| splitk | 100.0 | 83.3 | 0.83 | %.2f |" % (round(psplit, 2) / round(p256, 2)) in r.stdout
+          and "| l2 | 100.0 | 100.0 | 1.00 |" in r.stdout and "| cublaslt (cublaslt) | 100.0 | 40.0 | 0.40 |" in r.stdout
+          and "| all (cublaslt) | 100.0 | 40.0 | 0.40 |" in r.stdout and "| all-wmma | 100.0 | 83.3 | 0.83 |" in r.stdout,
+          "each switch on at B=256 beside off, measured and predicted")
     # the stand-in runs the direct launches (MLSTM_NO_GRAPH=1) at 8/10 of the graphs' rate
-    check("| FP16 | ours-direct | 128 |" in r.stdout
+    check("| FP16 | ours-direct | as-is | 128 |" in r.stdout
           and "CUDA graphs / direct launches of the time loops, FP16 B=128 (chars/s): 1.25" in r.stdout,
           "the step without graphs is timed and set against the graphs (1.25)")
     r, log = run_check(tmp, "failtest", 300)
     check(r.returncode == 1 and "test_gpu (exit 1)" in r.stdout, "a failing test program fails the check")
 
-    # 3. a driver older than the toolkit
-    r, log = run_check(tmp, "none", 300, dict(FAKE_DRIVER="535.54.03", FAKE_DRIVER_CUDA="12.2"))
-    check(r.returncode == 1 and "the driver supports CUDA 12.2 but nvcc is CUDA 13.0" in r.stdout,
-          "preflight: a CUDA 12.2 driver under nvcc 13.0 is refused")
+    with open(os.path.join(log, "report.md")) as f:
+        rep = f.read()
+    check("NCCL (two ranks): not exercised" in rep and "duplicate-device" in rep
+          and "GPU_DEBUG build (every launch waited for and checked, no graphs): not built or run" in rep,
+          "the report says NCCL (two ranks) and the GPU_DEBUG build were not exercised")
+
+    # 3. a driver older than the toolkit (R550/R570 under CUDA 13): one line saying what is needed,
+    # then nothing: no build, no test program, no benchmark
+    for drv, drv_cuda in (("550.54.15", "12.4"), ("570.86.10", "12.8")):
+        for f in ("make_calls", "test_calls"):
+            if os.path.exists(os.path.join(tmp, f)):
+                os.remove(os.path.join(tmp, f))
+        r, log = run_check(tmp, "none", 300, dict(FAKE_DRIVER=drv, FAKE_DRIVER_CUDA=drv_cuda))
+        stops = [ln for ln in r.stdout.splitlines() if ln.startswith("gpu_check: STOP:")]
+        want = "driver %s supports CUDA %s, nvcc is CUDA 13.0: needs driver 580 or newer" % (drv, drv_cuda)
+        check(r.returncode == 1 and len(stops) == 1 and want in stops[0],
+              "driver %s (CUDA %s) under nvcc 13.0: exit %d, one STOP line: %s" % (drv, drv_cuda, r.returncode, stops))
+        ran = [f for f in ("make_calls", "test_calls") if os.path.exists(os.path.join(tmp, f))]
+        check(not ran and "==== build" not in r.stdout and "==== tests" not in r.stdout,
+              "driver %s: it stops before the build: no make, no test program (%s)" % (drv, ran or "none ran"))
 
     # 4. bad arguments
     r = subprocess.run(["bash", os.path.join(ROOT, "dev", "gpu_check.sh"), "a", "b"], capture_output=True, text=True)

@@ -1,7 +1,8 @@
 // test/cuda/cuda_runtime.h: the part of the CUDA runtime API train.cu and
 // test_gpu.cu use, on the CPU layer (cudacpu.h). One device; every call runs at once,
-// in call order, except on a stream that is capturing a graph (cudacpu.h); errors are
-// returned (and kept for cudaGetLastError) as on a GPU.
+// in call order, except on a stream that is capturing a graph (cudacpu.h; streams may
+// fork and join inside a capture through events); errors are returned (and kept for
+// cudaGetLastError) as on a GPU.
 #pragma once
 #include "cudacpu.h"
 
@@ -20,6 +21,9 @@ typedef enum cudaError {
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureUnmatched = 903,
+    cudaErrorStreamCaptureUnjoined = 904,
+    cudaErrorStreamCaptureIsolation = 905,
     cudaErrorStreamCaptureImplicit = 906,
 } cudaError_t;
 typedef enum { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice, cudaMemcpyDefault } cudaMemcpyKind;
@@ -35,6 +39,26 @@ struct cudaDeviceProp {
     char name[256];
     size_t totalGlobalMem, sharedMemPerBlock, sharedMemPerBlockOptin;
     int major, minor, multiProcessorCount, warpSize, maxThreadsPerBlock;
+    int l2CacheSize, persistingL2CacheMaxSize, accessPolicyMaxWindowSize;  // bytes; 0 before sm_80 (no persisting L2)
+};
+// Persisting L2 (sm_80+): a limit sets L2 aside; a window on a stream marks a range whose
+// accesses persist there (with probability hitRatio).
+typedef enum { cudaLimitPersistingL2CacheSize = 0x06 } cudaLimit;
+typedef enum {
+    cudaAccessPropertyNormal = 0,
+    cudaAccessPropertyStreaming = 1,
+    cudaAccessPropertyPersisting = 2
+} cudaAccessProperty;
+struct cudaAccessPolicyWindow {
+    void *base_ptr;
+    size_t num_bytes;
+    float hitRatio;
+    cudaAccessProperty hitProp, missProp;
+};
+typedef enum { cudaStreamAttributeAccessPolicyWindow = 1 } cudaStreamAttrID;
+union cudaStreamAttrValue {
+    cudaAccessPolicyWindow accessPolicyWindow;
+    int syncPolicy;
 };
 
 const char *cudaGetErrorString(cudaError_t e);
@@ -66,7 +90,15 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 cudaError_t cudaGraphDestroy(cudaGraph_t g);
+cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value);
+cudaError_t cudaDeviceGetLimit(size_t *value, cudaLimit limit);
+cudaError_t cudaStreamSetAttribute(cudaStream_t s, cudaStreamAttrID attr, const cudaStreamAttrValue *value);
+cudaError_t cudaStreamGetAttribute(cudaStream_t s, cudaStreamAttrID attr, cudaStreamAttrValue *value);
+cudaError_t cudaCtxResetPersistingL2Cache(void);
+#define cudaEventDisableTiming 0x02
 cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags = 0);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);

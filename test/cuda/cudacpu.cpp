@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <vector>
+#include <algorithm>
 
 #if defined(__SANITIZE_ADDRESS__)
 #define CUDACPU_ASAN 1
@@ -468,6 +469,7 @@ static std::map<uintptr_t, size_t> allocs;  // start -> size
 static cudaError_t last_error = cudaSuccess;
 static std::map<const void *, int> smem_optin;  // kernel -> cudaFuncAttributeMaxDynamicSharedMemorySize
 static const size_t SMEM_DEFAULT = 48 << 10, SMEM_OPTIN = 227 << 10;
+static const int L2_PERSIST_MAX = (50 << 20) / 4 * 3, L2_WINDOW_MAX = (128 << 20) - (2 << 10);
 static int sms_override;
 
 bool is_device(const void *p, size_t n) {
@@ -610,6 +612,11 @@ const char *cudaGetErrorString(cudaError_t e) {
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
     case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorStreamCaptureUnmatched: return "the capture was not initiated in this stream";
+    case cudaErrorStreamCaptureUnjoined:
+        return "the capture sequence contains a fork that was not joined to the primary stream";
+    case cudaErrorStreamCaptureIsolation:
+        return "a dependency would have been created which crosses the capture sequence boundary";
     }
     return "unknown error";
 }
@@ -627,6 +634,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
     p->totalGlobalMem = (size_t)141 << 30;
     p->sharedMemPerBlock = SMEM_DEFAULT; p->sharedMemPerBlockOptin = SMEM_OPTIN;
     p->warpSize = 32; p->maxThreadsPerBlock = 1024;
+    p->l2CacheSize = 50 << 20;  // an H200's; persisting L2 from sm_80 on: 75% of it, windows up to 128 MB
+    p->persistingL2CacheMaxSize = arch >= 800 ? L2_PERSIST_MAX : 0;
+    p->accessPolicyMaxWindowSize = arch >= 800 ? L2_WINDOW_MAX : 0;
     return cudaSuccess;
 }
 // ----------------------------------------------------------------------------
@@ -642,12 +652,26 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
 //     cudaErrorStreamCaptureUnsupported; so is cudaMalloc or cudaFree in the global
 //     and thread-local modes (they may synchronise the device);
 //   - the layer's own rules, stricter than CUDA's documented ones: kernel attributes
-//     (cudaFuncSetAttribute) are set before a capture, and events are not recorded
-//     into one.
-struct Node { const char *what; std::function<int()> op; };
-struct cudacpu_graph { std::vector<Node> nodes; };
-struct cudacpu_graph_exec { std::vector<Node> nodes; };
-struct CUstream_st { cudaStreamCaptureStatus capture; cudaStreamCaptureMode mode; cudacpu_graph *graph; };
+//     (cudaFuncSetAttribute) and stream attributes are set before a capture.
+// A capture may fork into other streams and join back, as on a GPU: an event recorded in
+// a capturing stream stands for that stream's last nodes; a stream that waits for it
+// joins the capture, and its work depends on those nodes. The graph keeps each node's
+// dependencies, cudaStreamEndCapture fails with cudaErrorStreamCaptureUnjoined unless
+// every stream that joined has been waited for by the capturing one, and a replay runs
+// the nodes in an order the dependencies allow: capture order under the lockstep
+// schedule; under reverse, the forked streams' nodes as soon as their dependencies have
+// run (before the capturing stream's). So a dependency the code forgot (a fork that does
+// not wait for the work it reads) runs in the wrong order under reverse, as it may on a GPU.
+struct Node { const char *what; std::function<int()> op; std::vector<int> deps; bool forked; };
+struct cudacpu_graph { std::vector<Node> nodes; cudaStream_t origin; bool capturing; };
+struct cudacpu_graph_exec { std::vector<Node> nodes; std::vector<int> order; };
+struct CUstream_st {
+    cudaStreamCaptureStatus capture;
+    cudaStreamCaptureMode mode;
+    cudacpu_graph *graph;           // the capture it takes part in (its origin's, for a stream that joined)
+    std::vector<int> tail;          // the nodes its next captured work depends on
+    cudaAccessPolicyWindow window;  // cudaStreamSetAttribute's (num_bytes 0: none)
+};
 static std::set<cudaStream_t> streams;
 static std::set<cudaGraph_t> graphs;
 static std::set<cudaGraphExec_t> execs;
@@ -657,11 +681,18 @@ static cudaStream_t capturing() {  // a stream with a capture under way, if any
         if (s->capture != cudaStreamCaptureStatusNone) return s;
     return nullptr;
 }
+// Invalidates the capture s takes part in, on every stream of it.
+static void invalidate(cudaStream_t s) {
+    for (cudaStream_t o : streams)
+        if (o->capture == cudaStreamCaptureStatusActive && o->graph == s->graph)
+            o->capture = cudaStreamCaptureStatusInvalidated;
+}
 // Refuses a call made during a capture: invalidates s's capture (every capture without s).
 static cudaError_t refuse(cudaStream_t s, cudaError_t e, const char *what) {
     note("%s while a stream is capturing a graph: %s; the capture is invalidated", what, cudaGetErrorString(e));
     for (cudaStream_t o : streams)
-        if (o->capture == cudaStreamCaptureStatusActive && (!s || o == s)) o->capture = cudaStreamCaptureStatusInvalidated;
+        if (o->capture == cudaStreamCaptureStatusActive && (!s || o->graph == s->graph))
+            o->capture = cudaStreamCaptureStatusInvalidated;
     return set_error(e);
 }
 static cudaError_t legacy_stream_ok(const char *what) {
@@ -683,17 +714,19 @@ int cudacpu::submit(void *stream, const char *what, const char *file, int line, 
         return legacy_stream_ok(where);
     }
     if (int e = check()) {  // check has set the error
-        if (s && s->capture == cudaStreamCaptureStatusActive) s->capture = cudaStreamCaptureStatusInvalidated;
+        if (s && s->capture == cudaStreamCaptureStatusActive) invalidate(s);
         return e;
     }
     if (!s || s->capture == cudaStreamCaptureStatusNone) return op();
     if (s->capture == cudaStreamCaptureStatusInvalidated) return set_error(cudaErrorStreamCaptureInvalidated);
-    s->graph->nodes.push_back(Node{what, std::move(op)});
+    s->graph->nodes.push_back(Node{what, std::move(op), s->tail, s != s->graph->origin});
+    s->tail.assign(1, (int)s->graph->nodes.size() - 1);
     return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t *s) {
-    *s = new CUstream_st{cudaStreamCaptureStatusNone, cudaStreamCaptureModeGlobal, nullptr};
+    *s = new CUstream_st{cudaStreamCaptureStatusNone, cudaStreamCaptureModeGlobal, nullptr, {},
+                         cudaAccessPolicyWindow{}};
     streams.insert(*s);
     return cudaSuccess;
 }
@@ -711,20 +744,49 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
     if (s->capture != cudaStreamCaptureStatusNone) { note("cudaStreamBeginCapture: the stream is capturing already"); return set_error(cudaErrorIllegalState); }
     s->capture = cudaStreamCaptureStatusActive;
     s->mode = mode;
-    s->graph = new cudacpu_graph;
+    s->graph = new cudacpu_graph{{}, s, true};
+    s->tail.clear();
     return cudaSuccess;
+}
+// The nodes on which the nodes `from` depend, and those nodes.
+static std::set<int> ancestors(const cudacpu_graph *g, const std::vector<int> &from) {
+    std::set<int> seen;
+    std::vector<int> todo(from);
+    while (!todo.empty()) {
+        int n = todo.back();
+        todo.pop_back();
+        if (!seen.insert(n).second) continue;
+        for (int d : g->nodes[n].deps) todo.push_back(d);
+    }
+    return seen;
 }
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
     *g = nullptr;
     if (cudaError_t e = stream_ok(s, "cudaStreamEndCapture")) return e;
     if (!s || s->capture == cudaStreamCaptureStatusNone) { note("cudaStreamEndCapture: the stream is not capturing"); return set_error(cudaErrorIllegalState); }
-    bool ok = s->capture == cudaStreamCaptureStatusActive;
     cudacpu_graph *graph = s->graph;
+    if (graph->origin != s) {
+        note("cudaStreamEndCapture on a stream that joined the capture, not on the one that began it");
+        return set_error(cudaErrorStreamCaptureUnmatched);
+    }
+    bool ok = s->capture == cudaStreamCaptureStatusActive, joined = true;
+    std::set<int> before_end = ancestors(graph, s->tail);
+    for (cudaStream_t o : streams) {  // every stream that joined must have been joined back
+        if (o == s || o->graph != graph) continue;
+        for (int n : o->tail) joined &= before_end.count(n) > 0;
+        o->graph = nullptr;
+        o->capture = cudaStreamCaptureStatusNone;
+        o->tail.clear();
+    }
     s->graph = nullptr;
     s->capture = cudaStreamCaptureStatusNone;
-    if (!ok) {
+    s->tail.clear();
+    graph->capturing = false;
+    if (!ok || !joined) {
+        if (!joined)
+            note("cudaStreamEndCapture: a stream that joined the capture has work the capturing stream never waited for");
         delete graph;
-        return set_error(cudaErrorStreamCaptureInvalidated);
+        return set_error(ok ? cudaErrorStreamCaptureUnjoined : cudaErrorStreamCaptureInvalidated);
     }
     graphs.insert(graph);
     *g = graph;
@@ -740,16 +802,38 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *statu
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags) {
     *exec = nullptr;
     if (!graphs.count(g) || flags) return set_error(cudaErrorInvalidValue);
-    *exec = new cudacpu_graph_exec{g->nodes};  // the nodes, copied: the graph may be destroyed now
+    // the nodes, copied (the graph may be destroyed now), and the order a replay runs them in:
+    // among the nodes whose dependencies have run, the first captured (lockstep), or the first
+    // captured of a forked stream, else of the capturing one (reverse)
+    std::vector<int> order, pending(g->nodes.size());
+    std::vector<std::vector<int>> users(g->nodes.size());
+    std::set<int> ready;
+    for (size_t i = 0; i < g->nodes.size(); i++) {
+        pending[i] = (int)g->nodes[i].deps.size();
+        for (int d : g->nodes[i].deps) users[d].push_back((int)i);
+        if (!pending[i]) ready.insert((int)i);
+    }
+    while (!ready.empty()) {
+        int n = *ready.begin();
+        if (schedule == SCHED_REVERSE)
+            for (int r : ready)
+                if (g->nodes[r].forked) { n = r; break; }
+        ready.erase(n);
+        order.push_back(n);
+        for (int u : users[n])
+            if (!--pending[u]) ready.insert(u);
+    }
+    *exec = new cudacpu_graph_exec{g->nodes, order};
     execs.insert(*exec);
     return cudaSuccess;
 }
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
     if (!execs.count(exec)) { note("cudaGraphLaunch of %p, which is not an instantiated graph", (void *)exec); return set_error(cudaErrorInvalidResourceHandle); }
     std::vector<Node> nodes = exec->nodes;  // (captured into another graph, this launch keeps its own copy)
-    return (cudaError_t)submit(s, "cudaGraphLaunch", nullptr, 0, [] { return 0; }, [nodes] {
-        for (const Node &n : nodes)
-            if (int e = n.op()) return e;
+    std::vector<int> order = exec->order;
+    return (cudaError_t)submit(s, "cudaGraphLaunch", nullptr, 0, [] { return 0; }, [nodes, order] {
+        for (int i : order)
+            if (int e = nodes[i].op()) return e;
         return 0;
     });
 }
@@ -853,21 +937,134 @@ cudaError_t cudaFuncSetAttribute_(const void *fn, cudaFuncAttribute attr, int va
     }
     return cudaSuccess;
 }
-struct cudacpu_event { double t; };
+// Persisting L2: the layer checks what a GPU takes silently. A window must lie inside one device
+// allocation and fit accessPolicyMaxWindowSize; a persisting window needs the persisting limit set
+// (without it nothing persists: the switch would do nothing on a GPU); both are set before a
+// capture (the layer's rule). What persists is not simulated (results do not depend on it).
+static size_t persisting_limit;
+cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
+    if (capturing())
+        return refuse(nullptr, cudaErrorStreamCaptureUnsupported, "cudaDeviceSetLimit (the layer's rule: before a capture)");
+    if (limit != cudaLimitPersistingL2CacheSize) return set_error(cudaErrorInvalidValue);
+    if (arch < 800 || value > (size_t)L2_PERSIST_MAX) {
+        note("cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, %zu): the device allows %d", value,
+             arch < 800 ? 0 : L2_PERSIST_MAX);
+        return set_error(cudaErrorInvalidValue);
+    }
+    persisting_limit = value;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetLimit(size_t *value, cudaLimit limit) {
+    if (limit != cudaLimitPersistingL2CacheSize) return set_error(cudaErrorInvalidValue);
+    *value = persisting_limit;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSetAttribute(cudaStream_t s, cudaStreamAttrID attr, const cudaStreamAttrValue *v) {
+    if (cudaError_t e = stream_ok(s, "cudaStreamSetAttribute")) return e;
+    if (!s) { note("cudaStreamSetAttribute on the legacy stream"); return set_error(cudaErrorInvalidResourceHandle); }
+    if (s->capture != cudaStreamCaptureStatusNone)
+        return refuse(s, cudaErrorStreamCaptureUnsupported,
+                      "cudaStreamSetAttribute (the layer's rule: before a capture)");
+    if (attr != cudaStreamAttributeAccessPolicyWindow) return set_error(cudaErrorInvalidValue);
+    const cudaAccessPolicyWindow &w = v->accessPolicyWindow;
+    if (w.num_bytes) {
+        if (arch < 800 || w.num_bytes > (size_t)L2_WINDOW_MAX || !(w.hitRatio >= 0.f && w.hitRatio <= 1.f) ||
+            w.hitProp > cudaAccessPropertyPersisting || w.missProp > cudaAccessPropertyPersisting) {
+            note("cudaStreamSetAttribute: access policy window of %zu bytes, hit ratio %g: not valid here", w.num_bytes,
+                 w.hitRatio);
+            return set_error(cudaErrorInvalidValue);
+        }
+        if (!is_device(w.base_ptr, w.num_bytes)) {
+            note("cudaStreamSetAttribute: the access policy window [%p, +%zu) is not inside one device allocation",
+                 w.base_ptr, w.num_bytes);
+            return set_error(cudaErrorInvalidValue);
+        }
+        if (w.hitProp == cudaAccessPropertyPersisting && !persisting_limit) {
+            note("cudaStreamSetAttribute: a persisting window, no persisting L2 set aside (cudaDeviceSetLimit first)");
+            return set_error(cudaErrorInvalidValue);
+        }
+    }
+    s->window = w;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamGetAttribute(cudaStream_t s, cudaStreamAttrID attr, cudaStreamAttrValue *v) {
+    if (cudaError_t e = stream_ok(s, "cudaStreamGetAttribute")) return e;
+    if (!s || attr != cudaStreamAttributeAccessPolicyWindow) return set_error(cudaErrorInvalidValue);
+    memset(v, 0, sizeof *v);
+    v->accessPolicyWindow = s->window;
+    return cudaSuccess;
+}
+cudaError_t cudaCtxResetPersistingL2Cache(void) {
+    if (capturing()) return refuse(nullptr, cudaErrorStreamCaptureUnsupported, "cudaCtxResetPersistingL2Cache");
+    return cudaSuccess;
+}
+
+// An event recorded outside a capture holds the time it ran (everything runs at once); one
+// recorded in a capture, the capturing stream's last nodes, for the streams that wait for it.
+struct cudacpu_event { double t; unsigned flags; cudacpu_graph *graph; std::vector<int> nodes; };
 static double now_s() {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + 1e-9 * ts.tv_nsec;
 }
-cudaError_t cudaEventCreate(cudaEvent_t *e) { *e = new cudacpu_event{0}; return cudaSuccess; }
+cudaError_t cudaEventCreate(cudaEvent_t *e) { *e = new cudacpu_event{0, 0, nullptr, {}}; return cudaSuccess; }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
+    if (flags & ~(unsigned)cudaEventDisableTiming) return set_error(cudaErrorInvalidValue);
+    *e = new cudacpu_event{0, flags, nullptr, {}};
+    return cudaSuccess;
+}
 cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     if (cudaError_t err = stream_ok(s, "cudaEventRecord")) return err;
     if (!s && capturing()) return legacy_stream_ok("cudaEventRecord on the legacy stream");
-    if (s && s->capture != cudaStreamCaptureStatusNone)
-        return refuse(s, cudaErrorStreamCaptureUnsupported, "cudaEventRecord into it (the layer does not record events)");
+    if (s && s->capture == cudaStreamCaptureStatusInvalidated) return set_error(cudaErrorStreamCaptureInvalidated);
+    if (s && s->capture == cudaStreamCaptureStatusActive) {
+        e->graph = s->graph;
+        e->nodes = s->tail;
+        return cudaSuccess;
+    }
+    e->graph = nullptr;
+    e->nodes.clear();
     e->t = now_s();
     return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
-cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) { *ms = (float)(1e3 * (b->t - a->t)); return cudaSuccess; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+    if (cudaError_t err = stream_ok(s, "cudaStreamWaitEvent")) return err;
+    if (flags) return set_error(cudaErrorInvalidValue);
+    if (e->graph && !e->graph->capturing) {
+        note("cudaStreamWaitEvent for an event recorded in a capture that has ended");
+        return set_error(cudaErrorStreamCaptureIsolation);
+    }
+    if (!s && (e->graph || capturing())) return legacy_stream_ok("cudaStreamWaitEvent on the legacy stream");
+    if (!e->graph) {  // an event of work that has run (all of it has): nothing to wait for, unless s captures
+        if (s && s->capture != cudaStreamCaptureStatusNone)
+            return refuse(s, cudaErrorStreamCaptureIsolation,
+                          "cudaStreamWaitEvent for an event recorded outside the capture");
+        return cudaSuccess;
+    }
+    if (s->capture == cudaStreamCaptureStatusNone) {  // s joins the capture
+        s->capture = e->graph->origin->capture;
+        s->mode = e->graph->origin->mode;
+        s->graph = e->graph;
+        s->tail = e->nodes;
+        return cudaSuccess;
+    }
+    if (s->graph != e->graph)
+        return refuse(s, cudaErrorStreamCaptureIsolation, "cudaStreamWaitEvent across two captures");
+    for (int n : e->nodes)
+        if (std::find(s->tail.begin(), s->tail.end(), n) == s->tail.end()) s->tail.push_back(n);
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (e->graph) {
+        note("cudaEventSynchronize of an event recorded in a capture");
+        return set_error(cudaErrorStreamCaptureUnsupported);
+    }
+    return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    if ((a->flags | b->flags) & cudaEventDisableTiming || a->graph || b->graph)
+        return set_error(cudaErrorInvalidResourceHandle);
+    *ms = (float)(1e3 * (b->t - a->t));
+    return cudaSuccess;
+}

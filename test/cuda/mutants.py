@@ -14,8 +14,9 @@ FP16, SM75, FP32, CUDACPU, HALF = ("build/cudacpu/test_gpu.lockstep", "build/cud
                                   "build/cudacpu/test_gpu_fp32.lockstep", "build/cudacpu/test_cudacpu", "build/cudacpu/test_half")
 DEBUG = "build/cudacpu/test_gpu_debug.lockstep"
 SAN16 = "build-san/cudacpu/test_gpu.lockstep"
+SWITCHES = ["--only", "switches"]  # test_gpu's checks of the switches of issue 24 alone (a mutant there is caught sooner)
 
-# name, file, original text, mutated text, tests to run
+# name, file, original text, mutated text, tests to run[, arguments for them (a group of checks)]
 MUTANTS = [
     ("cp.async wait depth off by one", "train.cu",
      "copy_wait<STAGES - 2>();  // slab kt has landed", "copy_wait<STAGES - 1>();  // slab kt has landed", [FP16]),
@@ -45,6 +46,34 @@ MUTANTS = [
     ("b_out's gradient without the mean's 1/N", "train.cu",
      "colsum(g->t[P_BOUT], md->colpart, md->dlogits, N, V, 1.f / N);", "colsum(g->t[P_BOUT], md->colpart, md->dlogits, N, V, 1.f);",
      [FP16]),
+    ("the trainer's loss scaler not capped at FP16's 2^15 (starts at 2^16)", "train.h",
+     "    loss_scaler_cap(&scaler);  // a resumed", "    (void)0;  // a resumed", [FP16]),
+    ("split-K's fixed-order sum leaves out the last split (switch splitk)", "train.cu",
+     "for (int z = 1; z < splits; z++) acc +=", "for (int z = 1; z < splits - 1; z++) acc +=", [FP16], SWITCHES),
+    ("split-K blocks all walk the first K / splits (switch splitk)", "train.cu",
+     "kb = blockIdx.z * KT * BK;", "kb = 0 * KT * BK;", [FP16], SWITCHES),
+    ("the L2 window on W_h instead of W_mh (switch l2)", "train.cu",
+     "md->sw.l2 ? (const void *)md->W[WN_MH] : NULL", "md->sw.l2 ? (const void *)md->W[WN_H] : NULL", [FP16], SWITCHES),
+    ("the loss read after backward from the wrong partials (switch l2)", "train.cu",
+     "if (md->sw.l2) loss = reduce_read(md->red_loss, md->red_loss_bad,", "if (md->sw.l2) loss = reduce_read(md->red, md->red_bad,",
+     [FP16], SWITCHES),
+    ("a chunk's weight gradients wait for the chunk before it, not for their own (switch overlap)", "train.cu",
+     "cudaStreamWaitEvent(stream2, md->ev_chunk[j], 0)", "cudaStreamWaitEvent(stream2, md->ev_chunk[j > 0 ? j - 1 : 0], 0)",
+     [SM75], SWITCHES),
+    ("the second stream never joined back (switch overlap)", "train.cu",
+     "        cudaCheck(cudaStreamWaitEvent(stream, md->ev_join, 0));\n", "", [FP16], SWITCHES),
+    ("every chunk overwrites dW_h instead of adding to it (switch overlap)", "train.cu",
+     "    Epilogue e = epi_grad(md->dW[WN_H], H, N);\n    e.accumulate = j > 0;",
+     "    Epilogue e = epi_grad(md->dW[WN_H], H, N);\n    e.accumulate = 0;", [FP16], SWITCHES),
+    ("the layer replays a graph's forked nodes in capture order under reverse too", "test/cuda/cudacpu.cpp",
+     "                if (g->nodes[r].forked) { n = r; break; }", "                if (false) { n = r; break; }", [CUDACPU]),
+    ("cuBLASLt without its bias epilogue (switch cublaslt)", "train.cu",
+     "    if (bias) {\n        uint32_t epi = CUBLASLT_EPILOGUE_BIAS;", "    if (false) {\n        uint32_t epi = CUBLASLT_EPILOGUE_BIAS;",
+     [FP16], SWITCHES),
+    ("cuBLASLt's mLSTM epilogue kernel not run (switch cublaslt)", "train.cu",
+     "    if (!plain) {\n        epilogue_kernel<<<", "    if (false) {\n        epilogue_kernel<<<", [FP16], SWITCHES),
+    ("cuBLASLt ignores the epilogue's scale, the mean's 1/N (switch cublaslt)", "train.cu",
+     "const float alpha = plain ? e.scale : 1.f", "const float alpha = 1.f", [FP32], SWITCHES),
     ("matmul epilogue ignores reset rows (mh, dm)", "train.cu",
      "if (e.reset_rows && e.reset_rows[(size_t)r * e.reset_stride]) acc = 0.f;", "", [FP16]),
     ("no cudaFuncSetAttribute for the 128x128 tile's 55.5 KB of shared memory", "train.cu",
@@ -63,7 +92,8 @@ def tracked_files():
     return [f for f in out.decode().split("\0") if f]
 
 def run_mutant(m):
-    name, path, old, new, tests = m
+    name, path, old, new, tests = m[:5]
+    args = m[5] if len(m) > 5 else []
     d = tempfile.mkdtemp(prefix="mutant_")
     try:
         for f in tracked_files():
@@ -89,7 +119,7 @@ def run_mutant(m):
                 continue
             t0 = time.time()
             # read the output as it comes and stop at the first failed check or report
-            p = subprocess.Popen([os.path.join(d, t)], cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            p = subprocess.Popen([os.path.join(d, t)] + args, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  errors="replace", start_new_session=True)
             what, summary, last = None, None, ""
             for line in p.stdout:
@@ -97,7 +127,8 @@ def run_mutant(m):
                 last = line or last
                 # test_cudacpu provokes the layer's reports on purpose: only its failed checks count
                 selftest = t.endswith("test_cudacpu")
-                if not selftest and (line.startswith("cudacpu: error") or "AddressSanitizer" in line or "runtime error" in line):
+                if not selftest and (line.startswith("cudacpu: error") or "AddressSanitizer" in line or "runtime error" in line
+                                     or line.startswith("error: CUDA") or line.startswith("error: cuBLASLt")):
                     what = "report: " + line[:170]
                 elif line.startswith("FAIL"):
                     what = "check fails: " + line[6:170]

@@ -312,6 +312,136 @@ static void test_graphs(void) {
     cudaStreamDestroy(s);
     cudaFree(a); cudaFree(b); cudaFree(c);
 }
+// A capture that forks into a second stream and joins back: a = 1 on s; s2 (after the fork)
+// b = a * 2 while s computes a += 10; s waits for s2 (the join), then c = b. The replay runs each
+// node after its dependencies under either schedule: c = 2, a = 11. A fork whose branch is
+// never waited for fails the capture's end; an event recorded outside the capture cannot be waited
+// for inside it.
+static void test_fork_join(void) {
+    cudaGetLastError();
+    cudaStream_t s, s2;
+    cudaStreamCreate(&s);
+    cudaStreamCreate(&s2);
+    cudaEvent_t fork, join, outside;
+    cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&join, cudaEventDisableTiming);
+    cudaEventCreate(&outside);
+    float *a = dev_floats(32), *b = dev_floats(32), *c = dev_floats(32);
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    cudaMemsetAsync(a, 0, 32 * sizeof(float), s);
+    k_add<<<1, 32, 0, s>>>(a, 1.f);
+    cudaEventRecord(fork, s);
+    cudaStreamWaitEvent(s2, fork, 0);
+    cudaStreamCaptureStatus st2;
+    cudaStreamIsCapturing(s2, &st2);
+    cudaMemcpyAsync(b, a, 32 * sizeof(float), cudaMemcpyDeviceToDevice, s2);
+    k_mul<<<1, 32, 0, s2>>>(b, 2.f);
+    k_add<<<1, 32, 0, s>>>(a, 10.f);
+    cudaEventRecord(join, s2);
+    cudaStreamWaitEvent(s, join, 0);
+    cudaMemcpyAsync(c, b, 32 * sizeof(float), cudaMemcpyDeviceToDevice, s);
+    k_add<<<1, 32, 0, s>>>(c, 0.f);
+    cudaGraph_t g = NULL;
+    cudaError_t ee = cudaStreamEndCapture(s, &g);
+    cudaStreamCaptureStatus after;
+    cudaStreamIsCapturing(s2, &after);
+    cudaGraphExec_t x = NULL;
+    cudaGraphInstantiate(&x, g, 0);
+    cudaGraphLaunch(x, s);
+    cudaStreamSynchronize(s);
+    // c = b: (1 * 2) = 2 before a += 10 ran or after: the branch copied a = 1 (it waits only for the fork)
+    CHECK(ee == cudaSuccess && st2 == cudaStreamCaptureStatusActive && after == cudaStreamCaptureStatusNone &&
+              first(c) == 2.f && first(a) == 11.f,
+          "capture with a fork into a second stream and a join: the branch joins the capture, the replay gives "
+          "b = 2, a = 11 (end %s, c = %g)", cudaGetErrorString(ee), first(c));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, fork, join) == cudaErrorInvalidResourceHandle,
+          "no elapsed time between events of a capture");
+    cudaGetLastError();
+    cudaGraphExecDestroy(x);
+    cudaGraphDestroy(g);
+    // where the dependencies allow either order (b = a copied after the fork, beside a += 1 on s),
+    // lockstep replays in capture order (b = 1) and reverse runs the branch first (b = 0): a
+    // dependency the code left out shows under reverse
+    float bs[2];
+    for (int k = 0; k < 2; k++) {
+        cudacpu::set_schedule(k ? "reverse" : "lockstep");
+        cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+        cudaMemsetAsync(a, 0, 32 * sizeof(float), s);
+        cudaEventRecord(fork, s);
+        k_add<<<1, 32, 0, s>>>(a, 1.f);
+        cudaStreamWaitEvent(s2, fork, 0);
+        cudaMemcpyAsync(b, a, 32 * sizeof(float), cudaMemcpyDeviceToDevice, s2);
+        cudaEventRecord(join, s2);
+        cudaStreamWaitEvent(s, join, 0);
+        cudaStreamEndCapture(s, &g);
+        cudaGraphInstantiate(&x, g, 0);
+        cudaGraphLaunch(x, s);
+        cudaStreamSynchronize(s);
+        bs[k] = first(b);
+        cudaGraphExecDestroy(x);
+        cudaGraphDestroy(g);
+    }
+    cudacpu::set_schedule(getenv("CUDACPU_SCHEDULE"));
+    CHECK(bs[0] == 1.f && bs[1] == 0.f,
+          "replay order: lockstep in capture order (b = %g), reverse the forked branch first (b = %g)", bs[0], bs[1]);
+    // the branch never joined back
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    k_add<<<1, 32, 0, s>>>(a, 1.f);
+    cudaEventRecord(fork, s);
+    cudaStreamWaitEvent(s2, fork, 0);
+    k_add<<<1, 32, 0, s2>>>(b, 1.f);
+    g = (cudaGraph_t)1;
+    ee = cudaStreamEndCapture(s, &g);
+    cudaStreamIsCapturing(s2, &after);
+    CHECK(ee == cudaErrorStreamCaptureUnjoined && !g && after == cudaStreamCaptureStatusNone,
+          "a fork never joined back: cudaStreamEndCapture fails (%s), the branch's capture ends too",
+          cudaGetErrorString(ee));
+    cudaGetLastError();
+    // an event from outside the capture
+    cudaEventRecord(outside, s2);
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    cudaError_t ew = cudaStreamWaitEvent(s, outside, 0);
+    ee = cudaStreamEndCapture(s, &g);
+    CHECK(ew == cudaErrorStreamCaptureIsolation && ee == cudaErrorStreamCaptureInvalidated,
+          "a capture cannot wait for an event recorded outside it (%s)", cudaGetErrorString(ew));
+    cudaGetLastError();
+    cudaEventDestroy(fork); cudaEventDestroy(join); cudaEventDestroy(outside);
+    cudaStreamDestroy(s); cudaStreamDestroy(s2);
+    cudaFree(a); cudaFree(b); cudaFree(c);
+}
+
+// The persisting-L2 window: inside one allocation, with persisting L2 set aside first.
+static void test_l2_window(void) {
+    cudaGetLastError();
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    float *a = dev_floats(1024);
+    cudaStreamAttrValue v;
+    memset(&v, 0, sizeof v);
+    v.accessPolicyWindow.base_ptr = a;
+    v.accessPolicyWindow.num_bytes = 4096;
+    v.accessPolicyWindow.hitRatio = 1.f;
+    v.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+    v.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+    cudaError_t none = cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v);  // nothing set aside yet
+    cudaGetLastError();
+    cudaError_t lim = cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 4096);
+    cudaError_t ok = cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v);
+    cudaStreamAttrValue back;
+    cudaStreamGetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &back);
+    v.accessPolicyWindow.num_bytes = 8192;  // past the allocation
+    cudaError_t past = cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v);
+    cudaGetLastError();
+    CHECK(none == cudaErrorInvalidValue && lim == cudaSuccess && ok == cudaSuccess &&
+              back.accessPolicyWindow.base_ptr == a && back.accessPolicyWindow.num_bytes == 4096 &&
+              past == cudaErrorInvalidValue,
+          "L2 window: refused before persisting L2 is set aside (%s) and past its allocation (%s), kept otherwise",
+          cudaGetErrorString(none), cudaGetErrorString(past));
+    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
+    cudaStreamDestroy(s);
+    cudaFree(a);
+}
 static cudaError_t sync_memcpy(cudaStream_t, float *a) {
     float h;
     return cudaMemcpy(&h, a, sizeof h, cudaMemcpyDeviceToHost);
@@ -394,6 +524,8 @@ int main(int argc, char **argv) {
     test_wmma();
     test_memory();
     test_graphs();
+    test_fork_join();
+    test_l2_window();
     test_capture_rules();
     char self[1024], trainer[1100];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

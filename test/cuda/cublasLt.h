@@ -1,0 +1,217 @@
+// test/cuda/cublasLt.h: the part of cuBLASLt train.cu uses (--matmul cublaslt), on the CPU layer.
+// cublasLtMatmul is a host product in double, column-major as cuBLASLt: D = alpha op(A) op(B) +
+// beta C, then the bias epilogue (a bias per row of D), rounded once into D's type. It is submitted
+// to its stream like a launch, so a capturing stream records it into the graph (cuBLASLt's
+// kernels are captured on a GPU; the replay computes it then). Checked, as a GPU would fail or
+// misbehave: every layout's rows, columns and leading dimension against its matrix, operand types,
+// C of D's shape and type, each operand inside one device allocation, an algorithm from
+// cublasLtMatmulAlgoGetHeuristic for these descriptors, the workspace it asked for.
+#pragma once
+#include <stdio.h>
+#include "cublas_v2.h"
+
+typedef struct cublaslt_context {
+    int live;
+} *cublasLtHandle_t;
+typedef enum {
+    CUBLASLT_MATMUL_DESC_TRANSA = 3,
+    CUBLASLT_MATMUL_DESC_TRANSB = 4,
+    CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
+    CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+    CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26,
+} cublasLtMatmulDescAttributes_t;
+typedef enum { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4 } cublasLtEpilogue_t;
+typedef enum { CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1 } cublasLtMatmulPreferenceAttributes_t;
+typedef struct cublaslt_desc {
+    cublasComputeType_t compute;
+    cudaDataType_t scale;
+    cublasOperation_t ta, tb;
+    cublasLtEpilogue_t epilogue;
+    const void *bias;
+    cudaDataType_t bias_type;
+    long serial;  // bumped by every change, so an algorithm belongs to one state of the descriptor
+} *cublasLtMatmulDesc_t;
+typedef struct cublaslt_layout {
+    cudaDataType_t type;
+    uint64_t rows, cols;
+    int64_t ld;
+} *cublasLtMatrixLayout_t;
+typedef struct cublaslt_pref {
+    uint64_t max_workspace;
+} *cublasLtMatmulPreference_t;
+typedef struct {
+    uint64_t data[8];
+} cublasLtMatmulAlgo_t;  // data[0]: the descriptor it was found for, data[1]: its serial
+typedef struct {
+    cublasLtMatmulAlgo_t algo;
+    size_t workspaceSize;
+    cublasStatus_t state;
+    float wavesCount;
+    int reserved[4];
+} cublasLtMatmulHeuristicResult_t;
+
+static inline cublasStatus_t cublasLtCreate(cublasLtHandle_t *h) {
+    *h = new cublaslt_context{1};
+    return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t c,
+                                                      cudaDataType_t s) {
+    if (c != CUBLAS_COMPUTE_32F || s != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+    *d = new cublaslt_desc{c, s, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, nullptr, CUDA_R_32F, 0};
+    return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
+    delete d;
+    return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a,
+                                                            const void *v, size_t n) {
+    if (a != CUBLASLT_MATMUL_DESC_BIAS_POINTER) d->serial++;  // (a new bias pointer keeps the algorithm)
+    switch (a) {
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+        if (n != sizeof(int32_t)) break;
+        d->ta = (cublasOperation_t)*(const int32_t *)v;
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+        if (n != sizeof(int32_t)) break;
+        d->tb = (cublasOperation_t)*(const int32_t *)v;
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE:
+        if (n != sizeof(uint32_t)) break;
+        d->epilogue = (cublasLtEpilogue_t)*(const uint32_t *)v;
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+        if (n != sizeof(void *)) break;
+        memcpy(&d->bias, v, n);
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+        if (n != sizeof(int32_t)) break;
+        d->bias_type = (cudaDataType_t)*(const int32_t *)v;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    return CUBLAS_STATUS_INVALID_VALUE;
+}
+static inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataType_t t, uint64_t rows,
+                                                        uint64_t cols, int64_t ld) {
+    if ((t != CUDA_R_16F && t != CUDA_R_32F) || ld < (int64_t)rows || rows < 1 || cols < 1)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    *l = new cublaslt_layout{t, rows, cols, ld};
+    return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
+    delete l;
+    return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
+    *p = new cublaslt_pref{0};
+    return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
+    delete p;
+    return CUBLAS_STATUS_SUCCESS;
+}
+static inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                                  cublasLtMatmulPreferenceAttributes_t a, const void *v,
+                                                                  size_t n) {
+    if (a != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES || n != sizeof(uint64_t)) return CUBLAS_STATUS_INVALID_VALUE;
+    p->max_workspace = *(const uint64_t *)v;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+namespace cudacpu {
+// The shapes of op(A) (m,k), op(B) (k,n), C and D (m,n) must agree; types as cuBLASLt takes them:
+// A and B the same (FP16 or FP32), D FP16 or FP32, C as D, an FP32 bias.
+static inline bool lt_shapes_ok(const cublaslt_desc *d, const cublaslt_layout *a, const cublaslt_layout *b,
+                                const cublaslt_layout *c, const cublaslt_layout *dd) {
+    uint64_t m = d->ta == CUBLAS_OP_N ? a->rows : a->cols, k = d->ta == CUBLAS_OP_N ? a->cols : a->rows;
+    uint64_t kb = d->tb == CUBLAS_OP_N ? b->rows : b->cols, n = d->tb == CUBLAS_OP_N ? b->cols : b->rows;
+    return k == kb && c->rows == m && c->cols == n && dd->rows == m && dd->cols == n && a->type == b->type &&
+           c->type == dd->type && c->ld == dd->ld &&
+           (d->epilogue == CUBLASLT_EPILOGUE_DEFAULT ||
+            (d->epilogue == CUBLASLT_EPILOGUE_BIAS && d->bias_type == CUDA_R_32F));
+}
+static inline size_t lt_bytes(const cublaslt_layout *l) {
+    return ((size_t)(l->cols - 1) * l->ld + l->rows) * (l->type == CUDA_R_16F ? 2 : 4);
+}
+}  // namespace cudacpu
+
+// One algorithm for any supported problem, asking for no workspace; none for an unsupported one.
+static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d,
+                                                            cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                                            cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dd,
+                                                            cublasLtMatmulPreference_t, int requested,
+                                                            cublasLtMatmulHeuristicResult_t *results, int *returned) {
+    *returned = 0;
+    if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
+    if (!cudacpu::lt_shapes_ok(d, a, b, c, dd)) return CUBLAS_STATUS_NOT_SUPPORTED;
+    memset(&results[0], 0, sizeof results[0]);
+    results[0].algo.data[0] = (uint64_t)(uintptr_t)d;
+    results[0].algo.data[1] = (uint64_t)d->serial;
+    results[0].workspaceSize = 0;
+    results[0].state = CUBLAS_STATUS_SUCCESS;
+    results[0].wavesCount = 1.f;
+    *returned = 1;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void *alpha,
+                                            const void *A, cublasLtMatrixLayout_t la, const void *B,
+                                            cublasLtMatrixLayout_t lb, const void *beta, const void *C,
+                                            cublasLtMatrixLayout_t lc, void *D, cublasLtMatrixLayout_t ld,
+                                            const cublasLtMatmulAlgo_t *algo, void *workspace, size_t ws_bytes,
+                                            cudaStream_t s) {
+    if (!h || !h->live || !cudacpu::lt_shapes_ok(d, la, lb, lc, ld)) return CUBLAS_STATUS_INVALID_VALUE;
+    if (!algo || algo->data[0] != (uint64_t)(uintptr_t)d || algo->data[1] != (uint64_t)d->serial) {
+        fprintf(stderr,
+                "cudacpu: cublasLtMatmul: the algorithm was not found for this descriptor "
+                "(cublasLtMatmulAlgoGetHeuristic)\n");
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    (void)workspace;
+    (void)ws_bytes;  // the heuristic asked for none
+    const cublaslt_desc dc = *d;  // as at the call (a graph keeps it)
+    const cublaslt_layout a = *la, b = *lb, c = *lc, dl = *ld;
+    const float al = *(const float *)alpha, be = *(const float *)beta;
+    auto check = [=]() {
+        cudacpu::check_device_range(A, cudacpu::lt_bytes(&a), "cublasLtMatmul A", __FILE__, __LINE__);
+        cudacpu::check_device_range(B, cudacpu::lt_bytes(&b), "cublasLtMatmul B", __FILE__, __LINE__);
+        cudacpu::check_device_range(D, cudacpu::lt_bytes(&dl), "cublasLtMatmul D", __FILE__, __LINE__);
+        if (be != 0) cudacpu::check_device_range(C, cudacpu::lt_bytes(&c), "cublasLtMatmul C", __FILE__, __LINE__);
+        if (dc.epilogue == CUBLASLT_EPILOGUE_BIAS)
+            cudacpu::check_device_range(dc.bias, dl.rows * 4, "cublasLtMatmul bias", __FILE__, __LINE__);
+        return 0;
+    };
+    auto op = [=]() {
+        check();
+        const int m = (int)dl.rows, n = (int)dl.cols, k = (int)(dc.ta == CUBLAS_OP_N ? a.cols : a.rows);
+        auto get = [](const void *p, cudaDataType_t t, size_t i) {
+            return t == CUDA_R_16F ? (double)(float)((const __half *)p)[i] : (double)((const float *)p)[i];
+        };
+        auto ai = [&](int i, int q) {
+            return dc.ta == CUBLAS_OP_N ? (size_t)q * a.ld + i : (size_t)i * a.ld + q;
+        };  // op(A)[i,q]
+        auto bi = [&](int q, int j) {
+            return dc.tb == CUBLAS_OP_N ? (size_t)j * b.ld + q : (size_t)q * b.ld + j;
+        };  // op(B)[q,j]
+#pragma omp parallel for schedule(static)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < m; i++) {
+                double sum = 0;
+                for (int q = 0; q < k; q++) sum += get(A, a.type, ai(i, q)) * get(B, b.type, bi(q, j));
+                size_t o = (size_t)j * dl.ld + i;
+                double v = al * sum + (be != 0 ? be * get(C, c.type, (size_t)j * c.ld + i) : 0.0);
+                if (dc.epilogue == CUBLASLT_EPILOGUE_BIAS) v += ((const float *)dc.bias)[i];
+                if (dl.type == CUDA_R_16F)
+                    ((__half *)D)[o] = __half((float)v);
+                else
+                    ((float *)D)[o] = (float)v;
+            }
+        return 0;
+    };
+    int e = cudacpu::submit(s, "cublasLtMatmul", __FILE__, __LINE__, check, op);
+    return e ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS;
+}
