@@ -92,7 +92,7 @@ with tempfile.TemporaryDirectory() as d:
     elif lines:
         probe = os.path.join(d, "probe.cu")
         write(probe, "#include <mpi.h>\n__global__ void k() {}\n"
-              "int main(int argc, char **argv) { int f = 1; MPI_Initialized(&f); k<<<1, 1>>>(); return f; }\n")
+              "int main(void) { int f = 1; MPI_Initialized(&f); k<<<1, 1>>>(); return f; }\n")
         w = shlex.split(lines[0])
         out = os.path.join(d, "probe")
         w = [probe if a == "train.cu" else a for a in w]
