@@ -723,8 +723,7 @@ static void matmul(int layout, int M, int N, int K, const floatX *A, const float
     int splits;
     int plan = matmul_plan(M, N, K, A, B, &splits);
     (void)plan;
-#if GPU_FP16
-    float *partial = NULL;
+    float *partial = NULL;  // (the FP32 build never splits: its SIMT kernel has no split-K)
     if (splits > 1) {
         if (!splitk_ws || (size_t)splits * M * N > splitk_ws_n) {
             fprintf(stderr, "error: split-K of %d x %d x %d in %d needs %zu floats of workspace, %zu given\n", M, N, K,
@@ -734,6 +733,7 @@ static void matmul(int layout, int M, int N, int K, const floatX *A, const float
         partial = splitk_ws;
         splitk_launches++;
     }
+#if GPU_FP16
     if (plan == MM_WMMA128) {  // 8 warps of 64 x 32
         const int T = TILE_BIG;
         if (layout == MM_NT) matmul_wmma<T, T, 64, 32, false, true>(A, B, M, N, K, e, splits, partial);
@@ -753,7 +753,7 @@ static void matmul(int layout, int M, int N, int K, const floatX *A, const float
     }
     if (plan != MM_SIMT) return;
 #else
-    (void)splitk_launches;
+    if (partial) exit(1);  // not reached: matmul_plan splits only tensor-core tiles
 #endif
     if (layout == MM_NT) matmul_simt<false, true>(A, B, M, N, K, e);
     else if (layout == MM_NN) matmul_simt<false, false>(A, B, M, N, K, e);
