@@ -21,22 +21,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.join(ROOT, "dev", "bench"))
 
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok    %s" % what)
-    else:
-        failed += 1
-        print("FAIL  %s" % what)
+from harness import check, summary  # noqa: E402  (test/harness.py)
 
 
 def finish():
-    print("test_bench_torch: %d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+    summary("test_bench_torch")
 
 
 try:

@@ -20,17 +20,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "dev"))
 import perf_model  # noqa: E402  (the predictions the report puts beside the measurements)
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok    %s" % what)
-    else:
-        failed += 1
-        print("FAIL  %s" % what)
+from harness import check, summary  # noqa: E402  (test/harness.py)
 
 
 def script(path, text):
@@ -186,5 +176,4 @@ with tempfile.TemporaryDirectory() as tmp:
     r = subprocess.run(["bash", os.path.join(ROOT, "dev", "gpu_check.sh"), "a", "b"], capture_output=True, text=True)
     check(r.returncode == 2 and "too many arguments" in r.stderr, "two LOG_DIRs: exit 2")
 
-print("test_gpu_check: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+summary("test_gpu_check")

@@ -20,17 +20,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok    %s" % what)
-    else:
-        failed += 1
-        print("FAIL  %s" % what)
+from harness import check, summary  # noqa: E402  (test/harness.py)
 
 
 def write(path, text, executable=False):
@@ -104,5 +94,4 @@ with tempfile.TemporaryDirectory() as d:
         check(lib in dyn and ("RUNPATH" in dyn or "RPATH" in dyn), "-Wl,-rpath reached the linker: the binary's run path "
               "is the wrapper's library folder")
 
-print("test_nvcc_mpi: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+summary("test_nvcc_mpi")

@@ -17,17 +17,7 @@ sys.path.insert(0, os.path.join(ROOT, "dev"))
 import perf_model  # noqa: E402
 import scaling  # noqa: E402
 
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    if ok:
-        passed += 1
-        print("ok    %s" % what)
-    else:
-        failed += 1
-        print("FAIL  %s" % what)
+from harness import check, summary  # noqa: E402  (test/harness.py)
 
 
 def close(got, want, rel, what):
@@ -214,5 +204,4 @@ check(r.returncode == 2 and "LOG_DIR" in r.stderr, "gpu_check.sh --report withou
 r = subprocess.run(["bash", "dev/gpu_check.sh", "--bogus"], cwd=ROOT, capture_output=True, text=True)
 check(r.returncode == 2 and "--bogus" in r.stderr, "gpu_check.sh --bogus: exit 2 naming it")
 
-print("test_perf_model: %d passed, %d failed" % (passed, failed))
-sys.exit(1 if failed else 0)
+summary("test_perf_model")
