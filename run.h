@@ -82,7 +82,8 @@ static const Flag flags[] = {
     {"train", "PATH", ARG_STR, AT(train), 0, 0,
      "training data: a directory of train_NNN.bin shards or comma-separated shard files",
      "the built-in review corpus, no download", RUN_DEFINING},
-    {"val", "PATH", ARG_STR, AT(val), 0, 0, "validation data, as --train", "the val_NNN.bin shards beside --train", RUN_DEFINING},
+    {"val", "PATH", ARG_STR, AT(val), 0, 0,
+     "validation data, as --train", "the val_NNN.bin shards beside --train", RUN_DEFINING},
     {"corpus-bytes", "N", ARG_LONG, AT(corpus_bytes), 1, 1L << 40,
      "built-in corpus: bytes of training text; val is 1/40 of it", NULL, RUN_DEFINING},
     {"no-reset-docs", NULL, ARG_SWITCH_OFF, AT(reset_docs), 0, 0,
@@ -91,7 +92,8 @@ static const Flag flags[] = {
     {"embed", "D", ARG_INT, AT(model.D), 1, MAX_EMBED, "embedding width, 64 in the paper", NULL, RUN_MODEL},
     {"no-weight-norm", NULL, ARG_SWITCH_OFF, AT(model.wnorm), 0, 0,
      "train without weight normalisation (default: on, as the reference models)", NULL, RUN_MODEL},
-    {"batch", "B", ARG_INT, AT(B), 1, MAX_ROWS, "sequences per rank per step; the global batch is ranks x B", NULL, RUN_MODEL},
+    {"batch", "B", ARG_INT, AT(B), 1, MAX_ROWS,
+     "sequences per rank per step; the global batch is ranks x B", NULL, RUN_MODEL},
     {"seq-len", "T", ARG_INT, AT(T), 1, MAX_SEQ_LEN,
      "characters per sequence, the truncated-BPTT window, 256 in the paper", NULL, RUN_DEFINING},
     {"steps", "N", ARG_LONG, AT(steps), 1, MAX_STEPS,
@@ -104,7 +106,8 @@ static const Flag flags[] = {
      "make the gradients of data step STEP overflow (for tests)", "never", RUN_INVOCATION},
     {"seed", "N", ARG_LONG, AT(seed), 0, 9.2e18,
      "seed of the initial weights, the built-in corpus and sampling", NULL, RUN_DEFINING},
-    {"val-every", "N", ARG_LONG, AT(val_every), 0, MAX_STEPS, "validate every N steps, 0 = only at the end", NULL, RUN_INVOCATION},
+    {"val-every", "N", ARG_LONG, AT(val_every), 0, MAX_STEPS,
+     "validate every N steps, 0 = only at the end", NULL, RUN_INVOCATION},
     {"val-steps", "N", ARG_LONG, AT(val_steps), 0, MAX_STEPS,
      "batches per validation, 0 = the whole val stream", NULL, RUN_INVOCATION},
     {"val-batch", "N", ARG_LONG, AT(val_batch), 1, MAX_ROWS,
@@ -112,10 +115,12 @@ static const Flag flags[] = {
      "                         batches then score the same rows and windows", "the training batch", RUN_INVOCATION},
     {"sample-every", "N", ARG_LONG, AT(sample_every), 0, MAX_STEPS,
      "print a sample every N steps, 0 = only at the end", NULL, RUN_INVOCATION},
-    {"sample-len", "N", ARG_INT, AT(sample_len), 0, 1 << 30, "characters per sample, 0 = no samples", NULL, RUN_INVOCATION},
+    {"sample-len", "N", ARG_INT, AT(sample_len), 0, 1 << 30,
+     "characters per sample, 0 = no samples", NULL, RUN_INVOCATION},
     {"prompt", "TEXT", ARG_STR, AT(prompt), 0, 0, "what a sample starts from", NULL, RUN_INVOCATION},
     {"temperature", "X", ARG_DOUBLE, AT(temperature), 1e-6, 1e6, "sampling temperature", NULL, RUN_INVOCATION},
-    {"ckpt", "PATH", ARG_STR, AT(ckpt), 0, 0, "write checkpoints here (and hold PATH.lock while running)", NULL, RUN_INVOCATION},
+    {"ckpt", "PATH", ARG_STR, AT(ckpt), 0, 0,
+     "write checkpoints here (and hold PATH.lock while running)", NULL, RUN_INVOCATION},
     {"ckpt-every", "N", ARG_LONG, AT(ckpt_every), 0, MAX_STEPS,
      "write a checkpoint every N steps, 0 = only at the end", NULL, RUN_INVOCATION},
     {"resume", "PATH", ARG_STR, AT(resume), 0, 0,
@@ -127,15 +132,22 @@ static const Flag flags[] = {
      "mlstm_init's weights for --seed", RUN_INVOCATION},
     {"overwrite", NULL, ARG_SWITCH_ON, AT(overwrite), 0, 0,
      "a new run may replace an existing --ckpt and --log (default: refuse)", NULL, RUN_INVOCATION},
-    {"log", "PATH", ARG_STR, AT(log), 0, 0, "machine-readable log, one line per step and per validation", NULL, RUN_INVOCATION},
+    {"log", "PATH", ARG_STR, AT(log), 0, 0,
+     "machine-readable log, one line per step and per validation", NULL, RUN_INVOCATION},
     {"print-every", "N", ARG_LONG, AT(print_every), 1, MAX_STEPS, "progress line every N steps", NULL, RUN_INVOCATION},
     {"threads", "N", ARG_INT, AT(threads), 1, MAX_THREADS, "OpenMP threads", "all cores", RUN_INVOCATION},
-    {"lr-schedule", "NAME", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING}, {"lr", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"base-batch", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING}, {"warmup-epochs", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"warmup-steps", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING}, {"decay", "SHAPE", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"decay-epochs", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING}, {"decay-steps", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"decay-power", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING}, {"decay-rate", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"min-lr", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING}, {"lr-cap", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"lr-schedule", "NAME", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"lr", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"base-batch", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"warmup-epochs", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"warmup-steps", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"decay", "SHAPE", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"decay-epochs", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"decay-steps", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"decay-power", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"decay-rate", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"min-lr", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
+    {"lr-cap", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
     {"help", NULL, ARG_HELP, 0, 0, 0, "this text", NULL, RUN_INVOCATION},
 };
 #undef AT
@@ -526,8 +538,8 @@ static int is_ckpt_temp(const char *path, const char *ckpt) {
     pb = pb ? pb + 1 : path;
     cb = cb ? cb + 1 : ckpt;
     size_t n = strlen(cb);
-    if (strncmp(pb, cb, n) || strncmp(pb + n, ".tmp.", 5) || !pb[n + 5] || strspn(pb + n + 5, "0123456789") != strlen(pb + n + 5))
-        return 0;
+    const char *pid = pb + n + 5;
+    if (strncmp(pb, cb, n) || strncmp(pb + n, ".tmp.", 5) || !*pid || strspn(pid, "0123456789") != strlen(pid)) return 0;
     char pd[4096], cd[4096];
     snprintf(pd, sizeof pd, "%.*s.", (int)(pb - path), path);  // "dir/." or "."
     snprintf(cd, sizeof cd, "%.*s.", (int)(cb - ckpt), ckpt);
@@ -552,7 +564,8 @@ static void check_files_apart(const Options *o, const Stream *train, const Strea
     if (o->init_from) f[n++] = (RunFile){"--init-from", o->init_from, 0};
     for (int k = 0; k < 2; k++) {
         const Stream *s = k ? val : train;
-        for (int i = 0; o->train && i < s->n_shards; i++) f[n++] = (RunFile){k ? "--val" : "--train", s->shards[i].path, 0};
+        for (int i = 0; o->train && i < s->n_shards; i++)
+            f[n++] = (RunFile){k ? "--val" : "--train", s->shards[i].path, 0};
     }
     for (int i = 0; i < n; i++) {
         if (i > 0 && is_ckpt_temp(f[i].path, o->ckpt))

@@ -85,7 +85,8 @@ static inline int same_file(const char *a, const char *b) {
         const char *slash = strrchr(paths[k], '/');
         if (!slash) snprintf(dir, sizeof dir, ".");
         else if (slash == paths[k]) snprintf(dir, sizeof dir, "/");
-        else if (slash - paths[k] < (long)sizeof dir) snprintf(dir, sizeof dir, "%.*s", (int)(slash - paths[k]), paths[k]);
+        else if (slash - paths[k] < (long)sizeof dir)
+            snprintf(dir, sizeof dir, "%.*s", (int)(slash - paths[k]), paths[k]);
         else return !strcmp(a, b);
         char *real = realpath(dir, NULL);
         if (!real) return !strcmp(a, b);  // a directory not made yet: the names alone
@@ -115,7 +116,8 @@ static inline long long parse_whole(const char *flag, const char *text, long lon
     if (!digits || text[(text[0] == '-') + digits] || end == text)
         fail("%s: expected a whole number, got \"%s\"", flag, text);
     if (errno == ERANGE || x < min || x > max) {
-        if (max >= 1000000000000000LL) fail("%s: must be at least %lld, got %s", flag, min, text);  // no real bound above
+        if (max >= 1000000000000000LL)  // no real bound above
+            fail("%s: must be at least %lld, got %s", flag, min, text);
         fail("%s: must be between %lld and %lld, got %s", flag, min, max, text);
     }
     return x;
@@ -158,7 +160,9 @@ static inline CliWord cli_word(const char *arg, CliFlag *f) {
     *f = (CliFlag){arg + 2, eq ? (size_t)(eq - arg - 2) : strlen(arg + 2), eq ? eq + 1 : NULL};
     return CLI_FLAG;
 }
-static inline int cli_is(const CliFlag *f, const char *name) { return strlen(name) == f->len && !strncmp(f->name, name, f->len); }
+static inline int cli_is(const CliFlag *f, const char *name) {
+    return strlen(name) == f->len && !strncmp(f->name, name, f->len);
+}
 
 // ----------------------------------------------------------------------------
 // A 64-bit checksum for checkpoints and data shards: FNV-1a's multiply-xor over
