@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Runs each test program given on the command line, prints its output, and adds
 # up the per-program "name: N passed, N failed[, N skipped]" lines. A program that
-# crashes or exits non-zero without a summary counts as one failure. The last line
+# crashes or exits non-zero without a summary counts as one failure; each program's time
+# follows its output (what makes CI slow shows in its log). The last line
 # is the total, with ", N skipped" when some part could not run on this machine.
 set -u
 passed=0; failed=0; skipped=0
 for t in "$@"; do
     echo "== $t"
+    start=$SECONDS
     out=$("$t" 2>&1); rc=$?
     printf '%s\n' "$out"
+    echo "-- $t: $((SECONDS - start)) s"
     summary='^[A-Za-z0-9_]+: [0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$'
     line=$(printf '%s\n' "$out" | grep -E "$summary" | tail -n 1)
     if [ -n "$line" ]; then
