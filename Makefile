@@ -64,7 +64,10 @@ $(BUILD):
 # Not under SAN=1: the trainer code it runs is what test_train's mpirun runs under ASan,
 # and what differs (the launch, the TCP transport) is Open MPI's; it would add 24 s.
 RUN_HOSTS ?= $(if $(filter 1,$(SAN)),,$(BUILD)/test_hosts)
-test: $(BUILD)/train $(TESTS) $(TOOLS)
+# test-build: what `make test` runs, built and not run (.ci/run builds it with -j first)
+.PHONY: test test-build
+test test-build: $(BUILD)/train $(TESTS) $(TOOLS)
+test:
 	@test/run.sh $(filter-out $(BUILD)/test_hosts,$(TESTS)) $(RUN_HOSTS) $(PY_TESTS) $(CUDACPU_TESTS)
 
 test-san:
@@ -115,9 +118,9 @@ include test/fuzz/fuzz.mk
 # cp.async is only compiled for sm_80+):
 #   make gpu NVCC=/usr/local/cuda-12/bin/nvcc GPU_ARCHS="-gencode arch=compute_70,code=sm_70"
 # Options: NCCL_HOME=DIR (nccl.h and libnccl under DIR/include, DIR/lib),
-# USE_CUBLAS=1 (train with cuBLAS's matmul, for comparison), GPU_DEBUG=1 (every launch
-# waited for and checked, so a fault names the function that launched the kernel, with
-# file and line; the time loops run without CUDA graphs; slower): rebuild with make -B.
+# GPU_DEBUG=1 (every launch waited for and checked, so a fault names the function that
+# launched the kernel, with file and line; the time loops run without CUDA graphs; slower):
+# rebuild with make -B.
 # Device code carries line info (-lineinfo) for compute-sanitizer and Nsight.
 # MLSTM_NO_GRAPH=1 in the environment runs the time loops without CUDA graphs.
 comma := ,
@@ -128,7 +131,7 @@ NVCCFLAGS += -std=c++17 -I. -D_GNU_SOURCE -lineinfo $(GPU_ARCHS) -Xcompiler -Wal
 ifeq ($(WERROR),1)
   NVCCFLAGS += -Werror all-warnings -Xcompiler -Werror
 endif
-GPU_LIBS := -lcublasLt -lcublas
+GPU_LIBS := -lcublasLt
 ifneq ($(NCCL_HOME),)
   NCCL_FLAGS := -I$(NCCL_HOME)/include -L$(NCCL_HOME)/lib -Xlinker -rpath=$(NCCL_HOME)/lib
   GPU_PROBE := $(shell mktemp -d 2>/dev/null || echo /tmp)
@@ -151,9 +154,6 @@ endif
 ifeq ($(NCCL_OK),yes)
   GPU_DEFS += -DUSE_NCCL $(NCCL_FLAGS)
   GPU_LIBS += -lnccl
-endif
-ifeq ($(USE_CUBLAS),1)
-  GPU_DEFS += -DUSE_CUBLAS
 endif
 ifeq ($(GPU_DEBUG),1)
   GPU_DEFS += -DGPU_DEBUG

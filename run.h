@@ -26,7 +26,7 @@ typedef struct {
     LrSettings lr;
     double clip;               // global gradient-norm clip, 0: off
     int fp16;                  // --fp16 given; then, from model_precision, whether gradients are FP16
-    long inject_overflow;      // make this data step overflow (tests), -1: never
+    long inject_overflow;      // rank 0 seeds this data step's backward with S = inf, -1: never
     const char *train, *val;   // shard directory or comma-separated shard files; NULL: built-in corpus
     long corpus_bytes;         // built-in corpus: training bytes (val is 1/40 of it)
     int reset_docs;            // zero the state at document starts (framed data)
@@ -103,7 +103,8 @@ static const Flag flags[] = {
      "dynamic loss scaling, as FP16 training needs (the CPU trainer runs the\n"
      "                         protocol in FP32; the GPU build fixes its precision)", NULL, RUN_DEFINING},
     {"inject-overflow", "STEP", ARG_LONG, AT(inject_overflow), 0, MAX_STEPS,
-     "make the gradients of data step STEP overflow (for tests)", "never", RUN_INVOCATION},
+     "rank 0 seeds data step STEP's backward with S = inf: to see on your\n"
+     "                         machine that an overflow skips the step on every rank", "never", RUN_INVOCATION},
     {"seed", "N", ARG_LONG, AT(seed), 0, 9.2e18,
      "seed of the initial weights, the built-in corpus and sampling", NULL, RUN_DEFINING},
     {"val-every", "N", ARG_LONG, AT(val_every), 0, MAX_STEPS,
@@ -213,6 +214,7 @@ static void flag_default(const Flag *f, const Options *d, char *out, size_t n) {
 }
 
 static void usage_resume(FILE *f);
+static const char *usage_backend;  // a trainer's own flags, for --help (train_gpu's --matmul); NULL: none
 static void usage(FILE *f, const char *prog) {
     Options d;
     options_defaults(&d);
@@ -229,6 +231,7 @@ static void usage(FILE *f, const char *prog) {
         }
         fprintf(f, "\n");
     }
+    if (usage_backend) fprintf(f, "%s", usage_backend);
     fprintf(f, "\n");
     usage_resume(f);
     lr_settings_help_with(f, &d.lr, "--steps");

@@ -52,7 +52,7 @@ static void model_free(Model *md) {
 // S, check, skip and halve, unscale, grow) in FP32, so its checkpoints, skips and
 // resume can be tested without a GPU. It does not simulate FP16's range: what
 // overflows on a GPU are FP16 activation gradients this trainer does not have, so
-// here only inf/NaN gradients (or --inject-overflow) skip a step, and S grows to
+// here only inf/NaN gradients (or --inject-overflow's S = inf) skip a step, and S grows to
 // its ceiling.
 static int model_precision(int fp16_requested, const char **description) {
     *description = fp16_requested ? "FP32, with the FP16 trainer's dynamic loss scaling (FP16's range not simulated)"
@@ -77,7 +77,6 @@ static double model_step(Model *md, const uint8_t *in, const uint8_t *tg, const 
     carry(&md->m, md->train_h, md->train_c);
     return loss;
 }
-static void model_inject_overflow(Model *md) { md->m.grads[0] = (real)INFINITY; }
 
 // Step 4: all-reduce, the mean over ranks.
 static void model_allreduce(Model *md) {
@@ -86,27 +85,24 @@ static void model_allreduce(Model *md) {
     for (size_t i = 0; i < md->m.nparams; i++) md->m.grads[i] /= world;
 }
 
-// Step 5: inf/NaN in the reduced gradients, the GPU's rule too (train.cu).
-static int model_overflow(Model *md) {
+// Step 5: inf/NaN in the reduced gradients (the GPU's rule too, train.cu), and their norm.
+static GradientCheck model_check(Model *md) {
     const real *g = md->m.grads;
     double limit = DBL_MAX;  // finite: with HUGE_VAL, !(inf <= inf) would let inf through
     int bad = 0;
     #pragma omp parallel for schedule(static) reduction(| : bad)
     for (size_t i = 0; i < md->m.nparams; i++) bad |= !(fabs((double)g[i]) <= limit);
-    return bad;
+    GradientCheck c = {bad, bad ? 0 : grad_norm(g, md->m.nparams)};
+    return c;
 }
 
-// Step 7: unscale by 1/S into FP32, clip the global norm, Adam. Returns the norm before clipping.
-static double model_apply(Model *md, const StepDecision *d, double clip, long applied) {
+// Step 7: unscale and clip (grad_factor, in FP32), then Adam.
+static void model_apply(Model *md, double grad_factor, double lr, long applied) {
     Mlstm *m = &md->m;
-    for (size_t i = 0; i < m->nparams; i++) m->grads[i] *= (real)d->inv_scale;
-    double gnorm = grad_norm(m->grads, m->nparams);
-    if (clip > 0 && gnorm > clip)
-        for (size_t i = 0; i < m->nparams; i++) m->grads[i] *= (real)(clip / gnorm);
+    for (size_t i = 0; i < m->nparams; i++) m->grads[i] *= (real)grad_factor;
     AdamConfig a = adam_defaults;
-    a.lr = d->lr;
+    a.lr = lr;
     adam_update(m->params, m->grads, m->adam_m, m->adam_v, m->nparams, a, applied);
-    return gnorm;
 }
 
 // Validation: forward only, on the validation state (first = 1 zeroes it).

@@ -12,8 +12,7 @@
 // cublaslt (cuBLASLt's matmuls; train_gpu's own flag, also MLSTM_MATMUL=cublaslt), and in the
 // environment MLSTM_SPLITK=1, MLSTM_OVERLAP=1, MLSTM_L2=1, MLSTM_NO_GRAPH=1.
 // Build-time switches: -DPRECISION_FP32 (everything FP32, the comparison of the
-// paper's 4.2x), -DUSE_CUBLAS (cuBLAS instead of the hand-written matmul, for
-// comparison only), -DUSE_NCCL (multi-process), -DUSE_MPI (as train.c),
+// paper's 4.2x), -DUSE_NCCL (multi-process), -DUSE_MPI (as train.c),
 // -DTRAIN_NO_MAIN (no main: test/test_gpu.cu includes this file), -DGPU_DEBUG (every
 // launch waited for and checked, no CUDA graphs: make gpu GPU_DEBUG=1).
 //
@@ -40,7 +39,7 @@
 // not depend on the batch: seeding with S/N instead (what the mean loss suggests)
 // would at B=512, T=256, S=2^16 multiply by 0.5 and flush probabilities below ~1e-7
 // to zero. An FP16 tensor that overflows reaches the weight gradients as inf/NaN,
-// which is what model_overflow looks for; the FP32 gradients cannot overflow.
+// which is what model_check looks for; the FP32 gradients cannot overflow.
 //
 // The cap on S, from FP16's range (its largest finite value is 65504; from 65520 on a
 // value rounds to inf). |p - onehot| <= 1, and a target the model finds unlikely comes
@@ -73,7 +72,6 @@ static_assert(MODEL_MAX_LOSS_SCALE * MAX_ABS_DLOGIT <= FP16_MAX && 2 * MODEL_MAX
 #include <cuda_fp16.h>
 #include <mma.h>
 #include <type_traits>
-#include <cublas_v2.h>  // (the types; cuBLAS itself only with USE_CUBLAS / WITH_CUBLAS)
 #include <cublasLt.h>
 #if defined(USE_NCCL) && defined(USE_MPI)
 #include <nccl.h>
@@ -198,36 +196,54 @@ static void switches_name(const Switches *s, char *out, size_t n) {
 #define ALL_LANES 0xffffffffu  // shuffle mask: every lane of the warp takes part
 
 // ----------------------------------------------------------------------------
-// Matmul epilogue: what happens to one FP32 accumulator acc = (A.B)[r,c] on its way
-// out, in this order. Every tensor it touches is (rows, ld), indexed like `out`.
+// Matmul epilogue: what becomes of one FP32 accumulator acc = (A.B)[r,c] on its way out.
+// A product is either written plainly or finishes the mLSTM equation it is part of
+// (mlstm.h's mlstm_forward and mlstm_backward), in the same pass, so the per-step chain
+// makes no extra trip through memory. The equation's operands are (rows, ld) like the output.
+typedef enum {
+    EPI_PLAIN,       // out = scale * acc + bias[c], or out += that (accumulate)
+    EPI_MT_PRODUCT,  // acc = W_mh h_{t-1}: mh = acc (kept for backward), m_t = mx * mh
+    EPI_Z_SUM,       // acc = W_h m_t:     z_t = (W_x e_t + b) + acc, in FP32 for the cell
+    EPI_DM_SPLIT,    // acc = dm = dz W_h: dm flows into both factors of m_t, dmx = dm * mh, dmh = dm * mx
+} EpilogueKind;
 
 typedef struct {
-    float scale;                 // acc *= scale first: 1, or the mean's 1/N for FP32 gradients
-    float *outf;                 // the output in FP32 ...
+    EpilogueKind kind;
+    int ld;                      // columns of the output and of every operand
+    float *outf;                 // the output (out, m_t, z_t or dmx) in FP32 ...
     floatX *outx;                // ... or in the storage type (exactly one of the two)
-    int ld;                      // columns of every tensor below
-    int accumulate;              // out += result
-    const uint8_t *reset_rows;   // acc = 0 in rows r with reset_rows[r * reset_stride] (reset rows)
+    float scale;                 // EPI_PLAIN: 1, or the mean's 1/N for FP32 gradients
+    const float *bias;           // EPI_PLAIN: NULL or (ld,)
+    int accumulate;              // EPI_PLAIN: add to the output
+    const uint8_t *reset_rows;   // m_t, dm: rows r with reset_rows[r * reset_stride] had h_{t-1} = 0
     int reset_stride;
-    const float *bias;           // acc += bias[c]
-    const floatX *addend;        // acc += addend[r,c]                    (z = x part + m W_h^T)
-    floatX *acc_out;             // acc_out[r,c] = acc, before the product  (mh, kept for backward)
-    const floatX *side_factor;   // side_out[r,c] = acc * side_factor[r,c]  (dmh = dm * mx)
-    floatX *side_out;
-    const floatX *out_factor;    // out = acc * out_factor[r,c]             (m_t = mx * mh; dmx = dm * mh)
+    const floatX *mx, *mh;       // m_t's factors W_mx e_t and W_mh h_{t-1}
+    const floatX *zx;            // W_x e_t + b
+    floatX *mh_out, *dmh_out;    // mh (EPI_MT_PRODUCT), dmh (EPI_DM_SPLIT)
 } Epilogue;
 
 static __device__ inline void epilogue_store(const Epilogue &e, int r, int c, float acc) {
     size_t i = (size_t)r * e.ld + c;
-    acc *= e.scale;
     if (e.reset_rows && e.reset_rows[(size_t)r * e.reset_stride]) acc = 0.f;
-    if (e.bias) acc += e.bias[c];
-    if (e.addend) acc += tof(e.addend[i]);
-    if (e.acc_out) e.acc_out[i] = tox(acc);
-    if (e.side_out) e.side_out[i] = tox(acc * tof(e.side_factor[i]));
-    if (e.out_factor) acc *= tof(e.out_factor[i]);
-    if (e.outf) e.outf[i] = e.accumulate ? e.outf[i] + acc : acc;
-    else e.outx[i] = tox(e.accumulate ? tof(e.outx[i]) + acc : acc);
+    switch (e.kind) {
+    case EPI_MT_PRODUCT:
+        e.mh_out[i] = tox(acc);
+        e.outx[i] = tox(tof(e.mx[i]) * acc);
+        return;
+    case EPI_Z_SUM:
+        e.outf[i] = tof(e.zx[i]) + acc;
+        return;
+    case EPI_DM_SPLIT:
+        e.dmh_out[i] = tox(acc * tof(e.mx[i]));
+        e.outx[i] = tox(acc * tof(e.mh[i]));
+        return;
+    case EPI_PLAIN:
+        acc *= e.scale;
+        if (e.bias) acc += e.bias[c];
+        if (e.outf) e.outf[i] = e.accumulate ? e.outf[i] + acc : acc;
+        else e.outx[i] = tox(e.accumulate ? tof(e.outx[i]) + acc : acc);
+        return;
+    }
 }
 
 // The three layouts of the model (row-major, as mlstm.h):
@@ -237,6 +253,8 @@ static __device__ inline void epilogue_store(const Epilogue &e, int r, int c, fl
 // In GEMM terms C (M,N) = A (M,K) . B (K,N) where A is stored transposed (ACOL) for
 // TN and B is stored transposed (BCOL) for NT; all leading dimensions are dense.
 enum { MM_NT, MM_NN, MM_TN };
+// how an operand is stored, the kernels' ACOL and BCOL: as the GEMM reads it, or transposed
+constexpr bool AS_IS = false, TRANSPOSED = true;
 
 // ----------------------------------------------------------------------------
 // The tensor-core matmul (FP16 build): WMMA 16x16x16 FP16 fragments, FP32
@@ -419,12 +437,12 @@ static int matmul_wmma_setup(size_t optin) {
 }
 template <int STAGES_> static int matmul_wmma_setup_depth(size_t optin) {
     const int T = 128, S = 64;  // TILE_BIG, TILE_SMALL (below)
-    return matmul_wmma_setup<T, T, 64, 32, false, true, STAGES_>(optin) &
-           matmul_wmma_setup<T, T, 64, 32, false, false, STAGES_>(optin) &
-           matmul_wmma_setup<T, T, 64, 32, true, false, STAGES_>(optin) &
-           matmul_wmma_setup<S, S, 32, 32, false, true, STAGES_>(optin) &
-           matmul_wmma_setup<S, S, 32, 32, false, false, STAGES_>(optin) &
-           matmul_wmma_setup<S, S, 32, 32, true, false, STAGES_>(optin);
+    return matmul_wmma_setup<T, T, 64, 32, AS_IS, TRANSPOSED, STAGES_>(optin) &
+           matmul_wmma_setup<T, T, 64, 32, AS_IS, AS_IS, STAGES_>(optin) &
+           matmul_wmma_setup<T, T, 64, 32, TRANSPOSED, AS_IS, STAGES_>(optin) &
+           matmul_wmma_setup<S, S, 32, 32, AS_IS, TRANSPOSED, STAGES_>(optin) &
+           matmul_wmma_setup<S, S, 32, 32, AS_IS, AS_IS, STAGES_>(optin) &
+           matmul_wmma_setup<S, S, 32, 32, TRANSPOSED, AS_IS, STAGES_>(optin);
 }
 #endif
 
@@ -477,13 +495,6 @@ static void matmul_simt(const floatX *A, const floatX *B, int M, int N, int K, c
     launchCheck();
 }
 
-// A matmul epilogue as a pointwise pass over a product already in C (M,N) FP32: cuBLAS's path
-// and cuBLASLt's for the mLSTM epilogues.
-__global__ void epilogue_kernel(const float *C, int M, int N, Epilogue e) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (size_t)M * N) epilogue_store(e, (int)(i / N), (int)(i % N), C[i]);
-}
-
 // ----------------------------------------------------------------------------
 // cuBLASLt (--matmul cublaslt, switch cublaslt, issue 24 item 9): on sm_90 its kernels use wgmma
 // and TMA, which the hand-written WMMA kernel (mma.sync) cannot reach. The product goes straight
@@ -492,7 +503,7 @@ __global__ void epilogue_kernel(const float *C, int M, int N, Epilogue e) {
 // products. The mLSTM epilogues of the per-step products (reset rows, z's addend, m = mx * mh with
 // mh kept, the dm split) are epilogue_store, the hand-written kernel's own code, as a pointwise
 // kernel over the product in an FP32 scratch of at most B x 4H. Row-major C = A.B is column-major
-// C^T = B^T A^T (as for cuBLAS above). Plans (descriptors, layouts, the heuristic's algorithm)
+// C^T = B^T A^T. Plans (descriptors, layouts, the heuristic's algorithm)
 // are made once per shape and kept. The hand-written kernel stays the default.
 static void lt_check(cublasStatus_t st, const char *file, int line) {
     if (st == CUBLAS_STATUS_SUCCESS) return;
@@ -570,11 +581,15 @@ static const LtPlan *lt_plan(int layout, int M, int N, int K, int out_f32, const
     p.algo = r.algo;
     return &p;
 }
-static bool epilogue_is_plain(const Epilogue &e) {  // what cuBLASLt finishes itself
-    return !e.reset_rows && !e.addend && !e.acc_out && !e.side_out && !e.out_factor;
+// A matmul epilogue as a pointwise pass over a product already in C (M,N) FP32: the mLSTM
+// epilogues after cuBLASLt.
+__global__ void epilogue_kernel(const float *C, int M, int N, Epilogue e) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < (size_t)M * N) epilogue_store(e, (int)(i / N), (int)(i % N), C[i]);
 }
+
 static void matmul_lt(int layout, int M, int N, int K, const floatX *A, const floatX *B, const Epilogue &e) {
-    const bool plain = epilogue_is_plain(e);
+    const bool plain = e.kind == EPI_PLAIN;  // what cuBLASLt finishes itself
     if (!plain && (!lt_scratch || (size_t)M * N > lt_scratch_n)) {
         fprintf(stderr, "error: cuBLASLt: the mLSTM epilogue of %d x %d needs %zu floats of scratch, %zu given\n", M, N,
                 (size_t)M * N, lt_scratch_n);
@@ -593,55 +608,6 @@ static void matmul_lt(int layout, int M, int N, int K, const floatX *A, const fl
         launchCheck();
     }
 }
-
-// ----------------------------------------------------------------------------
-// cuBLAS, for comparison only (USE_CUBLAS=1 trains with it; test_gpu compares).
-// The GEMM writes FP32 into a scratch buffer, then a pointwise kernel applies the
-// same epilogue. Row-major C = A.B is column-major C^T = B^T A^T.
-
-#if defined(USE_CUBLAS) || defined(WITH_CUBLAS)
-static cublasHandle_t cublas_handle;
-static float *cublas_scratch;
-static size_t cublas_scratch_n;
-
-static void cublas_check(cublasStatus_t s, const char *file, int line) {
-    if (s == CUBLAS_STATUS_SUCCESS) return;
-    fprintf(stderr, "error: cuBLAS status %d at %s:%d\n", (int)s, file, line);
-    exit(1);
-}
-#define cublasCheck(x) cublas_check((x), __FILE__, __LINE__)
-
-// C (M,N) FP32 = A . B in the given layout, cuBLAS's choice of algorithm.
-static void cublas_gemm(int layout, int M, int N, int K, const floatX *A, const floatX *B, float *C) {
-    if (!cublas_handle) {
-        cublasCheck(cublasCreate(&cublas_handle));
-        cublasCheck(cublasSetStream(cublas_handle, stream));
-    }
-    bool acol = layout == MM_TN, bcol = layout == MM_NT;
-    const float one = 1.f, zero = 0.f;
-    cudaDataType_t t = GPU_FP16 ? CUDA_R_16F : CUDA_R_32F;
-    cublasOperation_t op_b = bcol ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = acol ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasCheck(cublasGemmEx(cublas_handle, op_b, op_a, N, M, K, &one, B, t, bcol ? K : N, A, t, acol ? M : K, &zero,
-                             C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
-static void matmul_cublas(int layout, int M, int N, int K, const floatX *A, const floatX *B, const Epilogue &e) {
-    size_t n = (size_t)M * N;
-    if (n > cublas_scratch_n) {
-        if (cublas_scratch) cudaCheck(cudaFree(cublas_scratch));
-        cudaCheck(cudaMalloc(&cublas_scratch, n * sizeof(float)));
-        cublas_scratch_n = n;
-    }
-    cublas_gemm(layout, M, N, K, A, B, cublas_scratch);
-    epilogue_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(cublas_scratch, M, N, e);
-    launchCheck();
-}
-#endif
-#ifdef USE_CUBLAS
-static int matmul_use_cublas = 1;
-#else
-static int matmul_use_cublas = 0;
-#endif
 
 // Which kernel runs a shape (FP16 build): a TILE_BIG square tile where its blocks
 // fill at least 90% of one wave on the SMs, else TILE_SMALL (the per-step matmuls
@@ -710,12 +676,6 @@ __global__ void splitk_reduce_kernel(const float *partial, int splits, int M, in
 
 // C (M,N) = A . B through the epilogue e, for the layouts above.
 static void matmul(int layout, int M, int N, int K, const floatX *A, const floatX *B, const Epilogue &e) {
-#if defined(USE_CUBLAS) || defined(WITH_CUBLAS)
-    if (matmul_use_cublas) {
-        matmul_cublas(layout, M, N, K, A, B, e);
-        return;
-    }
-#endif
     if (sw.cublaslt) {
         matmul_lt(layout, M, N, K, A, B, e);
         return;
@@ -736,14 +696,14 @@ static void matmul(int layout, int M, int N, int K, const floatX *A, const float
 #if GPU_FP16
     if (plan == MM_WMMA128) {  // 8 warps of 64 x 32
         const int T = TILE_BIG;
-        if (layout == MM_NT) matmul_wmma<T, T, 64, 32, false, true>(A, B, M, N, K, e, splits, partial);
-        else if (layout == MM_NN) matmul_wmma<T, T, 64, 32, false, false>(A, B, M, N, K, e, splits, partial);
-        else matmul_wmma<T, T, 64, 32, true, false>(A, B, M, N, K, e, splits, partial);
+        if (layout == MM_NT) matmul_wmma<T, T, 64, 32, AS_IS, TRANSPOSED>(A, B, M, N, K, e, splits, partial);
+        else if (layout == MM_NN) matmul_wmma<T, T, 64, 32, AS_IS, AS_IS>(A, B, M, N, K, e, splits, partial);
+        else matmul_wmma<T, T, 64, 32, TRANSPOSED, AS_IS>(A, B, M, N, K, e, splits, partial);
     } else if (plan == MM_WMMA64) {  // 4 warps of 32 x 32
         const int T = TILE_SMALL;
-        if (layout == MM_NT) matmul_wmma<T, T, 32, 32, false, true>(A, B, M, N, K, e, splits, partial);
-        else if (layout == MM_NN) matmul_wmma<T, T, 32, 32, false, false>(A, B, M, N, K, e, splits, partial);
-        else matmul_wmma<T, T, 32, 32, true, false>(A, B, M, N, K, e, splits, partial);
+        if (layout == MM_NT) matmul_wmma<T, T, 32, 32, AS_IS, TRANSPOSED>(A, B, M, N, K, e, splits, partial);
+        else if (layout == MM_NN) matmul_wmma<T, T, 32, 32, AS_IS, AS_IS>(A, B, M, N, K, e, splits, partial);
+        else matmul_wmma<T, T, 32, 32, TRANSPOSED, AS_IS>(A, B, M, N, K, e, splits, partial);
     }
     if (partial) {
         int blocks = ceil_div((long)M * N, BLOCK_THREADS);
@@ -755,28 +715,24 @@ static void matmul(int layout, int M, int N, int K, const floatX *A, const float
 #else
     if (partial) exit(1);  // not reached: matmul_plan splits only tensor-core tiles
 #endif
-    if (layout == MM_NT) matmul_simt<false, true>(A, B, M, N, K, e);
-    else if (layout == MM_NN) matmul_simt<false, false>(A, B, M, N, K, e);
-    else matmul_simt<true, false>(A, B, M, N, K, e);
+    if (layout == MM_NT) matmul_simt<AS_IS, TRANSPOSED>(A, B, M, N, K, e);
+    else if (layout == MM_NN) matmul_simt<AS_IS, AS_IS>(A, B, M, N, K, e);
+    else matmul_simt<TRANSPOSED, AS_IS>(A, B, M, N, K, e);
 }
 
 // Epilogues by role. The plain ones write the product in FP32 or the storage type.
-static Epilogue epi_f32(float *out, int ld) {
+static Epilogue epi_plain(float *outf, floatX *outx, int ld) {
     Epilogue e;
     memset(&e, 0, sizeof e);
+    e.kind = EPI_PLAIN;
     e.scale = 1.f;
-    e.outf = out;
+    e.outf = outf;
+    e.outx = outx;
     e.ld = ld;
     return e;
 }
-static Epilogue epi_x(floatX *out, int ld) {
-    Epilogue e;
-    memset(&e, 0, sizeof e);
-    e.scale = 1.f;
-    e.outx = out;
-    e.ld = ld;
-    return e;
-}
+static Epilogue epi_f32(float *out, int ld) { return epi_plain(out, NULL, ld); }
+static Epilogue epi_x(floatX *out, int ld) { return epi_plain(NULL, out, ld); }
 // A weight gradient, FP32: the product sums N predictions' loss-scaled gradients;
 // times 1/N it is S * d(mean loss)/dW, what the contract returns.
 static Epilogue epi_grad(float *out, int ld, int N) {
@@ -784,33 +740,33 @@ static Epilogue epi_grad(float *out, int ld, int N) {
     e.scale = 1.f / (float)N;
     return e;
 }
-// The m_t product (forward, step t; the product is h_{t-1} W_mh^T): mh is kept for
-// backward and m_t = mx * mh, both (B,H); rows reset before step t (reset_t[b * T])
-// see h_{t-1} = 0.
+// m_t (forward, step t), all (B,H): the product is W_mh h_{t-1}; rows reset before
+// step t (reset_t[b * T]) see h_{t-1} = 0.
 static Epilogue epi_mt_product(floatX *mt, floatX *mh, const floatX *mx, const uint8_t *reset_t, int T, int H) {
     Epilogue e = epi_x(mt, H);
-    e.acc_out = mh;
-    e.out_factor = mx;
+    e.kind = EPI_MT_PRODUCT;
+    e.mh_out = mh;
+    e.mx = mx;
     e.reset_rows = reset_t;
     e.reset_stride = T;
     return e;
 }
-// The z sum (forward, step t; the product is m_t W_h^T): z = (e W_x^T + b) + m_t W_h^T
-// (B,4H), in FP32 for the cell.
-static Epilogue epi_z_sum(float *z, const floatX *x_part, int H) {
+// z_t (forward, step t), (B,4H) FP32: the product is W_h m_t.
+static Epilogue epi_z_sum(float *z, const floatX *zx, int H) {
     Epilogue e = epi_f32(z, 4 * H);
-    e.addend = x_part;
+    e.kind = EPI_Z_SUM;
+    e.zx = zx;
     return e;
 }
-// The dm split (backward, step t; the product is dm = dz W_h): dm flows into both
-// factors of m_t, dmx = dm * mh and dmh = dm * mx (B,H); zero in reset rows, where
-// h_{t-1} was the constant 0 (and mh was 0).
+// dmx, dmh (backward, step t), (B,H): the product is dm = dz W_h; zero in reset rows,
+// where h_{t-1} was the constant 0 (and mh was 0).
 static Epilogue epi_dm_split(floatX *dmx, floatX *dmh, const floatX *mh, const floatX *mx, const uint8_t *reset_t,
                              int T, int H) {
     Epilogue e = epi_x(dmx, H);
-    e.out_factor = mh;
-    e.side_factor = mx;
-    e.side_out = dmh;
+    e.kind = EPI_DM_SPLIT;
+    e.dmh_out = dmh;
+    e.mh = mh;
+    e.mx = mx;
     e.reset_rows = reset_t;
     e.reset_stride = T;
     return e;
@@ -859,20 +815,30 @@ static int warn_simt_shapes(int H, int D, int B, int T, FILE *out) {
 // Reductions shared by the kernels below: fixed trees, so results are the same
 // bits on every run (bit-exact resume needs that; no atomics anywhere).
 
-template <typename R> static __device__ R block_reduce(R v, bool is_max) {
+struct SumOp {
+    template <typename R> __device__ R operator()(R a, R b) const { return a + b; }
+};
+struct MaxOp {
+    template <typename R> __device__ R operator()(R a, R b) const { return b > a ? b : a; }
+};
+// Every thread of the block gets op over the block's values: a shuffle tree in each
+// warp, then the warps' results in order.
+template <typename R, typename Op> static __device__ R block_reduce(R v, Op op) {
     __shared__ R buf[WARP_SIZE];
     for (int o = WARP_SIZE / 2; o > 0; o /= 2) {
         R w = __shfl_xor_sync(ALL_LANES, v, o);
-        v = is_max ? (w > v ? w : v) : v + w;
+        v = op(v, w);
     }
     int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, nw = (blockDim.x + WARP_SIZE - 1) / WARP_SIZE;
     __syncthreads();  // buf may still be read by a previous call
     if (lane == 0) buf[warp] = v;
     __syncthreads();
     v = buf[0];
-    for (int w = 1; w < nw; w++) v = is_max ? (buf[w] > v ? buf[w] : v) : v + buf[w];
+    for (int w = 1; w < nw; w++) v = op(v, buf[w]);
     return v;
 }
+template <typename R> static __device__ R block_sum(R v) { return block_reduce(v, SumOp()); }
+template <typename R> static __device__ R block_max(R v) { return block_reduce(v, MaxOp()); }
 
 // ----------------------------------------------------------------------------
 // Weight norm (doc/design.md, "The model"), one warp per row, FP32: W = g V / ||V||
@@ -1023,9 +989,9 @@ __global__ void softmax_xent_kernel(floatX *dlogits, float *losses, const float 
     const float *x = logits + (size_t)n * V;
     float mx = -INFINITY, sum = 0.f;
     for (int v = threadIdx.x; v < V; v += blockDim.x) mx = fmaxf(mx, x[v]);
-    mx = block_reduce(mx, true);
+    mx = block_max(mx);
     for (int v = threadIdx.x; v < V; v += blockDim.x) sum += expf(x[v] - mx);
-    sum = block_reduce(sum, false);
+    sum = block_sum(sum);
     if (threadIdx.x == 0) losses[n] = mx + logf(sum) - x[y];
     if (dlogits)
         for (int v = threadIdx.x; v < V; v += blockDim.x)
@@ -1063,64 +1029,72 @@ static void colsum(float *out, float *part /*(COLSUM_CHUNKS,cols)*/, const float
     launchCheck();
 }
 
-// Sum (or sum of squares) of x in double, and whether any |x| > limit or is NaN:
-// RED_BLOCKS partials that the host adds in order.
+// Sums in double over RED_BLOCKS blocks, whose partials the host adds in order: the loss
+// (sum of values) and the gradient check (sum of squares, and whether any value is inf/NaN).
 #define RED_BLOCKS 256
-__global__ void reduce_kernel(double *part, int *bad, const float *x, size_t n, int square, float limit) {
+enum SumOf { SUM_OF_VALUES, SUM_OF_SQUARES };
+template <SumOf what> __global__ void sum_kernel(double *part, int *nonfinite, const float *x, size_t n) {
     double s = 0;
     int flag = 0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         float v = x[i];
-        s += square ? (double)v * v : (double)v;
-        flag |= !(fabsf(v) <= limit);
+        s += what == SUM_OF_SQUARES ? (double)v * v : (double)v;
+        flag |= !(fabsf(v) <= FLT_MAX);  // the bound must be finite: !(|inf| <= INFINITY) is false
     }
-    s = block_reduce(s, false);
+    s = block_sum(s);
     flag = __syncthreads_or(flag);
     if (threadIdx.x == 0) {
         part[blockIdx.x] = s;
-        bad[blockIdx.x] = flag;
+        nonfinite[blockIdx.x] = flag;
     }
 }
-static void reduce_launch(double *part, int *bad, const float *x, size_t n, int square, float limit) {
-    reduce_kernel<<<RED_BLOCKS, BLOCK_THREADS, 0, stream>>>(part, bad, x, n, square, limit);
+// A sum's partials, on the device until sum_read.
+typedef struct {
+    double *part;    // (RED_BLOCKS,)
+    int *nonfinite;  // (RED_BLOCKS,)
+} DeviceSum;
+template <SumOf what> static void sum_launch(DeviceSum r, const float *x, size_t n) {
+    sum_kernel<what><<<RED_BLOCKS, BLOCK_THREADS, 0, stream>>>(r.part, r.nonfinite, x, n);
     launchCheck();
 }
-// The partials to the host (a sync) and their sum, in order.
-static double reduce_read(const double *part, const int *bad, int *any_bad) {
+// The partials to the host (a sync) and their sum, in order; *any_nonfinite when not NULL.
+static double sum_read(DeviceSum r, int *any_nonfinite) {
     double hp[RED_BLOCKS], s = 0;
     int hb[RED_BLOCKS], b = 0;
-    cudaCheck(cudaMemcpyAsync(hp, part, sizeof hp, cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaMemcpyAsync(hb, bad, sizeof hb, cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaMemcpyAsync(hp, r.part, sizeof hp, cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaMemcpyAsync(hb, r.nonfinite, sizeof hb, cudaMemcpyDeviceToHost, stream));
     cudaCheck(cudaStreamSynchronize(stream));
     for (int i = 0; i < RED_BLOCKS; i++) {
         s += hp[i];
         b |= hb[i];
     }
-    if (any_bad) *any_bad = b;
+    if (any_nonfinite) *any_nonfinite = b;
     return s;
-}
-static double reduce(double *part, int *bad, const float *x, size_t n, int square, float limit, int *any_bad) {
-    reduce_launch(part, bad, x, n, square, limit);
-    return reduce_read(part, bad, any_bad);
 }
 
 // ----------------------------------------------------------------------------
 // Optimizer and small pointwise kernels.
 
-// Unscale (1/S), clip, Adam on the FP32 master weights, in one pass: the update of
-// each element is mlstm.h's adam_element, the CPU's own code.
-__global__ void adam_kernel(float *p, float *m1, float *m2, const float *grads, size_t n, float inv_scale,
-                            float clipf, AdamStep a) {
+// Unscale (1/S) and clip (grad_factor), Adam on the FP32 master weights, in one pass: the
+// update of each element is mlstm.h's adam_element, the CPU's own code.
+__global__ void adam_kernel(float *p, float *m1, float *m2, const float *grads, size_t n, float grad_factor,
+                            AdamStep a) {
     size_t stride = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float g = grads[i] * inv_scale;
-        if (clipf != 1.f) g *= clipf;
-        adam_element(&p[i], &m1[i], &m2[i], g, a);
-    }
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
+        adam_element(&p[i], &m1[i], &m2[i], grads[i] * grad_factor, a);
+}
+static void adam_gpu(float *p, float *m1, float *m2, const float *grads, size_t n, float grad_factor, AdamStep a) {
+    int blocks = 8 * num_sms;  // a grid-stride loop: a few waves of blocks
+    adam_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(p, m1, m2, grads, n, grad_factor, a);
+    launchCheck();
 }
 __global__ void divide_kernel(float *x, size_t n, float d) {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) x[i] /= d;
+}
+static void divide_gpu(float *x, size_t n, float d) {
+    divide_kernel<<<4 * num_sms, BLOCK_THREADS, 0, stream>>>(x, n, d);
+    launchCheck();
 }
 __global__ void to_x_kernel(floatX *y, const float *x, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -1151,10 +1125,6 @@ struct Model {
     size_t np;
     Mlstm host;            // host copy (built for B=1, T=1): checkpoints and sampling
     real *host_h, *host_c; // (B,H) host copy of the carried training state
-    int host_fresh;        // host.params and the moments equal the device's
-    int weights_fresh;     // the storage-type copies W, Wout equal the master weights
-    int stats_fresh;       // sumsq is of the current gradients
-    double sumsq;          // sum of squares of the (scaled, reduced) gradients
     // device: parameters
     float *params, *grads, *adam_m, *adam_v;  // (np,) each, one allocation
     ParamTable p, g;
@@ -1181,10 +1151,8 @@ struct Model {
     float *dh, *dc;        // (B,H) running gradients of the time loop
     float *dxe;            // (N,D)
     float *colpart;        // (COLSUM_CHUNKS, max(4H,V))
-    double *red;           // (RED_BLOCKS,)
-    int *red_bad;          // (RED_BLOCKS,)
-    double *red_loss;      // (RED_BLOCKS,) the loss's partials, read after backward (switch l2)
-    int *red_loss_bad;     // (RED_BLOCKS,)
+    DeviceSum loss_sum;    // the losses' sum, launched by forward, read by mean_loss
+    DeviceSum grad_sumsq;  // the gradients' sum of squares (model_check)
     float *train_h, *train_c;  // (B,H) carried training state
     float *val_h, *val_c;      // (B,H) validation state
     void *pbase, *abase;
@@ -1230,7 +1198,7 @@ static void matmul_setup(size_t smem_optin) {
     wmma_stages_ok[WMMA_STAGES] = matmul_wmma_setup_depth<WMMA_STAGES>(smem_optin);
     if (!wmma_stages_ok[WMMA_STAGES]) {
         fprintf(stderr, "error: the WMMA matmul needs %d bytes of shared memory per block; this GPU allows %zu\n",
-                WmmaTile<TILE_BIG, TILE_BIG, 64, 32, false, true>::SMEM, smem_optin);
+                WmmaTile<TILE_BIG, TILE_BIG, 64, 32, AS_IS, TRANSPOSED>::SMEM, smem_optin);
         exit(1);
     }
     wmma_stages_ok[2] = matmul_wmma_setup_depth<2>(smem_optin);
@@ -1263,8 +1231,7 @@ static void select_device(void) {
     }
     static int printed = 0;
     const char *kind = GPU_FP16 ? "hand-written WMMA" : "hand-written SIMT FP32";
-    if (matmul_use_cublas) kind = "cuBLAS (USE_CUBLAS)";
-    else if (switches_from_env().cublaslt) kind = "cuBLASLt (--matmul cublaslt)";
+    if (switches_from_env().cublaslt) kind = "cuBLASLt (--matmul cublaslt)";
     if (rank == 0 && !printed++)
         printf("GPU: %s (sm_%d%d, %d SMs, %.0f GiB) x %d ranks, matmul: %s\n", prop.name, prop.major, prop.minor,
                prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, world, kind);
@@ -1318,10 +1285,10 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
         {(void **)&md->dc, F * B * H},
         {(void **)&md->dxe, F * N * D},
         {(void **)&md->colpart, F * COLSUM_CHUNKS * (4 * H > V ? 4 * H : V)},
-        {(void **)&md->red, sizeof(double) * RED_BLOCKS},
-        {(void **)&md->red_bad, sizeof(int) * RED_BLOCKS},
-        {(void **)&md->red_loss, sizeof(double) * RED_BLOCKS},
-        {(void **)&md->red_loss_bad, sizeof(int) * RED_BLOCKS},
+        {(void **)&md->loss_sum.part, sizeof(double) * RED_BLOCKS},
+        {(void **)&md->loss_sum.nonfinite, sizeof(int) * RED_BLOCKS},
+        {(void **)&md->grad_sumsq.part, sizeof(double) * RED_BLOCKS},
+        {(void **)&md->grad_sumsq.nonfinite, sizeof(int) * RED_BLOCKS},
         {(void **)&md->train_h, F * B * H},
         {(void **)&md->train_c, F * B * H},
         {(void **)&md->val_h, F * B * H},
@@ -1378,18 +1345,15 @@ static void model_free(Model *md) {
     free(md);
 }
 
-// Host views: the FP32 master weights and Adam moments, and the carried state.
-// The device is the truth between steps; model_host copies back only when the
-// weights moved since the last copy (host_fresh), model_state every time.
+// Host views: the FP32 master weights and Adam moments, and the carried state. The
+// device is the truth between steps; each call copies them back (for checkpoints,
+// sampling and validation, not every step).
 static Mlstm *model_host(Model *md) {
-    if (!md->host_fresh) {
-        size_t n = md->np * sizeof(float);
-        cudaCheck(cudaMemcpyAsync(md->host.params, md->params, n, cudaMemcpyDeviceToHost, stream));
-        cudaCheck(cudaMemcpyAsync(md->host.adam_m, md->adam_m, n, cudaMemcpyDeviceToHost, stream));
-        cudaCheck(cudaMemcpyAsync(md->host.adam_v, md->adam_v, n, cudaMemcpyDeviceToHost, stream));
-        cudaCheck(cudaStreamSynchronize(stream));
-        md->host_fresh = 1;
-    }
+    size_t n = md->np * sizeof(float);
+    cudaCheck(cudaMemcpyAsync(md->host.params, md->params, n, cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaMemcpyAsync(md->host.adam_m, md->adam_m, n, cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaMemcpyAsync(md->host.adam_v, md->adam_v, n, cudaMemcpyDeviceToHost, stream));
+    cudaCheck(cudaStreamSynchronize(stream));
     return &md->host;
 }
 static void model_state(Model *md, real **h, real **c) {
@@ -1400,22 +1364,15 @@ static void model_state(Model *md, real **h, real **c) {
     *h = md->host_h;
     *c = md->host_c;
 }
-static void model_loaded(Model *md) {  // the host copies are the truth: push them to the device
-    size_t n = md->np * sizeof(float), s = sizeof(float) * md->B * md->cfg.H;
-    cudaCheck(cudaMemcpyAsync(md->params, md->host.params, n, cudaMemcpyHostToDevice, stream));
-    cudaCheck(cudaMemcpyAsync(md->adam_m, md->host.adam_m, n, cudaMemcpyHostToDevice, stream));
-    cudaCheck(cudaMemcpyAsync(md->adam_v, md->host.adam_v, n, cudaMemcpyHostToDevice, stream));
-    cudaCheck(cudaMemcpyAsync(md->train_h, md->host_h, s, cudaMemcpyHostToDevice, stream));
-    cudaCheck(cudaMemcpyAsync(md->train_c, md->host_c, s, cudaMemcpyHostToDevice, stream));
-    md->host_fresh = 1;
-    md->weights_fresh = 0;
-    md->stats_fresh = 0;
-}
 
-// The storage-type copies of the effective weights, from the FP32 masters: weight
-// norm over the WnMat table (a plain copy without it), and W_out.
-static void refresh_weights(Model *md) {
-    if (md->weights_fresh) return;
+// The precision boundary of the weights (Puri et al., section 3.1: FP16 storage and
+// arithmetic, FP32 master weights): the FP16 copies the matmuls read, made from the FP32
+// masters whenever these change (model_create, model_loaded, model_apply). Weight norm
+// runs here, over the WnMat table, in FP32 (a plain copy without it); then W_out. (The
+// FP32 build makes FP32 copies.) The other crossings are per step: embed_forward's
+// embedded inputs and forward's h_0 into FP16; the cell's z and c, the logits and the
+// weight gradients (epi_grad) in FP32.
+static void fp16_weights_from_masters(Model *md) {
     const MlstmConfig *c = &md->cfg;
     const ParamTable *p = &md->p;
     WnMat wn[NWN];
@@ -1426,7 +1383,16 @@ static void refresh_weights(Model *md) {
                                (int)wn[k].cols);
     }
     to_x(md->Wout, p->t[P_WOUT], (size_t)c->V * c->H);
-    md->weights_fresh = 1;
+}
+
+static void model_loaded(Model *md) {  // the host copies are the truth: push them to the device
+    size_t n = md->np * sizeof(float), s = sizeof(float) * md->B * md->cfg.H;
+    cudaCheck(cudaMemcpyAsync(md->params, md->host.params, n, cudaMemcpyHostToDevice, stream));
+    cudaCheck(cudaMemcpyAsync(md->adam_m, md->host.adam_m, n, cudaMemcpyHostToDevice, stream));
+    cudaCheck(cudaMemcpyAsync(md->adam_v, md->host.adam_v, n, cudaMemcpyHostToDevice, stream));
+    cudaCheck(cudaMemcpyAsync(md->train_h, md->host_h, s, cudaMemcpyHostToDevice, stream));
+    cudaCheck(cudaMemcpyAsync(md->train_c, md->host_c, s, cudaMemcpyHostToDevice, stream));
+    fp16_weights_from_masters(md);
 }
 
 // (From pageable host memory a cudaMemcpyAsync returns once the bytes are staged, so
@@ -1444,10 +1410,9 @@ static void upload_batch(Model *md, const uint8_t *in, const uint8_t *tg, const 
 // step at T = 256). Their arguments are the Model's own buffers, fixed from
 // model_create on, so each loop is captured once into a CUDA graph and replayed
 // with one launch: the same kernels, in the same order, with the same arguments as
-// the direct path, so the same bits (test_gpu checks). Not with cuBLAS (which
-// allocates its scratch inside the loop), nor in the debug build.
+// the direct path, so the same bits (test_gpu checks). Not in the debug build.
 static void run_steps(Model *md, cudaGraphExec_t *graph, void (*steps)(Model *)) {
-    if (!md->use_graphs || matmul_use_cublas) {
+    if (!md->use_graphs) {
         steps(md);
         return;
     }
@@ -1512,8 +1477,8 @@ static void backward_step(Model *md, int t, cudaEvent_t *ev) {
 // stream: a fixed order), while stream goes on with the next chunk. After the loop stream waits
 // for stream2 (the join). Inside the capture of the backward graph this is the graph's fork and
 // join; the direct path runs it on the two streams the same way.
-static int overlap_chunks(const Model *md) {  // (not with USE_CUBLAS's comparison path: one handle, one scratch)
-    return md->sw.overlap && !matmul_use_cublas && md->T % OVERLAP_CHUNKS == 0 ? OVERLAP_CHUNKS : 1;
+static int overlap_chunks(const Model *md) {
+    return md->sw.overlap && md->T % OVERLAP_CHUNKS == 0 ? OVERLAP_CHUNKS : 1;
 }
 static void wgrad_chunk(Model *md, int j, int t0, int steps) {
     const int H = md->cfg.H, B = md->B, N = B * md->T, rows = B * steps;
@@ -1597,16 +1562,14 @@ static void use_switches(Model *md) {
 }
 
 // Forward over T steps from the state (h0, c0) (B,H), which it advances; with
-// scale > 0 also dlogits for backward, seeded with S. Returns the mean loss, or with
-// defer_loss 0 and the loss's reduction launched into red_loss (model_step reads it
-// after backward, switch l2: no host sync between forward and backward).
+// scale > 0 also dlogits for backward, seeded with S. The losses' sum is launched
+// into loss_sum, not read: mean_loss reads it (a host sync).
 // mlstm.h's mlstm_forward, equation by equation (the block above it).
-static double forward(Model *md, float *h0, float *c0, double scale, int defer_loss) {
+static void forward(Model *md, float *h0, float *c0, double scale) {
     const int D = md->cfg.D, H = md->cfg.H, V = md->cfg.V, B = md->B, T = md->T, N = B * T;
     const size_t BH = (size_t)B * H;
     const uint8_t *in = md->tok, *tg = md->tok + N;
     use_switches(md);
-    refresh_weights(md);
     embed_forward(md->xe, md->p.t[P_E], in, B, T, D);
     // input projections of all T steps: gates = e W_x^T + b (N,4H), mx = e W_mx^T (N,H)
     Epilogue e = epi_x(md->gates, 4 * H);
@@ -1620,14 +1583,12 @@ static double forward(Model *md, float *h0, float *c0, double scale, int defer_l
     e.bias = md->p.t[P_BOUT];
     matmul(MM_NT, N, V, H, md->hs + BH, md->Wout, e);
     softmax_xent(scale > 0 ? md->dlogits : NULL, md->losses, md->logits, tg, B, T, V, (float)scale);
-    double loss = 0;
-    if (defer_loss) reduce_launch(md->red_loss, md->red_loss_bad, md->losses, N, 0, INFINITY);
-    else loss = reduce(md->red, md->red_bad, md->losses, N, 0, INFINITY, NULL) / N;
+    sum_launch<SUM_OF_VALUES>(md->loss_sum, md->losses, N);
     // stateful truncated BPTT: the last state feeds the next batch
     to_f32(h0, md->hs + (size_t)T * BH, BH);
     cudaCheck(cudaMemcpyAsync(c0, md->cs + (size_t)T * BH, sizeof(float) * BH, cudaMemcpyDeviceToDevice, stream));
-    return loss;
 }
+static double mean_loss(Model *md) { return sum_read(md->loss_sum, NULL) / ((double)md->B * md->T); }
 
 // Backward through time of the last forward (mlstm.h's mlstm_backward): writes
 // S * d(mean loss)/d(params) into grads. Weight gradients are single matmuls over
@@ -1672,20 +1633,14 @@ static void backward(Model *md) {
 }
 
 // Steps 2-3 of doc/design.md, "The training step": forward from the carried state,
-// backward seeded with S.
+// backward seeded with S. The loss is read before backward, a host sync between them,
+// or with switch l2 after it.
 static double model_step(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, double scale) {
     upload_batch(md, in, tg, rs);
-    double loss = forward(md, md->train_h, md->train_c, scale, md->sw.l2);
+    forward(md, md->train_h, md->train_c, scale);
+    double loss = md->sw.l2 ? 0 : mean_loss(md);
     backward(md);
-    if (md->sw.l2) loss = reduce_read(md->red_loss, md->red_loss_bad, NULL) / ((double)md->B * md->T);
-    md->stats_fresh = 0;
-    return loss;
-}
-
-static void model_inject_overflow(Model *md) {
-    const float inf = INFINITY;
-    cudaCheck(cudaMemcpyAsync(md->grads, &inf, sizeof inf, cudaMemcpyHostToDevice, stream));
-    md->stats_fresh = 0;
+    return md->sw.l2 ? mean_loss(md) : loss;
 }
 
 // Step 4: the mean over ranks. NCCL when built with it; otherwise through MPI on the host.
@@ -1701,41 +1656,25 @@ static void model_allreduce(Model *md) {
     dist_sum(md->host.grads, md->np);
     cudaCheck(cudaMemcpyAsync(md->grads, md->host.grads, n, cudaMemcpyHostToDevice, stream));
 #endif
-    // as train.c: sum, then divide
-    divide_kernel<<<4 * num_sms, BLOCK_THREADS, 0, stream>>>(md->grads, md->np, (float)world);
-    launchCheck();
-    md->stats_fresh = 0;
+    divide_gpu(md->grads, md->np, (float)world);  // as train.c: sum, then divide
 }
 
-// Step 5, on the reduced gradients: inf/NaN. An FP16 activation gradient that
-// overflowed reaches them as inf/NaN ("Loss scaling" at the top); the FP32 weight
-// gradients themselves cannot overflow, so no FP16 limit applies to them. The same
-// pass keeps the sum of squares for the clip.
-static int model_overflow(Model *md) {
-    int bad = 0;
-    // the limit must be finite: !(|inf| <= INFINITY) is false, so +-inf would pass
-    md->sumsq = reduce(md->red, md->red_bad, md->grads, md->np, 1, FLT_MAX, &bad);
-    md->stats_fresh = 1;
-    return bad;
+// Step 5, on the reduced gradients: inf/NaN, and their norm for the clip. An FP16
+// activation gradient that overflowed reaches them as inf/NaN ("Loss scaling" at the
+// top); the FP32 weight gradients themselves cannot overflow, so no FP16 limit applies.
+static GradientCheck model_check(Model *md) {
+    GradientCheck c;
+    sum_launch<SUM_OF_SQUARES>(md->grad_sumsq, md->grads, md->np);
+    c.norm = sqrt(sum_read(md->grad_sumsq, &c.overflow));
+    return c;
 }
 
-// Step 7: unscale, clip the global norm, Adam, in one kernel. Returns the norm before clipping.
-static double model_apply(Model *md, const StepDecision *d, double clip, long applied) {
-    if (!md->stats_fresh) model_overflow(md);
-    double gnorm = sqrt(md->sumsq) * d->inv_scale;
-    float clipf = clip > 0 && gnorm > clip ? (float)(clip / gnorm) : 1.f;
+// Step 7: unscale and clip (grad_factor), Adam, in one kernel; then the FP16 copies.
+static void model_apply(Model *md, double grad_factor, double lr, long applied) {
     AdamConfig a = adam_defaults;
-    a.lr = d->lr;
-    AdamStep s = adam_step(a, applied);
-    float inv_scale = (float)d->inv_scale;
-    int blocks = 8 * num_sms;  // a grid-stride loop: a few waves of blocks
-    adam_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(md->params, md->adam_m, md->adam_v, md->grads, md->np, inv_scale,
-                                                      clipf, s);
-    launchCheck();
-    md->host_fresh = 0;
-    md->weights_fresh = 0;
-    md->stats_fresh = 0;
-    return gnorm;
+    a.lr = lr;
+    adam_gpu(md->params, md->adam_m, md->adam_v, md->grads, md->np, (float)grad_factor, adam_step(a, applied));
+    fp16_weights_from_masters(md);
 }
 
 // Validation: forward only, on the validation state (first = 1 zeroes it).
@@ -1745,7 +1684,8 @@ static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const 
         cudaCheck(cudaMemsetAsync(md->val_c, 0, sizeof(float) * md->B * md->cfg.H, stream));
     }
     upload_batch(md, in, tg, rs);
-    return forward(md, md->val_h, md->val_c, 0, 0);
+    forward(md, md->val_h, md->val_c, 0);
+    return mean_loss(md);
 }
 
 // ----------------------------------------------------------------------------
@@ -1767,6 +1707,8 @@ static int model_precision(int fp16_requested, const char **description) {
 int main(int argc, char **argv) {
     openmp_prefer_passive_wait(argv);  // process-level, so here and not in train_main
     // --matmul wmma|cublaslt: train_gpu's own flag (doc/gpu.md), taken out before train.h parses the rest
+    usage_backend = "  --matmul KIND          the matmuls: wmma (the hand-written kernel) or cublaslt (cuBLASLt's;\n"
+                    "                         also MLSTM_MATMUL=KIND; this trainer's own flag) (default wmma)\n";
     int n = 0;
     for (int i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "--matmul") || !strncmp(argv[i], "--matmul=", 9)) {

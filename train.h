@@ -28,22 +28,23 @@ static_assert(LOSS_SCALER_BYTES <= CKPT_SCALER_BYTES, "the loss scaler must fit 
 // the files; the backend owns the model, its gradients and Adam moments, and the
 // carried state. Every step the loop calls, in this order (doc/design.md, "The
 // training step", says why the order is this one):
-//   model_step            forward from the carried state, backward seeded with the
-//                         loss scale S; leaves S * this rank's gradients, advances
-//                         the carried state, returns this rank's mean loss (nats)
-//   model_inject_overflow (tests only) makes the gradients overflow
-//   model_allreduce       gradients = their mean over the ranks
-//   model_overflow        1 if a reduced gradient is inf/NaN
-//   model_apply           only if the step is not skipped: unscale by d->inv_scale,
-//                         clip the global norm to `clip` (0: off), Adam step number
-//                         `applied` at d->lr; returns the unscaled norm before clipping
+//   model_step       forward from the carried state, backward seeded with the loss
+//                    scale S; leaves S * this rank's gradients, advances the carried
+//                    state, returns this rank's mean loss (nats)
+//   model_allreduce  gradients = their mean over the ranks
+//   model_check      the reduced gradients: whether any is inf/NaN, and their L2 norm
+//                    (still times S)
+//   model_apply      only if the step is not skipped: gradients *= grad_factor (1/S,
+//                    times the clip's factor, both made by the loop), then Adam step
+//                    number `applied` at learning rate lr
 // and between steps, model_eval: forward only on the backend's separate validation
 // state (first = 1 zeroes it), touching neither the training state nor the weights.
 //
 // Host copies, in the checkpoint's layout (FP32, whatever the backend computes in):
 //   model_host   the Mlstm whose params, adam_m, adam_v equal the backend's current
 //                master weights and moments; a backend that keeps them elsewhere
-//                copies them back here when they changed since the last call. Its
+//                copies them back here at each call (for checkpoints, sampling and
+//                validation, so not every step). Its
 //                activation buffers hold at least one row and one step (sample()
 //                runs mlstm_forward on it).
 //   model_state  (B,H) host arrays equal to the current carried training state.
@@ -62,10 +63,13 @@ static Mlstm *model_host(Model *md);
 static void model_state(Model *md, real **h, real **c);
 static void model_loaded(Model *md);
 static double model_step(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, double scale);
-static void model_inject_overflow(Model *md);
 static void model_allreduce(Model *md);
-static int model_overflow(Model *md);
-static double model_apply(Model *md, const StepDecision *d, double clip, long applied);
+typedef struct {
+    int overflow;  // 1: some reduced gradient is inf or NaN
+    double norm;   // their global L2 norm, times S like them
+} GradientCheck;
+static GradientCheck model_check(Model *md);
+static void model_apply(Model *md, double grad_factor, double lr, long applied);
 static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, int first);
 
 // ----------------------------------------------------------------------------
@@ -552,6 +556,10 @@ static void print_settings(const Options *o, Model *md, const char *precision, c
 // The loop: doc/design.md, "The training step", one step at a time, then progress, log, validation,
 // samples and checkpoints.
 
+// Gradient clipping (doc/design.md, "The training step", 7): the factor that brings the
+// global norm of the unscaled gradients down to `clip` (0: off), for both backends.
+static double clip_factor(double norm, double clip) { return clip > 0 && norm > clip ? clip / norm : 1.0; }
+
 // Skipped steps in a row that a smaller loss scale cannot cure (FP32, or FP16 at the
 // scale's floor) before the run stops: the gradients are inf/NaN whatever S is, so the
 // model has diverged and skipping would only read the rest of the data for nothing.
@@ -703,15 +711,17 @@ static int train_main(int argc, char **argv) {
         double t0 = now_seconds();
         loader_batch(&train, data_step, in, tg, rs);
         double scale = scaler.scale;
-        double loss = model_step(md, in, tg, rs, scale);
-        if (data_step == o.inject_overflow && rank == 0) model_inject_overflow(md);
+        // --inject-overflow: rank 0 seeds this step's backward with S = inf, the way an FP16 overflow arrives
+        int inject = data_step == o.inject_overflow && rank == 0;
+        double loss = model_step(md, in, tg, rs, inject ? INFINITY : scale);
         // 4: all-reduce the gradients (mean over ranks)
         model_allreduce(md);
         loss = dist_sum1(loss) / world;
         // 5-7: overflow check on the reduced gradients, then skip, or unscale + clip + Adam
-        int overflow = model_overflow(md);
-        StepDecision d = decide_step(&scaler, &o.lr, &applied, G, overflow);
-        double gnorm = d.apply ? model_apply(md, &d, o.clip, applied) : 0;
+        GradientCheck check = model_check(md);
+        StepDecision d = decide_step(&scaler, &o.lr, &applied, G, check.overflow);
+        double gnorm = d.apply ? check.norm * d.inv_scale : 0;  // the unscaled norm before clipping, for the log
+        if (d.apply) model_apply(md, d.inv_scale * clip_factor(gnorm, o.clip), d.lr, applied);
         data_step++;
         stuck = d.apply ? 0 : stuck + (!o.fp16 || scale <= scaler.floor);
 

@@ -15,11 +15,11 @@
 # 3. tests: build/test_gpu and build/test_gpu_fp32 --quick (the GPU against the CPU reference);
 # 4. benchmarks, FP16: each kernel of one forward and one backward time step timed by events
 #    (B = 128, 256); the training step at H=4096 D=64 T=256, B = 128, 256, 512, at B=128
-#    also without CUDA graphs, at B=256 with cuBLAS's matmul and with each switch of
-#    train.cu on (dev/gpu-perf.md: the changes of issue 24); the hand-written matmul
-#    against cuBLAS on every shape of the model, the per-step products at 2, 3 and 4
-#    cp.async stages. (The FP32 SIMT and cuBLAS-FP32 step runs are left out: they buy
-#    little and cost a minute.)
+#    also without CUDA graphs, at B=256 with each switch of train.cu on (dev/gpu-perf.md:
+#    the changes of issue 24; --matmul cublaslt is one); the hand-written matmul against
+#    cuBLASLt on every shape of the model, the per-step products at 2, 3 and 4 cp.async
+#    stages. (The FP32 SIMT and cuBLASLt-FP32 step runs are left out: they buy little and
+#    cost a minute.)
 # 5. report: per run chars/s, TFLOP/s and MFU beside the prediction of dev/perf_model.py
 #    (dev/gpu-perf.md), its range and their ratio; each switch on against off, measured and
 #    predicted; per kernel of a time step and per matmul shape measured vs predicted, the
@@ -95,7 +95,7 @@ report() {
             else if ($i ~ /^stages=/) st = substr($i, 8)
             else if ($i ~ /^(simt|wmma64|wmma128)$/ && plan == "") plan = $i
             else if ($i == "ours" && ours == "") ours = $(i + 1)
-            else if ($i == "cuBLAS" && cub == "") cub = $(i + 1)
+            else if ($i == "cuBLASLt" && cub == "") cub = $(i + 1)
         }
         if (st == 1) st = 3  # the SIMT kernel: one depth, keyed as the default
         key = what "/" M "/" N "/" K "/" st
@@ -136,11 +136,11 @@ report() {
         for (i = 1; i <= nk; i++) print kern[i]
         if (nk == 0) print "| (no bench_kernel results) | | | | | | |"
         print "\n### Matmul per model shape (FP16, FP32 output; 5 repetitions; 3 cp.async stages)\n"
-        print "| shape | M x N x K | tile | predicted tile | predicted bound | ours ms | predicted ms | measured/predicted | cuBLAS ms | cuBLAS/ours |"
+        print "| shape | M x N x K | tile | predicted tile | predicted bound | ours ms | predicted ms | measured/predicted | cuBLASLt ms | cuBLASLt/ours |"
         print "|---|---|---|---|---|--:|--:|--:|--:|--:|"
         for (i = 1; i <= nmm; i++) print mm[i]
         if (nmm == 0) print "| (no bench_matmul results) | | | | | | | | | |"
-        printf "\n%d shapes, %d below 80%% of cuBLAS (goal: none)\n", nmm, slow
+        printf "\n%d shapes, %d below 80%% of cuBLASLt (goal: none)\n", nmm, slow
         print "\n### The per-step products at 2, 3 and 4 cp.async stages\n"
         print "Latency-bound, a block needs slabs x latency / (stages - 1): the last column is that latency, from the"
         print "measurement (ms x (stages - 1) / (K / 32)); perf_model.py assumes lat_ns = 600 (DRAM) or 300 (L2)."
@@ -156,15 +156,15 @@ report() {
                 fmt(dms[d "/3"] * 2e6 / slabs, "%.0f"), fmt(dms[d "/4"] * 3e6 / slabs, "%.0f")
         }
         if (nrow == 0) print "| (no runs at other depths) | | | | | | | |"
-        f16 = cps["FP16/ours/256/as-is"]; f32 = cps["FP32/ours/256/as-is"]; c16 = cps["FP16/cublas/256/as-is"]; c32 = cps["FP32/cublas/256/as-is"]
+        f16 = cps["FP16/ours/256/as-is"]; f32 = cps["FP32/ours/256/as-is"]; c16 = cps["FP16/cublaslt/256/cublaslt"]; c32 = cps["FP32/cublaslt/256/cublaslt"]
         print "\n### FP16 / FP32 at B=256 (chars/s ratios)\n"
         if (f32 == "" && c32 == "") {
-            print "Not measured: the FP32 SIMT and cuBLAS-FP32 step runs are left out so the run fits in about 6 minutes"
-            print "(build/test_gpu_fp32 --bench-step 256 3, and with --cublas under NVIDIA_TF32_OVERRIDE=0, measure them)."
+            print "Not measured: the FP32 SIMT and cuBLASLt-FP32 step runs are left out so the run fits in about 6 minutes"
+            print "(build/test_gpu_fp32 --bench-step 256 3, and with --matmul cublaslt under NVIDIA_TF32_OVERRIDE=0, measure them)."
         } else {
             printf "- ours FP16 / ours FP32 (hand-written SIMT FP32 matmul): %s\n", ratio(f16, f32)
-            printf "- ours FP16 / cuBLAS FP32 (TF32 off: the comparison behind the 4.2x of the papers): %s\n", ratio(f16, c32)
-            printf "- cuBLAS FP16 / cuBLAS FP32 (TF32 off): %s\n", ratio(c16, c32)
+            printf "- ours FP16 / cuBLASLt FP32 (TF32 off: the comparison behind the 4.2x of the papers): %s\n", ratio(f16, c32)
+            printf "- cuBLASLt FP16 / cuBLASLt FP32 (TF32 off): %s\n", ratio(c16, c32)
         }
         if (f16 > 0) printf "\nmeasured FP16 step at B=256: %.1f ms\n", 1000 * 256 * 256 / f16
         printf "\n- CUDA graphs / direct launches of the time loops, FP16 B=128 (chars/s): %s (perf_model.py: %s)\n",
@@ -385,12 +385,10 @@ for B in 128 256 512; do
 done
 say "benchmark: the same at B=128 with the time loops launched one by one (MLSTM_NO_GRAPH=1), against the graphs"
 run bench "bench FP16 B=128 direct" 90 env MLSTM_NO_GRAPH=1 build/test_gpu --bench-step 128 "$S16" | tee -a "$BENCH"
-say "benchmark: hand-written matmul vs cuBLAS on the model's shapes (FP16; the per-step ones at 2, 3, 4 stages)"
+say "benchmark: hand-written matmul vs cuBLASLt on the model's shapes (FP16; the per-step ones at 2, 3, 4 stages)"
 for B in 128 256 512; do
     run bench "bench matmul B=$B" 90 build/test_gpu --bench-matmul "$B" | tee -a "$BENCH"
 done
-say "benchmark: cuBLAS's matmul in the training step at B=256 (FP16)"
-run bench "bench FP16 cuBLAS B=256" 90 build/test_gpu --cublas --bench-step 256 "$S16" | tee -a "$BENCH"
 # the switches of train.cu (dev/gpu-perf.md, issue 24), each on alone and all together, at B=256;
 # the as-is run above is the off side
 say "benchmark: the switches of train.cu at B=256, each on (the as-is run above is off)"

@@ -290,7 +290,7 @@ def host(name, t, n=1):
 
 
 # ---------------------------------------------------------------------------
-# One training step of train.cu (model_step, model_overflow, model_apply), world = 1.
+# One training step of train.cu (model_step, model_check, model_apply), world = 1.
 
 OVERLAP_CHUNKS = 4  # train.cu's backward loop in 4 chunks of T/4 steps; dW_h, dW_mh of each finished one on stream 2
 

@@ -7,10 +7,10 @@
 //   build/test_gpu --quick            the same without the H=4096 matmul shapes
 //   build/test_gpu --only GROUP       one group of checks (matmul, model, precision, cap, resume, ...)
 //   build/test_gpu --bench-step B N   N timed training steps at H=4096 D=64 T=256
-//   build/test_gpu --bench-matmul B   hand-written matmul vs cuBLAS on the model's shapes (the per-step
+//   build/test_gpu --bench-matmul B   hand-written matmul vs cuBLASLt on the model's shapes (the per-step
 //                                     products also at 2 and 4 cp.async stages)
 //   build/test_gpu --bench-kernels B  each kernel of one forward and one backward time step, timed by events
-//   add --cublas to train with cuBLAS's matmul in --bench-step, --matmul cublaslt for cuBLASLt's
+//   add --matmul cublaslt to train with cuBLASLt's matmuls in --bench-step
 //   MLSTM_NO_GRAPH=1 in the environment: the time loops without CUDA graphs (a --bench-step of
 //   the direct path; the checks compare the two paths themselves)
 //
@@ -36,7 +36,6 @@
 // is the same kind of sum as the whole tensor, judged against its own scale.
 // A bug (a wrong index, a missing term, a wrong row) gives errors of order 1.
 #define TRAIN_NO_MAIN  // train.cu without its main: this file has its own
-#define WITH_CUBLAS
 #include "train.cu"
 #include "test/test.h"
 #include <vector>
@@ -50,7 +49,7 @@ static const double TOL_LOGITS = 1e-4, TOL_LOSS = 1e-4, TOL_GRAD = 1e-4, TOL_STA
 #endif
 // Matmul: FP16-rounded inputs are exact in both; FP32 accumulation error is about
 // u32 sqrt(K) of the result's scale. vs the exact double sum: |err| / sum|a_k b_k|;
-// vs cuBLAS: max|diff| / max|C|. A dropped or doubled K-slab gives > 1e-3.
+// vs cuBLASLt: max|diff| / max|C|. A dropped or doubled K-slab gives > 1e-3.
 static const double TOL_MM = 1e-4;
 
 static const char *precision_name = GPU_FP16 ? "FP16" : "FP32";
@@ -112,8 +111,8 @@ static void random_batch(uint8_t *in, uint8_t *tg, uint8_t *rs, int B, int T, ui
 // weights (state carried), and at a validation forward.
 
 static void test_graph_path(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
-    if (!GPU_GRAPHS || matmul_use_cublas) {
-        printf("skip  graph path: no CUDA graphs in this build (%s)\n", matmul_use_cublas ? "cuBLAS" : "GPU_DEBUG");
+    if (!GPU_GRAPHS) {
+        printf("skip  graph path: no CUDA graphs in this build (GPU_DEBUG)\n");
         return;
     }
     const int N = B * T, BH = B * cfg.H;
@@ -146,9 +145,8 @@ static void test_graph_path(MlstmConfig cfg, int B, int T, uint64_t seed, int sm
             model_state(m[k], &h, &c);
             memcpy(state[k], h, sizeof(float) * BH);
             memcpy(state[k] + BH, c, sizeof(float) * BH);
-            model_overflow(m[k]);
-            StepDecision d = {1, 1e-3, 1.0 / N, (double)N};
-            model_apply(m[k], &d, 1.0, step);
+            model_check(m[k]);
+            model_apply(m[k], 1.0 / N, 1e-3, step);
         }
         if (step == 1) { fwd = m[0]->fwd_graph; bwd = m[0]->bwd_graph; }
         CHECK(loss[0] == loss[1] && !memcmp(grads[0], grads[1], np * 4) && !memcmp(logits[0], logits[1], nl * 4) &&
@@ -291,9 +289,8 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
         mlstm_backward(&cpu, (real)S);
         memcpy(h0, mlstm_h_out(&cpu), sizeof(real) * B * H);
         memcpy(c0, mlstm_c_out(&cpu), sizeof(real) * B * H);
-        for (size_t i = 0; i < cpu.nparams; i++) cpu.grads[i] *= (real)(1 / S);  // train.c's CPU model_apply
-        double gn = grad_norm(cpu.grads, cpu.nparams);
-        if (gn > clip) for (size_t i = 0; i < cpu.nparams; i++) cpu.grads[i] *= (real)(clip / gn);
+        double gn = grad_norm(cpu.grads, cpu.nparams) / S;  // train.c's CPU step 7, written out
+        for (size_t i = 0; i < cpu.nparams; i++) cpu.grads[i] *= (real)(clip_factor(gn, clip) / S);
         clipped += gn > clip;
         AdamConfig a = adam_defaults;
         a.lr = lr;
@@ -301,9 +298,10 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
 
         lg = model_step(md, in, tg, rs, S);
         model_allreduce(md);
-        overflowed |= model_overflow(md);
-        StepDecision d = {1, lr, 1 / S, S};
-        double gg = model_apply(md, &d, clip, step);  // the norm before clipping, as the CPU's gn
+        GradientCheck check = model_check(md);
+        overflowed |= check.overflow;
+        double gg = check.norm / S;  // the norm before clipping, as the CPU's gn
+        model_apply(md, clip_factor(gg, clip) / S, lr, step);
         if (step == 1) fwd_graph = md->fwd_graph;
         double e = fabs(lg - lc) / fabs(lc), en = fabs(gg - gn) / gn;
         worst = e > worst ? e : worst;
@@ -315,7 +313,7 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
     CHECK(clipped >= 3, "clipping triggered on %d of the 10 steps (it must, for the test to see it)", clipped);
     check_err("ten losses, state carried (worst)", worst, TOL_STEPS);
     check_err("ten gradient norms, as returned (worst)", worst_norm, TOL_NORM);
-    if (md->use_graphs && !matmul_use_cublas)
+    if (md->use_graphs)
         CHECK(fwd_graph && md->fwd_graph == fwd_graph, "the ten steps ran the time loops as CUDA graphs, captured at step 1");
     model_free(md);
     step_case_free(&sc);
@@ -348,7 +346,7 @@ static void test_debug_check(void) {
 // flush to zero, and the same comparison must see it.
 
 // One step from the given weights and a zero state at loss scale S: the unscaled
-// gradients into grads; returns model_overflow's verdict.
+// gradients into grads; returns model_check's overflow verdict.
 static int precision_step(Model *md, const Mlstm *init, const uint8_t *in, const uint8_t *tg, const uint8_t *rs,
                            double S, float *grads) {
     Mlstm *h = model_host(md);
@@ -359,7 +357,7 @@ static int precision_step(Model *md, const Mlstm *init, const uint8_t *in, const
     memset(hc, 0, sizeof(real) * md->B * md->cfg.H);
     model_loaded(md);
     model_step(md, in, tg, rs, S);
-    int ov = model_overflow(md);
+    int ov = model_check(md).overflow;
     cudaCheck(cudaMemcpy(grads, md->grads, sizeof(float) * md->np, cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < md->np; i++) grads[i] = (float)(grads[i] / S);
     return ov;
@@ -452,7 +450,7 @@ static void test_loss_scale_cap(void) {
     model_loaded(md);
     const double S = MODEL_MAX_LOSS_SCALE;
     model_step(md, in, tg, rs, S);
-    int ov = model_overflow(md);
+    int ov = model_check(md).overflow;
     // the targets' probabilities, from the FP32 logits
     float *logits = d2h(md->logits, (size_t)N * V);
     double p_min = 1;
@@ -490,7 +488,7 @@ static void test_loss_scale_cap(void) {
     CHECK(dhs_inf == 0 && dh <= S * spread * (1 + 1e-2),
           "max |dhs| = %.1f <= S x the widest W_out column spread = %.1f", dh, S * spread);
     model_step(md, in, tg, rs, 2 * S);
-    ov = model_overflow(md);
+    ov = model_check(md).overflow;
     max_abs_x(md->dlogits, (size_t)N * V, &n_inf);
     CHECK(ov && n_inf >= (size_t)rare,
           "S = 2^16 (just above): %zu dlogits are inf (rare targets: %d), the step is flagged (%d)", n_inf, rare, ov);
@@ -531,8 +529,9 @@ static void test_simt_warning(void) {
 }
 
 // ----------------------------------------------------------------------------
-// Overflow: an injected inf, and gradients beyond FP16's range, are detected after
-// the all-reduce; the step is skipped, the weights stay, the scale halves.
+// Overflow: a backward seeded with S = inf (--inject-overflow's way), and gradients beyond
+// FP16's range, are detected after the all-reduce; the step is skipped, the weights stay,
+// the scale halves.
 
 static void test_overflow(void) {
     printf("-- overflow (%s)\n", precision_name);
@@ -550,26 +549,25 @@ static void test_overflow(void) {
     lrs.rule = LR_CONSTANT; lrs.decay = DECAY_NONE; lrs.warmup = 0;
     long applied = 0;
     double S0 = ls.scale;
-    model_step(md, in, tg, rs, ls.scale);
-    model_inject_overflow(md);
+    double loss = model_step(md, in, tg, rs, INFINITY);
     model_allreduce(md);
-    int ov = model_overflow(md);
+    int ov = model_check(md).overflow;
     StepDecision d = decide_step(&ls, &lrs, &applied, B, ov);
-    if (d.apply) model_apply(md, &d, 1.0, applied);
-    CHECK(ov && !d.apply && applied == 0, "injected inf: overflow %d, step skipped %d, applied steps %ld", ov, !d.apply, applied);
+    if (d.apply) model_apply(md, d.inv_scale, d.lr, applied);
+    CHECK(ov && !d.apply && applied == 0 && isfinite(loss),
+          "backward seeded with S = inf: overflow %d, step skipped %d, applied steps %ld, loss %g", ov, !d.apply, applied,
+          loss);
     CHECK(ls.scale == (S0 / 2 > 1 ? S0 / 2 : 1), "loss scale %g -> %g", S0, ls.scale);
-    md->host_fresh = 0;  // read the device's master weights back, not the host copy
     CHECK(!memcmp(before, model_host(md)->params, n), "weights untouched by the skipped step (bit for bit)");
     // a huge loss scale: the gradients overflow for real (FP16: dlogits beyond 65504;
     // FP32 build: the sums over N predictions beyond FLT_MAX) and arrive as inf/NaN
     const double huge = GPU_FP16 ? 1e12 : 3e38;
     model_step(md, in, tg, rs, huge);
-    CHECK(model_overflow(md), "gradients at S = %g flagged", huge);
+    CHECK(model_check(md).overflow, "gradients at S = %g flagged", huge);
     // and a normal step applies
     model_step(md, in, tg, rs, B * T);
-    ov = model_overflow(md);
-    d.apply = 1; d.lr = 1e-3; d.inv_scale = 1.0 / (B * T); d.scale = B * T;
-    if (!ov) model_apply(md, &d, 1.0, 1);
+    ov = model_check(md).overflow;
+    if (!ov) model_apply(md, 1.0 / (B * T), 1e-3, 1);
     CHECK(!ov && memcmp(before, model_host(md)->params, n), "a clean step applies and moves the weights");
     free(before);
     model_free(md);
@@ -681,7 +679,7 @@ static void test_resume(void) {
 
 // ----------------------------------------------------------------------------
 // Matmul: the hand-written kernels against the exact sum (sampled, in double on the
-// CPU) and against cuBLAS (whole tensor, on the GPU). Inputs are a hash of their
+// CPU) and against cuBLASLt (whole tensor, on the GPU). Inputs are a hash of their
 // index, so the CPU can compute any element without copying the operands.
 
 static __host__ __device__ inline float hval(uint64_t seed, uint64_t i) {
@@ -702,8 +700,8 @@ __global__ void maxdiff_kernel(float *out, const float *a, const float *b, size_
         d = e <= 3e38f ? fmaxf(d, e) : INFINITY;
         m = fmaxf(m, fabsf(b[i]));
     }
-    d = block_reduce(d, true);
-    m = block_reduce(m, true);
+    d = block_max(d);
+    m = block_max(m);
     if (threadIdx.x == 0) { out[2 * blockIdx.x] = d; out[2 * blockIdx.x + 1] = m; }
 }
 static double gpu_rel_diff(const float *a, const float *b, size_t n) {
@@ -734,7 +732,16 @@ static double elem_b(int layout, int N, int K, int k, int n) {
     return tof(tox(hval(2, layout == MM_NT ? (uint64_t)n * K + k : (uint64_t)k * N + n)));
 }
 
-// Runs one shape: checks (unless bench) or times (bench reps > 0) ours and cuBLAS.
+// cuBLASLt's product C (M,N) FP32 = A . B (train.cu's --matmul cublaslt path, plain epilogue): what the
+// hand-written kernel is checked and timed against.
+static void lt_product(int L, int M, int N, int K, const floatX *A, const floatX *B, float *C) {
+    static void *ws;
+    if (!ws) cudaCheck(cudaMalloc(&ws, LT_WORKSPACE_BYTES));
+    lt_workspace = ws;
+    lt_workspace_n = LT_WORKSPACE_BYTES;
+    matmul_lt(L, M, N, K, A, B, epi_f32(C, N));
+}
+// Runs one shape: checks (unless bench) or times (bench reps > 0) ours and cuBLASLt.
 // The shared-memory pipeline depth a plan runs at (the SIMT kernel's: 1; before sm_80 the WMMA
 // kernel's copies are synchronous whatever the depth).
 static int plan_stages(int plan) {
@@ -762,30 +769,28 @@ static void matmul_shape(const Shape *s, int bench_reps) {
     fill_kernel<<<4 * num_sms, 256>>>(A, na, 1);
     fill_kernel<<<4 * num_sms, 256>>>(Bm, nb, 2);
     launchCheck();
-    int saved = matmul_use_cublas;
-    matmul_use_cublas = 0;
     if (bench_reps > 0) {
         cudaEvent_t e0, e1;
         cudaCheck(cudaEventCreate(&e0)); cudaCheck(cudaEventCreate(&e1));
-        float ms_ours, ms_cublas;
+        float ms_ours, ms_lt;
         matmul(L, M, N, K, A, Bm, epi_f32(C, N));  // warm-up
         cudaCheck(cudaEventRecord(e0));
         for (int r = 0; r < bench_reps; r++) matmul(L, M, N, K, A, Bm, epi_f32(C, N));
         cudaCheck(cudaEventRecord(e1)); cudaCheck(cudaEventSynchronize(e1));
         cudaCheck(cudaEventElapsedTime(&ms_ours, e0, e1));
-        cublas_gemm(L, M, N, K, A, Bm, Cb);
+        lt_product(L, M, N, K, A, Bm, Cb);
         cudaCheck(cudaEventRecord(e0));
-        for (int r = 0; r < bench_reps; r++) cublas_gemm(L, M, N, K, A, Bm, Cb);
+        for (int r = 0; r < bench_reps; r++) lt_product(L, M, N, K, A, Bm, Cb);
         cudaCheck(cudaEventRecord(e1)); cudaCheck(cudaEventSynchronize(e1));
-        cudaCheck(cudaEventElapsedTime(&ms_cublas, e0, e1));
-        ms_ours /= bench_reps; ms_cublas /= bench_reps;
+        cudaCheck(cudaEventElapsedTime(&ms_lt, e0, e1));
+        ms_ours /= bench_reps; ms_lt /= bench_reps;
         double fl = 2.0 * M * N * K;
-        printf("bench_matmul %s | ours %8.3f ms %7.1f TFLOP/s | cuBLAS %8.3f ms %7.1f TFLOP/s | ours/cuBLAS %5.1f%%\n", name,
-               ms_ours, fl / ms_ours / 1e9, ms_cublas, fl / ms_cublas / 1e9, 100.0 * ms_cublas / ms_ours);
+        printf("bench_matmul %s | ours %8.3f ms %7.1f TFLOP/s | cuBLASLt %8.3f ms %7.1f TFLOP/s | ours/cuBLASLt %5.1f%%\n",
+               name, ms_ours, fl / ms_ours / 1e9, ms_lt, fl / ms_lt / 1e9, 100.0 * ms_lt / ms_ours);
         cudaEventDestroy(e0); cudaEventDestroy(e1);
     } else {
         matmul(L, M, N, K, A, Bm, epi_f32(C, N));
-        cublas_gemm(L, M, N, K, A, Bm, Cb);
+        lt_product(L, M, N, K, A, Bm, Cb);
         cudaCheck(cudaDeviceSynchronize());
         // vs the exact sum at sampled (or all) elements
         int all = nc <= 4096, ns = all ? (int)nc : 66;
@@ -810,15 +815,14 @@ static void matmul_shape(const Shape *s, int bench_reps) {
         char what[200];
         snprintf(what, sizeof what, "%s vs CPU (%s)", name, all ? "all" : "66 samples");
         check_err(what, worst, TOL_MM);
-        snprintf(what, sizeof what, "%s vs cuBLAS", name);
+        snprintf(what, sizeof what, "%s vs cuBLASLt", name);
         check_err(what, gpu_rel_diff(C, Cb, nc), TOL_MM);
     }
-    matmul_use_cublas = saved;
     cudaCheck(cudaFree(A)); cudaCheck(cudaFree(Bm)); cudaCheck(cudaFree(C)); cudaCheck(cudaFree(Cb));
 }
 
 static void test_matmul(int quick) {
-    printf("-- matmul (%s): hand-written vs exact (CPU, double) and vs cuBLAS\n", precision_name);
+    printf("-- matmul (%s): hand-written vs exact (CPU, double) and vs cuBLASLt\n", precision_name);
     // small and odd shapes: the SIMT path, both tile sizes, every layout
     const int small[][3] = {{37, 45, 29}, {1, 7, 3}, {64, 64, 64}, {128, 256, 96}, {192, 64, 320}, {2048, 2048, 64}};
     for (int i = 0; i < (int)(sizeof small / sizeof small[0]); i++)
@@ -873,7 +877,7 @@ static double start_scale(void) {
     return ls.scale;
 }
 
-// Every model shape at B (H=4096, D=64, T=256 unless given), ours beside cuBLAS; the per-step
+// Every model shape at B (H=4096, D=64, T=256 unless given), ours beside cuBLASLt; the per-step
 // products (mh, z, dm, dh: latency-bound at small B) also at 2 and 4 pipeline stages, so the
 // time per slab in flight is measured: t = slabs x latency / (stages - 1) when latency-bound.
 #if GPU_FP16
@@ -968,8 +972,8 @@ static int bench_step(int B, int steps) {
         memset(rs, 0, N);
         loss = model_step(md, in, tg, rs, ls.scale);
         model_allreduce(md);
-        StepDecision d = decide_step(&ls, &lrs, &applied, B, model_overflow(md));
-        if (d.apply) model_apply(md, &d, 1.0, applied);
+        StepDecision d = decide_step(&ls, &lrs, &applied, B, model_check(md).overflow);
+        if (d.apply) model_apply(md, d.inv_scale, d.lr, applied);
         else if (s >= 0) skipped++;
         nonfinite += !isfinite(loss);
         fprintf(stderr, "  bench B=%d step %d/%d loss %.3f\n", B, s + 1, steps, loss);
@@ -978,10 +982,7 @@ static int bench_step(int B, int steps) {
     double dt = now_seconds() - t0, cps = (double)N * steps / dt;
     char variant[64];
     switches_name(&md->sw, variant, sizeof variant);
-    const char *kind = matmul_use_cublas ? "cublas"
-                       : md->sw.cublaslt ? "cublaslt"
-                       : md->use_graphs  ? "ours"
-                                         : "ours-direct";  // direct: MLSTM_NO_GRAPH=1
+    const char *kind = md->sw.cublaslt ? "cublaslt" : md->use_graphs ? "ours" : "ours-direct";  // direct: MLSTM_NO_GRAPH=1
     printf("bench_step precision=%s matmul=%s variant=%s B=%d T=%d H=4096 steps=%d seconds=%.3f chars_per_s=%.0f "
            "tflops=%.2f skipped=%d\n", precision_name, kind, variant, B, T, steps, dt, cps,
            3 * flops_per_char(&cfg) * cps / 1e12, skipped);
@@ -1127,14 +1128,13 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--cublas")) matmul_use_cublas = 1;
         else if (!strcmp(argv[i], "--matmul") && i + 1 < argc)
             matmul_cublaslt_default = matmul_kind_from_name("--matmul", argv[++i]);
         else if (!strcmp(argv[i], "--bench-step") && i + 2 < argc) { bench_b = atoi(argv[++i]); bench_steps = atoi(argv[++i]); }
         else if (!strcmp(argv[i], "--bench-matmul") && i + 1 < argc) bench_mm = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bench-kernels") && i + 1 < argc) bench_k = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--only GROUP] [--cublas] [--matmul wmma|cublaslt] "
+            fprintf(stderr, "usage: %s [--quick] [--only GROUP] [--matmul wmma|cublaslt] "
                             "[--bench-step B STEPS] [--bench-matmul B] [--bench-kernels B]\n", argv[0]);
             return 2;
         }

@@ -45,13 +45,10 @@ case "$1" in
   --matmul)
     v=cublaslt; [ "${MLSTM_SPLITK:-0}${MLSTM_OVERLAP:-0}${MLSTM_L2:-0}" = 111 ] && v=all
     echo "bench_step precision=FP16 matmul=cublaslt variant=$v B=$4 T=256 H=4096 steps=$5 seconds=1.000 chars_per_s=$(( $4 * 256 * 25 )) tflops=2.50 skipped=0" ;;
-  --cublas)
-    p=FP16; case "$0" in *fp32) p=FP32 ;; esac
-    echo "bench_step precision=$p matmul=cublas B=$3 T=256 H=4096 steps=$4 seconds=1.000 chars_per_s=$(( $3 * 256 * 20 )) tflops=2.00 skipped=0" ;;
   --bench-matmul)
     [ "$2" = 256 ] && [ "$FAKE" = crash ] && exit 3
     for st in 3 2 4; do
-      echo "bench_matmul dm         NN dY.W   M=$2    N=4096   K=16384  wmma64  stages=$st | ours    0.200 ms    85.9 TFLOP/s | cuBLAS    0.100 ms   171.8 TFLOP/s | ours/cuBLAS  50.0%"
+      echo "bench_matmul dm         NN dY.W   M=$2    N=4096   K=16384  wmma64  stages=$st | ours    0.200 ms    85.9 TFLOP/s | cuBLASLt    0.100 ms   171.8 TFLOP/s | ours/cuBLASLt  50.0%"
     done ;;
   --bench-kernels)
     echo "bench_kernel precision=FP16 B=$2 T=256 H=4096 what=dm plan=wmma64 us=300.00" ;;
@@ -129,9 +126,9 @@ with tempfile.TemporaryDirectory() as tmp:
     check(r.returncode == 1 and "bench matmul B=256 (exit 3)" in r.stdout, "a crashing benchmark is a failure (exit %d)" % r.returncode)
     # the run is trimmed to about 6 minutes: no FP32 step runs, test_gpu_fp32 --quick
     calls = open(os.path.join(tmp, "test_calls")).read()
-    check("| FP16 | cublas | as-is | 256 |" in r.stdout and "Not measured: the FP32 SIMT and cuBLAS-FP32 step runs" in r.stdout
+    check("| FP16 | cublaslt | cublaslt | 256 |" in r.stdout and "Not measured: the FP32 SIMT and cuBLASLt-FP32 step runs" in r.stdout
           and "test_gpu_fp32 --quick" in calls and "test_gpu_fp32 --bench-step" not in calls
-          and "test_gpu_fp32 --cublas" not in calls,
+          and "test_gpu_fp32 --matmul" not in calls,
           "the other benchmarks still run and are reported; no FP32 step runs, test_gpu_fp32 --quick")
     check("| 128 | dm | wmma64 | 300.0 |" in r.stdout and "| 256 | dm | wmma64 | 300.0 |" in r.stdout
           and "| dm 128 x 4096 x 16384 | 0.200 | 0.200 | 0.200 |" in r.stdout,

@@ -166,15 +166,15 @@ with tempfile.TemporaryDirectory() as d:
     with open(os.path.join(d, "bench.txt"), "w") as f:
         f.write("bench_step precision=FP16 matmul=ours B=128 T=256 H=4096 steps=8 seconds=0.800 chars_per_s=327680 tflops=169.50 skipped=0\n"
                 "bench_matmul dm         NN dY.W   M=128    N=4096   K=16384  wmma64  stages=3 | ours    0.3072 ms    55.9 TFLOP/s"
-                " | cuBLAS    0.100 ms   171.8 TFLOP/s | ours/cuBLAS  32.6%\n"
+                " | cuBLASLt    0.100 ms   171.8 TFLOP/s | ours/cuBLASLt  32.6%\n"
                 "bench_matmul dm         NN dY.W   M=128    N=4096   K=16384  wmma64  stages=2 | ours    0.6144 ms    27.9 TFLOP/s"
-                " | cuBLAS    0.100 ms   171.8 TFLOP/s | ours/cuBLAS  16.3%\n"
+                " | cuBLASLt    0.100 ms   171.8 TFLOP/s | ours/cuBLASLt  16.3%\n"
                 "bench_matmul dm         NN dY.W   M=128    N=4096   K=16384  wmma64  stages=4 | ours    0.2048 ms    83.9 TFLOP/s"
-                " | cuBLAS    0.100 ms   171.8 TFLOP/s | ours/cuBLAS  48.8%\n"
+                " | cuBLASLt    0.100 ms   171.8 TFLOP/s | ours/cuBLASLt  48.8%\n"
                 "bench_kernel precision=FP16 B=128 T=256 H=4096 what=dm plan=wmma64 us=307.20\n"
                 "bench_step precision=FP32 matmul=ours B=256 T=256 H=4096 steps=3 seconds=3.000 chars_per_s=65536 tflops=33.90 skipped=0\n"
                 "bench_step precision=FP16 matmul=ours B=256 T=256 H=4096 steps=8 seconds=1.000 chars_per_s=262144 tflops=135.60 skipped=0\n"
-                "bench_step precision=FP32 matmul=cublas B=256 T=256 H=4096 steps=3 seconds=1.500 chars_per_s=131072 tflops=67.80 skipped=0\n")
+                "bench_step precision=FP32 matmul=cublaslt variant=cublaslt B=256 T=256 H=4096 steps=3 seconds=1.500 chars_per_s=131072 tflops=67.80 skipped=0\n")
     r = subprocess.run(["bash", "dev/gpu_check.sh", "--report", d], cwd=ROOT, capture_output=True, text=True,
                        env=dict(os.environ, PEAK_TFLOPS="989"))
     out = r.stdout
@@ -184,9 +184,9 @@ with tempfile.TemporaryDirectory() as d:
     row = "| FP16 | ours | as-is | 128 | 327680 | 100.0 | %.1f | %.0f-%.0f | %.2f | 169.5 | 17.1%% | %.1f%% | 0 |" % (
         p128["t_ms"], round(f128["t_ms"], 2), round(s128["t_ms"], 2), 100.0 / round(p128["t_ms"], 2), 100 * round(p128["mfu"], 4))
     check(r.returncode == 0 and row in out, "gpu_check.sh --report: step measured 100.0 ms beside predicted: %s" % row)
-    # dm at B=128: 0.3072 ms measured, 0.1536 ms predicted: 2.00; cuBLAS / ours = 0.100 / 0.3072 = 0.33
+    # dm at B=128: 0.3072 ms measured, 0.1536 ms predicted: 2.00; cuBLASLt / ours = 0.100 / 0.3072 = 0.33
     check("| dm | 128 x 4096 x 16384 | wmma64 | wmma64 | latency | 0.3072 | 0.1536 | 2.00 | 0.100 | 0.33 |" in out,
-          "gpu_check.sh --report: matmul shape beside its prediction, its bound and cuBLAS")
+          "gpu_check.sh --report: matmul shape beside its prediction, its bound and cuBLASLt")
     # the depths: dm at 2 / 3 / 4 stages, 0.6144 / 0.3072 / 0.2048 ms over 512 slabs -> 1200 / 1200 / 1200 ns
     # per slab in flight; predicted 0.3072 / 0.1536 / 0.1024 (600 ns)
     check("| dm 128 x 4096 x 16384 | 0.6144 | 0.3072 | 0.2048 | 0.3072 | 0.1536 | 0.1024 | 1200 / 1200 / 1200 |" in out,
@@ -196,8 +196,8 @@ with tempfile.TemporaryDirectory() as d:
     check("| 128 | dm | wmma64 | 307.2 | %.1f | %.2f | latency |" % (kp["t"], 307.2 / round(kp["t"], 2)) in out,
           "gpu_check.sh --report: a kernel of the time step beside its prediction")
     check("ours FP16 / ours FP32 (hand-written SIMT FP32 matmul): 4.00" in out and
-          "ours FP16 / cuBLAS FP32 (TF32 off: the comparison behind the 4.2x of the papers): 2.00" in out and
-          "1 shapes, 1 below 80% of cuBLAS" in out, "gpu_check.sh --report: FP16/FP32 ratios (ours and cuBLAS FP32)")
+          "ours FP16 / cuBLASLt FP32 (TF32 off: the comparison behind the 4.2x of the papers): 2.00" in out and
+          "1 shapes, 1 below 80% of cuBLASLt" in out, "gpu_check.sh --report: FP16/FP32 ratios (ours and cuBLASLt FP32)")
 r = subprocess.run(["bash", "dev/gpu_check.sh", "--report", os.path.join(ROOT, "no-such-dir")], cwd=ROOT,
                    capture_output=True, text=True)
 check(r.returncode == 2 and "LOG_DIR" in r.stderr, "gpu_check.sh --report without bench.txt: exit 2")

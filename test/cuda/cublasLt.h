@@ -8,7 +8,7 @@
 // cublasLtMatmulAlgoGetHeuristic for these descriptors, the workspace it asked for.
 #pragma once
 #include <stdio.h>
-#include "cublas_v2.h"
+#include "cublas_api.h"
 
 typedef struct cublaslt_context {
     int live;

@@ -1,6 +1,6 @@
 // test/cuda/cudacpu.h: a CUDA execution layer on the CPU, for tests. train.cu and
 // test/test_gpu.cu compile as host C++ against the headers in this folder
-// (cuda_runtime.h, cuda_fp16.h, mma.h, cublas_v2.h, nccl.h) after test/cuda/cudapp
+// (cuda_runtime.h, cuda_fp16.h, mma.h, cublasLt.h, nccl.h) after test/cuda/cudapp
 // has rewritten the few constructs C++ cannot parse (<<<>>>, extern __shared__,
 // cp.async asm), line for line. What the layer does (doc/gpu.md says what it cannot):
 //   - each thread of a block is a fiber (its own stack, switched by a few lines of

@@ -21,7 +21,7 @@ else
   CUDACPU_TESTS := $(CUDACPU)/test_gpu.lockstep $(CUDACPU)/test_gpu_sm75.reverse $(CUDACPU)/test_gpu_fp32.lockstep \
                    $(CUDACPU)/test_gpu_fp32.reverse $(CUDACPU)/test_gpu_debug.lockstep $(CUDACPU)/test_half $(CUDACPU)/test_cudacpu
 endif
-test: $(CUDACPU_TESTS)
+test test-build: $(CUDACPU_TESTS)
 .PHONY: cudacpu
 cudacpu: $(CUDACPU_TESTS) $(CUDACPU)/train_gpu $(CUDACPU)/train_gpu_fp32
 

@@ -533,6 +533,13 @@ int main(int argc, char **argv) {
     if (n <= 0) snprintf(self, sizeof self, "%s", argv[0]);
     char *slash = strrchr(self, '/');
     if (slash) *slash = 0;
+    // train_gpu's own flag is in its --help beside the shared ones, and a bad value is refused by name
+    snprintf(trainer, sizeof trainer, "%s/train_gpu", self);
+    int help = test_system("%s --help 2>&1 | grep -q -- '--matmul KIND' && %s --help | grep -q -- '--hidden'", trainer,
+                           trainer);
+    int bad = test_system("%s --matmul cublas --steps 1 > /dev/null 2>&1", trainer);
+    CHECK(help == 0 && bad == 2,
+          "train_gpu --help lists --matmul with the shared flags; --matmul cublas exits 2 (got %d)", bad);
     if (test_system("command -v mpirun > /dev/null") != 0 && !getenv("REQUIRE_MPI"))
         SKIP("mpi: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)");
     else {
