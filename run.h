@@ -542,7 +542,8 @@ static int is_ckpt_temp(const char *path, const char *ckpt) {
     cb = cb ? cb + 1 : ckpt;
     size_t n = strlen(cb);
     const char *pid = pb + n + 5;
-    if (strncmp(pb, cb, n) || strncmp(pb + n, ".tmp.", 5) || !*pid || strspn(pid, "0123456789") != strlen(pid)) return 0;
+    if (strncmp(pb, cb, n) || strncmp(pb + n, ".tmp.", 5) || !*pid || strspn(pid, "0123456789") != strlen(pid))
+        return 0;
     char pd[4096], cd[4096];
     snprintf(pd, sizeof pd, "%.*s.", (int)(pb - path), path);  // "dir/." or "."
     snprintf(cd, sizeof cd, "%.*s.", (int)(cb - ckpt), ckpt);

@@ -148,6 +148,7 @@ typedef struct {
     int overlap;   // MLSTM_OVERLAP: dW_h, dW_mh of finished chunks of time steps on a second stream
     int l2;        // MLSTM_L2: W_mh persisting in L2 for the time loops; the loss read after backward
     int cublaslt;  // --matmul cublaslt / MLSTM_MATMUL=cublaslt: cuBLASLt's matmuls, the epilogues apart
+    int warp64;    // MLSTM_WARP64: the 128x128 tile as 4 warps of 64x64 (half the fragment reads per mma)
 } Switches;
 static Switches sw;  // the switches of the model whose work is being launched
 static int env_switch(const char *name) {
@@ -169,21 +170,23 @@ static Switches switches_from_env(void) {
     s.splitk = env_switch("MLSTM_SPLITK");
     s.overlap = env_switch("MLSTM_OVERLAP");
     s.l2 = env_switch("MLSTM_L2");
+    s.warp64 = env_switch("MLSTM_WARP64");
     const char *m = getenv("MLSTM_MATMUL");
     s.cublaslt = matmul_cublaslt_default >= 0 ? matmul_cublaslt_default
                  : m && *m ? matmul_kind_from_name("MLSTM_MATMUL", m) : 0;
     return s;
 }
 // The switches that are on, as perf_model.py names its variants: as-is, splitk, overlap, l2,
-// cublaslt, all-wmma (the three structural ones), all (the four); other sets joined by '+'.
+// warp64, cublaslt, all-wmma (the four of the hand-written matmul), all (splitk, overlap, l2 and
+// cublaslt, which leaves warp64 nothing to change); other sets joined by '+'.
 static void switches_name(const Switches *s, char *out, size_t n) {
     int k = s->splitk + s->overlap + s->l2;
-    if (k == 3) {
+    if (k == 3 && (s->cublaslt || s->warp64)) {
         snprintf(out, n, "%s", s->cublaslt ? "all" : "all-wmma");
         return;
     }
-    snprintf(out, n, "%s%s%s%s", s->splitk ? "+splitk" : "", s->overlap ? "+overlap" : "", s->l2 ? "+l2" : "",
-             s->cublaslt ? "+cublaslt" : "");
+    snprintf(out, n, "%s%s%s%s%s", s->splitk ? "+splitk" : "", s->overlap ? "+overlap" : "", s->l2 ? "+l2" : "",
+             s->warp64 ? "+warp64" : "", s->cublaslt ? "+cublaslt" : "");
     if (!out[0]) snprintf(out, n, "as-is");
     else memmove(out, out + 1, strlen(out));
 }
@@ -332,8 +335,8 @@ static __device__ inline void load_slab(half *as, half *bs, const half *A, const
 // and writes its raw product to partial[z] (M,N) FP32; splitk_reduce_kernel adds them and applies
 // the epilogue. Without it (gridDim.z 1, partial NULL) the epilogue is applied here.
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * WARP_SIZE)
-matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e, float *partial) {
+static __device__ inline void wmma_block_tile(const half *A, const half *B, int M, int N, int K, const Epilogue &e,
+                                              float *partial) {
     typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
     typedef typename std::conditional<ACOL, wmma::col_major, wmma::row_major>::type LayoutA;
     typedef typename std::conditional<BCOL, wmma::col_major, wmma::row_major>::type LayoutB;
@@ -405,6 +408,22 @@ matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e
             __syncwarp();
         }
 }
+// Before sm_80 there is no cp.async, so the benchmark's other depths (2 and 4 slabs, which time
+// its latency) are not built there, and matmul_setup does not offer them (sm_75's 2-deep 64x64
+// tile would spill).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define WMMA_DEPTH_BUILT(stages) ((stages) == WMMA_STAGES)
+#else
+#define WMMA_DEPTH_BUILT(stages) true
+#endif
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * WARP_SIZE)
+matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e, float *partial) {
+    if constexpr (WMMA_DEPTH_BUILT(STAGES_))
+        wmma_block_tile<BM, BN, WM, WN, ACOL, BCOL, STAGES_>(A, B, M, N, K, e, partial);
+    else
+        __trap();
+}
 
 // The pipeline depth the WMMA matmuls run at: WMMA_STAGES, or 2 or 4 where the device's shared
 // memory allows (wmma_stages_ok, set by matmul_setup); the benchmark's knob, not the trainer's.
@@ -440,6 +459,9 @@ template <int STAGES_> static int matmul_wmma_setup_depth(size_t optin) {
     return matmul_wmma_setup<T, T, 64, 32, AS_IS, TRANSPOSED, STAGES_>(optin) &
            matmul_wmma_setup<T, T, 64, 32, AS_IS, AS_IS, STAGES_>(optin) &
            matmul_wmma_setup<T, T, 64, 32, TRANSPOSED, AS_IS, STAGES_>(optin) &
+           matmul_wmma_setup<T, T, 64, 64, AS_IS, TRANSPOSED, STAGES_>(optin) &  // switch warp64
+           matmul_wmma_setup<T, T, 64, 64, AS_IS, AS_IS, STAGES_>(optin) &
+           matmul_wmma_setup<T, T, 64, 64, TRANSPOSED, AS_IS, STAGES_>(optin) &
            matmul_wmma_setup<S, S, 32, 32, AS_IS, TRANSPOSED, STAGES_>(optin) &
            matmul_wmma_setup<S, S, 32, 32, AS_IS, AS_IS, STAGES_>(optin) &
            matmul_wmma_setup<S, S, 32, 32, TRANSPOSED, AS_IS, STAGES_>(optin);
@@ -663,6 +685,7 @@ static float *splitk_ws;     // of the stream launches go to now
 static size_t splitk_ws_n;
 static size_t splitk_ws_floats(void) { return (size_t)2 * num_sms * TILE_BIG * TILE_BIG; }
 static long splitk_launches;  // split products launched (test_gpu checks the switch splits)
+static long wmma128_launches[2];  // 128x128 products as 8 warps of 64x32, as 4 of 64x64 (switch warp64)
 
 // out = the epilogue of the sum of the splits, added in order z = 0, 1, ... (deterministic).
 __global__ void splitk_reduce_kernel(const float *partial, int splits, int M, int N, Epilogue e) {
@@ -682,7 +705,6 @@ static void matmul(int layout, int M, int N, int K, const floatX *A, const float
     }
     int splits;
     int plan = matmul_plan(M, N, K, A, B, &splits);
-    (void)plan;
     float *partial = NULL;  // (the FP32 build never splits: its SIMT kernel has no split-K)
     if (splits > 1) {
         if (!splitk_ws || (size_t)splits * M * N > splitk_ws_n) {
@@ -693,8 +715,14 @@ static void matmul(int layout, int M, int N, int K, const floatX *A, const float
         partial = splitk_ws;
         splitk_launches++;
     }
+    if (plan == MM_WMMA128) wmma128_launches[sw.warp64]++;
 #if GPU_FP16
-    if (plan == MM_WMMA128) {  // 8 warps of 64 x 32
+    if (plan == MM_WMMA128 && sw.warp64) {  // 4 warps of 64 x 64 (switch warp64)
+        const int T = TILE_BIG;
+        if (layout == MM_NT) matmul_wmma<T, T, 64, 64, AS_IS, TRANSPOSED>(A, B, M, N, K, e, splits, partial);
+        else if (layout == MM_NN) matmul_wmma<T, T, 64, 64, AS_IS, AS_IS>(A, B, M, N, K, e, splits, partial);
+        else matmul_wmma<T, T, 64, 64, TRANSPOSED, AS_IS>(A, B, M, N, K, e, splits, partial);
+    } else if (plan == MM_WMMA128) {  // 8 warps of 64 x 32
         const int T = TILE_BIG;
         if (layout == MM_NT) matmul_wmma<T, T, 64, 32, AS_IS, TRANSPOSED>(A, B, M, N, K, e, splits, partial);
         else if (layout == MM_NN) matmul_wmma<T, T, 64, 32, AS_IS, AS_IS>(A, B, M, N, K, e, splits, partial);
@@ -1192,7 +1220,8 @@ static void *alloc_bufs(Buf *b, int n) {
 // More than 48 KB of dynamic shared memory needs an opt-in per kernel: given here, for
 // every WMMA tile matmul() dispatches to (a tile missing here fails its first launch),
 // once, before any CUDA graph capture (a kernel's attributes are not set inside one).
-static void matmul_setup(size_t smem_optin) {
+static void matmul_setup(const cudaDeviceProp &prop) {
+    const size_t smem_optin = prop.sharedMemPerBlockOptin;
 #if GPU_FP16
     static_assert(TILE_BIG == 128 && TILE_SMALL == 64, "matmul_wmma_setup_depth names the tiles");
     wmma_stages_ok[WMMA_STAGES] = matmul_wmma_setup_depth<WMMA_STAGES>(smem_optin);
@@ -1201,8 +1230,9 @@ static void matmul_setup(size_t smem_optin) {
                 WmmaTile<TILE_BIG, TILE_BIG, 64, 32, AS_IS, TRANSPOSED>::SMEM, smem_optin);
         exit(1);
     }
-    wmma_stages_ok[2] = matmul_wmma_setup_depth<2>(smem_optin);
-    wmma_stages_ok[4] = matmul_wmma_setup_depth<4>(smem_optin);
+    const bool cp_async = prop.major >= 8;  // WMMA_DEPTH_BUILT
+    wmma_stages_ok[2] = cp_async && matmul_wmma_setup_depth<2>(smem_optin);
+    wmma_stages_ok[4] = cp_async && matmul_wmma_setup_depth<4>(smem_optin);
 #else
     (void)smem_optin;
 #endif
@@ -1227,7 +1257,7 @@ static void select_device(void) {
     if (!stream) {  // once per process; they live as long as it
         cudaCheck(cudaStreamCreate(&stream));
         cudaCheck(cudaStreamCreate(&stream2));
-        matmul_setup(prop.sharedMemPerBlockOptin);
+        matmul_setup(prop);
     }
     static int printed = 0;
     const char *kind = GPU_FP16 ? "hand-written WMMA" : "hand-written SIMT FP32";

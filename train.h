@@ -438,8 +438,8 @@ static void config_from_checkpoint(Options *o, const char *path, const CkptHeade
         fail("--batch %d x %d ranks = %ld rows disagrees with checkpoint %s (%d rows; --init-from starts at any batch)",
              o->B, world, (long)o->B * world, path, G);
     if (G % world)
-        fail("checkpoint %s carries the state of %d rows, which %d ranks cannot share: resume on a number of ranks that "
-             "divides %d", path, G, world, G);
+        fail("checkpoint %s carries the state of %d rows, which %d ranks cannot share: resume on a number of ranks "
+             "that divides %d", path, G, world, G);
     o->B = G / world;
 }
 
@@ -505,7 +505,8 @@ static void check_memory(const MlstmConfig *c, double extra_bytes, const char *f
     double need = 4.0 * param_count(c) * sizeof(real) + extra_bytes;
     double have = machine_memory_bytes();
     if (have > 0 && need > have)
-        fail("%s too large: the model needs %.1f GB of memory, this machine has %.1f GB", flags_named, need / 1e9, have / 1e9);
+        fail("%s too large: the model needs %.1f GB of memory, this machine has %.1f GB", flags_named, need / 1e9,
+             have / 1e9);
 }
 
 static void print_settings(const Options *o, Model *md, const char *precision, const Stream *train_s,
@@ -649,7 +650,8 @@ static int train_main(int argc, char **argv) {
         snprintf(what[1], sizeof what[1], "the validation data (--val %s)", o.val ? o.val : o.train);
     } else {
         snprintf(what[0], sizeof what[0], "the built-in corpus's training split (--corpus-bytes %ld)", o.corpus_bytes);
-        snprintf(what[1], sizeof what[1], "the built-in corpus's validation split (1/40 of --corpus-bytes %ld)", o.corpus_bytes);
+        snprintf(what[1], sizeof what[1], "the built-in corpus's validation split (1/40 of --corpus-bytes %ld)",
+                 o.corpus_bytes);
     }
     Loader train, val;
     loader_open(&train, &train_s, B, T, what[0]);

@@ -392,10 +392,11 @@ done
 # the switches of train.cu (dev/gpu-perf.md, issue 24), each on alone and all together, at B=256;
 # the as-is run above is the off side
 say "benchmark: the switches of train.cu at B=256, each on (the as-is run above is off)"
-for sw in MLSTM_SPLITK MLSTM_OVERLAP MLSTM_L2; do
+for sw in MLSTM_SPLITK MLSTM_OVERLAP MLSTM_L2 MLSTM_WARP64; do
     run bench "bench FP16 B=256 $sw=1" 90 env "$sw=1" build/test_gpu --bench-step 256 "$S16" | tee -a "$BENCH"
 done
-run bench "bench FP16 B=256 all-wmma" 90 env MLSTM_SPLITK=1 MLSTM_OVERLAP=1 MLSTM_L2=1 build/test_gpu --bench-step 256 "$S16" \
+run bench "bench FP16 B=256 all-wmma" 90 env MLSTM_SPLITK=1 MLSTM_OVERLAP=1 MLSTM_L2=1 MLSTM_WARP64=1 \
+    build/test_gpu --bench-step 256 "$S16" \
     | tee -a "$BENCH"
 run bench "bench FP16 B=256 cublaslt" 90 build/test_gpu --matmul cublaslt --bench-step 256 "$S16" | tee -a "$BENCH"
 run bench "bench FP16 B=256 all" 90 env MLSTM_SPLITK=1 MLSTM_OVERLAP=1 MLSTM_L2=1 build/test_gpu --matmul cublaslt \

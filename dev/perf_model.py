@@ -42,6 +42,7 @@ GPUS = {
         smem_b_clk=128,     # shared-memory bandwidth per SM per clock (32 banks x 4 bytes)
         smem_kb=228, regs_sm=65536, threads_sm=2048, blocks_sm=32,  # per SM (sm_90); 1 KB of shared memory a block reserved
         regs128=122, regs64=64, regs_simt=64,  # make gpu-regs, sm_90 (the most of the three layouts)
+        regs128w64=168,     # the 128x128 tile as 4 warps of 64x64 (switch warp64), make gpu-regs, sm_90, 3 stages
         cp_async=True,      # sm_80+: the WMMA kernel's slabs arrive by cp.async, STAGES-1 slabs in flight
         frag_bytes=512,     # shared-memory bytes a warp reads per 16x16 fragment load (LDSM.x4: 32 lanes x 16 B)
         # --- assumptions
@@ -74,6 +75,7 @@ GPUS = {
         clock_ghz=1.53, smem_b_clk=128,
         smem_kb=96, regs_sm=65536, threads_sm=2048, blocks_sm=32,
         regs128=120, regs64=72, regs_simt=64,  # make gpu-regs has no sm_70 with CUDA 13: sm_75's numbers
+        regs128w64=214,
         cp_async=False,     # sm_70: the same kernel copies each slab synchronously: one slab in flight
         frag_bytes=1024,    # assumed: sm_70 has no LDSM; HMMA.884 takes its operands replicated in both quad pairs
         mma_sync_frac=1.0,  # Volta's HMMA is its full tensor rate
@@ -97,12 +99,13 @@ VARIANTS = {
     "splitk": "deterministic split-K (MLSTM_SPLITK=1): products with few blocks split K, partials added in a fixed order",
     "overlap": "the dW_h, dW_mh products of finished chunks of time steps on a second stream (MLSTM_OVERLAP=1)",
     "l2": "W_mh pinned in L2 for the time loops, the loss read after backward (MLSTM_L2=1)",
+    "warp64": "the 128x128 tile as 4 warps of 64x64, a third fewer fragment reads per mma (MLSTM_WARP64=1)",
     "cublaslt": "cuBLASLt's matmuls (--matmul cublaslt; the mLSTM epilogues as pointwise kernels)",
-    "all-wmma": "splitk + overlap + l2, the hand-written matmul",
-    "all": "splitk + overlap + l2 + cublaslt",
+    "all-wmma": "splitk + overlap + l2 + warp64, the hand-written matmul",
+    "all": "splitk + overlap + l2 + cublaslt (warp64 then has no tile to change)",
     "floor": "bound of the sequential algorithm: every matmul at 80% of peak or at full bandwidth, no gaps",
 }
-SWITCHES = ("splitk", "overlap", "l2", "cublaslt")
+SWITCHES = ("splitk", "overlap", "l2", "warp64", "cublaslt")
 
 
 def variant_flags(variant):
@@ -147,6 +150,7 @@ def tile_plan(M, N, K, g, fp16, splitk=False):
 
 TILES = {  # BM, BN, WM, WN (a warp's tile), threads; train.cu's WmmaTile and matmul_simt_kernel
     "wmma128": (128, 128, 64, 32, 256),
+    "wmma128w64": (128, 128, 64, 64, 128),  # switch warp64
     "wmma64": (64, 64, 32, 32, 128),
     "simt": (64, 64, None, None, 256),
 }
@@ -175,7 +179,7 @@ def tile_mix(plan, frag_bytes=512):
 def blocks_per_sm(plan, g, stages=3):
     """Resident blocks per SM: registers (allocated per warp in units of 256), shared memory, threads."""
     threads = TILES[plan][4]
-    regs = g["regs128"] if plan == "wmma128" else g["regs64"] if plan == "wmma64" else g["regs_simt"]
+    regs = g[{"wmma128": "regs128", "wmma128w64": "regs128w64", "wmma64": "regs64"}.get(plan, "regs_simt")]
     per_warp = math.ceil(regs * 32 / 256) * 256
     by_regs = g["regs_sm"] // (per_warp * threads // 32)
     by_smem = g["smem_kb"] * 1024 // (smem_bytes(plan, stages) + 1024)
@@ -212,11 +216,13 @@ def matmul(name, M, N, K, g, fp16, flags, *, extra_read=0, extra_write=0, out_by
            weight_in_l2=False, bench=False, stages=3, mlstm_epilogue=False):
     """One product. weight: 'A' or 'B', the operand that is a weight matrix (read from DRAM
     every time step in the time loops). mlstm_epilogue: an epilogue cuBLASLt cannot finish itself
-    (mh, z, dm: train.cu's epilogue_is_plain() is false). Returns a kernel record (times in us);
+    (mh, z, dm: train.cu's EpilogueKind other than EPI_PLAIN). Returns a kernel record (times in us);
     with split-K or cuBLASLt's separate epilogue, the record includes the second kernel (launches = 2)."""
     es = 2 if fp16 else 4  # storage bytes per element of the operands
     lt = "cublaslt" in flags and fp16 and g["eff_lt"]
     plan, splits = tile_plan(M, N, K, g, fp16, splitk="splitk" in flags and not lt)
+    if plan == "wmma128" and "warp64" in flags:
+        plan = "wmma128w64"
     if lt:
         plan = "cublaslt"
         splits = tile_plan(M, N, K, g, fp16, splitk=True)[1]  # assumed: cuBLASLt splits K as our rule would
@@ -558,7 +564,7 @@ def mix_table(gpus):
     print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for gk in gpus:
         g = GPUS[gk]
-        for plan in ("wmma128", "wmma64"):
+        for plan in ("wmma128", "wmma128w64", "wmma64"):
             m, r = tile_mix(plan, g["frag_bytes"]), blocks_per_sm(plan, g)
             sl = wmma_slab(plan, g, r)
             print("| %s | %s | %d | %d | %d | %d | %.0f | %.0f | %.0f | %.0f | %d | %.0f | %.3f | %.3f |" % (

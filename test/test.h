@@ -81,6 +81,22 @@ static inline void test_expect_exit(void (*fn)(void *), void *arg, int status, c
                "%s: exit %d (want %d), stderr \"%s\" (want \"%s\")", what, code, status, buf, needle);
 }
 
+// The directory this test program is in (build/, build-san/, ...), absolute: where make put the
+// trainer and the tools the test runs.
+static inline const char *test_bin_dir(void) {
+    static char dir[4096];
+    if (!dir[0]) {
+        ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+        if (n <= 0 || !strchr(dir, '/')) {
+            perror("readlink /proc/self/exe");
+            exit(1);
+        }
+        dir[n] = 0;
+        *strrchr(dir, '/') = 0;
+    }
+    return dir;
+}
+
 // Runs a shell command, returns its exit status (-1 if it did not exit normally).
 // Tests use it to check whole programs (trainers, tools) as a user runs them.
 static inline int test_system(const char *fmt, ...) {

@@ -6,7 +6,6 @@
 #define TRAIN_NO_MAIN
 #include "train.c"  // defines: the CPU backend (model_*), train_main and all it includes; no main
 #include "test/test.h"
-#include <libgen.h>
 
 static char dir[] = "/tmp/mlstm_backend_XXXXXX";
 #define TINY_ARGS "--hidden", "32", "--embed", "16", "--batch", "4", "--seq-len", "16", "--corpus-bytes", "60000", \
@@ -91,9 +90,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "test_backend: 0 passed, 1 failed\n");
         return 1;
     }
-    char self[1024], trainer[1100];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    snprintf(trainer, sizeof trainer, "%s/train", dirname(self));
+    char trainer[4200];
+    snprintf(trainer, sizeof trainer, "%s/train", test_bin_dir());
     if (access(trainer, X_OK) != 0) {
         printf("FAIL  %s not built\n", trainer);
         return 1;

@@ -2,7 +2,6 @@
 // build/prepare run as a user runs it (found next to this test program).
 #include "data.h"
 #include "test/test.h"
-#include <libgen.h>
 
 static char tmp_dir[4096];   // mkdtemp, removed at the end
 static char tool_dir[4096];  // where build/prepare lives: next to argv[0]
@@ -779,11 +778,8 @@ static void test_prepare_stdin_and_output(void) {
           "SIGTERM while writing: exit %d (want 2), says so, no shard and no staging directory left", rc);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    char self[4096];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    if (!realpath(dirname(self), tool_dir)) { perror("realpath"); return 1; }
+int main(void) {
+    snprintf(tool_dir, sizeof tool_dir, "%s", test_bin_dir());
     const char *tmp = getenv("TMPDIR");
     snprintf(tmp_dir, sizeof tmp_dir, "%s/mlstm_test_data.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(tmp_dir)) { perror("mkdtemp"); return 1; }

@@ -7,11 +7,10 @@
 #define GENERATE_NO_MAIN
 #include "tools/generate.c"  // defines: Gen, gen_load, gen_step, gen_free and all of mlstm.h
 #include "test/test.h"
-#include <libgen.h>
 #include <sys/wait.h>
 
 static char dir[] = "/tmp/mlstm_generate_XXXXXX";
-static char generator[1024], trainer[1024], trained[600];
+static char generator[4200], trainer[4200], trained[600];
 
 // ----------------------------------------------------------------------------
 // Running build/generate: argv as given (no shell), stdout and stderr into buffers.
@@ -517,11 +516,8 @@ static void test_trainer_sample(void) {
     free(buf);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    char self[1024];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    const char *bin = dirname(self);
+int main(void) {
+    const char *bin = test_bin_dir();
     snprintf(generator, sizeof generator, "%s/generate", bin);
     snprintf(trainer, sizeof trainer, "%s/train", bin);
     if (access(generator, X_OK) != 0 || access(trainer, X_OK) != 0) {

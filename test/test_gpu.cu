@@ -841,7 +841,8 @@ static void test_matmul(int quick) {
     num_sms = 1;
     for (int st = 2; st <= 4; st += 2) {
         if (!wmma_stages_ok[st]) {
-            printf("skip  matmul at %d stages: this device's shared memory is too small for it\n", st);
+            printf("skip  matmul at %d stages: not on this device (no cp.async before sm_80, or too little shared "
+                   "memory)\n", st);
             continue;
         }
         wmma_stages = st;
@@ -853,6 +854,18 @@ static void test_matmul(int quick) {
             }
     }
     wmma_stages = WMMA_STAGES;
+    // switch warp64: the 128x128 tile as 4 warps of 64x64, every layout, one and several blocks and slabs
+    sw.warp64 = 1;
+    long before = wmma128_launches[1];
+    const int tiles64[][3] = {{128, 128, 96}, {256, 384, 64}};
+    for (int i = 0; i < 2; i++)
+        for (int L = 0; L < 3; L++) {
+            Shape s = {"warp64", L, tiles64[i][0], tiles64[i][1], tiles64[i][2]};
+            matmul_shape(&s, 0);
+        }
+    CHECK(wmma128_launches[1] - before == 6, "switch warp64: the 6 products ran as 4 warps of 64x64 (%ld)",
+          wmma128_launches[1] - before);
+    sw.warp64 = 0;
     num_sms = sms;
 #endif
     if (quick) return;
@@ -892,7 +905,8 @@ static void bench_matmul(int B, int H, int D, int T, int reps) {
 #if GPU_FP16
     for (int st = 2; st <= 4; st += 2) {
         if (!wmma_stages_ok[st]) {
-            printf("skip  bench_matmul at %d stages: this device's shared memory is too small for it\n", st);
+            printf("skip  bench_matmul at %d stages: not on this device (no cp.async before sm_80, or too little "
+                   "shared memory)\n", st);
             continue;
         }
         wmma_stages = st;
@@ -1004,12 +1018,12 @@ static int bench_step(int B, int steps) {
 
 struct SwitchRun {
     const char *name;
-    int splitk, overlap, l2, cublaslt;
+    int splitk, overlap, l2, warp64, cublaslt;
 };
 static void set_switch_env(const SwitchRun *r) {
-    const char *names[] = {"MLSTM_SPLITK", "MLSTM_OVERLAP", "MLSTM_L2"};
-    const int on[] = {r->splitk, r->overlap, r->l2};
-    for (int i = 0; i < 3; i++) {
+    const char *names[] = {"MLSTM_SPLITK", "MLSTM_OVERLAP", "MLSTM_L2", "MLSTM_WARP64"};
+    const int on[] = {r->splitk, r->overlap, r->l2, r->warp64};
+    for (int i = 0; i < 4; i++) {
         if (on[i]) setenv(names[i], "1", 1);
         else unsetenv(names[i]);
     }
@@ -1022,9 +1036,10 @@ static void test_switches(void) {
     const int B = 64, T = 4, H = cfg.H;
     StepCase sc;
     step_case_init(&sc, cfg, B, T, 41);
-    const SwitchRun all[] = {{"as-is", 0, 0, 0, 0}, {"splitk", 1, 0, 0, 0}, {"overlap", 0, 1, 0, 0}, {"l2", 0, 0, 1, 0},
-                             {"cublaslt", 0, 0, 0, 1}, {"all-wmma", 1, 1, 1, 0}, {"all", 1, 1, 1, 1}},
-                   few[] = {{"as-is", 0, 0, 0, 0}, {"all", 1, 1, 1, 1}};
+    const SwitchRun all[] = {{"as-is", 0, 0, 0, 0, 0},    {"splitk", 1, 0, 0, 0, 0},   {"overlap", 0, 1, 0, 0, 0},
+                             {"l2", 0, 0, 1, 0, 0},       {"warp64", 0, 0, 0, 1, 0},   {"cublaslt", 0, 0, 0, 0, 1},
+                             {"all-wmma", 1, 1, 1, 1, 0}, {"all", 1, 1, 1, 1, 1}},
+                   few[] = {{"as-is", 0, 0, 0, 0, 0}, {"all", 1, 1, 1, 1, 1}};
     // Each switch alone in the FP16 builds (lockstep, and sm_75 under reverse: both schedules); the
     // FP32, debug and sanitizer builds, which add no schedule, run as-is and all of them together
     // (every new path once, at a third of the cost: CI's budget).
@@ -1046,6 +1061,7 @@ static void test_switches(void) {
         char label[48];
         snprintf(label, sizeof label, "[%s] ", r.name);
         long splits_before = splitk_launches, lt_before = lt_launches;
+        long wmma_before[2] = {wmma128_launches[0], wmma128_launches[1]};
         check_step(&sc, md, label);
         float *grads = d2h(md->grads, md->np);
         double loss = model_eval(md, sc.in, sc.tg, sc.rs, 1);  // (the validation path, with the switches too)
@@ -1075,9 +1091,15 @@ static void test_switches(void) {
                 CHECK(lt_launches - lt_before >= 13 && splitk_launches == splits_before,
                       "[%s] every product of the step through cuBLASLt (%ld launches), none split by ours", r.name,
                       lt_launches - lt_before);
-            if (!r.splitk && !r.overlap && !r.cublaslt)  // l2 moves no bits (the others sum in another order)
+            // l2 and warp64 move no bits (a warp of 64x64 runs each fragment's mma in the same k order); the
+            // others sum in another order
+            if (!r.splitk && !r.overlap && !r.cublaslt)
                 CHECK(!memcmp(grads, ref_grads, sizeof(float) * md->np) && loss == ref_loss,
                       "[%s] gradients and validation loss bit for bit those of as-is", r.name);
+            if (r.warp64 && GPU_FP16 && !r.cublaslt)
+                CHECK(wmma128_launches[1] > wmma_before[1] && wmma128_launches[0] == wmma_before[0],
+                      "[%s] every 128x128 product of the step as 4 warps of 64x64 (%ld launches), none as 8 of 64x32",
+                      r.name, wmma128_launches[1] - wmma_before[1]);
             if (r.overlap && md->use_graphs) {
                 // the graph's fork and join, replayed in an order the dependencies allow (the reverse
                 // schedule runs the latest-captured ready node first), against the direct path
@@ -1096,7 +1118,7 @@ static void test_switches(void) {
         }
         model_free(md);
     }
-    SwitchRun off = {"as-is", 0, 0, 0, 0};
+    SwitchRun off = {"as-is", 0, 0, 0, 0, 0};
     set_switch_env(&off);
     split_min_k = saved_min_k;
     free(ref_grads);
@@ -1162,24 +1184,27 @@ int main(int argc, char **argv) {
                         "simt, resume, bench, switches)\n", only);
         return 2;
     }
-#define GROUP(name) (!only || !strcmp(only, name))
-#ifdef GPU_DEBUG
-    if (GROUP("debug")) test_debug_check();
-#endif
-    if (GROUP("matmul")) test_matmul(quick);
-    if (GROUP("model")) {
-        // tensor-core tiles: 128x128 over all rows, 64x64 per step
-        test_model((MlstmConfig){256, 64, 128, 1}, 64, 8, 11, 1);
-        test_model((MlstmConfig){256, 12, 40, 1}, 3, 5, 12, 0);    // odd sizes: the SIMT path
-        test_model((MlstmConfig){256, 16, 64, 0}, 8, 6, 13, 0);    // without weight norm
+// each group's seconds follow it (what makes the CPU layer's runs, and CI, slow)
+#define GROUP(name, ...)                                                          \
+    if (!only || !strcmp(only, name)) {                                           \
+        double group_t0 = now_seconds();                                          \
+        __VA_ARGS__;                                                              \
+        printf("time  %s: %.1f s\n", name, now_seconds() - group_t0);             \
     }
-    if (GROUP("precision")) test_precision();
-    if (GROUP("cap")) test_loss_scale_cap();
-    if (GROUP("overflow")) test_overflow();
-    if (GROUP("simt")) test_simt_warning();
-    if (GROUP("resume")) test_resume();
-    if (GROUP("bench")) test_bench_paths();
-    if (GROUP("switches")) test_switches();
+#ifdef GPU_DEBUG
+    GROUP("debug", test_debug_check());
+#endif
+    GROUP("matmul", test_matmul(quick));
+    // tensor-core tiles: 128x128 over all rows, 64x64 per step; odd sizes: the SIMT path; no weight norm
+    GROUP("model", test_model((MlstmConfig){256, 64, 128, 1}, 64, 8, 11, 1);
+          test_model((MlstmConfig){256, 12, 40, 1}, 3, 5, 12, 0); test_model((MlstmConfig){256, 16, 64, 0}, 8, 6, 13, 0));
+    GROUP("precision", test_precision());
+    GROUP("cap", test_loss_scale_cap());
+    GROUP("overflow", test_overflow());
+    GROUP("simt", test_simt_warning());
+    GROUP("resume", test_resume());
+    GROUP("bench", test_bench_paths());
+    GROUP("switches", test_switches());
 #undef GROUP
     return test_summary("test_gpu");
 }

@@ -40,7 +40,8 @@ case "$1" in
     p=FP16; case "$0" in *fp32) p=FP32 ;; esac
     m=ours; c=$(( $2 * 256 * 10 )); [ "${MLSTM_NO_GRAPH:-0}" = 1 ] && m=ours-direct && c=$(( $2 * 256 * 8 ))
     v=as-is; [ "${MLSTM_SPLITK:-0}" = 1 ] && v=splitk && c=$(( $2 * 256 * 12 )); [ "${MLSTM_L2:-0}" = 1 ] && v=l2
-    [ "${MLSTM_OVERLAP:-0}" = 1 ] && v=overlap; [ "${MLSTM_SPLITK:-0}${MLSTM_OVERLAP:-0}${MLSTM_L2:-0}" = 111 ] && v=all-wmma
+    [ "${MLSTM_OVERLAP:-0}" = 1 ] && v=overlap; [ "${MLSTM_WARP64:-0}" = 1 ] && v=warp64
+    [ "${MLSTM_SPLITK:-0}${MLSTM_OVERLAP:-0}${MLSTM_L2:-0}${MLSTM_WARP64:-0}" = 1111 ] && v=all-wmma
     echo "bench_step precision=$p matmul=$m variant=$v B=$2 T=256 H=4096 steps=$3 seconds=1.000 chars_per_s=$c tflops=1.00 skipped=0" ;;
   --matmul)
     v=cublaslt; [ "${MLSTM_SPLITK:-0}${MLSTM_OVERLAP:-0}${MLSTM_L2:-0}" = 111 ] && v=all
@@ -138,7 +139,7 @@ with tempfile.TemporaryDirectory() as tmp:
                   if ln.startswith("predict_variant") and " B=256 " in ln and "variant=splitk " in ln)
     p256 = perf_model.summarize(perf_model.step_kernels(g, 256), 256, 256, g)["t_ms"]
     check("| splitk | 100.0 | 83.3 | 0.83 | %.2f |" % (round(psplit, 2) / round(p256, 2)) in r.stdout
-          and "| l2 | 100.0 | 100.0 | 1.00 |" in r.stdout and "| cublaslt (cublaslt) | 100.0 | 40.0 | 0.40 |" in r.stdout
+          and "| l2 | 100.0 | 100.0 | 1.00 |" in r.stdout and "| warp64 | 100.0 | 100.0 | 1.00 |" in r.stdout and "| cublaslt (cublaslt) | 100.0 | 40.0 | 0.40 |" in r.stdout
           and "| all (cublaslt) | 100.0 | 40.0 | 0.40 |" in r.stdout and "| all-wmma | 100.0 | 83.3 | 0.83 |" in r.stdout,
           "each switch on at B=256 beside off, measured and predicted")
     # the stand-in runs the direct launches (MLSTM_NO_GRAPH=1) at 8/10 of the graphs' rate

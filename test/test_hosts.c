@@ -28,7 +28,7 @@
 #define TEST_LIMIT_S 300  // the whole test, a backstop for a hang the limits above miss
 
 static char root[64];                        // /tmp/mlstm_hosts_<pid>: hosts.sh's state and both disks
-static char script[PATH_MAX], trainer[1100];
+static char script[PATH_MAX], trainer[4200];
 static char mpirun[2 * PATH_MAX + 600];      // mpirun across the two hosts, started on host 1
 static char tiny_run[PATH_MAX + 400];        // all the flags but the model, the batch and the files
 static char tiny[PATH_MAX + 500];
@@ -420,18 +420,11 @@ static void test_cut(void) {
     if (ok) mlstm_free(&m);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
+int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     double t_start = now();
     // build/train beside this program; test/hosts.sh from the repository root, where make test runs
-    char self[1024];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[n > 0 ? n : 0] = 0;
-    if (n <= 0) snprintf(self, sizeof self, "%s", argv[0]);
-    char *slash = strrchr(self, '/');
-    if (slash) *slash = 0;
-    snprintf(trainer, sizeof trainer, "%s/train", self);
+    snprintf(trainer, sizeof trainer, "%s/train", test_bin_dir());
     if (!realpath("test/hosts.sh", script)) fail("test/hosts.sh not found: run test_hosts from the repository root");
 
     char why[512];

@@ -54,6 +54,21 @@ close(perf_model.wmma_eff("wmma128", 8192, g, 2), eff, 1e-12, "128x128 tile at K
 check(0.30 < eff < 0.32 and 0.22 < perf_model.wmma_eff("wmma64", 8192, g, 7) < 0.25,
       "the derived efficiencies: 128x128 %.3f, 64x64 %.3f (issue 24: about 0.33 and 0.22 are defensible)"
       % (eff, perf_model.wmma_eff("wmma64", 8192, g, 7)))
+# switch warp64, the 128x128 tile as 4 warps of 64x64 (128 threads): a warp's 4 + 4 fragment loads feed
+# 16 mma per 16-deep step instead of 4 + 2 feeding 8, so 64 HMMA, 16 LDSM, 8 LDGSTS and 32 KB of fragment
+# reads + the 16 KB fill per slab. 168 registers (ptxas, sm_90): 5376 per warp x 4 = 21504 of 65536 -> 3
+# blocks; shared memory 61440 + 1024 B of 228 KB -> 3. Slab: tensor 512, shared memory 49152 / 128 = 384,
+# pipes 512 + 0.5 x 384 = 704, + 100 / 3 barrier
+m = perf_model.tile_mix("wmma128w64")
+check((m["hmma"], m["ldsm"], m["ldgsts"], m["smem"], m["flops"]) == (64, 16, 8, 49152, 2 * 128 * 128 * 32)
+      and perf_model.blocks_per_sm("wmma128w64", g) == 3,
+      "128x128 tile of 64x64 warps: 64 HMMA, 16 LDSM, 8 LDGSTS, 48 KB a slab, 3 blocks per SM")
+eff64w = 256 * 256 / (256 * (512 + 0.5 * 384 + 100 / 3) + 1024 + 3072)
+close(perf_model.wmma_eff("wmma128w64", 8192, g, 3), eff64w, 1e-12, "the same tile at K=8192: fraction of peak")
+k = perf_model.matmul("z", 256, 16384, 4096, g, True, {"warp64"})
+check(k["plan"] == "wmma128w64" and perf_model.matmul("z", 256, 16384, 4096, g, True, set())["plan"] == "wmma128"
+      and perf_model.matmul("dm", 256, 4096, 16384, g, True, {"warp64"})["plan"] == "wmma64",
+      "switch warp64 changes the 128x128 products' warps (z at B=256), not which products get that tile (dm)")
 
 # ---- one matmul by hand: 8192^3 on the H200, 128x128 tile, compute-bound.
 # 64 x 64 = 4096 blocks over 132 SMs: 32 waves, util 4096 / 4224; t = 2 * 8192^3 / (989e12 * eff * util)
@@ -136,11 +151,11 @@ def run(*args):
 r = run("dev/perf_model.py")
 check(r.returncode == 0 and "| H200 SXM | 256 |" in r.stdout, "perf_model.py prints the summary table")
 r = run("dev/perf_model.py", "--gpu", "h200", "--predict")
-# 3 batch sizes: 6 step lines (FP16, FP32), 7 variants each (direct, 4 switches, all-wmma, all), 7 kernel
+# 3 batch sizes: 6 step lines (FP16, FP32), 8 variants each (direct, 5 switches, all-wmma, all), 7 kernel
 # lines each (6 kernels and the time step), 15 matmul shapes each, the 4 per-step ones at 3 depths
-check(r.returncode == 0 and r.stdout.count("predict_step") == 6 and r.stdout.count("predict_variant") == 21
+check(r.returncode == 0 and r.stdout.count("predict_step") == 6 and r.stdout.count("predict_variant") == 24
       and r.stdout.count("predict_kernel") == 21 and r.stdout.count("predict_matmul") == 3 * (11 + 4 * 3),
-      "perf_model.py --predict: 6 step, 21 variant, 21 kernel, 69 matmul lines")
+      "perf_model.py --predict: 6 step, 24 variant, 21 kernel, 69 matmul lines")
 r = run("dev/perf_model.py", "--gpu", "h200", "--range", "--batch", "256")
 check(r.returncode == 0 and "| as-is | 140 (119-165), 24% (21-29%) |" in r.stdout,
       "perf_model.py --range: the expected step at B=256 with its range: 140 ms (119-165), MFU 24% (21-29%)")

@@ -15,10 +15,9 @@
 // REQUIRE_TORCH set (CI) a skip is a failure. KEEP=1 keeps the temporary directory.
 #include "mlstm.h"
 #include "test/test.h"
-#include <libgen.h>
 
 static char dir[] = "/tmp/mlstm_pyio_XXXXXX";
-static char trainer[1024], python[1024];
+static char trainer[4200], python[1024];
 static int have_torch;
 // a tiny model on a small built-in corpus (as test_train), lr high enough that 5 steps move the weights
 #define TINY "--hidden 32 --embed 16 --batch 4 --seq-len 16 --corpus-bytes 60000 --val-every 0 --val-steps 2 " \
@@ -569,11 +568,8 @@ static void skipped(const char *what) {
     else SKIP("%s (apt-get install python3-numpy python3-torch; CI sets REQUIRE_TORCH=1 and fails here)", what);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    char self[1024];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    snprintf(trainer, sizeof trainer, "%s/train", dirname(self));
+int main(void) {
+    snprintf(trainer, sizeof trainer, "%s/train", test_bin_dir());
     if (access("tools/mlstm_ckpt.py", R_OK) != 0 || access("test/pyio_torch.py", R_OK) != 0) {
         CHECK(0, "tools/mlstm_ckpt.py and test/pyio_torch.py not found: run from the repository root (make test does)");
         return test_summary("test_pyio");

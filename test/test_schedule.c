@@ -3,7 +3,6 @@
 // decision the trainers call (a skipped step does not advance the schedule).
 #include "schedule.h"
 #include "test/test.h"
-#include <libgen.h>
 
 static int close_to(double a, double b) { return fabs(a - b) <= 1e-12 * fmax(fabs(a), fabs(b)) + 1e-18; }
 
@@ -349,10 +348,8 @@ static void test_decide_step(void) {
 }
 
 // The table tool, as a user runs it (it sits next to this test's binary)
-static void test_tool(const char *argv0) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", argv0);
-    const char *bin = dirname(dir);
+static void test_tool(void) {
+    const char *bin = test_bin_dir();
     int rc = test_system("%s/schedule_table --lr-schedule legw --batch 128,512 --epoch-sequences 128000 --warmup-epochs 0.1 "
                          "--steps 1000 --every 99 | grep -q '^99 .*0.0005 .*0.001$'", bin);
     CHECK(rc == 0, "schedule_table: step 99 row reads 0.0005 at 128 and 0.001 at 512 (rc %d)", rc);
@@ -362,13 +359,12 @@ static void test_tool(const char *argv0) {
     CHECK(rc == 0 && rc2 == 2 && rc3 == 2, "schedule_table: bad flags exit 2 with the message (%d %d %d)", rc, rc2, rc3);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
+int main(void) {
     test_rules();
     test_legw_invariant();
     test_flags();
     test_loss_scaler();
     test_decide_step();
-    test_tool(argv[0]);
+    test_tool();
     return test_summary("test_schedule");
 }

@@ -15,12 +15,11 @@
 #include "test/test.h"
 #include <errno.h>
 #include <math.h>
-#include <libgen.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 
-static char trainer[4096], dir[64];
+static char trainer[4200], dir[64];
 
 static int exists(const char *fmt, const char *a) {
     char p[4200];
@@ -73,11 +72,8 @@ static double now(void) {
 #define TINY "--hidden 16 --seq-len 8 --base-batch 2 --threads 1 --budget 120"
 #define TRAINER_FLAGS "-- --embed 8"
 
-int main(int argc, char **argv) {
-    (void)argc;
-    char self[4096];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    snprintf(trainer, sizeof trainer, "%s/train", dirname(self));
+int main(void) {
+    snprintf(trainer, sizeof trainer, "%s/train", test_bin_dir());
     if (access(trainer, X_OK) != 0) {
         CHECK(0, "the trainer %s is built (make)", trainer);
         return test_summary("test_sweep");

@@ -3,7 +3,6 @@
 // quote in the file names (gnuplot once ran the command), and tools/transfer_eval.sh's
 // own argument errors. The scripts are found beside this program's build directory.
 #include "test/test.h"
-#include <libgen.h>
 
 static char bin[4096], root[4200], tmp[4096];
 
@@ -86,11 +85,8 @@ static void test_outputs_apart(void) {
     CHECK(rc == 0, "outputs apart: transfer classify --summary one of its feature files: refused, the file kept");
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    char self[4096];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    if (!realpath(dirname(self), bin)) { perror("realpath"); return 1; }
+int main(void) {
+    snprintf(bin, sizeof bin, "%s", test_bin_dir());
     snprintf(root, sizeof root, "%s/..", bin);
     const char *base = getenv("TMPDIR");
     snprintf(tmp, sizeof tmp, "%s/test_tools.XXXXXX", base && *base ? base : "/tmp");

@@ -5,11 +5,10 @@
 #include "data.h"
 #include "schedule.h"
 #include "test/test.h"
-#include <libgen.h>
 #include <signal.h>
 
 static char dir[] = "/tmp/mlstm_train_XXXXXX";
-static char trainer[1024];
+static char trainer[4200];
 // a tiny model on a small built-in corpus; one thread so runs are comparable
 // (TINY_RUN: all but the model and the batch, which --resume reads from the checkpoint)
 #define TINY_RUN "--seq-len 16 --corpus-bytes 60000 --val-every 0 --val-steps 2 --sample-len 0 --print-every 1000 --threads 1 " \
@@ -658,11 +657,8 @@ static void test_init_from(void) {
           v3, v2, r3);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    char self[1024];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    snprintf(trainer, sizeof trainer, "%s/train", dirname(self));
+int main(void) {
+    snprintf(trainer, sizeof trainer, "%s/train", test_bin_dir());
     if (access(trainer, X_OK) != 0) { printf("FAIL  %s not built\n", trainer); return 1; }
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
     test_resume();

@@ -13,7 +13,6 @@
 #include "mlstm.h"  // defines: Mlstm, mlstm_build, the parameter table (models written for the tests)
 #include "data.h"   // defines: Stream, shard readers (prepared shards as input)
 #include "test/test.h"
-#include <libgen.h>
 
 static char bin[4096], tmp[4096];
 
@@ -633,11 +632,8 @@ static void test_heatmap(void) {
     CHECK(test_system("ls %s | grep -q '\\.tmp\\.'", tmp) != 0, "no temporary file left behind");
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
-    char self[4096];
-    snprintf(self, sizeof self, "%s", argv[0]);
-    if (!realpath(dirname(self), bin)) { perror("realpath"); return 1; }
+int main(void) {
+    snprintf(bin, sizeof bin, "%s", test_bin_dir());
     const char *base = getenv("TMPDIR");
     snprintf(tmp, sizeof tmp, "%s/test_transfer.XXXXXX", base && *base ? base : "/tmp");
     if (!mkdtemp(tmp)) { perror("mkdtemp"); return 1; }

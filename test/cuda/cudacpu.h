@@ -206,6 +206,7 @@ static constexpr int warpSize = 32;
 #define __cvta_generic_to_shared(p) cudacpu::cvta_generic_to_shared(p)
 #define __threadfence() __sync_synchronize()
 #define __threadfence_block() __sync_synchronize()
+#define __trap() cudacpu::fail(__FILE__, __LINE__, "__trap() in a kernel")
 
 namespace cudacpu {
 // The call site of a warp operation (lanes must agree on it), then the operation.

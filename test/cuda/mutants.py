@@ -71,6 +71,8 @@ MUTANTS = [
      "    Epilogue e = epi_grad(md->dW[WN_H], H, N);\n    e.accumulate = 0;", [FP16], SWITCHES),
     ("the layer replays a graph's forked nodes in capture order under reverse too", "test/cuda/cudacpu.cpp",
      "                if (g->nodes[r].forked) { n = r; break; }", "                if (false) { n = r; break; }", [CUDACPU]),
+    ("no shared-memory opt-in for the 64x64-warp NN tile (switch warp64)", "train.cu",
+     "           matmul_wmma_setup<T, T, 64, 64, AS_IS, AS_IS, STAGES_>(optin) &\n", "", [FP16], ["--only", "matmul"]),
     ("cuBLASLt without its bias epilogue (switch cublaslt)", "train.cu",
      "    if (bias) {\n        uint32_t epi = CUBLASLT_EPILOGUE_BIAS;", "    if (false) {\n        uint32_t epi = CUBLASLT_EPILOGUE_BIAS;",
      [FP16], SWITCHES),

@@ -508,8 +508,7 @@ static void test_mpi(const char *trainer, const char *what, double tol) {
     test_system("rm -rf %s", dir);
 }
 
-int main(int argc, char **argv) {
-    (void)argc;
+int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     test_collectives();
     test_schedules();
@@ -527,12 +526,8 @@ int main(int argc, char **argv) {
     test_fork_join();
     test_l2_window();
     test_capture_rules();
-    char self[1024], trainer[1100];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    self[n > 0 ? n : 0] = 0;
-    if (n <= 0) snprintf(self, sizeof self, "%s", argv[0]);
-    char *slash = strrchr(self, '/');
-    if (slash) *slash = 0;
+    const char *self = test_bin_dir();
+    char trainer[4200];
     // train_gpu's own flag is in its --help beside the shared ones, and a bad value is refused by name
     snprintf(trainer, sizeof trainer, "%s/train_gpu", self);
     int help = test_system("%s --help 2>&1 | grep -q -- '--matmul KIND' && %s --help | grep -q -- '--hidden'", trainer,
