@@ -171,27 +171,32 @@ else
 	$(SAY) "nvcc: no working nvcc; skipping the GPU build"
 endif
 
-train_gpu: $(GPU_DEPS)
-	$(NVCC) $(NVCCFLAGS) $(GPU_DEFS) $< -o $@ $(GPU_LIBS)
-train_gpu_fp32: $(GPU_DEPS)
-	$(NVCC) $(NVCCFLAGS) $(GPU_DEFS) -DPRECISION_FP32 $< -o $@ $(GPU_LIBS)
+# The trainers' builds keep ptxas's register and spill report in $(BUILD)/ptxas-<binary>.txt (what
+# make gpu-regs reads) and show the rest of the compiler's output.
+nvcc_keeping_ptxas_report = $(NVCC) $(NVCCFLAGS) -Xptxas -v $(GPU_DEFS) $(1) $< -o $@ $(GPU_LIBS) 2> $(BUILD)/ptxas-$@.txt; \
+    rc=$$?; grep -v -e '^ptxas info' -e 'bytes stack frame' $(BUILD)/ptxas-$@.txt >&2; exit $$rc
+train_gpu: $(GPU_DEPS) | $(BUILD)
+	$(call nvcc_keeping_ptxas_report,)
+train_gpu_fp32: $(GPU_DEPS) | $(BUILD)
+	$(call nvcc_keeping_ptxas_report,-DPRECISION_FP32)
 $(BUILD)/test_gpu: test/test_gpu.cu $(GPU_DEPS) test/test.h | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $(GPU_DEFS) $< -o $@ $(GPU_LIBS)
 $(BUILD)/test_gpu_fp32: test/test_gpu.cu $(GPU_DEPS) test/test.h | $(BUILD)
 	$(NVCC) $(NVCCFLAGS) $(GPU_DEFS) -DPRECISION_FP32 $< -o $@ $(GPU_LIBS)
 
-# Registers and spills of every matmul and cell kernel, per precision and arch
-# (ptxas -v); fails if any of them spills.
-gpu-regs: | $(BUILD)
+# Registers and spills of every matmul and cell kernel, per precision and arch (ptxas -v, kept
+# by the trainers' builds); fails if any of them spills.
+gpu-regs: train_gpu train_gpu_fp32
+	@for f in $(BUILD)/ptxas-train_gpu.txt $(BUILD)/ptxas-train_gpu_fp32.txt; do \
+	  test -s $$f || { echo "gpu-regs: $$f missing (built before it was kept: make -B gpu)"; exit 1; }; done
 	@for p in FP16 FP32; do \
-	  $(NVCC) $(NVCCFLAGS) $(GPU_DEFS) -DPRECISION_$$p -Xptxas -v -c train.cu -o $(BUILD)/regs.o 2>&1 | \
+	  f=$(BUILD)/ptxas-train_gpu$$([ $$p = FP32 ] && echo _fp32).txt; \
 	  awk -v p=$$p '/Compiling entry function/ { match($$0, /_Z[A-Za-z0-9_]+/); fn = substr($$0, RSTART, RLENGTH); \
 	                 match($$0, /sm_[0-9]+/); arch = substr($$0, RSTART, RLENGTH) } \
 	       /spill stores/ { n = split($$0, a, ","); st = a[2] + 0; ld = a[3] + 0 } \
 	       /Used [0-9]+ registers/ && fn ~ /matmul|cell/ { match($$0, /Used [0-9]+/); \
-	                 printf "%s %s regs %3d spill bytes %d/%d  %s\n", p, arch, substr($$0, RSTART + 5, RLENGTH - 5), st, ld, fn }'; \
+	                 printf "%s %s regs %3d spill bytes %d/%d  %s\n", p, arch, substr($$0, RSTART + 5, RLENGTH - 5), st, ld, fn }' $$f; \
 	done | sed 's/  *_Z/ _Z/' | c++filt | tee $(BUILD)/gpu-regs.txt
-	@rm -f $(BUILD)/regs.o
 	@test -s $(BUILD)/gpu-regs.txt || { echo "gpu-regs: no ptxas output (is nvcc working?)"; exit 1; }
 	@if grep -Eq 'spill bytes ([1-9][0-9]*/|[0-9]+/[1-9])' $(BUILD)/gpu-regs.txt; then echo "gpu-regs: FAIL: spills above"; exit 1; \
 	 else echo "gpu-regs: no spills in $$(wc -l < $(BUILD)/gpu-regs.txt) matmul/cell kernel builds"; fi

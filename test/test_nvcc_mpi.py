@@ -62,7 +62,8 @@ with tempfile.TemporaryDirectory() as d:
     r = subprocess.run(["make", "-n", "-B", "MPICC=" + mpicc, "NVCC=" + (nvcc or "nvcc"), "GPU_ARCHS=" + one_arch,
                         "BUILD=" + os.path.join(d, "build"), "train_gpu", "train_gpu_fp32",
                         os.path.join(d, "build", "test_gpu")], cwd=ROOT, capture_output=True, text=True)
-    lines = [ln for ln in r.stdout.splitlines() if "nvcc" in ln.split(" ")[0]]
+    # (the trainers' lines end by keeping ptxas's report: "2> FILE; ..." is the shell's, not nvcc's)
+    lines = [ln.split(" 2> ")[0] for ln in r.stdout.splitlines() if "nvcc" in ln.split(" ")[0]]
     check(r.returncode == 0 and len(lines) == 3, "make -n prints the three nvcc lines (%d; exit %d %s)"
           % (len(lines), r.returncode, r.stderr.strip()[-200:]))
     for ln in lines:
