@@ -5,7 +5,7 @@
 //
 //   build/test_gpu                    every check; ends "test_gpu: N passed, N failed"
 //   build/test_gpu --quick            the same without the H=4096 matmul shapes
-//   build/test_gpu --only GROUP       one group of checks (matmul, model, precision, cap, resume, ...)
+//   build/test_gpu --only G1,G2,...   those groups of checks (matmul, model, precision, cap, resume, ...)
 //   build/test_gpu --bench-step B N   N timed training steps at H=4096 D=64 T=256
 //   build/test_gpu --bench-matmul B   hand-written matmul vs cuBLASLt on the model's shapes (the per-step
 //                                     products also at 2 and 4 cp.async stages)
@@ -1135,6 +1135,14 @@ static void test_bench_paths(void) {
     CHECK(1, "bench_matmul: every shape at B=64 H=64 D=16 T=8, the per-step ones at every depth");
 }
 
+// Whether --only's comma-separated list (NULL: every group) names this group.
+static bool group_selected(const char *only, const char *name) {
+    size_t n = strlen(name);
+    for (const char *g = only; g && *g; g += strcspn(g, ",") + (g[strcspn(g, ",")] == ','))
+        if (strcspn(g, ",") == n && !strncmp(g, name, n)) return true;
+    return !only;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int ndev = 0;
@@ -1156,7 +1164,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--bench-matmul") && i + 1 < argc) bench_mm = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bench-kernels") && i + 1 < argc) bench_k = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: %s [--quick] [--only GROUP] [--matmul wmma|cublaslt] "
+            fprintf(stderr, "usage: %s [--quick] [--only GROUP[,GROUP...]] [--matmul wmma|cublaslt] "
                             "[--bench-step B STEPS] [--bench-matmul B] [--bench-kernels B]\n", argv[0]);
             return 2;
         }
@@ -1173,20 +1181,25 @@ int main(int argc, char **argv) {
     }
     printf("test_gpu: %s build; tolerances: logits %.0e loss %.0e gradients %.0e state %.0e ten losses %.0e matmul %.0e\n",
            precision_name, TOL_LOGITS, TOL_LOSS, TOL_GRAD, TOL_STATE, TOL_STEPS, TOL_MM);
-    // --only GROUP runs one group of checks (while working on it): debug, matmul, model, precision, cap,
-    // overflow, simt, resume, bench, switches
+    // --only GROUP[,GROUP...] runs those groups of checks (while working on one; CI runs the sanitized
+    // build's groups in two processes): debug, matmul, model, precision, cap, overflow, simt, resume,
+    // bench, switches
     const char *groups[] = {"debug", "matmul", "model", "precision", "cap", "overflow", "simt", "resume", "bench",
                             "switches"};
-    int known = !only;
-    for (int i = 0; i < (int)(sizeof groups / sizeof groups[0]); i++) known |= only && !strcmp(only, groups[i]);
-    if (!known) {
-        fprintf(stderr, "error: --only %s: not a group of checks (debug, matmul, model, precision, cap, overflow, "
-                        "simt, resume, bench, switches)\n", only);
-        return 2;
+    const int ngroups = (int)(sizeof groups / sizeof groups[0]);
+    for (const char *g = only; g && *g; g += strcspn(g, ",") + (g[strcspn(g, ",")] == ',')) {
+        size_t len = strcspn(g, ",");
+        int known = 0;
+        for (int i = 0; i < ngroups; i++) known |= strlen(groups[i]) == len && !strncmp(g, groups[i], len);
+        if (!known) {
+            fprintf(stderr, "error: --only %.*s: not a group of checks (debug, matmul, model, precision, cap, "
+                            "overflow, simt, resume, bench, switches)\n", (int)len, g);
+            return 2;
+        }
     }
 // each group's seconds follow it (what makes the CPU layer's runs, and CI, slow)
 #define GROUP(name, ...)                                                          \
-    if (!only || !strcmp(only, name)) {                                           \
+    if (group_selected(only, name)) {                                             \
         double group_t0 = now_seconds();                                          \
         __VA_ARGS__;                                                              \
         printf("time  %s: %.1f s\n", name, now_seconds() - group_t0);             \
