@@ -44,9 +44,8 @@ static_assert(LOSS_SCALER_BYTES <= CKPT_SCALER_BYTES, "the loss scaler must fit 
 //   model_host   the Mlstm whose params, adam_m, adam_v equal the backend's current
 //                master weights and moments; a backend that keeps them elsewhere
 //                copies them back here at each call (for checkpoints, sampling and
-//                validation, so not every step). Its
-//                activation buffers hold at least one row and one step (sample()
-//                runs mlstm_forward on it).
+//                validation, so not every step). Its activation buffers hold at
+//                least one row and one step (sample() runs mlstm_forward on it).
 //   model_state  (B,H) host arrays equal to the current carried training state.
 //   model_loaded the caller overwrote what model_host and model_state returned (a
 //                resume): the backend takes them as the truth from now on.
