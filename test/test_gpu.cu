@@ -153,7 +153,8 @@ static void test_graph_path(MlstmConfig cfg, int B, int T, uint64_t seed, int sm
                   !memcmp(state[0], state[1], sizeof(float) * 2 * BH),
               "graph path == direct path, bit for bit, step %d (%s): loss %s, gradients %s, logits %s, state %s", step,
               step == 1 ? "captures" : "replays", loss[0] == loss[1] ? "same" : "DIFFER",
-              memcmp(grads[0], grads[1], np * 4) ? "DIFFER" : "same", memcmp(logits[0], logits[1], nl * 4) ? "DIFFER" : "same",
+              memcmp(grads[0], grads[1], np * 4) ? "DIFFER" : "same",
+              memcmp(logits[0], logits[1], nl * 4) ? "DIFFER" : "same",
               memcmp(state[0], state[1], sizeof(float) * 2 * BH) ? "DIFFER" : "same");
         for (int k = 0; k < 2; k++) { free(grads[k]); free(logits[k]); free(state[k]); }
     }
@@ -314,7 +315,8 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
     check_err("ten losses, state carried (worst)", worst, TOL_STEPS);
     check_err("ten gradient norms, as returned (worst)", worst_norm, TOL_NORM);
     if (md->use_graphs)
-        CHECK(fwd_graph && md->fwd_graph == fwd_graph, "the ten steps ran the time loops as CUDA graphs, captured at step 1");
+        CHECK(fwd_graph && md->fwd_graph == fwd_graph,
+              "the ten steps ran the time loops as CUDA graphs, captured at step 1");
     model_free(md);
     step_case_free(&sc);
 }
@@ -403,8 +405,10 @@ static void test_precision(void) {
 #if GPU_FP16
     precision_step(md, &cpu, in, tg, rs, 0.5, grads);
     double worst = 0;
-    for (int v = 0; v < V; v++) worst = fmax(worst, max_rel_err(gt.t[P_WOUT] + (size_t)v * H, cpu.g.t[P_WOUT] + (size_t)v * H, H));
-    CHECK(worst > TOL_GRAD, "seeded at 0.5 (S/N at B=512, T=256, S=2^16) the rare bytes' W_out rows are lost: worst row error %.2f",
+    for (int v = 0; v < V; v++)
+        worst = fmax(worst, max_rel_err(gt.t[P_WOUT] + (size_t)v * H, cpu.g.t[P_WOUT] + (size_t)v * H, H));
+    CHECK(worst > TOL_GRAD,
+          "seeded at 0.5 (S/N at B=512, T=256, S=2^16) the rare bytes' W_out rows are lost: worst row error %.2f",
           worst);
 #endif
     free(grads);
@@ -555,8 +559,8 @@ static void test_overflow(void) {
     StepDecision d = decide_step(&ls, &lrs, &applied, B, ov);
     if (d.apply) model_apply(md, d.inv_scale, d.lr, applied);
     CHECK(ov && !d.apply && applied == 0 && isfinite(loss),
-          "backward seeded with S = inf: overflow %d, step skipped %d, applied steps %ld, loss %g", ov, !d.apply, applied,
-          loss);
+          "backward seeded with S = inf: overflow %d, step skipped %d, applied steps %ld, loss %g", ov, !d.apply,
+          applied, loss);
     CHECK(ls.scale == (S0 / 2 > 1 ? S0 / 2 : 1), "loss scale %g -> %g", S0, ls.scale);
     CHECK(!memcmp(before, model_host(md)->params, n), "weights untouched by the skipped step (bit for bit)");
     // a huge loss scale: the gradients overflow for real (FP16: dlogits beyond 65504;
@@ -592,7 +596,8 @@ static int run_trainer(const char *dir, const char *name, int steps, const char 
     snprintf(ckpt, sizeof ckpt, "%s/%s.ckpt", dir, name);
     snprintf(log, sizeof log, "%s/%s.log", dir, name);
     snprintf(st, sizeof st, "%d", steps);
-    const char *args[40] = {"train_gpu", "--hidden", RESUME_H, "--embed", RESUME_D, "--batch", "64", "--seq-len", RESUME_T,
+    const char *args[40] = {"train_gpu", "--hidden", RESUME_H, "--embed", RESUME_D, "--batch", "64", "--seq-len",
+                            RESUME_T,
                             "--steps", st, "--corpus-bytes", "200000", "--val-every", "0", "--val-steps", "1",
                             "--sample-len", "0", "--lr-schedule", "constant", "--lr", "1e-3", "--print-every", "100",
                             "--ckpt", ckpt, "--log", log};
@@ -651,7 +656,8 @@ static void test_resume(void) {
     char pa[600];
     snprintf(pa, sizeof pa, "%s/a.ckpt", dir);
     int ok = read_file(pa, &a, &na) == 0 && read_file(path, &b, &nb) == 0;
-    CHECK(ok && na == nb && !memcmp(a, b, na), "6 steps == 3 + checkpoint + resume + 3: checkpoints identical (%zu bytes)", na);
+    CHECK(ok && na == nb && !memcmp(a, b, na),
+          "6 steps == 3 + checkpoint + resume + 3: checkpoints identical (%zu bytes)", na);
     char la[600], lb[600], sa[1024], sb[1024];
     snprintf(la, sizeof la, "%s/a.log", dir);
     snprintf(lb, sizeof lb, "%s/b.log", dir);
@@ -661,7 +667,8 @@ static void test_resume(void) {
     CHECK(applied >= 3, "the 6-step run applied %d of its steps (not all skipped for overflow)", applied);
 #if GPU_FP16
     CHECK(max_scale == MODEL_MAX_LOSS_SCALE,
-          "the trainer's loss scale starts at FP16's cap and stays there: %g (cap %g)", max_scale, MODEL_MAX_LOSS_SCALE);
+          "the trainer's loss scale starts at FP16's cap and stays there: %g (cap %g)", max_scale,
+          MODEL_MAX_LOSS_SCALE);
 #else
     CHECK(max_scale == 1, "the FP32 trainer's loss scale is 1: %g", max_scale);
 #endif
@@ -712,7 +719,10 @@ static double gpu_rel_diff(const float *a, const float *b, size_t n) {
     cudaCheck(cudaMemcpy(hp, part, sizeof hp, cudaMemcpyDeviceToHost));
     cudaCheck(cudaFree(part));
     double d = 0, m = 0;
-    for (int i = 0; i < RED_BLOCKS; i++) { d = hp[2 * i] > d ? hp[2 * i] : d; m = hp[2 * i + 1] > m ? hp[2 * i + 1] : m; }
+    for (int i = 0; i < RED_BLOCKS; i++) {
+        d = hp[2 * i] > d ? hp[2 * i] : d;
+        m = hp[2 * i + 1] > m ? hp[2 * i + 1] : m;
+    }
     if (!(d <= 1e300)) return INFINITY;
     return m > 0 ? d / m : d;
 }
@@ -785,8 +795,9 @@ static void matmul_shape(const Shape *s, int bench_reps) {
         cudaCheck(cudaEventElapsedTime(&ms_lt, e0, e1));
         ms_ours /= bench_reps; ms_lt /= bench_reps;
         double fl = 2.0 * M * N * K;
-        printf("bench_matmul %s | ours %8.3f ms %7.1f TFLOP/s | cuBLASLt %8.3f ms %7.1f TFLOP/s | ours/cuBLASLt %5.1f%%\n",
-               name, ms_ours, fl / ms_ours / 1e9, ms_lt, fl / ms_lt / 1e9, 100.0 * ms_lt / ms_ours);
+        printf("bench_matmul %s | ours %8.3f ms %7.1f TFLOP/s | cuBLASLt %8.3f ms %7.1f TFLOP/s"
+               " | ours/cuBLASLt %5.1f%%\n", name, ms_ours, fl / ms_ours / 1e9, ms_lt, fl / ms_lt / 1e9,
+               100.0 * ms_lt / ms_ours);
         cudaEventDestroy(e0); cudaEventDestroy(e1);
     } else {
         matmul(L, M, N, K, A, Bm, epi_f32(C, N));
@@ -996,14 +1007,16 @@ static int bench_step(int B, int steps) {
     double dt = now_seconds() - t0, cps = (double)N * steps / dt;
     char variant[64];
     switches_name(&md->sw, variant, sizeof variant);
-    const char *kind = md->sw.cublaslt ? "cublaslt" : md->use_graphs ? "ours" : "ours-direct";  // direct: MLSTM_NO_GRAPH=1
+    // direct: MLSTM_NO_GRAPH=1
+    const char *kind = md->sw.cublaslt ? "cublaslt" : md->use_graphs ? "ours" : "ours-direct";
     printf("bench_step precision=%s matmul=%s variant=%s B=%d T=%d H=4096 steps=%d seconds=%.3f chars_per_s=%.0f "
            "tflops=%.2f skipped=%d\n", precision_name, kind, variant, B, T, steps, dt, cps,
            3 * flops_per_char(&cfg) * cps / 1e12, skipped);
     model_free(md);
     free(in); free(tg); free(rs);
     if (nonfinite || skipped == steps) {
-        fprintf(stderr, "error: bench_step B=%d: %d non-finite losses, %d of %d steps skipped\n", B, nonfinite, skipped, steps);
+        fprintf(stderr, "error: bench_step B=%d: %d non-finite losses, %d of %d steps skipped\n", B, nonfinite,
+                skipped, steps);
         return 1;
     }
     return 0;
@@ -1160,7 +1173,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--matmul") && i + 1 < argc)
             matmul_cublaslt_default = matmul_kind_from_name("--matmul", argv[++i]);
-        else if (!strcmp(argv[i], "--bench-step") && i + 2 < argc) { bench_b = atoi(argv[++i]); bench_steps = atoi(argv[++i]); }
+        else if (!strcmp(argv[i], "--bench-step") && i + 2 < argc) {
+            bench_b = atoi(argv[++i]);
+            bench_steps = atoi(argv[++i]);
+        }
         else if (!strcmp(argv[i], "--bench-matmul") && i + 1 < argc) bench_mm = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bench-kernels") && i + 1 < argc) bench_k = atoi(argv[++i]);
         else {
@@ -1179,8 +1195,8 @@ int main(int argc, char **argv) {
         bench_kernels((MlstmConfig){256, 64, 4096, 1}, bench_k, 256, 8);
         return 0;
     }
-    printf("test_gpu: %s build; tolerances: logits %.0e loss %.0e gradients %.0e state %.0e ten losses %.0e matmul %.0e\n",
-           precision_name, TOL_LOGITS, TOL_LOSS, TOL_GRAD, TOL_STATE, TOL_STEPS, TOL_MM);
+    printf("test_gpu: %s build; tolerances: logits %.0e loss %.0e gradients %.0e state %.0e ten losses %.0e"
+           " matmul %.0e\n", precision_name, TOL_LOGITS, TOL_LOSS, TOL_GRAD, TOL_STATE, TOL_STEPS, TOL_MM);
     // --only GROUP[,GROUP...] runs those groups of checks (while working on one; CI runs the sanitized
     // build's groups in two processes): debug, matmul, model, precision, cap, overflow, simt, resume,
     // bench, switches
@@ -1210,7 +1226,8 @@ int main(int argc, char **argv) {
     GROUP("matmul", test_matmul(quick));
     // tensor-core tiles: 128x128 over all rows, 64x64 per step; odd sizes: the SIMT path; no weight norm
     GROUP("model", test_model((MlstmConfig){256, 64, 128, 1}, 64, 8, 11, 1);
-          test_model((MlstmConfig){256, 12, 40, 1}, 3, 5, 12, 0); test_model((MlstmConfig){256, 16, 64, 0}, 8, 6, 13, 0));
+          test_model((MlstmConfig){256, 12, 40, 1}, 3, 5, 12, 0);
+          test_model((MlstmConfig){256, 16, 64, 0}, 8, 6, 13, 0));
     GROUP("precision", test_precision());
     GROUP("cap", test_loss_scale_cap());
     GROUP("overflow", test_overflow());
