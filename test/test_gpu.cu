@@ -762,6 +762,15 @@ static int plan_stages(int plan) {
     return 1;
 #endif
 }
+#if GPU_FP16
+// Whether matmul_setup offered the pipeline depth st on this device; says so when not.
+static bool depth_offered(int st, const char *what) {
+    if (!wmma_stages_ok[st])
+        printf("skip  %s at %d stages: not on this device (no cp.async before sm_80, or too little shared memory)\n",
+               what, st);
+    return wmma_stages_ok[st];
+}
+#endif
 static void matmul_shape(const Shape *s, int bench_reps) {
     const int M = s->M, N = s->N, K = s->K, L = s->layout;
     size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
@@ -851,11 +860,7 @@ static void test_matmul(int quick) {
     int sms = num_sms;
     num_sms = 1;
     for (int st = 2; st <= 4; st += 2) {
-        if (!wmma_stages_ok[st]) {
-            printf("skip  matmul at %d stages: not on this device (no cp.async before sm_80, or too little shared "
-                   "memory)\n", st);
-            continue;
-        }
+        if (!depth_offered(st, "matmul")) continue;
         wmma_stages = st;
         const int tiles[][3] = {{128, 128, 96}, {64, 64, 64}, {192, 64, 320}};
         for (int i = 0; i < 3; i++)
@@ -915,11 +920,7 @@ static void bench_matmul(int B, int H, int D, int T, int reps) {
     for (int i = 0; i < n; i++) matmul_shape(&shapes[i], reps);
 #if GPU_FP16
     for (int st = 2; st <= 4; st += 2) {
-        if (!wmma_stages_ok[st]) {
-            printf("skip  bench_matmul at %d stages: not on this device (no cp.async before sm_80, or too little "
-                   "shared memory)\n", st);
-            continue;
-        }
+        if (!depth_offered(st, "bench_matmul")) continue;
         wmma_stages = st;
         for (int i = 0; i < n; i++)
             if (is_per_step(shapes[i].what)) matmul_shape(&shapes[i], reps);
