@@ -52,7 +52,6 @@ GPUS = {
                             # longer one (1: perfect overlap): one warp's LDSMs feed its own HMMAs, 2-7 warps per scheduler
         bar_clk=100.0,      # clocks a block stalls per slab at its barrier (wait_group, __syncthreads, the first LDSM's
                             # latency), hidden by the other blocks on the SM: the SM loses bar_clk / blocks per SM
-        warp_other_instr=24,  # instructions per warp per slab besides HMMA, LDSM, LDGSTS, BAR (addresses, loop, commit)
         epi_instr=24,       # instructions per output element in the epilogue (epilogue_store, its branches and loads)
         mem_eff=0.90,       # achievable fraction of HBM bandwidth for streaming kernels (a device copy reaches ~4.3 TB/s)
         lat_ns=600.0,       # DRAM latency under load, for Little's law (unloaded ~ 500 ns; loaded is higher)
@@ -79,7 +78,7 @@ GPUS = {
         cp_async=False,     # sm_70: the same kernel copies each slab synchronously: one slab in flight
         frag_bytes=1024,    # assumed: sm_70 has no LDSM; HMMA.884 takes its operands replicated in both quad pairs
         mma_sync_frac=1.0,  # Volta's HMMA is its full tensor rate
-        pipe_overlap=0.5, bar_clk=100.0, warp_other_instr=24, epi_instr=24,
+        pipe_overlap=0.5, bar_clk=100.0, epi_instr=24,
         mem_eff=0.85, lat_ns=500.0, l2_gbs=2500.0, l2_lat_ns=250.0,
         eff_simt=0.60,
         gap_us=3.0, graph_gap_us=1.5, sync_us=10.0, pcie_gbs=8.0,
@@ -155,6 +154,12 @@ TILES = {  # BM, BN, WM, WN (a warp's tile), threads; train.cu's WmmaTile and ma
     "simt": (64, 64, None, None, 256),
 }
 BK = 32
+# Counted in the sm_90 SASS of train.cu by dev/sass_mix.py (the most of the three layouts; the same
+# counts are assumed for sm_70), per warp: the slab loop's instructions besides HMMA, LDSM, LDGSTS
+# and the barrier (addresses, stage offsets, loop, commit), per slab; and a split-K block's
+# epilogue, its partial sums stored straight from the fragments (STG.64 and their addresses)
+SASS_OTHER = {"wmma128": 95, "wmma128w64": 203, "wmma64": 115}
+SASS_SPLIT_STORE = {"wmma128": 98, "wmma128w64": 170, "wmma64": 59}
 
 
 def smem_bytes(plan, stages=3):
@@ -194,21 +199,25 @@ def wmma_slab(plan, g, r):
     m = tile_mix(plan, g["frag_bytes"])
     t_tc = m["flops"] / (g["tc_flop_clk"] * g["mma_sync_frac"])
     t_smem = m["smem"] / g["smem_b_clk"]
-    t_issue = m["warps"] * (m["hmma"] + m["ldsm"] + m["ldgsts"] + 1 + g["warp_other_instr"]) / 4
+    t_issue = m["warps"] * (m["hmma"] + m["ldsm"] + m["ldgsts"] + 1 + SASS_OTHER[plan]) / 4
     hi, lo = max(t_tc, t_smem), min(t_tc, t_smem)
     t_pipe = max(hi + (1 - g["pipe_overlap"]) * lo, t_issue)
     return dict(t_tc=t_tc, t_smem=t_smem, t_issue=t_issue, t_pipe=t_pipe, t_slab=t_pipe + g["bar_clk"] / r,
                 t_peak=m["flops"] / g["tc_flop_clk"])
 
 
-def wmma_eff(plan, K, g, r):
+def wmma_eff(plan, K, g, r, split=False):
     """The WMMA kernel's fraction of the dense peak when compute-bound, for a K-deep product: K/32
-    slabs, then the epilogue (each accumulator staged through shared memory, written and read, and
-    epi_instr instructions per element)."""
-    BM, BN = TILES[plan][:2]
+    slabs, then the epilogue: each accumulator staged through shared memory (written and read) and
+    epi_instr instructions per element, or a split-K block's partial sums stored from the fragments."""
+    BM, BN, threads = TILES[plan][0], TILES[plan][1], TILES[plan][4]
+    warps = threads // 32
     s = wmma_slab(plan, g, r)
     slabs = K / BK
-    t_epi = 2 * BM * BN * 4 / g["smem_b_clk"] + BM * BN * g["epi_instr"] / (32 * 4)
+    if split:
+        t_epi = warps * SASS_SPLIT_STORE[plan] / 4
+    else:
+        t_epi = 2 * BM * BN * 4 / g["smem_b_clk"] + BM * BN * g["epi_instr"] / (32 * 4)
     return slabs * s["t_peak"] / (slabs * s["t_slab"] + t_epi)
 
 
@@ -238,7 +247,7 @@ def matmul(name, M, N, K, g, fp16, flags, *, extra_read=0, extra_write=0, out_by
     else:
         BM, BN = TILES[plan][:2]
         r = blocks_per_sm(plan, g, stages)
-        peak, eff, bk = g["tc_tflops"], wmma_eff(plan, K / splits, g, r), BK
+        peak, eff, bk = g["tc_tflops"], wmma_eff(plan, K / splits, g, r, split=splits > 1), BK
         in_flight = (stages - 1) if g["cp_async"] else 1
     blocks = math.ceil(M / BM) * math.ceil(N / BN) * splits
     waves = math.ceil(blocks / g["sms"])
@@ -258,25 +267,26 @@ def matmul(name, M, N, K, g, fp16, flags, *, extra_read=0, extra_write=0, out_by
     if weight_in_l2 and weight:
         dram -= a_bytes if weight == "A" else b_bytes
     epi = extra_read + extra_write  # the epilogue's own tensors
-    launches = 1
-    if splits > 1 or plan == "cublaslt":
-        # a second, bandwidth-bound kernel: split-K's fixed-order sum of the FP32 partials, or the mLSTM
-        # epilogue cuBLASLt cannot fuse (its output written, then read again); then the epilogue's tensors
-        mid = splits * M * N * 4 if splits > 1 else 0
-        if plan == "cublaslt" and mlstm_epilogue:  # the product in an FP32 scratch, then epilogue_kernel
-            mid = max(mid, M * N * 4)
-        dram_second = 2 * mid + epi + c_bytes
-        t_memory = max(t_latency, dram / (bw * 1e9) * 1e6) + dram_second / (bw * 1e9) * 1e6
-        dram += dram_second
-        launches = 2 if mid else 1
-    else:
-        dram += c_bytes + epi
-        t_memory = max(t_latency, dram / (bw * 1e9) * 1e6)
+    # a second, bandwidth-bound kernel: split-K's fixed-order sum of the FP32 partials, or the mLSTM
+    # epilogue cuBLASLt cannot fuse (the product in an FP32 scratch, then epilogue_kernel). The product
+    # writes mid bytes, the second kernel reads them back and writes the outputs; it starts when the
+    # product has finished (same stream), so its time adds to the product's.
+    mid = splits * M * N * 4 if splits > 1 else 0
+    if plan == "cublaslt" and mlstm_epilogue:
+        mid = max(mid, M * N * 4)
+    second = mid + epi + c_bytes if mid else 0
+    dram += mid if mid else c_bytes + epi
+    t_memory = max(t_latency, dram / (bw * 1e9) * 1e6)
+    t_second = second / (bw * 1e9) * 1e6
     if g["cp_async"] or plan == "simt":
         t = max(t_compute, t_memory)
     else:  # synchronous slab copies: a block waits, then computes; co-resident blocks hide part of it
         t = max(t_compute, t_memory) + min(t_compute, t_memory) / math.ceil(resident / g["sms"])
     bound = "compute" if t_compute >= t_memory else ("latency" if t_latency * 1e-6 * bw * 1e9 > dram else "memory")
+    t += t_second
+    t_memory += t_second
+    dram += second
+    launches = 2 if mid else 1
     return dict(name=name, kind="matmul", plan=plan + ("/%d" % splits if splits > 1 else ""), blocks=blocks,
                 flops=flops, bytes=dram, t_compute=t_compute, t_memory=t_memory, t=t, bound=bound, launches=launches,
                 eff=eff, per_sm=r)

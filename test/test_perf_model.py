@@ -6,6 +6,7 @@ Run from the repository root (make test does). Ends with 'test_perf_model: N pas
 import io
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -69,6 +70,24 @@ k = perf_model.matmul("z", 256, 16384, 4096, g, True, {"warp64"})
 check(k["plan"] == "wmma128w64" and perf_model.matmul("z", 256, 16384, 4096, g, True, set())["plan"] == "wmma128"
       and perf_model.matmul("dm", 256, 4096, 16384, g, True, {"warp64"})["plan"] == "wmma64",
       "switch warp64 changes the 128x128 products' warps (z at B=256), not which products get that tile (dm)")
+
+# a split-K block stores its partial sums from the fragments (dev/sass_mix.py: 170 instructions a warp
+# for the 64x64-warp tile, no staging): 4 warps x 170 / 4 schedulers = 170 clk instead of the staged
+# 1024 + 3072. mh at B=256 splits K = 4096 four ways: 32 slabs of 737 clk
+eff_split = 32 * 256 / (32 * (512 + 0.5 * 384 + 100 / 3) + 170)
+close(perf_model.wmma_eff("wmma128w64", 1024, g, 3, split=True), eff_split, 1e-12,
+      "split-K block at K=1024, partials stored from the fragments: fraction of peak")
+check(eff_split > perf_model.wmma_eff("wmma128w64", 1024, g, 3) * 1.1,
+      "the fragment stores make a 1024-deep split block >10% faster than the staged epilogue would")
+# the split's second kernel (the fixed-order sum and the epilogue) starts when the product ends: mh at
+# B=256 (switch splitk, 128x128 / 4): its time is the product's plus (partials read + mx read + mh and m
+# written) / bandwidth, 4 x 256 x 4096 x 4 + 3 x 256 x 4096 x 2 bytes at 4800 x 0.9 GB/s
+k = perf_model.matmul("mh", 256, 4096, 4096, g, True, {"splitk", "warp64"}, out_bytes=2,
+                      extra_read=256 * 4096 * 2 + 256, extra_write=256 * 4096 * 2, weight="B", mlstm_epilogue=True)
+second = (4 * 256 * 4096 * 4 + 256 * 4096 * 2 + 256 + 256 * 4096 * 2 + 256 * 4096 * 2) / (4800e9 * 0.9) * 1e6
+product = 2 * 256 * 4096 * 4096 / (989e12 * eff_split * 256 / (2 * 132)) * 1e6
+check(k["plan"] == "wmma128w64/4" and k["launches"] == 2, "mh at B=256 with splitk: 4 splits of the 64x64-warp tile, 2 kernels")
+close(k["t"], product + second, 1e-9, "mh at B=256 with splitk: product + the sum's kernel after it (us)")
 
 # ---- one matmul by hand: 8192^3 on the H200, 128x128 tile, compute-bound.
 # 64 x 64 = 4096 blocks over 132 SMs: 32 waves, util 4096 / 4224; t = 2 * 8192^3 / (989e12 * eff * util)
@@ -218,5 +237,37 @@ r = subprocess.run(["bash", "dev/gpu_check.sh", "--report", os.path.join(ROOT, "
 check(r.returncode == 2 and "LOG_DIR" in r.stderr, "gpu_check.sh --report without bench.txt: exit 2")
 r = subprocess.run(["bash", "dev/gpu_check.sh", "--bogus"], cwd=ROOT, capture_output=True, text=True)
 check(r.returncode == 2 and "--bogus" in r.stderr, "gpu_check.sh --bogus: exit 2 naming it")
+
+# ---- dev/gpu-perf.md prints its tables from the model's commands: each block after an indented
+# `python3 dev/perf_model.py ...` line is what that command prints now (--update-doc rewrites them)
+def doc_blocks(lines):
+    """[(command, first line of its output block, line after it)]: the output is the lines after the
+    command that are empty, table rows or the model's 'H200 SXM'/'V100 SXM2' headers."""
+    out = []
+    for i, line in enumerate(lines):
+        m = re.match(r"^    (python3 dev/perf_model\.py(?: [-\w= .]+)?)$", line)
+        if m:
+            j = i + 1
+            while j < len(lines) and (lines[j] == "" or lines[j].startswith("|") or re.match(r"(H200|V100) SXM", lines[j])):
+                j += 1
+            while j > i + 1 and lines[j - 1] == "":
+                j -= 1
+            out.append((m.group(1), i + 1, j))
+    return out
+
+
+doc = os.path.join(ROOT, "dev", "gpu-perf.md")
+lines = open(doc).read().split("\n")
+blocks = doc_blocks(lines)
+stale = []
+for cmd, a, b in reversed(blocks):
+    printed = run(*cmd.split()[1:]).stdout.strip("\n").split("\n")
+    if lines[a:b] != [""] + printed:
+        stale.append(cmd)
+        lines[a:b] = [""] + printed
+if "--update-doc" in sys.argv:
+    open(doc, "w").write("\n".join(lines))
+check(len(blocks) >= 8 and not stale, "dev/gpu-perf.md: its %d tables are what dev/perf_model.py prints%s" % (
+    len(blocks), "; stale: %s (python3 test/test_perf_model.py --update-doc rewrites them)" % ", ".join(stale) if stale else ""))
 
 summary("test_perf_model")
