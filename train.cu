@@ -332,9 +332,8 @@ static __device__ inline void load_slab(half *as, half *bs, const half *A, const
 }
 
 // Split-K (switch splitk): gridDim.z splits of K, block z walks K / gridDim.z from z K / gridDim.z
-// and writes its raw product to partial[z] (M,N) FP32 straight from its fragments (no staging:
-// 32-byte aligned, as N % 64 == 0 makes every fragment's corner); splitk_reduce_kernel adds them and
-// applies the epilogue. Without it (gridDim.z 1, partial NULL) the epilogue is applied here.
+// and writes its raw product to partial[z] (M,N) FP32; splitk_reduce_kernel adds them and applies
+// the epilogue. Without it (gridDim.z 1, partial NULL) the epilogue is applied here.
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
 static __device__ inline void wmma_block_tile(const half *A, const half *B, int M, int N, int K, const Epilogue &e,
                                               float *partial) {
@@ -388,19 +387,10 @@ static __device__ inline void wmma_block_tile(const half *A, const half *B, int 
                 for (int j = 0; j < FN; j++) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
         }
     }
-    copy_wait<0>();  // (only empty groups are left)
-    if (partial) {  // a split: the raw partial sums, stored straight from the fragments
-        float *tile = partial + ((size_t)blockIdx.z * M + m0 + wm * WM) * N + n0 + wn * WN;
-        #pragma unroll
-        for (int i = 0; i < FM; i++)
-            #pragma unroll
-            for (int j = 0; j < FN; j++)
-                wmma::store_matrix_sync(tile + (size_t)i * FRAG * N + j * FRAG, acc[i][j], N, wmma::mem_row_major);
-        return;
-    }
-    // the epilogue needs each accumulator's row and column, which a fragment does not expose: each
-    // warp stages one FRAG x FRAG fragment at a time in shared memory (the slabs' space, now free)
-    // and writes it through the epilogue, a row of FRAG columns per half-warp
+    // epilogue: each warp stages one FRAG x FRAG fragment at a time in shared memory
+    // (the slabs' space, now free) and writes it through the epilogue, a row of FRAG
+    // columns per half-warp
+    copy_wait<0>();
     __syncthreads();
     float *staged = (float *)smem + warp * FRAG_ELEMS;
     const int lane = threadIdx.x % WARP_SIZE;
@@ -410,8 +400,11 @@ static __device__ inline void wmma_block_tile(const half *A, const half *B, int 
         for (int j = 0; j < FN; j++) {
             wmma::store_matrix_sync(staged, acc[i][j], FRAG, wmma::mem_row_major);
             __syncwarp();
-            for (int q = lane; q < FRAG_ELEMS; q += WARP_SIZE)
-                epilogue_store(e, m0 + wm * WM + i * FRAG + q / FRAG, n0 + wn * WN + j * FRAG + q % FRAG, staged[q]);
+            for (int q = lane; q < FRAG_ELEMS; q += WARP_SIZE) {
+                int r = m0 + wm * WM + i * FRAG + q / FRAG, c = n0 + wn * WN + j * FRAG + q % FRAG;
+                if (partial) partial[((size_t)blockIdx.z * M + r) * N + c] = staged[q];
+                else epilogue_store(e, r, c, staged[q]);
+            }
             __syncwarp();
         }
 }
