@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """dev/sass_mix.py: the WMMA kernels' instruction mix as the GPU runs it (sm_90 SASS), for
-dev/perf_model.py's SASS_OTHER and SASS_SPLIT_STORE.
+dev/perf_model.py's SASS_OTHER.
 
     python3 dev/sass_mix.py [CUOBJDUMP]
 
@@ -8,10 +8,8 @@ Compiles train.cu (FP16 build) for sm_90 to a cubin, disassembles it with cuobjd
 toolkit's, or the one in PyPI's nvidia-cuda-cuobjdump wheel: pip install nvidia-cuda-cuobjdump,
 then give its bin/cuobjdump) and prints, for each matmul_wmma_kernel at the training depth (3
 stages), per warp per 32-deep slab: the slab loop's instructions (the backward branch whose body
-holds the HMMAs), HMMA, LDSM, LDGSTS, BAR and the rest; and the split-K epilogue: the
-instructions from the end of the slab loop to the first EXIT (the partial sums stored from the
-fragments), with their STG count. Static counts of straight-line code: the slab loop and that
-epilogue have no branches inside."""
+holds the HMMAs), HMMA, LDSM, LDGSTS, BAR and the rest. A static count is the dynamic one here:
+the slab loop's body has no branch inside (its k16 steps are unrolled)."""
 import collections
 import os
 import re
@@ -60,8 +58,8 @@ def main():
         subprocess.run([nvcc, "-O3", "-std=c++17", "-I" + ROOT, "-D_GNU_SOURCE", "-arch=sm_90", "-cubin",
                         os.path.join(ROOT, "train.cu"), "-o", cubin], check=True)
         sass = subprocess.run([cuobjdump, "-sass", cubin], check=True, capture_output=True, text=True).stdout
-    print("| kernel | layout | slab loop | HMMA | LDSM | LDGSTS | BAR | other | split-K epilogue | its STG |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+    print("| kernel | layout | slab loop | HMMA | LDSM | LDGSTS | BAR | other |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|")
     for part in re.split(r"\n\s*Function : ", sass)[1:]:
         name, body = part.split("\n", 1)
         if "matmul_wmma_kernel" not in name or "Li3EE" not in name:
@@ -72,15 +70,8 @@ def main():
         loop = slab_loop(ins)
         c = collections.Counter(op.split(".")[0] for _, op, _ in loop)
         known = c["HMMA"] + c["LDSM"] + c["LDGSTS"] + c["BAR"]
-        end = ins.index(loop[-1]) + 1
-        epi = []
-        for x in ins[end:]:
-            epi.append(x)
-            if x[1] == "EXIT":
-                break
-        stg = sum(op.startswith("STG") for _, op, _ in epi)
-        print("| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d |" % (tile, layout, len(loop), c["HMMA"], c["LDSM"],
-              c["LDGSTS"], c["BAR"], len(loop) - known, len(epi), stg))
+        print("| %s | %s | %d | %d | %d | %d | %d | %d |" % (tile, layout, len(loop), c["HMMA"], c["LDSM"], c["LDGSTS"],
+              c["BAR"], len(loop) - known))
 
 
 if __name__ == "__main__":

@@ -71,20 +71,13 @@ check(k["plan"] == "wmma128w64" and perf_model.matmul("z", 256, 16384, 4096, g, 
       and perf_model.matmul("dm", 256, 4096, 16384, g, True, {"warp64"})["plan"] == "wmma64",
       "switch warp64 changes the 128x128 products' warps (z at B=256), not which products get that tile (dm)")
 
-# a split-K block stores its partial sums from the fragments (dev/sass_mix.py: 170 instructions a warp
-# for the 64x64-warp tile, no staging): 4 warps x 170 / 4 schedulers = 170 clk instead of the staged
-# 1024 + 3072. mh at B=256 splits K = 4096 four ways: 32 slabs of 737 clk
-eff_split = 32 * 256 / (32 * (512 + 0.5 * 384 + 100 / 3) + 170)
-close(perf_model.wmma_eff("wmma128w64", 1024, g, 3, split=True), eff_split, 1e-12,
-      "split-K block at K=1024, partials stored from the fragments: fraction of peak")
-check(eff_split > perf_model.wmma_eff("wmma128w64", 1024, g, 3) * 1.1,
-      "the fragment stores make a 1024-deep split block >10% faster than the staged epilogue would")
 # the split's second kernel (the fixed-order sum and the epilogue) starts when the product ends: mh at
 # B=256 (switch splitk, 128x128 / 4): its time is the product's plus (partials read + mx read + mh and m
 # written) / bandwidth, 4 x 256 x 4096 x 4 + 3 x 256 x 4096 x 2 bytes at 4800 x 0.9 GB/s
 k = perf_model.matmul("mh", 256, 4096, 4096, g, True, {"splitk", "warp64"}, out_bytes=2,
                       extra_read=256 * 4096 * 2 + 256, extra_write=256 * 4096 * 2, weight="B", mlstm_epilogue=True)
 second = (4 * 256 * 4096 * 4 + 256 * 4096 * 2 + 256 + 256 * 4096 * 2 + 256 * 4096 * 2) / (4800e9 * 0.9) * 1e6
+eff_split = perf_model.wmma_eff("wmma128w64", 1024, g, 3)  # 32 slabs of K, then the staged epilogue
 product = 2 * 256 * 4096 * 4096 / (989e12 * eff_split * 256 / (2 * 132)) * 1e6
 check(k["plan"] == "wmma128w64/4" and k["launches"] == 2, "mh at B=256 with splitk: 4 splits of the 64x64-warp tile, 2 kernels")
 close(k["t"], product + second, 1e-9, "mh at B=256 with splitk: product + the sum's kernel after it (us)")
