@@ -332,8 +332,9 @@ static __device__ inline void load_slab(half *as, half *bs, const half *A, const
 }
 
 // Split-K (switch splitk): gridDim.z splits of K, block z walks K / gridDim.z from z K / gridDim.z
-// and writes its raw product to partial[z] (M,N) FP32; splitk_reduce_kernel adds them and applies
-// the epilogue. Without it (gridDim.z 1, partial NULL) the epilogue is applied here.
+// and writes its raw product to partial[z] (M,N) FP32 straight from its fragments (no staging:
+// 32-byte aligned, as N % 64 == 0 makes every fragment's corner); splitk_reduce_kernel adds them and
+// applies the epilogue. Without it (gridDim.z 1, partial NULL) the epilogue is applied here.
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
 static __device__ inline void wmma_block_tile(const half *A, const half *B, int M, int N, int K, const Epilogue &e,
                                               float *partial) {
@@ -367,14 +368,10 @@ static __device__ inline void wmma_block_tile(const half *A, const half *B, int 
         const half *as = As + (kt % STAGES) * P::A_SIZE, *bs = Bs + (kt % STAGES) * P::B_SIZE;
         #pragma unroll
         for (int kk = 0; kk < BK; kk += FRAG) {
-            wmma::fragment<wmma::matrix_a, FRAG, FRAG, FRAG, half, LayoutA> a[FM];
+            // the B fragments of this k16 step, then one A fragment at a time: a warp holds FN + 1
+            // fragments besides its accumulators, not FM + FN (the 64x64 warp's 128 accumulator
+            // registers leave little else under the 168 that 3 blocks per SM allow)
             wmma::fragment<wmma::matrix_b, FRAG, FRAG, FRAG, half, LayoutB> b[FN];
-            #pragma unroll
-            for (int i = 0; i < FM; i++) {
-                int m = wm * WM + i * FRAG;
-                if (ACOL) wmma::load_matrix_sync(a[i], as + kk * (BM + P::PAD) + m, BM + P::PAD);
-                else wmma::load_matrix_sync(a[i], as + m * (BK + P::PAD) + kk, BK + P::PAD);
-            }
             #pragma unroll
             for (int j = 0; j < FN; j++) {
                 int n = wn * WN + j * FRAG;
@@ -382,15 +379,29 @@ static __device__ inline void wmma_block_tile(const half *A, const half *B, int 
                 else wmma::load_matrix_sync(b[j], bs + kk * (BN + P::PAD) + n, BN + P::PAD);
             }
             #pragma unroll
-            for (int i = 0; i < FM; i++)
+            for (int i = 0; i < FM; i++) {
+                wmma::fragment<wmma::matrix_a, FRAG, FRAG, FRAG, half, LayoutA> a;
+                int m = wm * WM + i * FRAG;
+                if (ACOL) wmma::load_matrix_sync(a, as + kk * (BM + P::PAD) + m, BM + P::PAD);
+                else wmma::load_matrix_sync(a, as + m * (BK + P::PAD) + kk, BK + P::PAD);
                 #pragma unroll
-                for (int j = 0; j < FN; j++) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+                for (int j = 0; j < FN; j++) wmma::mma_sync(acc[i][j], a, b[j], acc[i][j]);
+            }
         }
     }
-    // epilogue: each warp stages one FRAG x FRAG fragment at a time in shared memory
-    // (the slabs' space, now free) and writes it through the epilogue, a row of FRAG
-    // columns per half-warp
-    copy_wait<0>();
+    copy_wait<0>();  // (only empty groups are left)
+    if (partial) {  // a split: the raw partial sums, stored straight from the fragments
+        float *tile = partial + ((size_t)blockIdx.z * M + m0 + wm * WM) * N + n0 + wn * WN;
+        #pragma unroll
+        for (int i = 0; i < FM; i++)
+            #pragma unroll
+            for (int j = 0; j < FN; j++)
+                wmma::store_matrix_sync(tile + (size_t)i * FRAG * N + j * FRAG, acc[i][j], N, wmma::mem_row_major);
+        return;
+    }
+    // the epilogue needs each accumulator's row and column, which a fragment does not expose: each
+    // warp stages one FRAG x FRAG fragment at a time in shared memory (the slabs' space, now free)
+    // and writes it through the epilogue, a row of FRAG columns per half-warp
     __syncthreads();
     float *staged = (float *)smem + warp * FRAG_ELEMS;
     const int lane = threadIdx.x % WARP_SIZE;
@@ -400,11 +411,8 @@ static __device__ inline void wmma_block_tile(const half *A, const half *B, int 
         for (int j = 0; j < FN; j++) {
             wmma::store_matrix_sync(staged, acc[i][j], FRAG, wmma::mem_row_major);
             __syncwarp();
-            for (int q = lane; q < FRAG_ELEMS; q += WARP_SIZE) {
-                int r = m0 + wm * WM + i * FRAG + q / FRAG, c = n0 + wn * WN + j * FRAG + q % FRAG;
-                if (partial) partial[((size_t)blockIdx.z * M + r) * N + c] = staged[q];
-                else epilogue_store(e, r, c, staged[q]);
-            }
+            for (int q = lane; q < FRAG_ELEMS; q += WARP_SIZE)
+                epilogue_store(e, m0 + wm * WM + i * FRAG + q / FRAG, n0 + wn * WN + j * FRAG + q % FRAG, staged[q]);
             __syncwarp();
         }
 }
@@ -416,8 +424,11 @@ static __device__ inline void wmma_block_tile(const half *A, const half *B, int 
 #else
 #define WMMA_DEPTH_BUILT(stages) true
 #endif
+// The 64x64 tile states the 7 blocks per SM its shared memory allows on sm_90 (without it ptxas
+// gives sm_80's NN layout 72 registers and a spill); the 128x128 tiles leave ptxas its own choice (0:
+// none), which is 2 blocks of 8 warps or 3 of 4 without spills, where asking for 3 spills.
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * WARP_SIZE)
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * WARP_SIZE, BM == 64 ? 7 : 0)
 matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e, float *partial) {
     if constexpr (WMMA_DEPTH_BUILT(STAGES_))
         wmma_block_tile<BM, BN, WM, WN, ACOL, BCOL, STAGES_>(A, B, M, N, K, e, partial);

@@ -41,7 +41,7 @@ GPUS = {
         clock_ghz=1.83,     # the clock of the data sheet's tensor peak
         smem_b_clk=128,     # shared-memory bandwidth per SM per clock (32 banks x 4 bytes)
         smem_kb=228, regs_sm=65536, threads_sm=2048, blocks_sm=32,  # per SM (sm_90); 1 KB of shared memory a block reserved
-        regs128=122, regs64=64, regs_simt=64,  # make gpu-regs, sm_90 (the most of the three layouts)
+        regs128=122, regs64=69, regs_simt=64,  # make gpu-regs, sm_90 (the most of the three layouts)
         regs128w64=168,     # the 128x128 tile as 4 warps of 64x64 (switch warp64), make gpu-regs, sm_90, 3 stages
         cp_async=True,      # sm_80+: the WMMA kernel's slabs arrive by cp.async, STAGES-1 slabs in flight
         frag_bytes=512,     # shared-memory bytes a warp reads per 16x16 fragment load (LDSM.x4: 32 lanes x 16 B)
@@ -155,9 +155,11 @@ TILES = {  # BM, BN, WM, WN (a warp's tile), threads; train.cu's WmmaTile and ma
 }
 BK = 32
 # Counted in the sm_90 SASS of train.cu by dev/sass_mix.py (the most of the three layouts; the same
-# counts are assumed for sm_70): per warp per slab, the slab loop's instructions besides HMMA, LDSM,
-# LDGSTS and the barrier (addresses, stage offsets, loop, commit)
-SASS_OTHER = {"wmma128": 95, "wmma128w64": 223, "wmma64": 117}
+# counts are assumed for sm_70), per warp: the slab loop's instructions besides HMMA, LDSM, LDGSTS
+# and the barrier (addresses, stage offsets, loop, commit), per slab; and a split-K block's
+# epilogue, its partial sums stored straight from the fragments (STG.64 and their addresses)
+SASS_OTHER = {"wmma128": 95, "wmma128w64": 201, "wmma64": 99}
+SASS_SPLIT_STORE = {"wmma128": 98, "wmma128w64": 168, "wmma64": 55}
 
 
 def smem_bytes(plan, stages=3):
@@ -204,14 +206,17 @@ def wmma_slab(plan, g, r):
                 t_peak=m["flops"] / g["tc_flop_clk"])
 
 
-def wmma_eff(plan, K, g, r):
+def wmma_eff(plan, K, g, r, split=False):
     """The WMMA kernel's fraction of the dense peak when compute-bound, for a K-deep product: K/32
-    slabs, then the epilogue (each accumulator staged through shared memory, written and read, and
-    epi_instr instructions per element; a split-K block's raw partial sums take the same path)."""
-    BM, BN = TILES[plan][:2]
+    slabs, then the epilogue: each accumulator staged through shared memory (written and read) and
+    epi_instr instructions per element, or a split-K block's partial sums stored from the fragments."""
+    BM, BN, threads = TILES[plan][0], TILES[plan][1], TILES[plan][4]
     s = wmma_slab(plan, g, r)
     slabs = K / BK
-    t_epi = 2 * BM * BN * 4 / g["smem_b_clk"] + BM * BN * g["epi_instr"] / (32 * 4)
+    if split:
+        t_epi = threads // 32 * SASS_SPLIT_STORE[plan] / 4
+    else:
+        t_epi = 2 * BM * BN * 4 / g["smem_b_clk"] + BM * BN * g["epi_instr"] / (32 * 4)
     return slabs * s["t_peak"] / (slabs * s["t_slab"] + t_epi)
 
 
@@ -241,7 +246,7 @@ def matmul(name, M, N, K, g, fp16, flags, *, extra_read=0, extra_write=0, out_by
     else:
         BM, BN = TILES[plan][:2]
         r = blocks_per_sm(plan, g, stages)
-        peak, eff, bk = g["tc_tflops"], wmma_eff(plan, K / splits, g, r), BK
+        peak, eff, bk = g["tc_tflops"], wmma_eff(plan, K / splits, g, r, split=splits > 1), BK
         in_flight = (stages - 1) if g["cp_async"] else 1
     blocks = math.ceil(M / BM) * math.ceil(N / BN) * splits
     waves = math.ceil(blocks / g["sms"])

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """dev/sass_mix.py: the WMMA kernels' instruction mix as the GPU runs it (sm_90 SASS), for
-dev/perf_model.py's SASS_OTHER.
+dev/perf_model.py's SASS_OTHER and SASS_SPLIT_STORE.
 
     python3 dev/sass_mix.py [CUOBJDUMP]
 
@@ -8,8 +8,10 @@ Compiles train.cu (FP16 build) for sm_90 to a cubin, disassembles it with cuobjd
 toolkit's, or the one in PyPI's nvidia-cuda-cuobjdump wheel: pip install nvidia-cuda-cuobjdump,
 then give its bin/cuobjdump) and prints, for each matmul_wmma_kernel at the training depth (3
 stages), per warp per 32-deep slab: the slab loop's instructions (the backward branch whose body
-holds the HMMAs), HMMA, LDSM, LDGSTS, BAR and the rest. A static count is the dynamic one here:
-the slab loop's body has no branch inside (its k16 steps are unrolled)."""
+holds the HMMAs), HMMA, LDSM, LDGSTS, BAR and the rest; and a split-K block's epilogue, the
+instructions from the end of the slab loop to the first EXIT (its partial sums stored from the
+fragments), with their STG count. Static counts are the dynamic ones here: neither the slab loop's
+body nor that epilogue has a branch inside."""
 import collections
 import os
 import re
@@ -58,8 +60,8 @@ def main():
         subprocess.run([nvcc, "-O3", "-std=c++17", "-I" + ROOT, "-D_GNU_SOURCE", "-arch=sm_90", "-cubin",
                         os.path.join(ROOT, "train.cu"), "-o", cubin], check=True)
         sass = subprocess.run([cuobjdump, "-sass", cubin], check=True, capture_output=True, text=True).stdout
-    print("| kernel | layout | slab loop | HMMA | LDSM | LDGSTS | BAR | other |")
-    print("|---|---|--:|--:|--:|--:|--:|--:|")
+    print("| kernel | layout | slab loop | HMMA | LDSM | LDGSTS | BAR | other | split-K epilogue | its STG |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for part in re.split(r"\n\s*Function : ", sass)[1:]:
         name, body = part.split("\n", 1)
         if "matmul_wmma_kernel" not in name or "Li3EE" not in name:
@@ -70,8 +72,14 @@ def main():
         loop = slab_loop(ins)
         c = collections.Counter(op.split(".")[0] for _, op, _ in loop)
         known = c["HMMA"] + c["LDSM"] + c["LDGSTS"] + c["BAR"]
-        print("| %s | %s | %d | %d | %d | %d | %d | %d |" % (tile, layout, len(loop), c["HMMA"], c["LDSM"], c["LDGSTS"],
-              c["BAR"], len(loop) - known))
+        epilogue = []
+        for x in ins[ins.index(loop[-1]) + 1:]:
+            epilogue.append(x)
+            if x[1] == "EXIT":
+                break
+        stg = sum(op.startswith("STG") for _, op, _ in epilogue)
+        print("| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d |" % (tile, layout, len(loop), c["HMMA"], c["LDSM"],
+              c["LDGSTS"], c["BAR"], len(loop) - known, len(epilogue), stg))
 
 
 if __name__ == "__main__":

@@ -42,8 +42,8 @@ check((m["hmma"], m["ldsm"], m["ldgsts"], m["smem"], m["flops"]) == (32, 12, 4, 
       "128x128 tile: 32 HMMA, 12 LDSM, 4 LDGSTS, 64 KB of shared memory, 1.05 MFLOP per slab")
 m = perf_model.tile_mix("wmma64")
 check((m["hmma"], m["ldsm"], m["ldgsts"], m["smem"]) == (16, 8, 4, 24576), "64x64 tile: 16 HMMA, 8 LDSM, 4 LDGSTS, 24 KB")
-# registers -> blocks per SM (ptxas: 122 registers for the 128x128 tile's worst layout, 64 for the 64x64):
-# 122 -> 128 per thread x 256 threads = 32768 of 65536: 2; 64 x 128 = 8192: 8, but shared memory
+# registers -> blocks per SM (ptxas: 122 registers for the 128x128 tile's worst layout, 69 for the 64x64):
+# 122 -> 128 per thread x 256 threads = 32768 of 65536: 2; 69 -> 72 x 128 = 9216: 7, and shared memory
 # (3 x 10240 halves = 30720 B + 1 KB reserved per block, of 228 KB) allows 7
 check(perf_model.blocks_per_sm("wmma128", g) == 2 and perf_model.blocks_per_sm("wmma64", g) == 7,
       "H200: 2 blocks of the 128x128 tile per SM (registers), 7 of the 64x64 (shared memory)")
@@ -77,7 +77,14 @@ check(k["plan"] == "wmma128w64" and perf_model.matmul("z", 256, 16384, 4096, g, 
 k = perf_model.matmul("mh", 256, 4096, 4096, g, True, {"splitk", "warp64"}, out_bytes=2,
                       extra_read=256 * 4096 * 2 + 256, extra_write=256 * 4096 * 2, weight="B", mlstm_epilogue=True)
 second = (4 * 256 * 4096 * 4 + 256 * 4096 * 2 + 256 + 256 * 4096 * 2 + 256 * 4096 * 2) / (4800e9 * 0.9) * 1e6
-eff_split = perf_model.wmma_eff("wmma128w64", 1024, g, 3)  # 32 slabs of K, then the staged epilogue
+# a split-K block stores its partial sums from the fragments (dev/sass_mix.py: 168 instructions a warp
+# for the 64x64-warp tile, no staging): 4 warps x 168 / 4 schedulers = 168 clk instead of the staged
+# 1024 + 3072. mh at B=256 splits K = 4096 four ways: 32 slabs of 737 clk
+eff_split = 32 * 256 / (32 * (512 + 0.5 * 384 + 100 / 3) + 168)
+close(perf_model.wmma_eff("wmma128w64", 1024, g, 3, split=True), eff_split, 1e-12,
+      "split-K block at K=1024, partials stored from the fragments: fraction of peak")
+check(eff_split > perf_model.wmma_eff("wmma128w64", 1024, g, 3) * 1.1,
+      "the fragment stores make a 1024-deep split block >10% faster than the staged epilogue would")
 product = 2 * 256 * 4096 * 4096 / (989e12 * eff_split * 256 / (2 * 132)) * 1e6
 check(k["plan"] == "wmma128w64/4" and k["launches"] == 2, "mh at B=256 with splitk: 4 splits of the 64x64-warp tile, 2 kernels")
 close(k["t"], product + second, 1e-9, "mh at B=256 with splitk: product + the sum's kernel after it (us)")
