@@ -86,7 +86,8 @@ close(perf_model.wmma_eff("wmma128w64", 1024, g, 3, split=True), eff_split, 1e-1
 check(eff_split > perf_model.wmma_eff("wmma128w64", 1024, g, 3) * 1.1,
       "the fragment stores make a 1024-deep split block >10% faster than the staged epilogue would")
 product = 2 * 256 * 4096 * 4096 / (989e12 * eff_split * 256 / (2 * 132)) * 1e6
-check(k["plan"] == "wmma128w64/4" and k["launches"] == 2, "mh at B=256 with splitk: 4 splits of the 64x64-warp tile, 2 kernels")
+check(k["plan"] == "wmma128w64/4" and k["launches"] == 2,
+      "mh at B=256 with splitk: 4 splits of the 64x64-warp tile, 2 kernels")
 close(k["t"], product + second, 1e-9, "mh at B=256 with splitk: product + the sum's kernel after it (us)")
 
 # ---- one matmul by hand: 8192^3 on the H200, 128x128 tile, compute-bound.
@@ -248,7 +249,8 @@ def doc_blocks(lines):
         m = re.match(r"^    (python3 dev/perf_model\.py(?: [-\w= .]+)?)$", line)
         if m:
             j = i + 1
-            while j < len(lines) and (lines[j] == "" or lines[j].startswith("|") or re.match(r"(H200|V100) SXM", lines[j])):
+            while j < len(lines) and (lines[j] == "" or lines[j].startswith("|")
+                                      or re.match(r"(H200|V100) SXM", lines[j])):
                 j += 1
             while j > i + 1 and lines[j - 1] == "":
                 j -= 1
@@ -267,7 +269,8 @@ for cmd, a, b in reversed(blocks):
         lines[a:b] = [""] + printed
 if "--update-doc" in sys.argv:
     open(doc, "w").write("\n".join(lines))
+hint = "; stale: %s (python3 test/test_perf_model.py --update-doc rewrites them)" % ", ".join(stale) if stale else ""
 check(len(blocks) >= 8 and not stale, "dev/gpu-perf.md: its %d tables are what dev/perf_model.py prints%s" % (
-    len(blocks), "; stale: %s (python3 test/test_perf_model.py --update-doc rewrites them)" % ", ".join(stale) if stale else ""))
+    len(blocks), hint))
 
 summary("test_perf_model")
