@@ -40,7 +40,7 @@ $(BUILD)/train: train.c $(TRAIN_HEADERS) | $(BUILD)
 	$(TRAIN_CC) $(CFLAGS) $(TRAIN_DEFS) $< -o $@ $(LDLIBS)
 
 # the main command: train the default small model on the built-in corpus (again: it
-# replaces out/model.ckpt and out/train.log, which ./train alone refuses to do)
+# replaces the run in out/ (its checkpoints and log), which ./train alone refuses to do)
 run: train
 	./train --overwrite
 

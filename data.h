@@ -35,6 +35,8 @@ typedef struct {
     const uint8_t *data;  // (size,) the payload
     int64_t size;
     uint32_t flags;
+    uint64_t checksum;    // the payload's checksum (the header's, compared with the payload when verified at open):
+                          // with size, the shard's identity in a run record (run.h, data_identity)
     void *map;            // the whole file's mapping, or NULL
     size_t map_bytes;
     uint8_t *owned;       // malloc'd payload this shard frees, or NULL
@@ -148,6 +150,7 @@ static inline void shard_open(Shard *sh, const char *path, int verify) {
         fail("%s: %lld bytes after the payload of %llu bytes (not a shard, or damaged)", path,
              (long long)(file_bytes - SHARD_HEADER_BYTES - (int64_t)size), (unsigned long long)size);
     sh->size = (int64_t)size;
+    sh->checksum = checksum;
     sh->map_bytes = (size_t)file_bytes;
     sh->map = mmap(NULL, sh->map_bytes, PROT_READ, MAP_SHARED, fd, 0);
     if (sh->map == MAP_FAILED) fail("cannot mmap shard %s: %s", path, strerror(errno));
@@ -263,6 +266,7 @@ static inline void stream_from_memory(Stream *s, uint8_t *data, int64_t n, int f
     s->shards[0].owned = data;
     s->shards[0].size = n;
     s->shards[0].flags = framed ? SHARD_FRAMED : 0;
+    s->shards[0].checksum = checksum_final(checksum_update(CHECKSUM_INIT, data, (size_t)n));
     stream_index_(s);
 }
 

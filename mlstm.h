@@ -665,7 +665,7 @@ static inline double grad_norm(const real *g, size_t n) {
 // Written whole or not at all; read through the one open file that was verified.
 
 #define CKPT_MAGIC "MLSTMCKP"
-#define CKPT_VERSION 2        // 2 added the run record; version 1 files (no record) are read too
+#define CKPT_VERSION 3        // 2 added the run record, 3 the run's identity and the score; 1 and 2 are read too
 #define CKPT_MAX_RUN_BYTES (1u << 30)
 #define CKPT_HEADER_BYTES 256
 #define CKPT_SCALER_BYTES 48  // the scaler's field; schedule.h's LOSS_SCALER_BYTES of it are used, the rest 0
@@ -687,8 +687,16 @@ enum {
     CKPT_AT_SCALER = 72,       // CKPT_SCALER_BYTES of loss scaler state
     CKPT_AT_PAYLOAD = 120,     // u64 payload bytes
     CKPT_AT_CHECKSUM = 128,    // u64 checksum
-    CKPT_AT_RUN_BYTES = 136,   // u64 bytes of the run record after the payload (version 1: reserved, 0); 144..255 reserved, 0
+    CKPT_AT_RUN_BYTES = 136,   // u64 bytes of the run record after the payload (version 1: reserved, 0)
+    CKPT_AT_RUN_ID = 144,      // u64 the run's identity, also on its log's first line (versions 1, 2: 0, unknown)
+    CKPT_AT_BEST_BY = 152,     // u32 what the run's best checkpoint is judged by (CkptBestBy); 156..159 reserved, 0
+    CKPT_AT_SCORE = 160,       // f64 this checkpoint's score under BEST_BY, lower is better (NaN: not scored)
+    CKPT_AT_LOSS_EMA = 168,    // f64 the training loss's moving mean, its state; 176..255 reserved, 0
 };
+
+// What makes a checkpoint the run's best (train.h, best_checkpoint): the validation loss,
+// or, for a run that validates only at its end, the training loss's moving mean.
+typedef enum { CKPT_BEST_BY_NONE = 0, CKPT_BEST_BY_VAL = 1, CKPT_BEST_BY_TRAIN = 2 } CkptBestBy;
 
 typedef struct {
     uint64_t step;       // applied (non-skipped) updates: Adam's step and the schedule's
@@ -696,11 +704,16 @@ typedef struct {
     uint64_t rng;        // the trainer's RNG state (sampling)
     int G;               // rows of carried state (world * B)
     uint8_t scaler[CKPT_SCALER_BYTES];  // the loss scaler's serialised state (schedule.h)
+    uint64_t run_id;     // the run this checkpoint belongs to (0: unknown, an older file)
+    CkptBestBy best_by;  // how the run scores its checkpoints
+    double score;        // this one's score (nats), NaN when it was not scored
+    double loss_ema;     // the state of the training loss's moving mean, continued by a resume
 } TrainState;
 
 typedef struct {
     MlstmConfig cfg;
     uint64_t nparams, payload_bytes, run_bytes;
+    uint64_t checksum;  // the file's: two ranks that read the same checkpoint have the same
     TrainState st;
 } CkptHeader;
 
@@ -750,6 +763,10 @@ static inline void checkpoint_save_run(const char *path, const Mlstm *m, const T
     memcpy(hd + CKPT_AT_SCALER, st->scaler, CKPT_SCALER_BYTES);
     put64(hd + CKPT_AT_PAYLOAD, ckpt_payload_bytes(&m->cfg, m->nparams, st->G));
     put64(hd + CKPT_AT_RUN_BYTES, run_bytes);
+    put64(hd + CKPT_AT_RUN_ID, st->run_id);
+    put32(hd + CKPT_AT_BEST_BY, st->best_by);
+    put64(hd + CKPT_AT_SCORE, f64_bits(st->score));
+    put64(hd + CKPT_AT_LOSS_EMA, f64_bits(st->loss_ema));
     // the checksum is computed with its own field zero, then patched in
     AtomicFile af;
     atomic_open(&af, path);
@@ -799,7 +816,7 @@ static inline FILE *checkpoint_open(const char *path, CkptHeader *out) {
         fail("checkpoint %s is truncated: %zu bytes, the header alone is %d", path, got, CKPT_HEADER_BYTES);
     }
     uint32_t version = get32(hd + CKPT_AT_VERSION);
-    if (version != 1 && version != CKPT_VERSION) {
+    if (version < 1 || version > CKPT_VERSION) {
         fclose(f);
         fail("checkpoint %s has format version %u; this build reads versions 1 to %d", path, version, CKPT_VERSION);
     }
@@ -815,8 +832,14 @@ static inline FILE *checkpoint_open(const char *path, CkptHeader *out) {
     memcpy(out->st.scaler, hd + CKPT_AT_SCALER, CKPT_SCALER_BYTES);
     out->payload_bytes = get64(hd + CKPT_AT_PAYLOAD);
     out->run_bytes = get64(hd + CKPT_AT_RUN_BYTES);
+    out->st.run_id = version >= 3 ? get64(hd + CKPT_AT_RUN_ID) : 0;
+    uint32_t best_by = version >= 3 ? get32(hd + CKPT_AT_BEST_BY) : (uint32_t)CKPT_BEST_BY_NONE;
+    out->st.best_by = best_by <= CKPT_BEST_BY_TRAIN ? (CkptBestBy)best_by : CKPT_BEST_BY_NONE;
+    out->st.score = version >= 3 ? f64_from_bits(get64(hd + CKPT_AT_SCORE)) : NAN;
+    out->st.loss_ema = version >= 3 ? f64_from_bits(get64(hd + CKPT_AT_LOSS_EMA)) : 0;
     uint64_t want_sum = get64(hd + CKPT_AT_CHECKSUM);
-    int sane = out->cfg.V == 256 && out->cfg.D >= 1 && out->cfg.H >= 1 && out->st.G >= 1 && !(out->cfg.wnorm & ~1);
+    out->checksum = want_sum;
+    int sane = best_by <= CKPT_BEST_BY_TRAIN && isfinite(out->st.loss_ema) && out->cfg.V == 256 && out->cfg.D >= 1 && out->cfg.H >= 1 && out->st.G >= 1 && !(out->cfg.wnorm & ~1);
     sane = sane && out->nparams == param_count(&out->cfg);
     sane = sane && out->payload_bytes == ckpt_payload_bytes(&out->cfg, out->nparams, out->st.G);
     sane = sane && out->run_bytes <= (version == 1 ? 0 : CKPT_MAX_RUN_BYTES);

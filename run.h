@@ -1,12 +1,12 @@
 // run.h: a training run's settings and files, everything about a run that is not the
 // training itself: the flag table and its parser (options_parse, --help), the run record
-// a checkpoint carries so that a resume continues its own run (run_record,
-// options_from_record), and the output files, checked apart from the inputs, locked and
-// prepared before the first step (outputs_open). train.h includes it; the loop there
-// reads Options and writes through Outputs.
+// a checkpoint carries so that a resume continues its own run on its own data
+// (run_record, options_from_record, data_identity), and the run directory, checked apart
+// from the inputs, locked and prepared before the first step (run_dir_open). train.h
+// includes it; the loop there reads Options and writes through a RunDir.
 #pragma once
-#include "mlstm.h"     // defines: MlstmConfig
-#include "data.h"      // defines: Stream (the shards a run reads, for check_files_apart)
+#include "mlstm.h"     // defines: MlstmConfig, CKPT_MAGIC
+#include "data.h"      // defines: Stream, Shard (the shards a run reads: their identity, check_outputs_apart)
 #include "schedule.h"  // defines: LrSettings, lr_settings_set, lr_settings_value
 #include <assert.h>
 #include <dirent.h>
@@ -37,8 +37,9 @@ typedef struct {
     int sample_len;
     const char *prompt;
     double temperature;
-    const char *ckpt, *resume, *init_from, *log;
-    int overwrite;             // a new run may replace an existing checkpoint and log
+    const char *out;           // the run directory: checkpoints, log, lock (RunDir)
+    const char *resume, *init_from;
+    int overwrite;             // a new run may replace the run in --out
     long ckpt_every;
     long print_every;
     int threads;
@@ -60,14 +61,18 @@ typedef struct {
 typedef enum { ARG_SWITCH_ON, ARG_SWITCH_OFF, ARG_INT, ARG_LONG, ARG_DOUBLE, ARG_STR, ARG_SCHEDULE, ARG_HELP } ArgKind;
 // What --resume does with a flag. A checkpoint records the run it belongs to (its run
 // record, doc/formats.md), so that a resume continues that run and no other:
-//   RUN_DEFINING    the data, T, schedule, clip, precision, seed: taken from the
-//                   record; given again, the value must agree
+//   RUN_DEFINING    T, the schedule, clip, precision, seed, the built-in corpus's size:
+//                   taken from the record; given again, the value must agree
+//   RUN_DATA        --train, --val: where the data is now, the record's place unless
+//                   given; the run's data is known by its content (the shards' sizes
+//                   and checksums the record holds), so data moved or named another
+//                   way resumes, and changed bytes at the same path are refused
 //   RUN_LENGTH      --steps: the record's unless given anew
 //   RUN_MODEL       the model and the global batch, in the checkpoint's header
 //                   (config_from_checkpoint checks them)
 //   RUN_INVOCATION  outputs, reporting, threads: this invocation's, not recorded, so two
 //                   runs that train alike write checkpoints alike wherever they write them
-typedef enum { RUN_DEFINING, RUN_LENGTH, RUN_MODEL, RUN_INVOCATION } RunRule;
+typedef enum { RUN_DEFINING, RUN_DATA, RUN_LENGTH, RUN_MODEL, RUN_INVOCATION } RunRule;
 typedef struct {
     const char *name, *arg;
     ArgKind kind;
@@ -81,9 +86,9 @@ typedef struct {
 static const Flag flags[] = {
     {"train", "PATH", ARG_STR, AT(train), 0, 0,
      "training data: a directory of train_NNN.bin shards or comma-separated shard files",
-     "the built-in review corpus, no download", RUN_DEFINING},
+     "the built-in review corpus, no download", RUN_DATA},
     {"val", "PATH", ARG_STR, AT(val), 0, 0,
-     "validation data, as --train", "the val_NNN.bin shards beside --train", RUN_DEFINING},
+     "validation data, as --train", "the val_NNN.bin shards beside --train", RUN_DATA},
     {"corpus-bytes", "N", ARG_LONG, AT(corpus_bytes), 1, 1L << 40,
      "built-in corpus: bytes of training text; val is 1/40 of it", NULL, RUN_DEFINING},
     {"no-reset-docs", NULL, ARG_SWITCH_OFF, AT(reset_docs), 0, 0,
@@ -102,7 +107,7 @@ static const Flag flags[] = {
     {"fp16", NULL, ARG_SWITCH_ON, AT(fp16), 0, 0,
      "dynamic loss scaling, as FP16 training needs (the CPU trainer runs the\n"
      "                         protocol in FP32; the GPU build fixes its precision)", NULL, RUN_DEFINING},
-    {"inject-overflow", "STEP", ARG_LONG, AT(inject_overflow), 0, MAX_STEPS,
+    {"inject-overflow", "STEP", ARG_LONG, AT(inject_overflow), 1, MAX_STEPS,
      "rank 0 seeds data step STEP's backward with S = inf: to see on your\n"
      "                         machine that an overflow skips the step on every rank", "never", RUN_INVOCATION},
     {"seed", "N", ARG_LONG, AT(seed), 0, 9.2e18,
@@ -120,21 +125,21 @@ static const Flag flags[] = {
      "characters per sample, 0 = no samples", NULL, RUN_INVOCATION},
     {"prompt", "TEXT", ARG_STR, AT(prompt), 0, 0, "what a sample starts from", NULL, RUN_INVOCATION},
     {"temperature", "X", ARG_DOUBLE, AT(temperature), 1e-6, 1e6, "sampling temperature", NULL, RUN_INVOCATION},
-    {"ckpt", "PATH", ARG_STR, AT(ckpt), 0, 0,
-     "write checkpoints here (and hold PATH.lock while running)", NULL, RUN_INVOCATION},
+    {"out", "DIR", ARG_STR, AT(out), 0, 0,
+     "the run directory: latest.ckpt (where a resume continues), best.ckpt (the best\n"
+     "                         so far), train.log, and a lock while running", NULL, RUN_INVOCATION},
     {"ckpt-every", "N", ARG_LONG, AT(ckpt_every), 0, MAX_STEPS,
-     "write a checkpoint every N steps, 0 = only at the end", NULL, RUN_INVOCATION},
+     "write latest.ckpt every N steps, 0 = only at the end", NULL, RUN_INVOCATION},
     {"resume", "PATH", ARG_STR, AT(resume), 0, 0,
-     "continue from this checkpoint (model and batch, optimiser, schedule, data\n"
-     "                         position, state); the model flags may be left out", "a new run", RUN_INVOCATION},
+     "continue the run in directory PATH (its latest.ckpt: model and batch, optimiser,\n"
+     "                         schedule, data position, state), or from a checkpoint file into --out;\n"
+     "                         the model flags may be left out", "a new run", RUN_INVOCATION},
     {"init-from", "PATH", ARG_STR, AT(init_from), 0, 0,
-     "a new run from this checkpoint's weights: fresh optimiser, step 0,\n"
-     "                         any --batch and number of ranks (fine-tuning)",
+     "a new run from the weights of this checkpoint (a run directory: its best.ckpt):\n"
+     "                         fresh optimiser, step 0, any --batch and number of ranks (fine-tuning)",
      "mlstm_init's weights for --seed", RUN_INVOCATION},
     {"overwrite", NULL, ARG_SWITCH_ON, AT(overwrite), 0, 0,
-     "a new run may replace an existing --ckpt and --log (default: refuse)", NULL, RUN_INVOCATION},
-    {"log", "PATH", ARG_STR, AT(log), 0, 0,
-     "machine-readable log, one line per step and per validation", NULL, RUN_INVOCATION},
+     "a new run may replace the run in --out, its checkpoints and log (default: refuse)", NULL, RUN_INVOCATION},
     {"print-every", "N", ARG_LONG, AT(print_every), 1, MAX_STEPS, "progress line every N steps", NULL, RUN_INVOCATION},
     {"threads", "N", ARG_INT, AT(threads), 1, MAX_THREADS, "OpenMP threads", "all cores", RUN_INVOCATION},
     {"lr-schedule", "NAME", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
@@ -185,8 +190,7 @@ static void options_defaults(Options *o) {
     o->sample_len = 200;
     o->prompt = "\n This ";
     o->temperature = 0.8;
-    o->ckpt = "out/model.ckpt";
-    o->log = "out/train.log";
+    o->out = "out";
     o->print_every = 10;
 }
 
@@ -302,10 +306,12 @@ static void options_check(const Options *o) {
 }
 
 // ----------------------------------------------------------------------------
-// The run record: the values of the RUN_DEFINING and RUN_LENGTH flags, written into
-// every checkpoint (doc/formats.md, "The run record") as pairs of NUL-terminated strings,
-// the name without dashes and the value as apply_flag reads it back. A resume replays it
-// (options_from_record); the ranks compare the same text for all flags (ranks_agree).
+// The run record: the values of the RUN_DEFINING, RUN_DATA and RUN_LENGTH flags, then
+// the identity of the data, written into every checkpoint (doc/formats.md, "The run
+// record") as pairs of NUL-terminated strings: the name without dashes and the value as
+// apply_flag reads it back, then "train data" and "val data" (data_identity). A resume
+// replays it (options_from_record) and checks the data against it (data_identity_check);
+// the ranks compare the same text for all flags and their data (ranks_agree).
 
 // The value of flags[i] in o as text that apply_flag reads back to the same value, in
 // buf[64] or the string itself; NULL when the flag sets nothing (a switch that is off, a
@@ -348,16 +354,17 @@ static void run_text_add(RunText *r, const char *name, const char *value) {
     r->bytes += n + v;
 }
 
-// The record of o's run (only RUN_DEFINING and RUN_LENGTH flags), or of all its flags.
+static int flag_recorded(int i) { return flags[i].on_resume == RUN_DEFINING || flags[i].on_resume == RUN_DATA ||
+                                         flags[i].on_resume == RUN_LENGTH; }
+
+// The record of o's run (the flags a run record holds), or of all its flags.
 typedef enum { RECORD_RUN, RECORD_ALL_FLAGS } RecordWhat;
 static RunText run_record(const Options *o, RecordWhat what) {
     RunText r = {NULL, 0, 0};
     for (int i = 0; i < NFLAGS; i++) {
-        RunRule rule = flags[i].on_resume;
         char buf[64];
         const char *v = flag_value(o, i, buf);
-        if (v && (what == RECORD_ALL_FLAGS || rule == RUN_DEFINING || rule == RUN_LENGTH))
-            run_text_add(&r, flags[i].name, v);
+        if (v && (what == RECORD_ALL_FLAGS || flag_recorded(i))) run_text_add(&r, flags[i].name, v);
     }
     return r;
 }
@@ -390,21 +397,120 @@ static void flag_shown(const char *value, char out[200]) {
     else snprintf(out, 200, "%.180s%s", value, strlen(value) > 180 ? "..." : "");
 }
 
+// ----------------------------------------------------------------------------
+// The data's identity. A run is tied to the bytes it reads, not to the path it read them
+// from: one line per shard, "<bytes> <checksum> <name>", the checksum the shard's
+// header carries (data.h, verified when the shard was opened) or, for the built-in
+// corpus, the one computed over the generated text. Names are for messages only.
+
+#define RECORD_TRAIN_DATA "train data"
+#define RECORD_VAL_DATA "val data"
+
+static char *data_identity(const Stream *s) {
+    size_t cap = 64 + (size_t)s->n_shards * 300, n = 0;
+    char *text = (char *)mallocCheck(cap);
+    for (int i = 0; i < s->n_shards; i++) {
+        const Shard *sh = &s->shards[i];
+        const char *slash = strrchr(sh->path, '/');
+        n += (size_t)snprintf(text + n, cap - n, "%lld %016llx %.200s\n", (long long)sh->size,
+                              (unsigned long long)sh->checksum, slash ? slash + 1 : sh->path);
+    }
+    return text;
+}
+
+// The line of shard i in an identity text, copied into line[320] without its newline; 0 if none.
+static int identity_line(const char *text, int i, char line[320]) {
+    for (int k = 0; k < i && text; k++) {
+        text = strchr(text, '\n');
+        if (text) text++;
+    }
+    if (!text || !*text) return 0;
+    size_t len = strcspn(text, "\n");
+    snprintf(line, 320, "%.*s", (int)(len < 319 ? len : 319), text);
+    return 1;
+}
+static int identity_shards(const char *text) {
+    int n = 0;
+    for (char line[320]; identity_line(text, n, line);) n++;
+    return n;
+}
+
+// Says how `now` differs from `then` (two identity texts) in msg, or returns 0 when the data is the same.
+static int data_identity_differs(const char *then, const char *now, char *msg, size_t cap) {
+    int n_then = identity_shards(then), n_now = identity_shards(now);
+    if (n_then != n_now) {
+        snprintf(msg, cap, "%d shard%s, where %d %s read", n_now, n_now == 1 ? "" : "s", n_then,
+                 n_then == 1 ? "was" : "were");
+        return 1;
+    }
+    for (int i = 0; i < n_now; i++) {
+        char a[320], b[320], name_a[210] = "", name_b[210] = "";
+        long long size_a = -1, size_b = -1;
+        unsigned long long sum_a = 0, sum_b = 0;
+        identity_line(then, i, a);
+        identity_line(now, i, b);
+        sscanf(a, "%lld %llx %209s", &size_a, &sum_a, name_a);
+        sscanf(b, "%lld %llx %209s", &size_b, &sum_b, name_b);
+        if (size_a == size_b && sum_a == sum_b) continue;
+        snprintf(msg, cap, "shard %d (%s) holds %lld bytes with checksum %016llx, where shard %d (%s) held %lld "
+                 "bytes with checksum %016llx", i, name_b, size_b, sum_b, i, name_a, size_a, sum_a);
+        return 1;
+    }
+    return 0;
+}
+
+// --resume: the data this invocation opened must be the data the run read.
+static void data_identity_check(const char *ckpt, const char *flag, const char *where, const char *then,
+                                const char *now) {
+    char msg[1200];
+    if (data_identity_differs(then, now, msg, sizeof msg))
+        fail("%s %s is not the data of the run in checkpoint %s: it has %s. A resume continues on the run's "
+             "data: give %s its place, or start a new run from the weights with --init-from", flag, where, ckpt, msg,
+             flag);
+}
+
+// A path made absolute for the record, so a resume from another directory finds the data;
+// a comma-separated list path by path. malloc'd.
+static char *absolute_paths(const char *spec) {
+    size_t cap = strlen(spec) * 2 + 4096, n = 0;
+    char *out = (char *)mallocCheck(cap), *copy = strdup(spec), *save = NULL;
+    if (!copy) fail("out of memory");
+    for (char *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+        char *real = realpath(p, NULL);
+        const char *use = real ? real : p;
+        if (n + strlen(use) + 2 > cap) {
+            cap = 2 * (n + strlen(use) + 2);
+            out = (char *)realloc(out, cap);
+            if (!out) fail("out of memory");
+        }
+        n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? "," : "", use);
+        free(real);
+    }
+    free(copy);
+    return out;
+}
+
 // --resume: the run's settings from the checkpoint's record `text` (bytes, NUL-terminated
 // past the end). A RUN_DEFINING flag given on the command line must agree with it; a
-// RUN_LENGTH one given replaces it; all others keep the command line's value.
-static void options_from_record(Options *o, const char *path, const char *text, size_t bytes) {
+// RUN_LENGTH or RUN_DATA one given replaces it (the data is then checked by content); all
+// others keep the command line's value. The data's identity is returned in identity[2]
+// (train, val; NULL in a record written before the identity was recorded).
+static void options_from_record(Options *o, const char *path, const char *text, size_t bytes,
+                                const char *identity[2]) {
     if (bytes == 0 || text[bytes - 1] != 0)
         fail("checkpoint %s: its run record is not a list of settings (corrupt file)", path);
     Options rec;
     options_defaults(&rec);
+    identity[0] = identity[1] = NULL;
     for (size_t at = 0; at < bytes;) {
         const char *name = text + at, *value = name + strlen(name) + 1;
         int i = flag_named(name, strlen(name));
-        if (value >= text + bytes || i < 0 || (flags[i].on_resume != RUN_DEFINING && flags[i].on_resume != RUN_LENGTH))
+        int data = !strcmp(name, RECORD_TRAIN_DATA) || !strcmp(name, RECORD_VAL_DATA);
+        if (value >= text + bytes || (!data && (i < 0 || !flag_recorded(i))))
             fail("checkpoint %s: its run record holds \"%s\", not a setting this trainer records (written by "
                  "another version?)", path, name);
-        apply_flag(&rec, i, value);
+        if (data) identity[!strcmp(name, RECORD_VAL_DATA)] = value;
+        else apply_flag(&rec, i, value);
         at = (size_t)(value + strlen(value) + 1 - text);
     }
     for (int i = 0; i < NFLAGS; i++) {  // first every check, against the command line's values
@@ -421,18 +527,33 @@ static void options_from_record(Options *o, const char *path, const char *text, 
         }
     }
     for (int i = 0; i < NFLAGS; i++)  // then the copies (one schedule flag copies all of them)
-        if ((flags[i].on_resume == RUN_DEFINING || flags[i].on_resume == RUN_LENGTH) &&
-            (!((o->given >> i) & 1) || flags[i].kind == ARG_SCHEDULE))
-            flag_copy(o, &rec, i);
+        if (flag_recorded(i) && (!((o->given >> i) & 1) || flags[i].kind == ARG_SCHEDULE)) flag_copy(o, &rec, i);
+}
+
+// A checkpoint with no run record (format version 1, or one written from Python) says
+// nothing of the run's data, T or schedule: the command line must, rather than the
+// defaults (the built-in corpus) standing in for them unseen.
+static void options_without_record(const Options *o, const char *path) {
+    const char *missing[4];
+    int n = 0;
+    if (!flag_given(o, "train") && !flag_given(o, "corpus-bytes")) missing[n++] = "the data (--train, or --corpus-bytes)";
+    if (!flag_given(o, "seq-len")) missing[n++] = "--seq-len";
+    if (!flag_given(o, "lr-schedule")) missing[n++] = "--lr-schedule";
+    if (!o->train && !flag_given(o, "seed")) missing[n++] = "--seed (it makes the built-in corpus)";
+    if (n)
+        fail("checkpoint %s has no run record (format version 1, or written from Python), so the run's settings are "
+             "the command line's: give %s%s%s%s%s%s%s", path, missing[0], n > 1 ? ", " : "", n > 1 ? missing[1] : "",
+             n > 2 ? ", " : "", n > 2 ? missing[2] : "", n > 3 ? ", " : "", n > 3 ? missing[3] : "");
 }
 
 // What --resume does with the flags, for --help.
 static void usage_resume(FILE *f) {
-    fprintf(f, "A checkpoint records its run: --resume continues it, with the model and the global batch\n"
-               "from its header and the data (--train, --val, --corpus-bytes, --no-reset-docs), --seq-len,\n"
-               "the schedule, --clip, --fp16 and --seed from its run record (given again, they must agree).\n"
-               "--steps is the run's unless given anew, --ckpt is the resumed file unless given, and these\n"
-               "are each invocation's own, with the defaults above:\n ");
+    fprintf(f, "A run is a directory (--out): latest.ckpt, best.ckpt, train.log. --resume DIR continues the run in\n"
+               "DIR; a checkpoint file continues into --out. The model and the global batch come from the\n"
+               "checkpoint's header; the data (known by content: --train and --val say where it is now),\n"
+               "--corpus-bytes, --no-reset-docs, --seq-len, the schedule, --clip, --fp16 and --seed from its run\n"
+               "record (given again, they must agree). --steps is the run's unless given anew, and these are\n"
+               "each invocation's own, with the defaults above:\n ");
     int col = 1;
     for (int i = 0; i < NFLAGS; i++) {
         if (flags[i].on_resume != RUN_INVOCATION || flags[i].kind == ARG_HELP) continue;
@@ -443,194 +564,218 @@ static void usage_resume(FILE *f) {
 }
 
 // ----------------------------------------------------------------------------
-// Output files (rank 0): checked, locked and prepared before the first step, so a
-// bad --ckpt or --log costs no training time.
+// The run directory (--out): one run's files in one place, as llm.c's -o and nanoGPT's
+// out_dir keep them. Rank 0 checks, locks and prepares it before the first step, so a
+// bad --out costs no training time.
+//   latest.ckpt  the last checkpoint: what --resume DIR continues, exactly
+//   best.ckpt    the best checkpoint so far (train.h, best_checkpoint); replaced only by a better one
+//   train.log    the log; its first line names the run, so it is only ever written by its own run
+//   lock         flock'ed while a trainer runs in the directory
+// A resume of DIR's own latest.ckpt into DIR continues the run; any other start writes
+// into a directory that holds no run, or replaces the run there with --overwrite.
+
+#ifndef RUN_BEST_CKPT
+#define RUN_BEST_CKPT "best.ckpt"     // the best model of a run directory (the readers' default)
+#define RUN_LATEST_CKPT "latest.ckpt" // where a resume continues
+#endif
+#define RUN_LOG "train.log"
+#define RUN_LOCK "lock"
+// The log's first line: what it is, and whose. A file that does not start so is not a
+// training log, and is never appended to, cut or replaced.
+#define LOG_FIRST_LINE "# mlstm.c training log of run %016llx"
+#define LOG_COLUMNS "# train step epoch lr loss bpc scale skipped gnorm chars_per_s | val step epoch loss bpc\n"
 
 typedef struct {
-    FILE *f;
-    const char *path;
-    int lock_fd;  // <ckpt>.lock, flock'ed while this trainer runs
-} Outputs;
-
-// mkdir -p of the directory above `path`.
-static void make_parent_dirs(const char *flag, const char *path) {
     char dir[4096];
-    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) fail("--%s: path too long", flag);
-    char *slash = strrchr(dir, '/');
-    if (!slash || slash == dir) return;
-    *slash = 0;
+    char latest[4200], best[4200], log_path[4200], lock_path[4200];
+    FILE *log;
+    int lock_fd;
+} RunDir;
+
+static void run_dir_paths(RunDir *d, const char *dir) {
+    if (snprintf(d->dir, sizeof d->dir, "%s", dir) >= (int)sizeof d->dir) fail("--out %s: path too long", dir);
+    snprintf(d->latest, sizeof d->latest, "%s/%s", dir, RUN_LATEST_CKPT);
+    snprintf(d->best, sizeof d->best, "%s/%s", dir, RUN_BEST_CKPT);
+    snprintf(d->log_path, sizeof d->log_path, "%s/%s", dir, RUN_LOG);
+    snprintf(d->lock_path, sizeof d->lock_path, "%s/%s", dir, RUN_LOCK);
+    d->log = NULL;
+    d->lock_fd = -1;
+}
+
+// mkdir -p `dir`.
+static void make_dirs(const char *flag, const char *path) {
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) fail("%s: path too long", flag);
     for (char *p = dir + 1;; p++) {
         if (*p != '/' && *p) continue;
         char keep = *p;
         *p = 0;
         if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-            fail("--%s %s: cannot create directory %s: %s", flag, path, dir, strerror(errno));
+            fail("%s %s: cannot create directory %s: %s", flag, path, dir, strerror(errno));
         *p = keep;
         if (!keep) break;
     }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) fail("%s %s: not a directory", flag, path);
 }
 
 static int exists(const char *path, struct stat *sb) { return stat(path, sb) == 0; }
 
+// The run a log belongs to, from its first line: 1 and *id when it is a training log (id 0:
+// written before logs named their run), 0 when it is not one, -1 when it is empty.
+static int log_owner(const char *path, uint64_t *id) {
+    FILE *f = fopen(path, "r");
+    char line[256] = "";
+    if (!f) return -1;
+    int got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    unsigned long long x = 0;
+    *id = 0;
+    if (!got) return -1;
+    if (sscanf(line, LOG_FIRST_LINE, &x) == 1) {
+        *id = x;
+        return 1;
+    }
+    return !strncmp(line, "# train step epoch", 18);  // an earlier version's log
+}
+
 // One line of the log; a failed write (a full disk) is an error, not a silent gap.
-static void log_printf(Outputs *out, const char *fmt, ...) {
+static void log_printf(RunDir *d, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    int r = vfprintf(out->f, fmt, ap);
+    int r = vfprintf(d->log, fmt, ap);
     va_end(ap);
-    if (r < 0 || fflush(out->f) != 0) fail("--log %s: cannot write: %s", out->path, strerror(errno));
+    if (r < 0 || fflush(d->log) != 0) fail("%s: cannot write: %s", d->log_path, strerror(errno));
 }
 
 // On resume the log keeps what came before the checkpoint's step: lines written
 // after it (by a run killed before its next checkpoint) are about to be repeated.
-static void log_truncate(Outputs *out, long data_step) {
-    rewind(out->f);
+static void log_truncate(RunDir *d, long data_step) {
+    rewind(d->log);
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
     long keep = 0, step;
-    while ((len = getline(&line, &cap, out->f)) > 0) {
+    while ((len = getline(&line, &cap, d->log)) > 0) {
         if (line[len - 1] != '\n') break;  // a line cut short by a kill
         if ((sscanf(line, "train %ld", &step) == 1 || sscanf(line, "val %ld", &step) == 1) && step > data_step) break;
         keep += len;
     }
     free(line);
-    if (ftruncate(fileno(out->f), keep) != 0 || fseek(out->f, 0, SEEK_END) != 0)
-        fail("--log %s: cannot write: %s", out->path, strerror(errno));
+    if (ftruncate(fileno(d->log), keep) != 0 || fseek(d->log, 0, SEEK_END) != 0)
+        fail("%s: cannot write: %s", d->log_path, strerror(errno));
 }
 
-// Removes <ckpt>.tmp.<pid> files a killed trainer left (whole checkpoints' worth of
-// bytes each). Only a trainer holding <ckpt>.lock writes them, so any there are stale.
-static void remove_stale_temps(const char *ckpt) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", ckpt);
-    char *slash = strrchr(dir, '/');
-    const char *base = slash ? slash + 1 : ckpt;
-    if (slash) *slash = 0; else snprintf(dir, sizeof dir, ".");
-    if (slash == dir) snprintf(dir, sizeof dir, "/");
-    size_t nb = strlen(base);
-    DIR *d = opendir(dir);
-    if (!d) return;
+// Removes <name>.tmp.<pid> files a killed trainer left beside the run's checkpoints (whole
+// checkpoints' worth of bytes each). Only a trainer holding the run's lock writes them.
+static void remove_stale_temps(const RunDir *d) {
+    DIR *dd = opendir(d->dir);
+    if (!dd) return;
     struct dirent *e;
-    while ((e = readdir(d))) {
-        const char *s = e->d_name;
-        const char *pid = s + nb + 5;
-        if (strncmp(s, base, nb) || strncmp(s + nb, ".tmp.", 5) || !*pid || strspn(pid, "0123456789") != strlen(pid))
-            continue;
-        char p[8300];
-        snprintf(p, sizeof p, "%s/%s", dir, s);
-        if (unlink(p) == 0) printf("removed %s, left by a trainer that was killed while writing a checkpoint\n", p);
-    }
-    closedir(d);
-}
-
-// A log holds a run's results once it has a line that is not a # comment.
-static int log_has_results(const char *path) {
-    FILE *f = fopen(path, "r");
-    char line[256];
-    int found = 0;
-    while (f && !found && fgets(line, sizeof line, f)) found = line[0] != '#';
-    if (f) fclose(f);
-    return found;
-}
-
-// Whether `path` has the name of one of ckpt's temporary files, <ckpt>.tmp.<digits>, which
-// remove_stale_temps deletes at start-up.
-static int is_ckpt_temp(const char *path, const char *ckpt) {
-    const char *pb = strrchr(path, '/'), *cb = strrchr(ckpt, '/');
-    pb = pb ? pb + 1 : path;
-    cb = cb ? cb + 1 : ckpt;
-    size_t n = strlen(cb);
-    const char *pid = pb + n + 5;
-    if (strncmp(pb, cb, n) || strncmp(pb + n, ".tmp.", 5) || !*pid || strspn(pid, "0123456789") != strlen(pid))
-        return 0;
-    char pd[4096], cd[4096];
-    snprintf(pd, sizeof pd, "%.*s.", (int)(pb - path), path);  // "dir/." or "."
-    snprintf(cd, sizeof cd, "%.*s.", (int)(cb - ckpt), ckpt);
-    return same_file(pd, cd);
-}
-
-// No output may be an input or another output: a log appended to the checkpoint being
-// resumed, or a checkpoint written over a shard, loses what it replaces. Names are
-// compared as files (same_file), the lock and the temporary names included. The one
-// pair allowed is --resume and --ckpt: a resume continues writing the run's checkpoint
-// (read whole before the first write, replaced by rename).
-typedef struct { const char *flag, *path; int output; } RunFile;
-static void check_files_apart(const Options *o, const Stream *train, const Stream *val) {
-    int n = 0, cap = 5 + train->n_shards + val->n_shards;
-    RunFile *f = (RunFile *)mallocCheck(sizeof(RunFile) * (size_t)cap);
-    char lock[4200];
-    snprintf(lock, sizeof lock, "%s.lock", o->ckpt);
-    f[n++] = (RunFile){"--ckpt", o->ckpt, 1};
-    f[n++] = (RunFile){"--log", o->log, 1};
-    f[n++] = (RunFile){"--ckpt's lock", lock, 1};
-    if (o->resume) f[n++] = (RunFile){"--resume", o->resume, 0};
-    if (o->init_from) f[n++] = (RunFile){"--init-from", o->init_from, 0};
-    for (int k = 0; k < 2; k++) {
-        const Stream *s = k ? val : train;
-        for (int i = 0; o->train && i < s->n_shards; i++)
-            f[n++] = (RunFile){k ? "--val" : "--train", s->shards[i].path, 0};
-    }
-    for (int i = 0; i < n; i++) {
-        if (i > 0 && is_ckpt_temp(f[i].path, o->ckpt))
-            fail("%s %s has the name of a temporary file of --ckpt %s (deleted at start-up): rename it", f[i].flag,
-                 f[i].path, o->ckpt);
-        for (int j = 0; j < i; j++) {
-            if (!f[i].output && !f[j].output) continue;            // two inputs: read twice, harmless
-            if (!strcmp(f[i].flag, "--resume") && j == 0) continue;  // continuing the run's checkpoint
-            if (same_file(f[i].path, f[j].path))
-                fail("%s %s and %s %s are the same file: a run's outputs must not overwrite its inputs or each other",
-                     f[j].flag, f[j].path, f[i].flag, f[i].path);
+    const char *names[2] = {RUN_LATEST_CKPT, RUN_BEST_CKPT};
+    while ((e = readdir(dd))) {
+        for (int k = 0; k < 2; k++) {
+            size_t nb = strlen(names[k]);
+            const char *s = e->d_name, *pid = s + nb + 5;
+            if (strncmp(s, names[k], nb) || strncmp(s + nb, ".tmp.", 5) || !*pid ||
+                strspn(pid, "0123456789") != strlen(pid))
+                continue;
+            char p[8300];
+            snprintf(p, sizeof p, "%s/%s", d->dir, s);
+            if (unlink(p) == 0) printf("removed %s, left by a trainer that was killed while writing a checkpoint\n", p);
         }
     }
-    free(f);
+    closedir(dd);
 }
 
-static Outputs outputs_open(const Options *o, long data_step, const Stream *train, const Stream *val) {
-    Outputs out = {NULL, o->log, -1};
+// No output may be an input: a checkpoint written over a shard, or over the checkpoint a
+// run starts from, loses what it replaces. Names are compared as files (same_file), so a
+// symlink or hard link is its target. The one pair allowed is the resumed run's own
+// latest.ckpt, read whole before the first write and replaced by rename.
+typedef struct { const char *flag, *path; } RunInput;
+static void check_outputs_apart(const RunDir *d, const Options *o, const char *resumed_ckpt, int continuing,
+                                const Stream *train, const Stream *val) {
+    int n = 0, cap = 2 + train->n_shards + val->n_shards;
+    RunInput *in = (RunInput *)mallocCheck(sizeof(RunInput) * (size_t)cap);
+    if (resumed_ckpt) in[n++] = (RunInput){"--resume", resumed_ckpt};
+    if (o->init_from) in[n++] = (RunInput){"--init-from", o->init_from};
+    for (int k = 0; k < 2; k++) {
+        const Stream *s = k ? val : train;
+        for (int i = 0; o->train && i < s->n_shards; i++) in[n++] = (RunInput){k ? "--val" : "--train", s->shards[i].path};
+    }
+    const char *outs[4] = {d->latest, d->best, d->log_path, d->lock_path};
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < 4; j++) {
+            if (j == 0 && continuing && !strcmp(in[i].flag, "--resume")) continue;  // the run's own checkpoint
+            if (same_file(in[i].path, outs[j]))
+                fail("%s %s is %s: a run's outputs must not overwrite its inputs (give another --out)", in[i].flag,
+                     in[i].path, outs[j]);
+        }
+    free(in);
+}
+
+// An earlier run's file in the directory: a checkpoint or a training log, or something
+// else that a run must not replace even when told to.
+static int holds_run_file(const char *path, int is_log, int overwrite) {
     struct stat sb;
-    const char *names[2][2] = {{"ckpt", o->ckpt}, {"log", o->log}};
-    for (int i = 0; i < 2; i++) {
-        const char *flag = names[i][0], *path = names[i][1];
-        if (!*path) fail("--%s: empty path", flag);
-        make_parent_dirs(flag, path);
-        if (exists(path, &sb) && S_ISDIR(sb.st_mode)) fail("--%s %s: is a directory", flag, path);
-        if (exists(path, &sb) && !S_ISREG(sb.st_mode) && i == 0) fail("--ckpt %s: not a regular file", path);
-        // a new run does not replace the files of an earlier one unless asked to
-        int earlier = exists(path, &sb) && S_ISREG(sb.st_mode) && sb.st_size > 0 && (i == 0 || log_has_results(path));
-        if (earlier && !o->resume && !o->overwrite)
-            fail("--%s %s exists (an earlier run's): continue it with --resume %s, or give --overwrite to replace it",
-                 flag, path, i == 0 ? path : o->ckpt);
-        // a resume writes the checkpoint it continues (a log it appends to); another run's, only if told to
-        if (earlier && o->resume && i == 0 && !o->overwrite && !same_file(path, o->resume))
-            fail("--ckpt %s exists and is not the resumed checkpoint %s: give --overwrite to replace it", path,
-                 o->resume);
-    }
-    check_files_apart(o, train, val);
-    // the lock, which also shows that the checkpoint's directory is writable
-    char lock[4200];
-    snprintf(lock, sizeof lock, "%s.lock", o->ckpt);
-    out.lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (out.lock_fd < 0) fail("--ckpt %s: cannot write %s: %s", o->ckpt, lock, strerror(errno));
-    if (flock(out.lock_fd, LOCK_EX | LOCK_NB) != 0)
-        fail("--ckpt %s is in use by another trainer (it holds %s)", o->ckpt, lock);
-    remove_stale_temps(o->ckpt);
-    out.f = fopen(o->log, "a+");
-    if (!out.f) fail("--log %s: cannot write: %s", o->log, strerror(errno));
-    long kept = 0;  // bytes of the log that stay
-    if (fstat(fileno(out.f), &sb) == 0 && S_ISREG(sb.st_mode)) {
-        if (flock(fileno(out.f), LOCK_EX | LOCK_NB) != 0) fail("--log %s is in use by another trainer", o->log);
-        if (o->resume) log_truncate(&out, data_step);
-        else if (ftruncate(fileno(out.f), 0) != 0) fail("--log %s: cannot write: %s", o->log, strerror(errno));
-        kept = ftell(out.f);
-    }
-    // the header starts a new log (a resume into a new file, too); an unwritable log fails here, before any step
-    if (!o->resume || kept == 0)
-        log_printf(&out, "# train step epoch lr loss bpc scale skipped gnorm chars_per_s | val step epoch loss bpc\n");
-    return out;
+    if (lstat(path, &sb) != 0) return 0;
+    if (!exists(path, &sb)) fail("%s is a symlink to nothing: remove it, or give another --out", path);
+    if (!S_ISREG(sb.st_mode)) fail("%s: not a regular file (give another --out)", path);
+    if (sb.st_size == 0) return 0;
+    uint64_t id;
+    char magic[8] = {0};
+    FILE *f = is_log ? NULL : fopen(path, "rb");
+    int ours = is_log ? log_owner(path, &id) == 1 : f && fread(magic, 1, 8, f) == 8 && !memcmp(magic, CKPT_MAGIC, 8);
+    if (f) fclose(f);
+    if (!ours && overwrite)
+        fail("%s is not a %s, so --overwrite does not replace it: move it away, or give another --out", path,
+             is_log ? "training log" : "checkpoint");
+    return 1;
 }
 
-static void outputs_close(Outputs *out) {
-    if (out->f) fclose(out->f);
-    if (out->lock_fd >= 0) close(out->lock_fd);  // releases the lock
+// Checks, locks and prepares the run directory (rank 0). continuing: this is a resume
+// of the run in the directory (its latest.ckpt, whose run is run_id); else a new run, or
+// a run continued from a checkpoint elsewhere, into a directory that holds no run unless
+// --overwrite says to replace it. The log is opened for appending, after its checks. An
+// earlier run's checkpoints stay until this run's first checkpoint replaces them (train.h),
+// so a new run that fails early loses nothing.
+static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t run_id, long data_step,
+                         const char *resumed_ckpt, const Stream *train, const Stream *val) {
+    if (!*o->out) fail("--out: empty path");
+    make_dirs("--out", o->out);
+    run_dir_paths(d, o->out);
+    int earlier = 0;
+    const char *files[3] = {d->latest, d->best, d->log_path};
+    for (int k = 0; k < 3; k++) earlier |= holds_run_file(files[k], k == 2, o->overwrite) ? 1 << k : 0;
+    if (!continuing && earlier && !o->overwrite)
+        fail("--out %s holds a run (%s): continue it with --resume %s, give another --out, or --overwrite to replace "
+             "it", o->out, files[earlier & 1 ? 0 : earlier & 2 ? 1 : 2], o->out);
+    check_outputs_apart(d, o, resumed_ckpt, continuing, train, val);
+    d->lock_fd = open(d->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (d->lock_fd < 0) fail("--out %s: cannot write %s: %s", o->out, d->lock_path, strerror(errno));
+    if (flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0) fail("--out %s is in use by another trainer (it holds %s)", o->out,
+                                                        d->lock_path);
+    remove_stale_temps(d);
+    uint64_t log_id = 0;
+    int log_state = log_owner(d->log_path, &log_id);  // 1: a training log, 0: not one, -1: none or empty
+    if (continuing && log_state == 1 && log_id != run_id)
+        fail("%s belongs to run %016llx, and %s to run %016llx: a log is only written by its own run (move one of "
+             "them away)", d->log_path, (unsigned long long)log_id, resumed_ckpt, (unsigned long long)run_id);
+    if (continuing && log_state == 0)
+        fail("%s is not a training log: move it away to continue the run", d->log_path);
+    d->log = fopen(d->log_path, continuing && log_state == 1 ? "r+" : "w");
+    if (!d->log) fail("%s: cannot write: %s", d->log_path, strerror(errno));
+    if (continuing && log_state == 1) log_truncate(d, data_step);
+    else {
+        log_printf(d, LOG_FIRST_LINE "\n", (unsigned long long)run_id);
+        if (resumed_ckpt) log_printf(d, "# continues %s at step %ld\n", resumed_ckpt, data_step);
+        log_printf(d, LOG_COLUMNS);
+    }
+}
+
+static void run_dir_close(RunDir *d) {
+    if (d->log) fclose(d->log);
+    if (d->lock_fd >= 0) close(d->lock_fd);  // releases the lock
+    d->log = NULL;
+    d->lock_fd = -1;
 }

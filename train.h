@@ -7,7 +7,7 @@
 // and its own main(). The run's settings and files (flags, the run record, the log and
 // the lock) are run.h's.
 #pragma once
-#include "run.h"       // defines: Options, options_parse, run_record, options_from_record, Outputs
+#include "run.h"       // defines: Options, options_parse, run_record, options_from_record, RunDir
 #include "mlstm.h"     // defines: MlstmConfig, Mlstm, mlstm_forward, checkpoint_save_run/open/read, real
 #include "data.h"      // defines: Stream, Loader, loader_batch, corpus_stream
 #include "schedule.h"  // defines: LrSettings, LossScaler, StepDecision, decide_step
@@ -110,27 +110,48 @@ static void dist_sum(real *x, size_t n) {
     (void)n;
 #endif
 }
+static double dist_bcast1(double x) {  // rank 0's x on every rank
+#ifdef USE_MPI
+    if (world > 1) MPI_Bcast(&x, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+#endif
+    return x;
+}
 static double dist_sum1(double x) {
 #ifdef USE_MPI
     if (world > 1) MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 #endif
     return x;
 }
-// All ranks must run one configuration: a rank with another --hidden would all-reduce
-// buffers of another size (a crash or a hang), another --steps would leave collectives
-// waiting, and any other flag would train a different model in silence while only
-// rank 0's is saved. Before any work, rank 0's flags (all of them, after a resume filled
-// them in) and data sizes go to every rank; the lowest rank that differs names the first
-// differing flag, and every rank exits 2.
-static void ranks_agree(const Options *o, int64_t train_bytes, int64_t val_bytes) {
+#ifdef USE_MPI
+// An error line that does not exit (the ranks exit together after it), in one write.
+static void error_line(const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "error: %s\n", msg);
+    fflush(stderr);
+}
+#endif
+
+// All ranks must run one configuration and read the same bytes: a rank with another
+// --hidden would all-reduce buffers of another size (a crash or a hang), another --steps
+// would leave collectives waiting, and another flag, other data under the same names (two
+// hosts with different copies) or another checkpoint at the --resume path would train a
+// different model in silence while only rank 0's is saved. Before any work, rank 0's flags
+// (all of them, after a resume filled them in), its data's identity and its checkpoint's
+// checksum go to every rank; the lowest rank that differs names the first difference, and
+// every rank exits 2. `checks` holds the entries beyond the flags (name, value pairs).
+static void ranks_agree(const Options *o, const RunText *checks) {
 #ifdef USE_MPI
     if (world == 1) return;
     RunText mine = run_record(o, RECORD_ALL_FLAGS);
-    char sizes[2][32];
-    snprintf(sizes[0], sizeof sizes[0], "%lld", (long long)train_bytes);
-    snprintf(sizes[1], sizeof sizes[1], "%lld", (long long)val_bytes);
-    run_text_add(&mine, "train data bytes", sizes[0]);
-    run_text_add(&mine, "val data bytes", sizes[1]);
+    for (size_t at = 0; at < checks->bytes;) {
+        const char *name = checks->text + at, *value = name + strlen(name) + 1;
+        run_text_add(&mine, name, value);
+        at = (size_t)(value + strlen(value) + 1 - checks->text);
+    }
     long long n = (long long)mine.bytes;
     MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
     if (n < 1 || n > INT_MAX) fail("rank %d: rank 0's settings are %lld bytes long", rank, n);
@@ -138,29 +159,38 @@ static void ranks_agree(const Options *o, int64_t train_bytes, int64_t val_bytes
     if (rank == 0) memcpy(first, mine.text, (size_t)n);
     MPI_Bcast(first, (int)n, MPI_CHAR, 0, MPI_COMM_WORLD);
     first[n] = 0;
-    // the first entry (flag order, then the data sizes) whose presence or value differs
-    const char *names[NFLAGS + 2];
+    // the first entry (flag order, then the checks) whose presence or value differs
+    int n_names = NFLAGS;
+    const char *names[NFLAGS + 8];
     for (int i = 0; i < NFLAGS; i++) names[i] = flags[i].name;
-    names[NFLAGS] = "train data bytes";
-    names[NFLAGS + 1] = "val data bytes";
-    int differ = NFLAGS + 2;
+    for (size_t at = 0; at < checks->bytes && n_names < NFLAGS + 8;) {
+        names[n_names++] = checks->text + at;
+        at += strlen(checks->text + at) + 1;
+        at += strlen(checks->text + at) + 1;
+    }
+    int differ = n_names;
     const char *v0 = NULL, *v1 = NULL;
-    for (int i = 0; i < NFLAGS + 2 && differ == NFLAGS + 2; i++) {
+    for (int i = 0; i < n_names && differ == n_names; i++) {
         v0 = run_text_find(first, (size_t)n, names[i]);
         v1 = run_text_find(mine.text, mine.bytes, names[i]);
         if (!v0 != !v1 || (v0 && strcmp(v0, v1))) differ = i;
     }
     int report[2] = {differ, rank}, lowest[2];  // the smallest (entry, rank) pair reports
     MPI_Allreduce(report, lowest, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD);
-    if (lowest[0] < NFLAGS + 2) {
+    if (lowest[0] < n_names) {
         if (rank == lowest[1]) {
-            char shown[2][200];
+            char shown[2][200], how[1200];
             flag_shown(v1, shown[0]);
             flag_shown(v0, shown[1]);
-            const char *dashes = differ < NFLAGS ? "--" : "";
-            fprintf(stderr, "error: rank %d has %s%s %s, rank 0 %s%s %s: all ranks must be started with the same "
-                    "flags and see the same data\n", rank, dashes, names[differ], shown[0], dashes, names[differ],
-                    shown[1]);
+            if (differ < NFLAGS)
+                error_line("rank %d has --%s %s, rank 0 --%s %s: all ranks must be started with the same flags",
+                          rank, names[differ], shown[0], names[differ], shown[1]);
+            else if (strstr(names[differ], "data") && v0 && v1 && data_identity_differs(v0, v1, how, sizeof how))
+                error_line("rank %d reads other %s than rank 0: its %s. All ranks must read the same bytes (copy "
+                          "rank 0's files to this host)", rank, names[differ], how);
+            else
+                error_line("rank %d's %s is not rank 0's (%s here, %s on rank 0): all ranks must read the same files",
+                          rank, names[differ], shown[0], shown[1]);
         }
         MPI_Barrier(MPI_COMM_WORLD);  // the message is out before any rank exits
         MPI_Finalize();
@@ -170,8 +200,7 @@ static void ranks_agree(const Options *o, int64_t train_bytes, int64_t val_bytes
     free(mine.text);
 #else
     (void)o;
-    (void)train_bytes;
-    (void)val_bytes;
+    (void)checks;
 #endif
 }
 
@@ -195,10 +224,13 @@ static void dist_gather(const real *mine, real *all, size_t n) {
 }
 
 // ----------------------------------------------------------------------------
-// Signals: the first SIGINT/SIGTERM asks the loop to stop at its next check (after
-// the step, or between two batches of a validation pass), write a checkpoint and
-// exit 0. A second one exits at once: the checkpoint on disk is whole, since each is
-// written to a temporary file and renamed, and the next start removes that file.
+// Signals: the first SIGINT, SIGTERM or SIGHUP (a closed terminal, a dropped ssh) asks
+// the loop to stop at its next check (after the step, or between two batches of a
+// validation pass), write a checkpoint and exit 0; so does a closed stdout (`./train |
+// head`: SIGPIPE is ignored, and the failed write is seen after the step). A second
+// signal exits at once: the checkpoint on disk is whole, since each is written to a
+// temporary file and renamed, and the next start removes that file. SA_RESTART: a write
+// to a slow reader (a pipe, a terminal) that a signal interrupts goes on, not fails.
 
 static volatile sig_atomic_t stop_requested = 0;
 static void on_signal(int sig) {
@@ -208,6 +240,25 @@ static void on_signal(int sig) {
         (void)r;
         _exit(128 + sig);
     }
+    stop_requested = 1;
+}
+static void signals_catch(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+// Rank 0's stdout closed under it (its reader exited): said once on stderr, then the run
+// stops as for a signal.
+static void stop_if_stdout_closed(long data_step) {
+    static int said = 0;
+    if (rank != 0 || !ferror(stdout) || said) return;
+    said = 1;
+    fprintf(stderr, "stdout is closed (its reader exited): stopping after step %ld with a checkpoint\n", data_step);
     stop_requested = 1;
 }
 // Every rank stops at the same check, so no collective is left waiting.
@@ -224,6 +275,7 @@ static double now_seconds(void) {
 
 static void open_stream(Stream *s, const char *spec, const char *split) {
     struct stat sb;
+
     if (stat(spec, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         stream_open_dir(s, spec, split, 1);
         return;
@@ -252,6 +304,8 @@ static void open_data(const Options *o, Stream *train, Stream *val) {
         corpus_stream(val, o->corpus_bytes / 40, o->seed, 1);
         return;
     }
+    if (!*o->train) fail("--train: empty path");
+    if (o->val && !*o->val) fail("--val: empty path");
     open_stream(train, o->train, "train");
     struct stat sb;
     if (o->val) open_stream(val, o->val, "val");
@@ -367,44 +421,47 @@ static void sample(Mlstm *m, const char *prompt, int len, double temperature, in
 // Checkpoints: rank 0 gathers the carried state of all G rows and writes;
 // every rank reads the whole file and keeps its own rows.
 
-static void save_checkpoint(const char *path, Model *md, int B, const LossScaler *ls, long applied, long data_step,
-                            uint64_t rng, const RunText *run) {
-    Mlstm *m = model_host(md);
-    real *h, *c;
-    model_state(md, &h, &c);
-    int H = m->cfg.H, G = world * B;
-    real *hall = (real *)mallocCheck(sizeof(real) * G * H);
-    real *call = (real *)mallocCheck(sizeof(real) * G * H);
-    dist_gather(h, hall, (size_t)B * H);
-    dist_gather(c, call, (size_t)B * H);
-    if (rank == 0) {
-        TrainState st;
-        memset(&st, 0, sizeof st);
-        st.step = applied;
-        st.data_step = data_step;
-        st.rng = rng;
-        st.G = G;
-        loss_scaler_serialize(ls, st.scaler);
-        checkpoint_save_run(path, m, &st, hall, call, (const uint8_t *)run->text, run->bytes);
-    }
-    free(hall);
-    free(call);
-}
-
 // A checkpoint to read (--resume, --init-from) is a regular file: open() on a FIFO
-// would wait for a writer forever, and a directory is a slip of the path.
+// would wait for a writer forever.
 static void check_input_file(const char *flag, const char *path) {
     struct stat sb;
     if (!*path) fail("--%s: empty path", flag);
     if (stat(path, &sb) != 0) fail("--%s %s: %s", flag, path, strerror(errno));
-    if (S_ISDIR(sb.st_mode)) fail("--%s %s: is a directory, not a checkpoint", flag, path);
+    if (S_ISDIR(sb.st_mode)) fail("--%s %s: is a directory with no %s (not a run directory)", flag, path,
+                                  !strcmp(flag, "resume") ? RUN_LATEST_CKPT : RUN_BEST_CKPT);
     if (!S_ISREG(sb.st_mode)) fail("--%s %s: not a regular file", flag, path);
+}
+
+// The checkpoint a --resume or --init-from PATH names: PATH itself, or in a run directory
+// its latest.ckpt (--resume: where the run continues) or best.ckpt (--init-from). out[4200].
+static const char *checkpoint_named(const char *flag, const char *path, char *out) {
+    struct stat sb;
+    const char *inside = !strcmp(flag, "resume") ? RUN_LATEST_CKPT : RUN_BEST_CKPT;
+    snprintf(out, 4200, "%s", path);
+    if (*path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        snprintf(out, 4200, "%s/%s", path, inside);
+        if (stat(out, &sb) != 0)
+            fail("--%s %s: no %s there (not a run directory, or a run that has not written one yet)", flag, path,
+                 inside);
+    }
+    check_input_file(flag, out);
+    return out;
+}
+
+// The run directory whose latest.ckpt `ckpt` is (dir[4096]), or "" when it is not one's.
+static const char *run_dir_of(const char *ckpt, char *dir) {
+    const char *slash = strrchr(ckpt, '/'), *base = slash ? slash + 1 : ckpt;
+    dir[0] = 0;
+    if (strcmp(base, RUN_LATEST_CKPT)) return dir;
+    if (!slash) snprintf(dir, 4096, ".");
+    else if (slash == ckpt) snprintf(dir, 4096, "/");
+    else snprintf(dir, 4096, "%.*s", (int)(slash - ckpt), ckpt);
+    return dir;
 }
 
 // checkpoint_header checks the magic, the sizes and the checksum; a checksum cannot
 // vouch for what its writer put under it, so the fields the loop trusts are checked here.
-static FILE *open_checkpoint(const char *flag, const char *path, CkptHeader *out) {
-    check_input_file(flag, path);
+static FILE *open_checkpoint(const char *path, CkptHeader *out) {
     CkptHeader hd;
     FILE *f = checkpoint_open(path, &hd);
     if (hd.cfg.H > MAX_HIDDEN || hd.cfg.D > MAX_EMBED)
@@ -449,13 +506,103 @@ static void check_finite(const char *path, const char *what, const real *x, size
             fail("checkpoint %s: %s[%zu] is %g (a diverged or corrupt model)", path, what, i, (double)x[i]);
 }
 
-// --resume: everything, the carried state of this rank's rows included.
-static void load_checkpoint(FILE *f, const char *path, const CkptHeader *hd, Model *md, int B, LossScaler *ls,
-                            long *applied, long *data_step, uint64_t *rng, int fp16) {
-    Mlstm *m = model_host(md);
+// The host memory the parameters, their gradients and Adam's two moments take, against
+// this machine's: a model that cannot fit is a flag to change, said before allocating.
+static void check_memory(const MlstmConfig *c, double extra_bytes, const char *flags_named) {
+    double need = 4.0 * param_count(c) * sizeof(real) + extra_bytes;
+    double have = machine_memory_bytes();
+    if (have > 0 && need > have)
+        fail("%s too large: the model needs %.1f GB of memory, this machine has %.1f GB", flags_named, need / 1e9,
+             have / 1e9);
+}
+
+// ----------------------------------------------------------------------------
+// The best checkpoint. A run keeps best.ckpt beside latest.ckpt, and replaces it only
+// with a checkpoint that scores strictly lower. The score is the validation loss when
+// the run validates as it goes (--val-every > 0, chosen when the run starts and kept by
+// its resumes), written whenever a validation improves on it; for a run that validates
+// only at its end, the training loss's moving mean (an exponential mean of the last
+// ~100 steps' losses, bias-corrected as Adam's moments are), judged at each checkpoint.
+
+#define LOSS_EMA_DECAY 0.99
+typedef struct {
+    CkptBestBy by;
+    double score;      // best.ckpt's score (nats), INFINITY: none yet
+    long step;         // its step, -1: none
+    double loss_ema;   // the moving mean's state: sum of (1-d) d^k loss over past steps
+} Best;
+
+static double loss_moving_mean(const Best *b, long data_step) {
+    return data_step > 0 ? b->loss_ema / (1 - pow(LOSS_EMA_DECAY, (double)data_step)) : NAN;
+}
+static const char *best_by_name(CkptBestBy by) {
+    return by == CKPT_BEST_BY_VAL ? "validation loss" : by == CKPT_BEST_BY_TRAIN ? "training loss, moving mean"
+                                                                                 : "nothing";
+}
+
+// ----------------------------------------------------------------------------
+// The run: everything the loop holds between its steps.
+
+typedef struct {
+    Options o;
+    const char *precision;     // what the backend computes in, for the settings table
+    int B, T, G, VB;           // rows per rank, steps, global rows, validation rows per rank
+    Stream train_s, val_s;
+    Loader train, val;
+    char *identity[2];         // the data's identity, train and val (data_identity)
+    RunText record;            // the run record, into every checkpoint of this run
+    uint64_t run_id;           // in every checkpoint, and on the log's first line
+    Model *md, *ev;            // the training model, the validation model (ev == md when VB == B)
+    uint8_t *in, *tg, *rs;     // (rows,T) inputs, targets, state resets
+    LossScaler scaler;
+    long applied, data_step;   // Adam's step; batches read, skipped ones included
+    uint64_t rng;              // sampling
+    RunDir dir;                // rank 0's files
+    char resumed_dir[4096];    // the run directory of the checkpoint resumed, "" if it is none's
+    Best best;
+    long saved_step;           // the step of latest.ckpt, -1: none in this run
+    int foreign_best;          // best.ckpt is another run's (replaced with --overwrite): removed at the first checkpoint
+    int ckpt_due;              // a periodic checkpoint waits for a step that is not skipped
+    int stop;                  // every rank stops after this step
+    long start_step, stuck;    // where this invocation started; steps skipped in a row
+    double t_start, train_seconds, loss_sum;  // progress: loss_sum over n_avg steps since the last line
+    long n_avg;
+} Run;
+
+// Writes the run's checkpoint of now into path (latest.ckpt or best.ckpt), scored `score`.
+static void save_checkpoint(Run *r, const char *path, double score) {
+    Mlstm *m = model_host(r->md);
     real *h, *c;
-    model_state(md, &h, &c);
-    int H = m->cfg.H, G = world * B;
+    model_state(r->md, &h, &c);
+    int H = m->cfg.H;
+    real *hall = (real *)mallocCheck(sizeof(real) * r->G * H);
+    real *call = (real *)mallocCheck(sizeof(real) * r->G * H);
+    dist_gather(h, hall, (size_t)r->B * H);
+    dist_gather(c, call, (size_t)r->B * H);
+    if (rank == 0) {
+        TrainState st;
+        memset(&st, 0, sizeof st);
+        st.step = r->applied;
+        st.data_step = r->data_step;
+        st.rng = r->rng;
+        st.G = r->G;
+        st.run_id = r->run_id;
+        st.best_by = r->best.by;
+        st.score = score;
+        st.loss_ema = r->best.loss_ema;
+        loss_scaler_serialize(&r->scaler, st.scaler);
+        checkpoint_save_run(path, m, &st, hall, call, (const uint8_t *)r->record.text, r->record.bytes);
+    }
+    free(hall);
+    free(call);
+}
+
+// --resume: everything, the carried state of this rank's rows included.
+static void load_checkpoint(Run *r, FILE *f, const char *path, const CkptHeader *hd) {
+    Mlstm *m = model_host(r->md);
+    real *h, *c;
+    model_state(r->md, &h, &c);
+    int H = m->cfg.H, B = r->B, G = r->G;
     TrainState st;
     real *hall = (real *)mallocCheck(sizeof(real) * G * H);
     real *call = (real *)mallocCheck(sizeof(real) * G * H);
@@ -469,21 +616,24 @@ static void load_checkpoint(FILE *f, const char *path, const CkptHeader *hd, Mod
     memcpy(c, call + (size_t)rank * B * H, sizeof(real) * B * H);
     free(hall);
     free(call);
-    if (loss_scaler_deserialize(ls, st.scaler) != 0) fail("checkpoint %s: the loss scaler state is invalid", path);
-    if ((ls->ceiling > 1.0) != (fp16 != 0))
-        fail("checkpoint %s was written %s --fp16; resume with the same mode", path, fp16 ? "without" : "with");
-    *applied = (long)st.step;
-    *data_step = (long)st.data_step;
-    *rng = st.rng;
-    model_loaded(md);
+    if (loss_scaler_deserialize(&r->scaler, st.scaler) != 0)
+        fail("checkpoint %s: the loss scaler state is invalid", path);
+    if ((r->scaler.ceiling > 1.0) != (r->o.fp16 != 0))
+        fail("checkpoint %s was written %s --fp16; resume with the same mode", path, r->o.fp16 ? "without" : "with");
+    r->applied = (long)st.step;
+    r->data_step = (long)st.data_step;
+    r->rng = st.rng;
+    if (st.best_by != CKPT_BEST_BY_NONE) r->best.by = st.best_by;  // the run's own, whatever --val-every says now
+    r->best.loss_ema = st.loss_ema;
+    model_loaded(r->md);
 }
 
 // --init-from: the weights only. Adam's moments start at zero, the carried state too,
 // and the step, schedule and loss scale start afresh: fine-tuning at any batch.
-static void init_from_checkpoint(FILE *f, const char *path, const CkptHeader *hd, Model *md, int B) {
-    Mlstm *m = model_host(md);
+static void init_from_checkpoint(Run *r, FILE *f, const char *path, const CkptHeader *hd) {
+    Mlstm *m = model_host(r->md);
     real *h, *c;
-    model_state(md, &h, &c);
+    model_state(r->md, &h, &c);
     size_t n = (size_t)hd->st.G * m->cfg.H;
     TrainState st;
     real *hall = (real *)mallocCheck(sizeof(real) * n), *call = (real *)mallocCheck(sizeof(real) * n);
@@ -493,24 +643,29 @@ static void init_from_checkpoint(FILE *f, const char *path, const CkptHeader *hd
     free(call);
     memset(m->adam_m, 0, sizeof(real) * m->nparams);
     memset(m->adam_v, 0, sizeof(real) * m->nparams);
-    memset(h, 0, sizeof(real) * (size_t)B * m->cfg.H);
-    memset(c, 0, sizeof(real) * (size_t)B * m->cfg.H);
-    model_loaded(md);
+    memset(h, 0, sizeof(real) * (size_t)r->B * m->cfg.H);
+    memset(c, 0, sizeof(real) * (size_t)r->B * m->cfg.H);
+    model_loaded(r->md);
 }
 
-// The host memory the parameters, their gradients and Adam's two moments take, against
-// this machine's: a model that cannot fit is a flag to change, said before allocating.
-static void check_memory(const MlstmConfig *c, double extra_bytes, const char *flags_named) {
-    double need = 4.0 * param_count(c) * sizeof(real) + extra_bytes;
-    double have = machine_memory_bytes();
-    if (have > 0 && need > have)
-        fail("%s too large: the model needs %.1f GB of memory, this machine has %.1f GB", flags_named, need / 1e9,
-             have / 1e9);
+// The score of the run's best.ckpt, continuing a run (rank 0 reads it, every rank gets it).
+static void best_from_disk(Run *r, int continuing) {
+    double score = INFINITY, step = -1;
+    struct stat sb;
+    if (rank == 0 && continuing && stat(r->dir.best, &sb) == 0) {
+        CkptHeader hd;
+        checkpoint_header(r->dir.best, &hd);
+        if (hd.st.run_id != r->run_id)
+            fail("%s belongs to run %016llx, the run in %s is %016llx: move it away to continue", r->dir.best,
+                 (unsigned long long)hd.st.run_id, r->dir.latest, (unsigned long long)r->run_id);
+        if (hd.st.best_by == r->best.by && isfinite(hd.st.score)) score = hd.st.score, step = (double)hd.st.data_step;
+    }
+    r->best.score = dist_bcast1(score);
+    r->best.step = (long)dist_bcast1(step);
 }
 
-static void print_settings(const Options *o, Model *md, const char *precision, const Stream *train_s,
-                           const Stream *val_s, const Loader *train) {
-    int B = o->B, G = world * B;
+static void print_settings(const Run *r) {
+    const Options *o = &r->o;
     printf("| %-24s | %-40s |\n", "setting", "value");
     printf("|%s|%s|\n", "--------------------------", "------------------------------------------");
 #define ROW(name, ...)                                 \
@@ -521,40 +676,237 @@ static void print_settings(const Options *o, Model *md, const char *precision, c
     } while (0)
     const MlstmConfig *c = &o->model;
     ROW("model", "mLSTM V=%d D=%d H=%d, weight norm %s", c->V, c->D, c->H, c->wnorm ? "on" : "off");
-    ROW("parameters", "%zu", model_host(md)->nparams);
+    ROW("parameters", "%zu", model_host(r->md)->nparams);
     ROW("FLOPs per char (fwd)", "%.3g (training ~3x)", flops_per_char(&o->model));
 #ifdef _OPENMP
     ROW("ranks x threads", "%d x %d", world, omp_get_max_threads());
 #else
     ROW("ranks x threads", "%d x 1", world);
 #endif
-    ROW("batch", "%d rows/rank x %d ranks = %d, T = %d", B, world, G, o->T);
+    ROW("batch", "%d rows/rank x %d ranks = %d, T = %d", r->B, world, r->G, o->T);
     const char *val_name = o->val ? o->val : o->train ? o->train : "built-in corpus";
     const char *names[2] = {o->train ? o->train : "built-in corpus", val_name};
-    const Stream *streams[2] = {train_s, val_s};
+    const Stream *streams[2] = {&r->train_s, &r->val_s};
     for (int k = 0; k < 2; k++) {  // a long list of paths cut, so that the size shows
         int cut = strlen(names[k]) > 50;
         ROW(k ? "val data" : "train data", "%.*s%s, %lld bytes in %d shard%s", cut ? 40 : 50, names[k],
             cut ? "..." : "", (long long)streams[k]->size, streams[k]->n_shards, streams[k]->n_shards > 1 ? "s" : "");
     }
     if (o->val_batch) ROW("val batch", "%ld rows in all (--val-batch)", o->val_batch);
-    ROW("steps per epoch", "%ld", loader_steps_per_epoch(train));
-    double epochs = (double)o->steps / loader_steps_per_epoch(train);
+    ROW("steps per epoch", "%ld", loader_steps_per_epoch(&r->train));
+    double epochs = (double)o->steps / loader_steps_per_epoch(&r->train);
     ROW("steps", "%ld (%.2f epochs)%s", o->steps, epochs, o->resume ? ", resuming" : "");
-    ROW("state reset", "%s", train->reset_docs ? "at document, shard and epoch starts" : "at shard and epoch starts");
-    lr_settings_print(stdout, &o->lr, G);
+    ROW("state reset", "%s", r->train.reset_docs ? "at document, shard and epoch starts" : "at shard and epoch starts");
+    lr_settings_print(stdout, &o->lr, r->G);
     ROW("optimizer", "Adam b1 0.9 b2 0.999 eps 1e-8, clip %g", o->clip);
-    ROW("precision", "%s", precision);
-    ROW("checkpoint", "%s%s", o->ckpt, o->resume ? " (resumed)" : "");
-    if (o->init_from) ROW("initial weights", "%s", o->init_from);
-    ROW("log", "%s", o->log);
+    ROW("precision", "%s", r->precision);
+    ROW("run directory", "%.40s", o->out);
+    ROW("best checkpoint by", "%s", best_by_name(r->best.by));
+    if (o->resume) ROW("resumed from", "%.40s", o->resume);
+    if (o->init_from) ROW("initial weights", "%.40s", o->init_from);
 #undef ROW
     fflush(stdout);
 }
 
 // ----------------------------------------------------------------------------
-// The loop: doc/design.md, "The training step", one step at a time, then progress, log, validation,
-// samples and checkpoints.
+// The start of a run: the settings (a resume's from its checkpoint), the data, the
+// models, the state, then the run directory, all checked before the first step.
+
+#ifdef MODEL_MAX_LOSS_SCALE  // a backend whose storage bounds S defines it (train.cu: FP16's range)
+static void loss_scaler_cap(LossScaler *ls) {  // S starts at most at the cap and never grows past it
+    if (ls->ceiling > MODEL_MAX_LOSS_SCALE) ls->ceiling = MODEL_MAX_LOSS_SCALE;
+    if (ls->scale > MODEL_MAX_LOSS_SCALE) ls->scale = MODEL_MAX_LOSS_SCALE;
+}
+#endif
+
+// The run's identity: its defining settings, its data and its model, so that a log and a
+// checkpoint can be told to be one run's. Steps and places are left out: a run continued
+// to more steps, or on data moved elsewhere, is the same run.
+static uint64_t run_identity(const Run *r) {
+    uint64_t h = CHECKSUM_INIT;
+    for (int i = 0; i < NFLAGS; i++) {
+        char buf[64];
+        const char *v = flag_value(&r->o, i, buf);
+        if (flags[i].on_resume != RUN_DEFINING || !v) continue;
+        h = checksum_final(checksum_update(h, flags[i].name, strlen(flags[i].name)) ^ 1);
+        h = checksum_final(checksum_update(h, v, strlen(v)) ^ 2);
+    }
+    for (int k = 0; k < 2; k++) h = checksum_final(checksum_update(h, r->identity[k], strlen(r->identity[k])) ^ 3);
+    int32_t shape[4] = {r->o.model.D, r->o.model.H, r->o.model.wnorm, r->G};
+    h = checksum_final(checksum_update(h, shape, sizeof shape));
+    return h ? h : 1;  // 0 means unknown
+}
+
+// The checkpoint a run starts from (--resume, --init-from), open from its header check to
+// its weights' read, so that what was verified is what is read.
+typedef struct {
+    char path[4200];            // "" when the run starts from mlstm_init's weights
+    CkptHeader hd;
+    FILE *f;
+    char *record;               // its run record (--resume), NULL when it has none
+    const char *identity[2];    // the data's identity in the record (train, val), NULL when not recorded
+} Source;
+
+// The options, a resume's from its checkpoint's header and record.
+static void run_options(Run *r, Source *src, int argc, char **argv) {
+    Options *o = &r->o;
+    options_parse(o, argc, argv);
+    if (o->resume || o->init_from) {
+        const char *flag = o->resume ? "resume" : "init-from";
+        checkpoint_named(flag, o->resume ? o->resume : o->init_from, src->path);
+        src->f = open_checkpoint(src->path, &src->hd);
+        config_from_checkpoint(o, src->path, &src->hd);
+        if (o->resume) src->record = (char *)checkpoint_read_run(src->f, src->path, &src->hd);
+        if (src->record) options_from_record(o, src->path, src->record, src->hd.run_bytes, src->identity);
+        else if (o->resume) options_without_record(o, src->path);
+        if (o->resume && (long)src->hd.st.data_step >= o->steps)
+            fail("checkpoint %s is at step %llu and --steps is %ld: nothing to train (give a larger --steps)",
+                 src->path, (unsigned long long)src->hd.st.data_step, o->steps);
+        if (o->resume && !src->record && rank == 0)
+            printf("note: checkpoint %s has no run record: the command line's flags define the run\n", src->path);
+    }
+    options_check(o);
+    o->fp16 = model_precision(o->fp16, &r->precision);
+#ifdef _OPENMP
+    if (o->threads) omp_set_num_threads(o->threads);
+#endif
+    const char *run_steps = src->record ? run_text_find(src->record, src->hd.run_bytes, "steps") : NULL;
+    if (run_steps && atol(run_steps) != o->steps && !(o->lr.given & GIVEN_HORIZON) && rank == 0)
+        printf("note: --steps %ld, the run had %s: the decay now ends at step %ld (a run started with --decay-steps "
+               "keeps its end)\n", o->steps, run_steps, o->steps);
+    // the decay ends at --steps unless a horizon was given (a run of any length decays to its end)
+    if (!(o->lr.given & GIVEN_HORIZON)) {
+        o->lr.horizon = (double)o->steps;
+        o->lr.horizon_in_epochs = 0;
+    }
+    r->B = o->B, r->T = o->T, r->G = world * o->B;
+    if ((long)world * r->B > INT_MAX / 2) fail("--batch %d x %d ranks: too many rows", r->B, world);
+    if (o->val_batch % world) fail("--val-batch: %ld rows do not split evenly over %d ranks", o->val_batch, world);
+    if (o->val_batch / world > INT_MAX / r->T) fail("--val-batch: %ld rows of %d steps are too many", o->val_batch, r->T);
+    r->VB = o->val_batch && o->val_batch != r->G ? (int)(o->val_batch / world) : r->B;  // val rows per rank
+}
+
+// The data, checked against the run's (a resume) and across the ranks, and the run record.
+static void run_data(Run *r, const Source *src) {
+    Options *o = &r->o;
+    const char *place[2] = {o->train, o->val}, *flag_of[2] = {"--train", "--val"};
+    for (int k = 0; k < 2; k++) {  // the record's place, not the command line's: the data may have moved
+        struct stat sb;
+        if (o->resume && place[k] && !flag_given(o, flag_of[k] + 2) && !strchr(place[k], ',') && stat(place[k], &sb))
+            fail("the run's %s data (%s %s) is not there: the run in %s read it from there; if it has moved, give "
+                 "%s with its new place", k ? "validation" : "training", flag_of[k], place[k], src->path, flag_of[k]);
+    }
+    open_data(o, &r->train_s, &r->val_s);
+    r->identity[0] = data_identity(&r->train_s);
+    r->identity[1] = data_identity(&r->val_s);
+    for (int k = 0; k < 2; k++) {
+        const char *where = o->train ? (k && o->val ? o->val : o->train) : "(the built-in corpus)";
+        if (src->identity[k]) data_identity_check(src->path, o->train ? flag_of[k] : "--corpus-bytes", where,
+                                                  src->identity[k], r->identity[k]);
+    }
+    if (src->record && !src->identity[0] && rank == 0)
+        printf("note: checkpoint %s records no identity of its data (an older file): the data is taken on trust\n",
+               src->path);
+    // every rank: the same flags, the same data, the same checkpoint
+    RunText checks = {NULL, 0, 0};
+    run_text_add(&checks, RECORD_TRAIN_DATA, r->identity[0]);
+    run_text_add(&checks, RECORD_VAL_DATA, r->identity[1]);
+    if (src->f) {
+        char sum[4300];
+        snprintf(sum, sizeof sum, "%s with checksum %016llx", src->path, (unsigned long long)src->hd.checksum);
+        run_text_add(&checks, o->resume ? "checkpoint (--resume)" : "checkpoint (--init-from)", sum);
+    }
+    ranks_agree(o, &checks);
+    free(checks.text);
+    // the record: the data where it is (absolute), and what it holds
+    Options recorded = *o;
+    char *paths[2] = {o->train ? absolute_paths(o->train) : NULL, o->val ? absolute_paths(o->val) : NULL};
+    recorded.train = paths[0];
+    recorded.val = paths[1];
+    r->record = run_record(&recorded, RECORD_RUN);
+    run_text_add(&r->record, RECORD_TRAIN_DATA, r->identity[0]);
+    run_text_add(&r->record, RECORD_VAL_DATA, r->identity[1]);
+    free(paths[0]);
+    free(paths[1]);
+    char what[2][4200];
+    if (o->train) {
+        snprintf(what[0], sizeof what[0], "the training data (--train %s)", o->train);
+        snprintf(what[1], sizeof what[1], "the validation data (--val %s)", o->val ? o->val : o->train);
+    } else {
+        snprintf(what[0], sizeof what[0], "the built-in corpus's training split (--corpus-bytes %ld)", o->corpus_bytes);
+        snprintf(what[1], sizeof what[1], "the built-in corpus's validation split (1/40 of --corpus-bytes %ld)",
+                 o->corpus_bytes);
+    }
+    loader_open(&r->train, &r->train_s, r->B, r->T, what[0]);
+    loader_open(&r->val, &r->val_s, r->VB, r->T, what[1]);
+    r->train.reset_docs = r->val.reset_docs = r->train.reset_docs && o->reset_docs;
+    o->lr.epoch_sequences = (double)loader_steps_per_epoch(&r->train) * r->G;  // sequences per epoch at this batch
+    lr_settings_check(&o->lr);
+}
+
+// The models and the state: mlstm_init's for --seed, or the source checkpoint's. Returns
+// whether this continues the run in its own directory (a resume of its latest.ckpt there).
+static int run_state(Run *r, Source *src) {
+    Options *o = &r->o;
+    check_memory(&o->model, 0, "--hidden, --embed:");
+    r->md = model_create(o->model, r->B, r->T, (uint64_t)o->seed);
+    r->ev = r->VB != r->B ? model_create(o->model, r->VB, r->T, (uint64_t)o->seed) : r->md;
+    size_t rows = r->B > r->VB ? r->B : r->VB;
+    r->in = (uint8_t *)mallocCheck(rows * r->T);
+    r->tg = (uint8_t *)mallocCheck(rows * r->T);
+    r->rs = (uint8_t *)mallocCheck(rows * r->T);
+    loss_scaler_init(&r->scaler, o->fp16);
+    r->rng = (uint64_t)o->seed ^ 0x5eed5eed5eed5eedULL;
+    r->best = (Best){o->val_every > 0 ? CKPT_BEST_BY_VAL : CKPT_BEST_BY_TRAIN, INFINITY, -1, 0};
+    r->run_id = run_identity(r);
+    int continuing = 0;
+    if (o->resume) {
+        load_checkpoint(r, src->f, src->path, &src->hd);
+        run_dir_of(src->path, r->resumed_dir);
+        if (!flag_given(o, "out") && r->resumed_dir[0]) o->out = r->resumed_dir;  // continue in the run's own directory
+        continuing = r->resumed_dir[0] && src->hd.st.run_id != 0 && same_file(r->resumed_dir, o->out);
+        if (continuing) r->run_id = src->hd.st.run_id;
+    }
+#ifdef MODEL_MAX_LOSS_SCALE
+    loss_scaler_cap(&r->scaler);  // a resumed scaler too (a checkpoint of the CPU trainer's --fp16 may hold 2^16)
+#endif
+    if (o->init_from) init_from_checkpoint(r, src->f, src->path, &src->hd);
+    return continuing;
+}
+
+static void run_start(Run *r, int argc, char **argv) {
+    memset(r, 0, sizeof *r);
+    std_fds_open();
+    dist_init(&argc, &argv);
+    stop_requested = 0;
+    Source src;
+    memset(&src, 0, sizeof src);
+    run_options(r, &src, argc, argv);
+    run_data(r, &src);
+    int continuing = run_state(r, &src);
+    if (src.f) fclose(src.f);
+    free(src.record);
+    // the run directory last of what can fail at start-up, so a refused start leaves no
+    // file behind, and still before the first step, so a bad --out costs no training.
+    // Every rank gets here first: one whose host lacks a shard or the checkpoint has failed
+    // naming its host and the path, and the job ends before rank 0 creates a file.
+    dist_barrier();
+    if (rank == 0)
+        run_dir_open(&r->dir, &r->o, continuing, r->run_id, r->data_step, r->o.resume ? src.path : NULL, &r->train_s,
+                     &r->val_s);
+    best_from_disk(r, continuing);
+    struct stat sb;
+    r->foreign_best = rank == 0 && !continuing && stat(r->dir.best, &sb) == 0;
+    if (rank == 0) print_settings(r);
+    signals_catch();
+    r->start_step = r->data_step;
+    r->saved_step = r->o.resume ? r->data_step : -1;
+    r->t_start = now_seconds();
+}
+
+// ----------------------------------------------------------------------------
+// The loop: doc/design.md, "The training step", one step at a time (train_step), then
+// progress, log, validation, samples and checkpoints (after_step).
 
 // Gradient clipping (doc/design.md, "The training step", 7): the factor that brings the
 // global norm of the unscaled gradients down to `clip` (0: off), for both backends.
@@ -570,238 +922,183 @@ static double clip_factor(double norm, double clip) { return clip > 0 && norm > 
 // far too high). So is an inf or NaN loss. Either ends the run before it is saved.
 #define DIVERGED_LOSS_FACTOR 2.0
 static int loss_diverged(double loss, int V) { return !(loss <= DIVERGED_LOSS_FACTOR * log((double)V)); }
-static void fail_diverged(long data_step, const char *what, double loss, const char *ckpt, long saved_step) {
-    char kept[4300];
-    if (saved_step >= 0) snprintf(kept, sizeof kept, "%s keeps step %ld", ckpt, saved_step);
-    else snprintf(kept, sizeof kept, "no checkpoint written");
+static void fail_diverged(const Run *r, const char *what, double loss) {
+    char kept[9000] = "no checkpoint written";
+    int n = 0;
+    if (r->saved_step >= 0) n = snprintf(kept, sizeof kept, "%s keeps step %ld", r->dir.latest, r->saved_step);
+    if (r->best.step >= 0)
+        snprintf(kept + n, sizeof kept - (size_t)n, "%s%s keeps step %ld (%s %.4f bits per character)", n ? ", " : "",
+                 r->dir.best, r->best.step, best_by_name(r->best.by), r->best.score / M_LN2);
     fail("step %ld: %s is %g nats (%g bits per character; a uniform model's is 8): the model has diverged; stopping "
-         "without saving it, %s (try a lower --lr)", data_step, what, loss, loss / M_LN2, kept);
+         "without saving it; %s (try a lower --lr)", r->data_step, what, loss, loss / M_LN2, kept);
 }
 
 // The loss of the current weights on the next training batch, from a zero state (forward
 // only, the training state untouched): what a checkpoint about to be written is checked by
 // when no validation just measured it. Weights sent to 1e30 by one update still give a
 // finite gradient norm before it; their forward does not.
-static double probe_loss(Model *md, const Loader *train, long data_step, uint8_t *in, uint8_t *tg, uint8_t *rs) {
-    loader_batch(train, data_step, in, tg, rs);
-    return dist_sum1(model_eval(md, in, tg, rs, 1)) / world;
+static double probe_loss(Run *r) {
+    loader_batch(&r->train, r->data_step, r->in, r->tg, r->rs);
+    return dist_sum1(model_eval(r->md, r->in, r->tg, r->rs, 1)) / world;
 }
 
-#ifdef MODEL_MAX_LOSS_SCALE  // a backend whose storage bounds S defines it (train.cu: FP16's range)
-static void loss_scaler_cap(LossScaler *ls) {  // S starts at most at the cap and never grows past it
-    if (ls->ceiling > MODEL_MAX_LOSS_SCALE) ls->ceiling = MODEL_MAX_LOSS_SCALE;
-    if (ls->scale > MODEL_MAX_LOSS_SCALE) ls->scale = MODEL_MAX_LOSS_SCALE;
+typedef struct {
+    double loss;      // the mean training loss over the ranks
+    double scale;     // the loss scale S the backward was seeded with
+    StepDecision d;   // applied or skipped, at which learning rate
+    double gnorm;     // the unscaled gradient norm before clipping (0 when skipped)
+    double seconds;
+} StepResult;
+
+// One training step: the seven steps of the README's step table (why in this order:
+// doc/design.md, "The training step").
+static StepResult train_step(Run *r) {
+    StepResult s;
+    double t0 = now_seconds();
+    // 1-3: read the batch, forward, backward seeded with S
+    loader_batch(&r->train, r->data_step, r->in, r->tg, r->rs);
+    s.scale = r->scaler.scale;
+    // --inject-overflow: rank 0 seeds this step's backward with S = inf, the way an FP16 overflow arrives
+    int inject = r->data_step + 1 == r->o.inject_overflow && rank == 0;
+    s.loss = model_step(r->md, r->in, r->tg, r->rs, inject ? INFINITY : s.scale);
+    // 4: all-reduce the gradients (mean over ranks)
+    model_allreduce(r->md);
+    s.loss = dist_sum1(s.loss) / world;
+    // 5-7: overflow check on the reduced gradients, then skip, or unscale + clip + Adam
+    GradientCheck check = model_check(r->md);
+    s.d = decide_step(&r->scaler, &r->o.lr, &r->applied, r->G, check.overflow);
+    s.gnorm = s.d.apply ? check.norm * s.d.inv_scale : 0;
+    if (s.d.apply) model_apply(r->md, s.d.inv_scale * clip_factor(s.gnorm, r->o.clip), s.d.lr, r->applied);
+    r->data_step++;
+    s.seconds = now_seconds() - t0;
+    return s;
 }
-#endif
+
+// The progress line and the log line of a step (rank 0); throughput counts training time
+// only, not validation or sampling.
+static void report_step(Run *r, const StepResult *s) {
+    const Options *o = &r->o;
+    double cps = (double)r->G * r->T / s->seconds, epoch = (double)r->data_step / loader_steps_per_epoch(&r->train);
+    r->train_seconds += s->seconds;
+    r->loss_sum += s->loss;
+    r->n_avg++;
+    if (rank != 0) return;
+    log_printf(&r->dir, "train %ld %.4f %.6e %.6f %.6f %g %d %.6e %.0f\n", r->data_step, epoch, s->d.lr, s->loss,
+               s->loss / M_LN2, s->scale, !s->d.apply, s->gnorm, cps);
+    if (r->data_step % o->print_every == 0 || r->data_step == o->steps || !s->d.apply) {
+        double elapsed = now_seconds() - r->t_start;
+        double eta = elapsed / (r->data_step - r->start_step) * (o->steps - r->data_step);
+        double chars_per_s = (double)r->G * r->T * (r->data_step - r->start_step) / r->train_seconds;
+        printf("step %6ld/%ld | epoch %.2f | bpc %.3f | lr %.2e | scale %g | ", r->data_step, o->steps, epoch,
+               r->loss_sum / r->n_avg / M_LN2, s->d.lr, s->d.scale);
+        printf("%s%.0f chars/s | %.1f GFLOP/s | ETA %02d:%02d\n", s->d.apply ? "" : "SKIPPED (overflow) | ",
+               chars_per_s, 3 * flops_per_char(&o->model) * chars_per_s / 1e9, (int)(eta / 60), (int)eta % 60);
+        fflush(stdout);
+        r->loss_sum = 0;
+        r->n_avg = 0;
+    }
+}
+
+// Writes best.ckpt when `score` beats it.
+static void best_offer(Run *r, double score) {
+    if (!(score < r->best.score)) return;
+    save_checkpoint(r, r->dir.best, score);
+    r->foreign_best = 0;
+    r->best.score = score;
+    r->best.step = r->data_step;
+    if (rank == 0) {
+        printf("step %6ld | best checkpoint %s (%s %.4f bits per character)\n", r->data_step, r->dir.best,
+               best_by_name(r->best.by), score / M_LN2);
+        fflush(stdout);
+    }
+}
+
+// A validation pass at this step, its line in the log; NAN when a signal interrupted it.
+static double validate_now(Run *r) {
+    int interrupted;
+    double vl = validate(r->md, r->ev, &r->val, r->o.val_steps, r->in, r->tg, r->rs, &interrupted);
+    if (interrupted) return NAN;
+    if (loss_diverged(vl, r->o.model.V)) fail_diverged(r, "the validation loss", vl);
+    if (rank == 0) {
+        double epoch = (double)r->data_step / loader_steps_per_epoch(&r->train);
+        if (r->data_step == 0) log_printf(&r->dir, "val 0 0 %.6f %.6f\n", vl, vl / M_LN2);  // the baseline
+        else log_printf(&r->dir, "val %ld %.4f %.6f %.6f\n", r->data_step, epoch, vl, vl / M_LN2);
+        printf("step %6ld | val bpc %.4f\n", r->data_step, vl / M_LN2);
+        fflush(stdout);
+    }
+    return vl;
+}
+
+// What follows a step: progress and log, the divergence guards, validation (and best.ckpt
+// by it), a sample, and latest.ckpt (and best.ckpt by the moving mean).
+static void after_step(Run *r, const StepResult *s) {
+    const Options *o = &r->o;
+    report_step(r, s);
+    r->best.loss_ema = LOSS_EMA_DECAY * r->best.loss_ema + (1 - LOSS_EMA_DECAY) * s->loss;
+    r->stuck = s->d.apply ? 0 : r->stuck + (!o->fp16 || s->scale <= r->scaler.floor);
+    if (loss_diverged(s->loss, o->model.V)) fail_diverged(r, "the training loss", s->loss);
+    if (r->stuck >= STUCK_SKIPS)
+        fail("step %ld: %d steps in a row skipped with inf/NaN gradients %s: the model has diverged; stopping "
+             "without a checkpoint (try a lower --lr)", r->data_step, STUCK_SKIPS,
+             o->fp16 ? "at the smallest loss scale" : "(FP32: no loss scale to lower)");
+    int last = r->data_step == o->steps;
+    double vl = NAN;  // this step's validation loss, if it ran to the end
+    if ((o->val_every && r->data_step % o->val_every == 0) || last) vl = validate_now(r);
+    if (r->best.by == CKPT_BEST_BY_VAL && !isnan(vl)) best_offer(r, vl);
+    if (rank == 0 && o->sample_len > 0 && ((o->sample_every && r->data_step % o->sample_every == 0) || last))
+        sample(model_host(r->md), o->prompt, o->sample_len, o->temperature, r->train.reset_docs, &r->rng, stdout);
+    // a signal or a closed stdout on any rank stops every rank after this step
+    stop_if_stdout_closed(r->data_step);
+    r->stop = stop_agreed();
+    // latest.ckpt never holds a diverged model: none is written while steps are being
+    // skipped (unless the run ends), and the weights must score
+    r->ckpt_due |= o->ckpt_every && r->data_step % o->ckpt_every == 0;
+    if ((r->ckpt_due && s->d.apply) || last || r->stop) {
+        double check = isnan(vl) ? probe_loss(r) : vl;
+        if (loss_diverged(check, o->model.V)) fail_diverged(r, "the loss of the weights to be saved", check);
+        double mean = loss_moving_mean(&r->best, r->data_step);
+        save_checkpoint(r, r->dir.latest, r->best.by == CKPT_BEST_BY_VAL ? vl : mean);
+        r->saved_step = r->data_step;
+        r->ckpt_due = 0;
+        if (r->foreign_best && rank == 0 && unlink(r->dir.best) != 0 && errno != ENOENT)
+            fail("cannot remove %s (another run's): %s", r->dir.best, strerror(errno));
+        r->foreign_best = 0;
+        if (rank == 0) {
+            printf("step %6ld | checkpoint %s\n", r->data_step, r->dir.latest);
+            fflush(stdout);
+        }
+        if (r->best.by == CKPT_BEST_BY_TRAIN) best_offer(r, mean);
+    }
+    if (r->stop && rank == 0)
+        printf("stopped at step %ld; continue with --resume %s\n", r->data_step, o->out);
+}
+
+static void run_finish(Run *r) {
+    if (rank == 0 && r->stop && r->data_step == r->start_step)
+        printf("stopped by a signal before the first step; nothing to save\n");
+    if (rank == 0) run_dir_close(&r->dir);
+    if (r->ev != r->md) model_free(r->ev);
+    model_free(r->md);
+    free(r->record.text);
+    free(r->identity[0]);
+    free(r->identity[1]);
+    stream_free(&r->train_s);
+    stream_free(&r->val_s);
+    free(r->in);
+    free(r->tg);
+    free(r->rs);
+    dist_finish();
+}
 
 static int train_main(int argc, char **argv) {
-    std_fds_open();
-    dist_init(&argc, &argv);
-    stop_requested = 0;
-    Options o;
-    options_parse(&o, argc, argv);
-    if (o.resume && !flag_given(&o, "ckpt")) o.ckpt = o.resume;  // continue writing the run's checkpoint
-    // the model (and, resuming, the batch and the run's settings) from a checkpoint, checked
-    // before any work; the file stays open until its weights are read from it
-    CkptHeader from;
-    FILE *from_file = NULL;
-    char *from_run = NULL;  // the resumed run's record
-    const char *from_path = o.resume ? o.resume : o.init_from;
-    if (from_path) {
-        from_file = open_checkpoint(o.resume ? "resume" : "init-from", from_path, &from);
-        config_from_checkpoint(&o, from_path, &from);
-        if (o.resume) from_run = (char *)checkpoint_read_run(from_file, from_path, &from);
-        if (from_run) options_from_record(&o, from_path, from_run, from.run_bytes);
-        else if (o.resume && rank == 0)
-            fprintf(stderr, "note: checkpoint %s has no run record (format version 1, or written from Python): "
-                            "the command line's flags define the rest of the run\n", from_path);
-        if (o.resume && (long)from.st.data_step >= o.steps)
-            fail("checkpoint %s is at step %llu and --steps is %ld: nothing to train (give a larger --steps)", o.resume,
-                 (unsigned long long)from.st.data_step, o.steps);
+    Run r;
+    run_start(&r, argc, argv);
+    if (r.data_step == 0 && r.o.val_every) validate_now(&r);  // the baseline the validation curve falls from
+    r.stop = stop_agreed();  // a signal during start-up; after that, agreed at the end of each step
+    while (r.data_step < r.o.steps && !r.stop) {
+        StepResult s = train_step(&r);
+        after_step(&r, &s);
     }
-    options_check(&o);
-    const char *precision;
-    o.fp16 = model_precision(o.fp16, &precision);
-#ifdef _OPENMP
-    if (o.threads) omp_set_num_threads(o.threads);
-#endif
-    const char *run_steps = from_run ? run_text_find(from_run, from.run_bytes, "steps") : NULL;
-    if (run_steps && atol(run_steps) != o.steps && !(o.lr.given & GIVEN_HORIZON) && rank == 0)
-        printf("note: --steps %ld, the run had %s: the decay now ends at step %ld (a run started with --decay-steps "
-               "keeps its end)\n", o.steps, run_steps, o.steps);
-    // the decay ends at --steps unless a horizon was given (a run of any length decays to its end)
-    if (!(o.lr.given & GIVEN_HORIZON)) {
-        o.lr.horizon = (double)o.steps;
-        o.lr.horizon_in_epochs = 0;
-    }
-    int B = o.B, T = o.T, G = world * B;
-    if ((long)world * B > INT_MAX / 2) fail("--batch %d x %d ranks: too many rows", B, world);
-    if (o.val_batch % world) fail("--val-batch: %ld rows do not split evenly over %d ranks", o.val_batch, world);
-    if (o.val_batch / world > INT_MAX / T) fail("--val-batch: %ld rows of %d steps are too many", o.val_batch, T);
-    int VB = o.val_batch && o.val_batch != G ? (int)(o.val_batch / world) : B;  // val rows per rank
-    Stream train_s, val_s;
-    open_data(&o, &train_s, &val_s);
-    ranks_agree(&o, train_s.size, val_s.size);
-    RunText run = run_record(&o, RECORD_RUN);  // into every checkpoint of this run
-    char what[2][4200];
-    if (o.train) {
-        snprintf(what[0], sizeof what[0], "the training data (--train %s)", o.train);
-        snprintf(what[1], sizeof what[1], "the validation data (--val %s)", o.val ? o.val : o.train);
-    } else {
-        snprintf(what[0], sizeof what[0], "the built-in corpus's training split (--corpus-bytes %ld)", o.corpus_bytes);
-        snprintf(what[1], sizeof what[1], "the built-in corpus's validation split (1/40 of --corpus-bytes %ld)",
-                 o.corpus_bytes);
-    }
-    Loader train, val;
-    loader_open(&train, &train_s, B, T, what[0]);
-    loader_open(&val, &val_s, VB, T, what[1]);
-    train.reset_docs = val.reset_docs = train.reset_docs && o.reset_docs;
-    o.lr.epoch_sequences = (double)loader_steps_per_epoch(&train) * G;  // sequences per epoch at this batch
-    lr_settings_check(&o.lr);
-
-    check_memory(&o.model, 0, "--hidden, --embed:");
-    Model *md = model_create(o.model, B, T, (uint64_t)o.seed);
-    Model *ev = VB != B ? model_create(o.model, VB, T, (uint64_t)o.seed) : md;  // the validation model
-    size_t rows = B > VB ? B : VB;
-    uint8_t *in = (uint8_t *)mallocCheck(rows * T);  // (rows,T) inputs, targets, state resets
-    uint8_t *tg = (uint8_t *)mallocCheck(rows * T);
-    uint8_t *rs = (uint8_t *)mallocCheck(rows * T);
-    LossScaler scaler;
-    loss_scaler_init(&scaler, o.fp16);
-    long applied = 0, data_step = 0;
-    uint64_t rng = (uint64_t)o.seed ^ 0x5eed5eed5eed5eedULL;
-    if (o.resume) load_checkpoint(from_file, o.resume, &from, md, B, &scaler, &applied, &data_step, &rng, o.fp16);
-#ifdef MODEL_MAX_LOSS_SCALE
-    loss_scaler_cap(&scaler);  // a resumed scaler too (a checkpoint of the CPU trainer's --fp16 may hold 2^16)
-#endif
-    if (o.init_from) init_from_checkpoint(from_file, o.init_from, &from, md, B);
-    if (from_file) fclose(from_file);
-    // the output files last of what can fail at start-up, so a refused start leaves none
-    // behind, and still before the first step, so a bad path costs no training. Every rank
-    // gets here first: one whose host lacks a shard or the checkpoint has failed naming
-    // its host and the path, and the job ends before rank 0 creates a file.
-    dist_barrier();
-    Outputs out = {NULL, o.log, -1};
-    if (rank == 0) out = outputs_open(&o, data_step, &train_s, &val_s);
-    if (rank == 0) print_settings(&o, md, precision, &train_s, &val_s, &train);
-
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-
-    int interrupted;
-    if (data_step == 0 && o.val_every) {  // the baseline the validation curve falls from
-        double vl = validate(md, ev, &val, o.val_steps, in, tg, rs, &interrupted);
-        if (rank == 0 && !interrupted) {
-            log_printf(&out, "val 0 0 %.6f %.6f\n", vl, vl / M_LN2);
-            printf("step %6d | val bpc %.4f\n", 0, vl / M_LN2);
-        }
-    }
-    double fpc = flops_per_char(&o.model), t_start = now_seconds(), train_seconds = 0, loss_avg = 0;
-    long start_step = data_step, n_avg = 0, stuck = 0;
-    long saved_step = o.resume ? data_step : -1;  // the step of the checkpoint on disk, -1: none of this run
-    int ckpt_due = 0;                             // a periodic checkpoint waits for a step that is not skipped
-    // Whether every rank stops: agreed once here (a signal during start-up), then only at the
-    // end of each step, where the checkpoint follows. A second check before each step would
-    // catch a signal that came after the first and end the loop without a checkpoint.
-    int stop = stop_agreed();
-    while (data_step < o.steps && !stop) {
-        // steps 1-3 of the README's step table (why: doc/design.md): read the batch, forward, backward with S
-        double t0 = now_seconds();
-        loader_batch(&train, data_step, in, tg, rs);
-        double scale = scaler.scale;
-        // --inject-overflow: rank 0 seeds this step's backward with S = inf, the way an FP16 overflow arrives
-        int inject = data_step == o.inject_overflow && rank == 0;
-        double loss = model_step(md, in, tg, rs, inject ? INFINITY : scale);
-        // 4: all-reduce the gradients (mean over ranks)
-        model_allreduce(md);
-        loss = dist_sum1(loss) / world;
-        // 5-7: overflow check on the reduced gradients, then skip, or unscale + clip + Adam
-        GradientCheck check = model_check(md);
-        StepDecision d = decide_step(&scaler, &o.lr, &applied, G, check.overflow);
-        double gnorm = d.apply ? check.norm * d.inv_scale : 0;  // the unscaled norm before clipping, for the log
-        if (d.apply) model_apply(md, d.inv_scale * clip_factor(gnorm, o.clip), d.lr, applied);
-        data_step++;
-        stuck = d.apply ? 0 : stuck + (!o.fp16 || scale <= scaler.floor);
-
-        // progress and log (rank 0); throughput counts training time only, not validation or sampling
-        double t = now_seconds(), cps = (double)G * T / (t - t0);
-        train_seconds += t - t0;
-        loss_avg += loss;
-        n_avg++;
-        double epoch = (double)data_step / loader_steps_per_epoch(&train);
-        if (rank == 0) {
-            log_printf(&out, "train %ld %.4f %.6e %.6f %.6f %g %d %.6e %.0f\n", data_step, epoch, d.lr, loss,
-                       loss / M_LN2, scale, !d.apply, gnorm, cps);
-            if (data_step % o.print_every == 0 || data_step == o.steps || !d.apply) {
-                double elapsed = t - t_start;
-                double eta = elapsed / (data_step - start_step) * (o.steps - data_step);
-                double chars = (double)G * T * (data_step - start_step);
-                double chars_per_s = chars / train_seconds;
-                printf("step %6ld/%ld | epoch %.2f | bpc %.3f | lr %.2e | scale %g | ", data_step, o.steps, epoch,
-                       loss_avg / n_avg / M_LN2, d.lr, d.scale);
-                printf("%s%.0f chars/s | %.1f GFLOP/s | ETA %02d:%02d\n", d.apply ? "" : "SKIPPED (overflow) | ",
-                       chars_per_s, 3 * fpc * chars_per_s / 1e9, (int)(eta / 60), (int)eta % 60);
-                fflush(stdout);
-                loss_avg = 0;
-                n_avg = 0;
-            }
-        }
-        if (loss_diverged(loss, o.model.V)) fail_diverged(data_step, "the training loss", loss, o.ckpt, saved_step);
-        if (stuck >= STUCK_SKIPS)
-            fail("step %ld: %d steps in a row skipped with inf/NaN gradients %s: the model has diverged; stopping "
-                 "without a checkpoint (try a lower --lr)", data_step, STUCK_SKIPS,
-                 o.fp16 ? "at the smallest loss scale" : "(FP32: no loss scale to lower)");
-        int last = data_step == o.steps;
-        double vl = NAN;  // this step's validation loss, if it ran to the end
-        if ((o.val_every && data_step % o.val_every == 0) || last) {
-            vl = validate(md, ev, &val, o.val_steps, in, tg, rs, &interrupted);
-            if (!interrupted && loss_diverged(vl, o.model.V))
-                fail_diverged(data_step, "the validation loss", vl, o.ckpt, saved_step);
-            if (rank == 0 && !interrupted) {
-                log_printf(&out, "val %ld %.4f %.6f %.6f\n", data_step, epoch, vl, vl / M_LN2);
-                printf("step %6ld | val bpc %.4f\n", data_step, vl / M_LN2);
-            }
-        }
-        if (rank == 0 && o.sample_len > 0 && ((o.sample_every && data_step % o.sample_every == 0) || last)) {
-            sample(model_host(md), o.prompt, o.sample_len, o.temperature, train.reset_docs, &rng, stdout);
-        }
-        // SIGINT/SIGTERM on any rank stops every rank after this step
-        // A checkpoint never replaces a better one with a diverged model: none is written
-        // while steps are being skipped (unless the run ends), and the weights must score.
-        stop = stop_agreed();
-        ckpt_due |= o.ckpt_every && data_step % o.ckpt_every == 0;
-        if ((ckpt_due && d.apply) || last || stop) {
-            double check = isnan(vl) ? probe_loss(md, &train, data_step, in, tg, rs) : vl;
-            if (loss_diverged(check, o.model.V))
-                fail_diverged(data_step, "the loss of the weights to be saved", check, o.ckpt, saved_step);
-            save_checkpoint(o.ckpt, md, B, &scaler, applied, data_step, rng, &run);
-            saved_step = data_step;
-            ckpt_due = 0;
-            if (rank == 0) {
-                printf("step %6ld | checkpoint %s\n", data_step, o.ckpt);
-                fflush(stdout);
-            }
-        }
-        if (stop) {
-            if (rank == 0) printf("stopped by a signal at step %ld; resume with --resume %s\n", data_step, o.ckpt);
-            break;
-        }
-    }
-    if (rank == 0 && stop && data_step == start_step)
-        printf("stopped by a signal before the first step; nothing to save\n");
-    if (rank == 0) outputs_close(&out);
-    if (ev != md) model_free(ev);
-    model_free(md);
-    free(run.text);
-    free(from_run);
-    stream_free(&train_s);
-    stream_free(&val_s);
-    free(in);
-    free(tg);
-    free(rs);
-    dist_finish();
+    run_finish(&r);
     return 0;
 }

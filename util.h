@@ -230,6 +230,17 @@ static inline uint64_t get64(const uint8_t *p) {
     for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
     return v;
 }
+// A double's IEEE-754 bits, for a file field, and back.
+static inline uint64_t f64_bits(double x) {
+    uint64_t v;
+    memcpy(&v, &x, 8);
+    return v;
+}
+static inline double f64_from_bits(uint64_t v) {
+    double x;
+    memcpy(&x, &v, 8);
+    return x;
+}
 
 // ----------------------------------------------------------------------------
 // Random numbers: splitmix64, one 64-bit state that goes into the checkpoint.

@@ -17,11 +17,11 @@ static char dir[] = "/tmp/mlstm_backend_XXXXXX";
 // train_main with OMP_WAIT_POLICY unset: a library that re-executed /proc/self/exe
 // here would restart this test with the trainer's flags (see main).
 static void test_no_reexec(const char *trainer) {
-    char ckpt[600], log[600];
-    snprintf(ckpt, sizeof ckpt, "%s/a.ckpt", dir);
-    snprintf(log, sizeof log, "%s/a.log", dir);
+    char out[600], ckpt[600];
+    snprintf(out, sizeof out, "%s/a", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/a/latest.ckpt", dir);
     unsetenv("OMP_WAIT_POLICY");
-    const char *args[] = {"train", TINY_ARGS, "--ckpt", ckpt, "--log", log, NULL};
+    const char *args[] = {"train", TINY_ARGS, "--out", out, NULL};
     int argc = (int)(sizeof args / sizeof args[0]) - 1;
     optind = 0;  // getopt_long starts afresh
     fflush(stdout);
@@ -32,13 +32,13 @@ static void test_no_reexec(const char *trainer) {
     dup2(saved, 1);
     close(saved);
     CHECK(rc == 0 && file_size(ckpt) > 0, "train_main in-process: returns 0 without re-executing the test, writes %s", ckpt);
-    int r = test_system("%s " TINY_FLAGS " --ckpt %s/b.ckpt --log %s/b.log > %s/b.out 2>&1", trainer, dir, dir, dir);
+    int r = test_system("%s " TINY_FLAGS " --out %s/b > %s/b.out 2>&1", trainer, dir, dir);
     char b[600];
-    snprintf(b, sizeof b, "%s/b.ckpt", dir);
+    snprintf(b, sizeof b, "%s/b/latest.ckpt", dir);
     CHECK(r == 0 && files_equal(ckpt, b), "train_main in-process and the build/train program write byte-identical checkpoints");
     // a second train_main in the same process (test_gpu resumes so) resumes into the same
-    // files: the first released its lock on a.ckpt and a.log when it returned
-    const char *again[] = {"train", TINY_ARGS, "--steps", "8", "--resume", ckpt, "--ckpt", ckpt, "--log", log, NULL};
+    // directory: the first released its lock when it returned
+    const char *again[] = {"train", TINY_ARGS, "--steps", "8", "--resume", out, NULL};
     argc = (int)(sizeof again / sizeof again[0]) - 1;
     optind = 0;
     fflush(stdout);

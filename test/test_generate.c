@@ -505,8 +505,8 @@ static void test_trainer_sample(void) {
     char out[700];
     snprintf(out, sizeof out, "%s/sample.out", dir);
     int rc = test_system("%s --hidden 32 --embed 16 --batch 4 --seq-len 16 --corpus-bytes 60000 --val-every 0 "
-                         "--steps 3 --sample-len 200 --temperature 1e-5 --threads 1 --ckpt %s/s.ckpt --log %s/s.log > %s 2>&1",
-                         trainer, dir, dir, out);
+                         "--steps 3 --sample-len 200 --temperature 1e-5 --threads 1 --out %s/s > %s 2>&1",
+                         trainer, dir, out);
     unsigned char *buf;
     size_t n, nul = 0;
     slurp(out, &buf, &n);
@@ -536,8 +536,8 @@ int main(void) {
     // a tiny model trained for a few seconds: its argmax is never NUL (not in the corpus)
     snprintf(trained, sizeof trained, "%s/trained.ckpt", dir);
     int rc = test_system("%s --hidden 32 --embed 16 --batch 4 --seq-len 16 --corpus-bytes 60000 --val-every 0 "
-                         "--sample-len 0 --print-every 1000 --threads 1 --steps 400 --lr 1e-2 --ckpt %s --log %s/t.log > %s/t.out 2>&1",
-                         trainer, trained, dir, dir);
+                         "--sample-len 0 --print-every 1000 --threads 1 --steps 400 --lr 1e-2 --out %s/t > %s/t.out 2>&1 && "
+                         "cp %s/t/latest.ckpt %s", trainer, dir, dir, dir, trained);
     CHECK(rc == 0, "a tiny model trained for 400 steps (exit %d)", rc);
     test_sampler();
     test_fast_path(trained, "trained H=32 D=16");

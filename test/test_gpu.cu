@@ -592,16 +592,15 @@ static void test_overflow(void) {
 #define RESUME_T "32"
 #endif
 static int run_trainer(const char *dir, const char *name, int steps, const char *resume) {
-    char ckpt[512], log[512], st[32];
-    snprintf(ckpt, sizeof ckpt, "%s/%s.ckpt", dir, name);
-    snprintf(log, sizeof log, "%s/%s.log", dir, name);
+    char out[512], st[32];
+    snprintf(out, sizeof out, "%s/%s", dir, name);
     snprintf(st, sizeof st, "%d", steps);
     const char *args[40] = {"train_gpu", "--hidden", RESUME_H, "--embed", RESUME_D, "--batch", "64", "--seq-len",
                             RESUME_T,
                             "--steps", st, "--corpus-bytes", "200000", "--val-every", "0", "--val-steps", "1",
                             "--sample-len", "0", "--lr-schedule", "constant", "--lr", "1e-3", "--print-every", "100",
-                            "--ckpt", ckpt, "--log", log};
-    int n = 29;
+                            "--out", out};
+    int n = 27;
     if (resume) { args[n++] = "--resume"; args[n++] = resume; }
     args[n] = NULL;
     optind = 0;  // getopt_long starts afresh
@@ -648,19 +647,20 @@ static void test_resume(void) {
     char path[600];
     int ra = run_trainer(dir, "a", 6, NULL);
     int rb1 = run_trainer(dir, "b", 3, NULL);
-    snprintf(path, sizeof path, "%s/b.ckpt", dir);
+    snprintf(path, sizeof path, "%s/b", dir);
     int rb2 = run_trainer(dir, "b", 6, path);
+    snprintf(path, sizeof path, "%s/b/latest.ckpt", dir);
     CHECK(ra == 0 && rb1 == 0 && rb2 == 0, "trainer runs exit 0 (%d, %d, %d)", ra, rb1, rb2);
     uint8_t *a = NULL, *b = NULL;
     size_t na = 0, nb = 0;
     char pa[600];
-    snprintf(pa, sizeof pa, "%s/a.ckpt", dir);
+    snprintf(pa, sizeof pa, "%s/a/latest.ckpt", dir);
     int ok = read_file(pa, &a, &na) == 0 && read_file(path, &b, &nb) == 0;
     CHECK(ok && na == nb && !memcmp(a, b, na),
           "6 steps == 3 + checkpoint + resume + 3: checkpoints identical (%zu bytes)", na);
     char la[600], lb[600], sa[1024], sb[1024];
-    snprintf(la, sizeof la, "%s/a.log", dir);
-    snprintf(lb, sizeof lb, "%s/b.log", dir);
+    snprintf(la, sizeof la, "%s/a/train.log", dir);
+    snprintf(lb, sizeof lb, "%s/b/train.log", dir);
     double max_scale = 0;
     int applied = log_losses(la, 4, 6, sa, sizeof sa, &max_scale);
     log_losses(lb, 4, 6, sb, sizeof sb, NULL);

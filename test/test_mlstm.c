@@ -124,8 +124,8 @@ int main(void) {
     EXPECT_EXIT(load_as, bad, 2, "is truncated: 81206 bytes after the header, the header says 81216", "truncated payload");
     copy_file(path, bad, -1); poke(bad, 0, "NOTACKPT", 8);
     EXPECT_EXIT(load_as, bad, 2, "not an mlstm checkpoint (bad magic)", "wrong magic");
-    copy_file(path, bad, -1); { uint8_t v[4] = {3, 0, 0, 0}; poke(bad, 8, v, 4); }
-    EXPECT_EXIT(load_as, bad, 2, "format version 3; this build reads versions 1 to 2", "other version");
+    copy_file(path, bad, -1); { uint8_t v[4] = {4, 0, 0, 0}; poke(bad, 8, v, 4); }
+    EXPECT_EXIT(load_as, bad, 2, "format version 4; this build reads versions 1 to 3", "other version");
     copy_file(path, bad, -1); { uint8_t x = 0x5a; poke(bad, want - 1, &x, 1); }
     EXPECT_EXIT(load_as, bad, 2, "fails its checksum", "one flipped payload byte");
     copy_file(path, bad, -1); { uint8_t x = 0x01; poke(bad, 49, &x, 1); }

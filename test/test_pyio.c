@@ -149,7 +149,7 @@ static void patch64(const char *p, long at, uint64_t v) {
 }
 
 // A format version 1 file, as the C code before the run record wrote it: the header
-// (version 1, bytes 136..143 zero) and the payload of `from`, no record, the checksum
+// (version 1, bytes 136..255 zero) and the payload of `from`, no record, the checksum
 // recomputed here with util.h's function. Returns the payload's size, -1 on failure.
 static long make_version1(const char *from, const char *to) {
     long n;
@@ -157,7 +157,7 @@ static long make_version1(const char *from, const char *to) {
     if (!buf || n < CKPT_HEADER_BYTES) { free(buf); return -1; }
     long payload = (long)get64(buf + CKPT_AT_PAYLOAD);
     put32(buf + CKPT_AT_VERSION, 1);
-    put64(buf + CKPT_AT_RUN_BYTES, 0);
+    memset(buf + CKPT_AT_RUN_BYTES, 0, CKPT_HEADER_BYTES - CKPT_AT_RUN_BYTES);
     put64(buf + CKPT_AT_CHECKSUM, 0);
     uint64_t sum = checksum_update(CHECKSUM_INIT, buf, CKPT_HEADER_BYTES);
     sum = checksum_update(sum, buf + CKPT_HEADER_BYTES, (size_t)payload);
@@ -167,7 +167,7 @@ static long make_version1(const char *from, const char *to) {
     return ok ? payload : -1;
 }
 
-// Version 1 files read (and come back as version 2 with no record); version 3 refused.
+// Version 1 files read (and come back as version 3 with no record); version 4 refused.
 static void test_versions(void) {
     long payload = make_version1(path("a.ckpt"), path("v1.ckpt"));
     CkptHeader hd = {0};
@@ -187,17 +187,17 @@ static void test_versions(void) {
     uint8_t *b1 = read_whole(path("v1.ckpt"), &n1), *b2 = read_whole(path("v1_back.ckpt"), &n2);
     int same = b1 && b2 && n1 == n2 && !memcmp(b1 + CKPT_HEADER_BYTES, b2 + CKPT_HEADER_BYTES, (size_t)payload);
     same = same && !memcmp(b1 + CKPT_AT_V, b2 + CKPT_AT_V, CKPT_AT_CHECKSUM - CKPT_AT_V);  // V .. payload bytes
-    same = same && get32(b2 + CKPT_AT_VERSION) == 2;
+    same = same && get32(b2 + CKPT_AT_VERSION) == 3;
     if (same) checkpoint_header(path("v1_back.ckpt"), &hd);
     CHECK(re == 0 && ri == 0 && same && hd.run_bytes == 0,
-          "version 1 -> .npz -> version 2 with no record, header fields and payload equal (exit %d %d)", re, ri);
+          "version 1 -> .npz -> version 3 with no record, header fields and payload equal (exit %d %d)", re, ri);
     free(b1); free(b2);
     char out[700];
     snprintf(out, sizeof out, "%s", path("never.npz"));
-    copy_file(path("a.ckpt"), path("v3.ckpt"), -1, -1);
-    patch32(path("v3.ckpt"), CKPT_AT_VERSION, 3);
-    expect_refused("format version 3", "has format version 3; this build reads versions 1 to 2", out, "export %s %s",
-                   path("v3.ckpt"), out);
+    copy_file(path("a.ckpt"), path("v4.ckpt"), -1, -1);
+    patch32(path("v4.ckpt"), CKPT_AT_VERSION, 4);
+    expect_refused("format version 4", "has format version 4; this build reads versions 1 to 3", out, "export %s %s",
+                   path("v4.ckpt"), out);
     copy_file(path("a.ckpt"), path("v1run.ckpt"), -1, -1);
     patch32(path("v1run.ckpt"), CKPT_AT_VERSION, 1);
     expect_refused("version 1 with a run record", "inconsistent header", out, "export %s %s", path("v1run.ckpt"), out);
@@ -232,11 +232,11 @@ static void test_record_edit(void) {
     int same_rest = r0 && r1 && n0 == n1 && n0 > k && !memcmp(r0 + k, r1 + k, n0 - k);
     CHECK(r1 && !memcmp(r1, want, k) && same_rest, "mlstm.h reads the edited record, the rest of it unchanged");
     free(r0); free(r1);
-    int rt = test_system("%s --resume %s --ckpt %s --log %s --val-every 0 --val-steps 2 --sample-len 0 "
-                         "--print-every 1000 --threads 1 > %s 2>&1", trainer, path("edit.ckpt"), path("edit_r.ckpt"),
-                         path("edit_r.log"), path("edit_r.out"));
+    int rt = test_system("%s --resume %s --out %s --val-every 0 --val-steps 2 --sample-len 0 "
+                         "--print-every 1000 --threads 1 > %s 2>&1", trainer, path("edit.ckpt"), path("edit_r"),
+                         path("edit_r.out"));
     CkptHeader hd = {0};
-    if (rt == 0 && file_size(path("edit_r.ckpt")) > 0) checkpoint_header(path("edit_r.ckpt"), &hd);
+    if (rt == 0 && file_size(path("edit_r/latest.ckpt")) > 0) checkpoint_header(path("edit_r/latest.ckpt"), &hd);
     CHECK(rt == 0 && hd.st.data_step == 9 && hd.st.step == 9, "./train --resume of it runs to the record's step 9 "
           "(exit %d, data step %llu)", rt, (unsigned long long)hd.st.data_step);
 }
@@ -244,27 +244,27 @@ static void test_record_edit(void) {
 // A checkpoint the trainer wrote and the same one through export/import resume alike,
 // by their records (no run flags given), and as the run would have gone on unbroken.
 static void test_resume(const char *tag, const char *model_flags) {
-    char ck[64], back[64], r1[3][64], r2[3][64], whole[3][64];  // checkpoint, log, console output of each run
+    char ck[64], back[64], r1[3][64], r2[3][64], whole[3][64];  // run directory, its checkpoint, console output
     snprintf(ck, sizeof ck, "%s.ckpt", tag); snprintf(back, sizeof back, "%s_back.ckpt", tag);
-    const char *ext[3] = {"ckpt", "log", "out"};
+    const char *form[3] = {"%s_%s", "%s_%s/latest.ckpt", "%s_%s.out"};
     for (int i = 0; i < 3; i++) {
-        snprintf(r1[i], sizeof r1[i], "%s_r1.%s", tag, ext[i]);
-        snprintf(r2[i], sizeof r2[i], "%s_r2.%s", tag, ext[i]);
-        snprintf(whole[i], sizeof whole[i], "%s_whole.%s", tag, ext[i]);
+        snprintf(r1[i], sizeof r1[i], form[i], tag, "r1");
+        snprintf(r2[i], sizeof r2[i], form[i], tag, "r2");
+        snprintf(whole[i], sizeof whole[i], form[i], tag, "whole");
     }
 #define RESUME_FLAGS "--steps 7 --val-every 0 --val-steps 2 --sample-len 0 --print-every 1000 --threads 1"
-    int ra = test_system("%s --resume %s --ckpt %s --log %s " RESUME_FLAGS " > %s 2>&1", trainer, path(ck), path(r1[0]),
-                         path(r1[1]), path(r1[2]));
-    int rb = test_system("%s --resume %s --ckpt %s --log %s " RESUME_FLAGS " > %s 2>&1", trainer, path(back),
-                         path(r2[0]), path(r2[1]), path(r2[2]));
-    int rw = test_system("%s " TINY " %s --steps 7 --ckpt %s --log %s > %s 2>&1", trainer, model_flags, path(whole[0]),
-                         path(whole[1]), path(whole[2]));
+    int ra = test_system("%s --resume %s --out %s " RESUME_FLAGS " > %s 2>&1", trainer, path(ck), path(r1[0]),
+                         path(r1[2]));
+    int rb = test_system("%s --resume %s --out %s " RESUME_FLAGS " > %s 2>&1", trainer, path(back), path(r2[0]),
+                         path(r2[2]));
+    int rw = test_system("%s " TINY " %s --steps 7 --out %s > %s 2>&1", trainer, model_flags, path(whole[0]),
+                         path(whole[2]));
     CHECK(ra == 0 && rb == 0 && rw == 0 && !file_contains(path(r1[2]), "no run record") &&
           !file_contains(path(r2[2]), "no run record"),
           "%s: ./train --resume takes the run from the trainer's and the imported checkpoint's records (exit %d %d %d)",
           tag, ra, rb, rw);
-    CHECK(file_size(path(r1[0])) > 0 && files_equal(path(r1[0]), path(r2[0])) &&
-          files_equal(path(r1[0]), path(whole[0])),
+    CHECK(file_size(path(r1[1])) > 0 && files_equal(path(r1[1]), path(r2[1])) &&
+          files_equal(path(r1[1]), path(whole[1])),
           "%s: both resumed runs write the checkpoint of an unbroken 7-step run, to the byte", tag);
 }
 
@@ -394,7 +394,7 @@ static void test_npz_damage(void) {
         {"wnorm_2", "wnorm 2 is out of range"},
         {"scaler_float64", "scaler: float64 of shape [6], want uint8 of shape [48]"},
         {"scaler_short", "scaler: uint8 of shape [40], want uint8 of shape [48]"},
-        {"run_int32", "run: int32 of shape [218], want uint8"},
+        {"run_int32", "run: int32 of shape ["},  // (the record's length, then ", want uint8")
         {"run_odd", "the run record (17 bytes) is not a list of NUL-terminated name, value pairs"},
         {"h_1d", "h: shape [128], the model needs [G, 32]"},
         {"c_rows", "c: shape [3, 32], the model needs [4, 32]"},
@@ -500,11 +500,11 @@ static void test_refuse_api(int with_torch) {
 // The torch path for one checkpoint: the same loss, state_dict round trip, new weights.
 static void test_torch(const char *tag, const char *model_flags, const uint8_t *in, const uint8_t *tg,
                        const uint8_t *rs) {
-    char ck[64], same[64], fresh[64], out[64], resumed[3][64];  // the resumed run's checkpoint, log, console output
+    char ck[64], same[64], fresh[64], out[64], resumed[3][64];  // the resumed run's checkpoint, directory, output
     snprintf(ck, sizeof ck, "%s.ckpt", tag); snprintf(same, sizeof same, "%s_same.ckpt", tag);
     snprintf(fresh, sizeof fresh, "%s_new.ckpt", tag); snprintf(out, sizeof out, "%s_torch.txt", tag);
-    snprintf(resumed[0], sizeof resumed[0], "%s_resumed.ckpt", tag);
-    snprintf(resumed[1], sizeof resumed[1], "%s_resumed.log", tag);
+    snprintf(resumed[0], sizeof resumed[0], "%s_resumed/latest.ckpt", tag);
+    snprintf(resumed[1], sizeof resumed[1], "%s_resumed", tag);
     snprintf(resumed[2], sizeof resumed[2], "%s_resumed.out", tag);
     int r = test_system("%s test/pyio_torch.py %s %s %d %d %s %s > %s", python, path(ck), path("batch.bin"), B, T,
                         path(same), path(fresh), path(out));
@@ -536,8 +536,8 @@ static void test_torch(const char *tag, const char *model_flags, const uint8_t *
           tag, c, t32, e32, 100 * e32 / LOSS_TOL, LOSS_TOL);
     // weights written by Python: the trainer resumes from them, and the loss agrees again
     // (it has no run record: the command line gives the run's settings, and the trainer says so)
-    int rt = test_system("%s " TINY " %s --steps 1 --resume %s --ckpt %s --log %s > %s 2>&1", trainer, model_flags,
-                         path(fresh), path(resumed[0]), path(resumed[1]), path(resumed[2]));
+    int rt = test_system("%s " TINY " %s --seed 1 --steps 1 --resume %s --out %s > %s 2>&1", trainer, model_flags,
+                         path(fresh), path(resumed[1]), path(resumed[2]));
     CHECK(rt == 0 && file_size(path(resumed[0])) > 0 && file_contains(path(resumed[2]), "has no run record"),
           "%s: ./train --resume loads the checkpoint Python wrote from new weights, without a record (exit %d)", tag,
           rt);
@@ -590,10 +590,10 @@ int main(void) {
     CHECK(test_system("PYTHONPATH=%s/notorch %s -c 'import torch' 2> /dev/null", dir, python) != 0,
           "the torch blocker works (import torch fails under it)");
 
-    int ra = test_system("%s " TINY " --steps 5 --ckpt %s --log %s > %s 2>&1", trainer, path("a.ckpt"), path("a.log"),
-                         path("a.out"));
-    int rn = test_system("%s " TINY " --no-weight-norm --steps 5 --ckpt %s --log %s > %s 2>&1", trainer, path("n.ckpt"),
-                         path("n.log"), path("n.out"));
+    int ra = test_system("%s " TINY " --steps 5 --out %s > %s 2>&1 && cp %s/latest.ckpt %s", trainer, path("a"),
+                         path("a.out"), path("a"), path("a.ckpt"));
+    int rn = test_system("%s " TINY " --no-weight-norm --steps 5 --out %s > %s 2>&1 && cp %s/latest.ckpt %s", trainer,
+                         path("n"), path("n.out"), path("n"), path("n.ckpt"));
     CHECK(ra == 0 && rn == 0, "./train writes 5-step checkpoints with and without weight norm (exit %d %d)", ra, rn);
     test_numpy_roundtrip("a");
     test_numpy_roundtrip("n");

@@ -196,7 +196,7 @@ int main(void) {
     }
     int signalled = 0;
     for (double t = now(); now() - t < 40; usleep(5000)) {
-        if (exists("%s/r/runs/%s.status", "legw_k1") && count_lines("%s/r/runs/%s.log", "legw_k2", "train ") >= 20) {
+        if (exists("%s/r/runs/%s.status", "legw_k1") && count_lines("%s/r/ckpt/%s/train.log", "legw_k2", "train ") >= 20) {
             kill(pid, SIGTERM);
             signalled = 1;
             break;
@@ -207,9 +207,9 @@ int main(void) {
     if (pid > 0) waitpid(pid, &ws, 0);
     int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
     CHECK(signalled && code == 143, "SIGTERM during the second run: sweep exit %d (want 143)", code);
-    CHECK(exists("%s/r/ckpt/%s.ckpt", "legw_k2") && !exists("%s/r/runs/%s.status", "legw_k2"),
-          "the interrupted run left a checkpoint and no result");
-    int partial = count_lines("%s/r/runs/%s.log", "legw_k2", "train ");
+    CHECK(exists("%s/r/ckpt/%s/latest.ckpt", "legw_k2") && !exists("%s/r/runs/%s.status", "legw_k2"),
+          "the interrupted run left its run directory and no result");
+    int partial = count_lines("%s/r/ckpt/%s/train.log", "legw_k2", "train ");
     CHECK(partial >= 20 && partial < 1200, "it stopped part way: %d of about 1250 steps", partial);
     char *first_log = slurp("%s/r/runs/%s.log", "legw_k1");
     rc = test_system("dev/sweep/sweep.py --train-bin %s --out %s --corpus-bytes 40000 --max-k 2 --rules legw "
@@ -222,7 +222,7 @@ int main(void) {
     char *line = r2 ? strstr(r2, "k=2   B=4     ") : NULL;
     int planned = 0;
     if (line) sscanf(line + strlen("k=2   B=4     "), "%d steps, resuming", &planned);
-    CHECK(line && strstr(line, " steps, resuming") && contains("%s/r/runs/%s.out", "legw_k2", "(resumed)"),
+    CHECK(line && strstr(line, " steps, resuming") && contains("%s/r/runs/%s.out", "legw_k2", "resumed from"),
           "the interrupted run resumes from its checkpoint");
     int lines = count_lines("%s/r/runs/%s.log", "legw_k2", "train ");
     CHECK(contains("%s/r/runs/%s.status", "legw_k2", "\"done\"") && planned > 1000 && lines == planned,

@@ -61,7 +61,7 @@ static void test_transfer_eval_args(void) {
 static void test_outputs_apart(void) {
     int rc = test_system("cd %s && %s/prepare --builtin 20000 -o d > /dev/null 2>&1 && "
                          "%s/train --hidden 8 --embed 4 --batch 2 --seq-len 8 --corpus-bytes 20000 --steps 1 --val-every 0 "
-                         "--sample-len 0 --ckpt m.ckpt --log m.log > /dev/null 2>&1 && cp m.ckpt m.keep && "
+                         "--sample-len 0 --out run > /dev/null 2>&1 && cp run/latest.ckpt m.ckpt && cp m.ckpt m.keep && "
                          "printf 'label,sentence\n1,good\n0,bad\n' > in.csv && cp in.csv in.keep && cp d/train_000.bin t.keep",
                          tmp, bin, bin);
     CHECK(rc == 0, "outputs apart: shards, a checkpoint and a CSV to work on (exit %d)", rc);

@@ -92,11 +92,11 @@ static void test_pipeline(void) {
 #endif
     // one thread: on a shared 2-core machine OpenMP barriers under contention cost more than they give
     int rc = test_system("%s/train --hidden %d --steps %d --corpus-bytes 400000 --sample-len 0 --val-every 0 --print-every 1000 "
-                         "--threads 1 --ckpt %s/m.ckpt --log %s/train.log >%s/train.out 2>&1", bin, H, steps, tmp, tmp, tmp);
+                         "--threads 1 --out %s/run >%s/train.out 2>&1", bin, H, steps, tmp, tmp);
     CHECK(rc == 0, "train --hidden %d --steps %d: exit %d (see %s/train.out)", H, steps, rc, tmp);
     const char *split[3] = {"train", "val", "test"};
     for (int k = 0; k < 3; k++) {
-        rc = test_system("%s/transfer featurize -m %s/m.ckpt -o %s/%s.feat --docs %d --threads 1 builtin:%s >>%s/transfer.out 2>&1",
+        rc = test_system("%s/transfer featurize -m %s/run/latest.ckpt -o %s/%s.feat --docs %d --threads 1 builtin:%s >>%s/transfer.out 2>&1",
                          bin, tmp, tmp, split[k], docs, split[k], tmp);
         CHECK(rc == 0, "featurize builtin:%s: exit %d", split[k], rc);
     }
@@ -126,7 +126,7 @@ static void test_pipeline(void) {
 
     // the heat map of that unit: an HTML page, and a PNG when gnuplot is here
     int unit = (int)summary_value(sp, "unit"), sign = (int)summary_value(sp, "sign");
-    rc = test_system("%s/transfer heatmap -m %s/m.ckpt --unit %d --sign %d --center %g --reviews 4 -o %s/heat --docs 40 builtin:test >%s/heat.out 2>&1",
+    rc = test_system("%s/transfer heatmap -m %s/run/latest.ckpt --unit %d --sign %d --center %g --reviews 4 -o %s/heat --docs 40 builtin:test >%s/heat.out 2>&1",
                      bin, tmp, unit, sign, summary_value(sp, "unit_threshold"), tmp, tmp);
     CHECK(rc == 0, "heatmap: exit %d", rc);
     snprintf(fp, sizeof fp, "%s/heat.html", tmp);
@@ -157,8 +157,8 @@ static void test_pipeline(void) {
         len[i++] += 3;  // framed: "\n " + text + " "
     }
     fclose(cf);
-    rc = test_system("%s/transfer featurize -m %s/m.ckpt -o %s/b16.feat --batch 16 --seq-len 7 --threads 1 %s >/dev/null 2>&1 && "
-                     "%s/transfer featurize -m %s/m.ckpt -o %s/b1.feat --batch 1 --seq-len 512 --threads 1 %s >/dev/null 2>&1",
+    rc = test_system("%s/transfer featurize -m %s/run/latest.ckpt -o %s/b16.feat --batch 16 --seq-len 7 --threads 1 %s >/dev/null 2>&1 && "
+                     "%s/transfer featurize -m %s/run/latest.ckpt -o %s/b1.feat --batch 1 --seq-len 512 --threads 1 %s >/dev/null 2>&1",
                      bin, tmp, tmp, csv, bin, tmp, tmp, csv);
     CHECK(rc == 0, "featurize --batch 16 --seq-len 7 and --batch 1 --seq-len 512: exit %d", rc);
     Feats a, b;

@@ -2,14 +2,14 @@
 """Checkpoints of mlstm.c in Python: read one into NumPy arrays or a PyTorch
 state_dict, write one back that ./train --resume, train_gpu and tools/transfer load.
 The byte layout is the "Checkpoint format" section of doc/formats.md; mlstm.h
-(checkpoint_save_run, checkpoint_open) is the C side. Format versions 1 and 2 are
-read, version 2 is written, with the run record the trainer wrote kept as bytes
-(Checkpoint.run). NumPy only: torch is imported when a torch function is called, not
+(checkpoint_save_run, checkpoint_open) is the C side. Format versions 1 to 3 are
+read, version 3 is written, with the run record the trainer wrote kept as bytes
+(Checkpoint.run) and the run's identity and score (run_id, best_by, score, loss_ema). NumPy only: torch is imported when a torch function is called, not
 before.
 
     import sys; sys.path.insert(0, "tools")
     import mlstm_ckpt
-    ck = mlstm_ckpt.load("out/model.ckpt")        # ck.params["W_h"]: (4H, H) float32
+    ck = mlstm_ckpt.load("out/latest.ckpt")       # ck.params["W_h"]: (4H, H) float32
     model = mlstm_ckpt.torch_model(ck)            # tools/mlstm_torch.py's MLSTM, weights loaded
     ck.params = mlstm_ckpt.from_state_dict(model.state_dict(), ck.wnorm)
     mlstm_ckpt.save("out/edited.ckpt", ck)
@@ -20,7 +20,7 @@ Command line (exit 2 with a one-line error naming the file on bad input, a damag
     tools/mlstm_ckpt.py info CKPT               header, run record and tensors
     tools/mlstm_ckpt.py export CKPT OUT.npz     every array and header field into one .npz
     tools/mlstm_ckpt.py import IN.npz OUT.ckpt  back (export then import gives the same
-                                                bytes; a version 1 file comes back as 2)
+                                                bytes; a version 1 or 2 file comes back as 3)
 """
 import math
 import os
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-MAGIC, VERSION, HEADER_BYTES, SCALER_BYTES, V = b"MLSTMCKP", 2, 256, 48, 256
+MAGIC, VERSION, HEADER_BYTES, SCALER_BYTES, V = b"MLSTMCKP", 3, 256, 48, 256
 MAX_RUN_BYTES = 1 << 30  # mlstm.h's CKPT_MAX_RUN_BYTES
 # The parameters in the order of mlstm.h's single buffer (param_names there).
 NAMES = ("E", "W_x", "g_x", "W_h", "g_h", "W_mx", "g_mx", "W_mh", "g_mh", "b", "W_out", "b_out")
@@ -87,7 +87,10 @@ class Checkpoint:
     steps; data_step: batches read; rng: the sampler's splitmix64 state; scaler: the
     loss scaler's 48 bytes (schedule.h); run: the run record, NUL-terminated name,
     value pairs as the trainer wrote them (doc/formats.md), b"" for none (a version 1
-    file, or weights from new()). run_settings(ck.run) decodes it."""
+    file, or weights from new()). run_settings(ck.run) decodes it. run_id: the run's
+    identity (0: unknown); best_by: what the run scores checkpoints by (0 nothing, 1 the
+    validation loss, 2 the training loss's moving mean); score: this checkpoint's (NaN:
+    not scored); loss_ema: the moving mean's state (train.h)."""
     D: int
     H: int
     wnorm: int
@@ -101,6 +104,10 @@ class Checkpoint:
     rng: int = 0
     scaler: bytes = field(default=SCALER_FP32)
     run: bytes = b""
+    run_id: int = 0
+    best_by: int = 0
+    score: float = math.nan
+    loss_ema: float = 0.0
 
     @property
     def G(self):
@@ -180,11 +187,11 @@ def _progress(path, total):
 
 # ---- reading
 
-_HDR = struct.Struct("<8sIIIIIIQII QQQ 48s QQQ")  # fields at offsets 0..143; 144..255 reserved
+_HDR = struct.Struct("<8sIIIIIIQII QQQ 48s QQQ QIIdd")  # fields at offsets 0..175; 176..255 reserved
 
 
 def load(path, verify=True):
-    """Reads and validates a checkpoint of format version 1 or 2 (what mlstm.h's
+    """Reads and validates a checkpoint of format version 1 to 3 (what mlstm.h's
     checkpoint_open rejects, this rejects with the same reason); verify=False skips the
     checksum (about 40 s per GB)."""
     try:
@@ -196,11 +203,14 @@ def load(path, verify=True):
                 raise CheckpointError(f"checkpoint {path} is truncated: {len(hd)} bytes, "
                                       f"the header alone is {HEADER_BYTES}")
             (_, version, _, v, D, H, wnorm, nparams, G, _, step, data_step, rng, scaler, payload,
-             want, run_bytes) = _HDR.unpack_from(hd)
-            if version not in (1, VERSION):
+             want, run_bytes, run_id, best_by, _, score, loss_ema) = _HDR.unpack_from(hd)
+            if version < 3:  # the run's identity and score came with version 3
+                run_id, best_by, score, loss_ema = 0, 0, math.nan, 0.0
+            if not 1 <= version <= VERSION:
                 raise CheckpointError(f"checkpoint {path} has format version {version}; "
                                       f"this build reads versions 1 to {VERSION}")
             if v != V or D < 1 or H < 1 or G < 1 or wnorm not in (0, 1) or nparams != param_count(D, H, wnorm) \
+                    or best_by > 2 or not math.isfinite(loss_ema) \
                     or payload != 4 * (3 * nparams + 2 * G * H) or run_bytes > (0 if version == 1 else MAX_RUN_BYTES):
                 raise CheckpointError(f"checkpoint {path} has an inconsistent header (corrupt file)")
             size = os.fstat(f.fileno()).st_size - HEADER_BYTES  # checked before allocating from the header
@@ -231,7 +241,7 @@ def load(path, verify=True):
     GH = G * H
     return Checkpoint(D, H, wnorm, tensors(0), tensors(nparams), tensors(2 * nparams),
                       flat[3 * nparams:3 * nparams + GH].reshape(G, H), flat[3 * nparams + GH:].reshape(G, H),
-                      step, data_step, rng, scaler, run)
+                      step, data_step, rng, scaler, run, run_id, best_by, score, loss_ema)
 
 
 def run_settings(run):
@@ -292,9 +302,11 @@ def _check(ck, where):
     scaler = bytes(ck.scaler)
     if len(scaler) != SCALER_BYTES:
         raise CheckpointError(f"{where}: scaler must be {SCALER_BYTES} bytes, got {len(scaler)}")
-    for name in ("step", "data_step", "rng"):
+    for name in ("step", "data_step", "rng", "run_id"):
         if not 0 <= int(getattr(ck, name)) < 1 << 64:
             raise CheckpointError(f"{where}: {name} {getattr(ck, name)} is not a u64")
+    if int(ck.best_by) not in (0, 1, 2) or not math.isfinite(float(ck.loss_ema)):
+        raise CheckpointError(f"{where}: best_by {ck.best_by} (0, 1 or 2) or loss_ema {ck.loss_ema} (finite) is bad")
     run = bytes(ck.run)
     if len(run) > MAX_RUN_BYTES:
         raise CheckpointError(f"{where}: a run record of {len(run)} bytes, the format's limit is {MAX_RUN_BYTES}")
@@ -305,12 +317,13 @@ def _check(ck, where):
     nparams = param_count(D, H, wnorm)
     hd = bytearray(HEADER_BYTES)
     _HDR.pack_into(hd, 0, MAGIC, VERSION, HEADER_BYTES, V, D, H, wnorm, nparams, G, 0, int(ck.step),
-                   int(ck.data_step), int(ck.rng), scaler, 4 * (3 * nparams + 2 * G * H), 0, len(run))
+                   int(ck.data_step), int(ck.rng), scaler, 4 * (3 * nparams + 2 * G * H), 0, len(run),
+                   int(ck.run_id), int(ck.best_by), 0, float(ck.score), float(ck.loss_ema))
     return hd, arrays + [run]
 
 
 def save(path, ck):
-    """Writes ck as a checkpoint of format version 2, with ck.run as its run record: to
+    """Writes ck as a checkpoint of format version 3, with ck.run as its run record: to
     <path>.tmp.<pid>, fsync, rename over path, so a failure leaves the previous file or
     the new one, never a torn one. Arrays are converted to float32 (round to nearest); a
     wrong shape is an error naming it."""
@@ -403,7 +416,8 @@ def _export(ck, path):
     out = {f"{g}/{n}": a for g in ("params", "adam_m", "adam_v") for n, a in getattr(ck, g).items()}
     out.update(h=ck.h, c=ck.c, D=np.int64(ck.D), H=np.int64(ck.H), wnorm=np.int64(ck.wnorm), step=np.uint64(ck.step),
                data_step=np.uint64(ck.data_step), rng=np.uint64(ck.rng), scaler=np.frombuffer(ck.scaler, np.uint8),
-               run=np.frombuffer(bytes(ck.run), np.uint8))
+               run=np.frombuffer(bytes(ck.run), np.uint8), run_id=np.uint64(ck.run_id), best_by=np.int64(ck.best_by),
+               score=np.float64(ck.score), loss_ema=np.float64(ck.loss_ema))
     _write_whole(path, f"{path}.tmp.{os.getpid()}.npz", lambda tmp: np.savez(tmp, **out))
 
 
@@ -494,6 +508,11 @@ def _integer_scalar(what):
         f"{what}: {dtype} of shape {list(shape)}, want an integer of shape [] (export writes them so)"
 
 
+def _real_scalar(what):
+    return lambda shape, dtype: None if shape == () and dtype.kind == "f" else \
+        f"{what}: {dtype} of shape {list(shape)}, want a real number of shape [] (export writes them so)"
+
+
 def _byte_array(what, size=None, most=None):
     """check() for bytes as a uint8 array: `size` of them, or at most `most`."""
     def check(shape, dtype):
@@ -526,7 +545,8 @@ def _import(path):
                 raise CheckpointError(f"{path}: {k} {f[k]} is out of range ({lo} to {hi})")
         shapes = param_shapes(f["D"], f["H"], f["wnorm"])
         tensors = [f"{g}/{n}" for g in _GROUPS for n, _ in shapes]
-        extra = sorted(set(z.members) - set(need) - set(tensors) - {"run"})
+        optional = {"run", "run_id", "best_by", "score", "loss_ema"}  # none in an .npz of a version 1 or 2 file
+        extra = sorted(set(z.members) - set(need) - set(tensors) - optional)
         if extra:
             gains = " (weight norm is off: no gains)" if any(k.split("/")[-1] in GAINS for k in extra) else ""
             raise CheckpointError(f"{path} has {extra}, which `mlstm_ckpt.py export` does not write{gains}")
@@ -538,10 +558,14 @@ def _import(path):
         c = z.read("c", _number_array("c", h.shape))
         scaler = z.read("scaler", _byte_array("scaler", size=SCALER_BYTES)).tobytes()
         run = z.read("run", _byte_array("run", most=MAX_RUN_BYTES)).tobytes() if "run" in z.members else b""  # none: v1
+        run_fields = {k: z.read(k, _integer_scalar(k))[()] if k in z.members else 0 for k in ("run_id", "best_by")}
+        real_fields = {k: z.read(k, _real_scalar(k))[()] if k in z.members else d
+                       for k, d in (("score", math.nan), ("loss_ema", 0.0))}
     finally:
         z.close()
     ck = Checkpoint(f["D"], f["H"], f["wnorm"], groups["params"], groups["adam_m"], groups["adam_v"], h, c, f["step"],
-                    f["data_step"], f["rng"], scaler, run)
+                    f["data_step"], f["rng"], scaler, run, int(run_fields["run_id"]), int(run_fields["best_by"]),
+                    float(real_fields["score"]), float(real_fields["loss_ema"]))
     _check(ck, path)  # values (inf, NaN) and the run record, blamed on the .npz rather than the output
     return ck
 
@@ -551,6 +575,9 @@ def _info(ck, path):
     print(f"{path}: mLSTM V={V} D={ck.D} H={ck.H} weight norm {'on' if ck.wnorm else 'off'}, "
           f"{param_count(ck.D, ck.H, ck.wnorm)} parameters")
     print(f"step {ck.step}, data step {ck.data_step}, carried state G={ck.G} rows, rng {ck.rng:#018x}")
+    by = {0: "nothing", 1: "the validation loss", 2: "the training loss's moving mean"}[ck.best_by]
+    print(f"run {ck.run_id:016x}, scored by {by}: this checkpoint {ck.score / math.log(2):.4f} bits per character"
+          if ck.best_by and math.isfinite(ck.score) else f"run {ck.run_id:016x}, scored by {by}")
     print(f"loss scaler: scale {scale:g}, good steps {good}/{window}, factor {factor:g}, "
           f"range [{floor:g}, {ceiling:g}]")
     try:

@@ -65,9 +65,9 @@ torch_cps() {  # python H B T threads steps: chars/s of the best thread setup
 # ./train's median chars/s over the steps after the first (the first touches every buffer)
 train_cps() {  # H B T steps threads
     ./build/train --hidden "$1" --embed 64 --batch "$2" --seq-len "$3" --steps "$4" --threads "$5" --print-every 1000 \
-        --val-every 0 --val-steps 1 --sample-len 0 --corpus-bytes 4000000 --ckpt "$tmp/b.ckpt" --log "$tmp/b.log" --overwrite >/dev/null ||
+        --val-every 0 --val-steps 1 --sample-len 0 --corpus-bytes 4000000 --out "$tmp/b" --overwrite >/dev/null ||
         { echo "bench_cpu: ./build/train failed at H=$1 B=$2 T=$3 on $5 threads" >&2; kill $$; }
-    awk '$1 == "train" && $2 > 1 { print $NF }' "$tmp/b.log" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+    awk '$1 == "train" && $2 > 1 { print $NF }' "$tmp/b/train.log" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
 fpc() { echo "3 * 2 * (5 * $1 * 64 + 5 * $1 * $1 + 256 * $1)" | bc; }  # training FLOPs per char
 max() { printf '%s\n' "$@" | sort -g | tail -n 1; }
@@ -117,7 +117,7 @@ fi
 if [ $quick = 0 ]; then
     echo "measuring the peak RSS: one step at H=4096 B=128 T=256 on 2 threads (minutes) ..." >&2
     rss=$( { /usr/bin/time -f 'RSS %M' ./build/train --hidden 4096 --embed 64 --batch 128 --seq-len 256 --steps 1 --threads 2 \
-             --val-every 0 --val-steps 1 --sample-len 0 --corpus-bytes 4000000 --ckpt "$tmp/r.ckpt" --log "$tmp/r.log" --overwrite >/dev/null; } 2>&1 |
+             --val-every 0 --val-steps 1 --sample-len 0 --corpus-bytes 4000000 --out "$tmp/r" --overwrite >/dev/null; } 2>&1 |
            awk '/^RSS/ { print $2 }')
     printf 'peak RSS of ./build/train at H=4096 B=128 T=256: %.2f GiB\n' "$(echo "$rss / 1024 / 1024" | bc -l)"
 fi

@@ -15,9 +15,9 @@ make -s build/train build/generate >&2
 echo "| H | threads | chars/s (wall, $reps runs) | chars per CPU-second |"
 echo "|---|---|---|---|"
 for H in 256 1024 4096; do
-    ck="$dir/h$H.ckpt"
+    ck="$dir/h$H/latest.ckpt"
     [ -f "$ck" ] || build/train --hidden "$H" --batch 1 --seq-len 8 --corpus-bytes 20000 --steps 1 --val-every 0 \
-        --val-steps 1 --sample-len 0 --ckpt "$ck" --log "$dir/h$H.log" > /dev/null
+        --val-steps 1 --sample-len 0 --out "$dir/h$H" > /dev/null
     n=$((H == 256 ? 4000 : H == 1024 ? 500 : 60))
     for t in 1 2; do
         walls=() cpus=()

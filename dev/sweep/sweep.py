@@ -17,6 +17,7 @@ import math
 import os
 import re
 import signal
+import shutil
 import subprocess
 import sys
 import time
@@ -183,9 +184,10 @@ def settings_key(o):
 def probe(o, G, d):
     """A 5-step run at global batch G: steps per epoch and val size from the start-up
     table (the trainer's own numbers), chars/s from the log, the wall time."""
-    log, out = os.path.join(d, "probe.log"), os.path.join(d, "probe.out")
+    run_dir, out = os.path.join(d, "probe"), os.path.join(d, "probe.out")
+    log = os.path.join(run_dir, "train.log")
     cmd = trainer_cmd(o, G, ["--steps", "5", "--val-every", "0", "--val-steps", "1", "--print-every", "1",
-                             "--log", log, "--ckpt", os.path.join(d, "probe.ckpt"), "--overwrite"])
+                             "--out", run_dir, "--overwrite"])
     t0 = time.time()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env())
     wall = time.time() - t0
@@ -199,9 +201,9 @@ def probe(o, G, d):
     train, _ = rep.read_log(log)
     # chars/s of steps 2-5 (the first step pays for warming caches and threads)
     cps = sorted(float(line.split()[-1]) for line in open(log) if line.startswith("train ") and line.split()[1] != "1")
-    for f in ("probe.log", "probe.out", "probe.ckpt"):
-        if os.path.exists(os.path.join(d, f)):
-            os.remove(os.path.join(d, f))
+    shutil.rmtree(run_dir, ignore_errors=True)
+    if os.path.exists(out):
+        os.remove(out)
     if int(spe) < 1:
         die("batch %d: the data is too small for one step (steps per epoch 0); use more --corpus-bytes" % G)
     return {"steps_per_epoch": int(spe), "val_bytes": int(vm.group(1)) if vm else 0,
@@ -291,26 +293,33 @@ def plan(o, d, t0):
 
 
 def names(d, r):
+    """A run's files: its log as committed (a copy of the run directory's train.log, made when
+    the run ends), its console output, its status, and the trainer's run directory (--out)."""
     base = "%s_k%d" % (r["rule"], r["k"])
     return (base, os.path.join(d, "runs", base + ".log"), os.path.join(d, "runs", base + ".out"),
-            os.path.join(d, "runs", base + ".status"), os.path.join(d, "ckpt", base + ".ckpt"))
+            os.path.join(d, "runs", base + ".status"), os.path.join(d, "ckpt", base))
+
+
+def resumable(run_dir):
+    return os.path.exists(os.path.join(run_dir, "latest.ckpt")) and os.path.exists(os.path.join(run_dir, "train.log"))
 
 
 def run_one(o, d, r):
     """One trainer run, watched: its log is read as it grows and the run is stopped
     (SIGTERM: the trainer checkpoints and exits 0) as soon as the divergence rule
     fires. Returns 'done', 'diverged' or 'stopped' (the sweep was interrupted)."""
-    base, log, out, status, ckpt = names(d, r)
-    resume = os.path.exists(ckpt) and os.path.exists(log)
+    base, final_log, out, status, run_dir = names(d, r)
+    log = os.path.join(run_dir, "train.log")  # read as it grows
+    resume = resumable(run_dir)
     if not resume:
-        for f in (log, out):
+        for f in (final_log, out):
             if os.path.exists(f):
                 os.remove(f)
     flags = schedule_flags(o, r["rule"]) + [
         "--steps", str(r["steps"]), "--val-every", str(max(1, r["steps"] // (o.vals + 1)) if o.vals else 0),
-        "--print-every", str(max(1, r["steps"] // 10)), "--ckpt", ckpt,
-        "--ckpt-every", str(max(1, r["steps"] // 4)), "--log", log]
-    flags += ["--resume", ckpt] if resume else ["--overwrite"]  # a stale checkpoint without its log: start again
+        "--print-every", str(max(1, r["steps"] // 10)), "--ckpt-every", str(max(1, r["steps"] // 4))]
+    # a stale run directory without its log: start again
+    flags += ["--resume", run_dir] if resume else ["--out", run_dir, "--overwrite"]
     cmd = trainer_cmd(o, r["G"], flags)
     with open(out, "a") as fo:
         fo.write("$ %s\n" % " ".join(cmd))
@@ -357,11 +366,12 @@ def run_one(o, d, r):
         die("%s: the trainer exited 0 before its last step (%s); see %s"
             % (base, train[-1][0] if train else 0, out))
     res.update({"wall_s": round(wall, 1), "estimate_s": round(r["estimate"], 1)})
+    shutil.copyfile(log, final_log + ".tmp")
+    os.replace(final_log + ".tmp", final_log)
     with open(status + ".tmp", "w") as fh:
         json.dump(res, fh)
     os.replace(status + ".tmp", status)
-    if os.path.exists(ckpt):
-        os.remove(ckpt)
+    shutil.rmtree(run_dir, ignore_errors=True)
     return res["status"], wall
 
 
@@ -378,7 +388,7 @@ def main(argv):
     skipped = []
     n = len(runs)
     for i, r in enumerate(runs):
-        base, log, out, status, ckpt = names(d, r)
+        base, log, out, status, run_dir = names(d, r)
         tag = "[%d/%d] %-8s k=%-3d B=%-5d" % (i + 1, n, r["rule"], r["k"], r["G"])
         if stop_signal is not None:
             break
@@ -394,7 +404,7 @@ def main(argv):
             print("%s skipped: needs about %s, %s of the budget left" % (tag, fmt_t(est), fmt_t(left)), flush=True)
             continue
         print("%s %d steps%s, about %s (elapsed %s, budget left %s)" % (
-            tag, r["steps"], ", resuming" if os.path.exists(ckpt) else "", fmt_t(est),
+            tag, r["steps"], ", resuming" if resumable(run_dir) else "", fmt_t(est),
             fmt_t(time.time() - t0), fmt_t(left)), flush=True)
         st, wall = run_one(o, d, r)
         if st == "stopped":

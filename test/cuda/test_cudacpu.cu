@@ -482,11 +482,11 @@ static void test_mpi(const char *trainer, const char *what, double tol) {
     if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
     const char *mpirun = "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
                          "OMPI_MCA_rmaps_base_oversubscribe=1 mpirun";
-    // step 3 (index 2) overflows on rank 0 only: every rank must see it after the all-reduce and skip
+    // step 2 overflows on rank 0 only: every rank must see it after the all-reduce and skip
 #define GPU_TINY "--hidden 64 --embed 32 --seq-len 8 --steps 4 --inject-overflow 2 --corpus-bytes 60000 --val-every 0 --val-steps 1 --sample-len 0 " \
                  "--print-every 1000 --threads 1 --lr-schedule constant --lr 3e-3"
-    int r1 = test_system("%s -np 1 %s " GPU_TINY " --batch 8 --ckpt %s/m1.ckpt --log %s/m1.log > %s/m.out 2>&1", mpirun, trainer, dir, dir, dir);
-    int r2 = test_system("%s -np 2 %s " GPU_TINY " --batch 4 --ckpt %s/m2.ckpt --log %s/m2.log >> %s/m.out 2>&1", mpirun, trainer, dir, dir, dir);
+    int r1 = test_system("%s -np 1 %s " GPU_TINY " --batch 8 --out %s/m1 > %s/m.out 2>&1", mpirun, trainer, dir, dir);
+    int r2 = test_system("%s -np 2 %s " GPU_TINY " --batch 4 --out %s/m2 >> %s/m.out 2>&1", mpirun, trainer, dir, dir);
     char p[600];
     snprintf(p, sizeof p, "%s/m.out", dir);
     CHECK(r1 == 0 && r2 == 0 && test_system("grep -q '4 rows/rank x 2 ranks = 8' %s", p) == 0,
@@ -497,9 +497,9 @@ static void test_mpi(const char *trainer, const char *what, double tol) {
     MlstmConfig cfg = {256, 32, 64, 1};
     real *hs = (real *)mallocCheck(sizeof(real) * 8 * 64 * 2);
     mlstm_build(&a, cfg, 1, 1); mlstm_build(&b, cfg, 1, 1);
-    snprintf(p, sizeof p, "%s/m1.ckpt", dir);
+    snprintf(p, sizeof p, "%s/m1/latest.ckpt", dir);
     if (!r1) checkpoint_load(p, &a, &sa, hs, hs + 8 * 64, 8);
-    snprintf(p, sizeof p, "%s/m2.ckpt", dir);
+    snprintf(p, sizeof p, "%s/m2/latest.ckpt", dir);
     if (!r2) checkpoint_load(p, &b, &sb, hs, hs + 8 * 64, 8);
     double dw = r1 || r2 ? INFINITY : rel_diff(b.params, a.params, a.nparams);
     CHECK(dw < tol && !r1 && sa.step == 3 && sb.step == 3, "%s: weights after 4 steps, one skipped, agree to %.1e relative (< %.0e)",
