@@ -559,6 +559,7 @@ typedef struct {
     uint64_t rng;              // sampling
     RunDir dir;                // rank 0's files
     char resumed_dir[4096];    // the run directory of the checkpoint resumed, "" if it is none's
+    char *resumed_record;      // its run record, which the options' strings point into
     Best best;
     long saved_step;           // the step of latest.ckpt, -1: none in this run
     int foreign_best;          // best.ckpt is another run's (replaced with --overwrite): removed at the first checkpoint
@@ -885,7 +886,7 @@ static void run_start(Run *r, int argc, char **argv) {
     run_data(r, &src);
     int continuing = run_state(r, &src);
     if (src.f) fclose(src.f);
-    free(src.record);
+    r->resumed_record = src.record;
     // the run directory last of what can fail at start-up, so a refused start leaves no
     // file behind, and still before the first step, so a bad --out costs no training.
     // Every rank gets here first: one whose host lacks a shard or the checkpoint has failed
@@ -1080,6 +1081,7 @@ static void run_finish(Run *r) {
     if (r->ev != r->md) model_free(r->ev);
     model_free(r->md);
     free(r->record.text);
+    free(r->resumed_record);
     free(r->identity[0]);
     free(r->identity[1]);
     stream_free(&r->train_s);
