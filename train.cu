@@ -157,14 +157,14 @@ typedef struct {
 } Switches;
 static Switches sw;  // the switches of the model whose work is being launched
 // Switch overlap: the weight gradients of the chunks the backward loop has finished run beside it,
-// at the lowest priority, and may hold at most this many SMs: blocks are not preempted, so an
-// unbounded grid (dW_h over a chunk: 4096 blocks at H = 4096) would hold every SM until it drained,
-// and the loop's next product would wait. The hand-written kernel then launches at most this many
-// blocks, which walk the tiles in turn; cuBLASLt plans for this many SMs; the FP32 build's SIMT
-// kernel (the precision comparison, not a speed path) is not bounded. 0: no bound (wgrad_chunk
-// sets it).
-static int grid_bound;
-static long bounded_launches;  // products launched on a bounded grid (test_gpu checks the switch bounds them)
+// at the lowest priority, on a bounded grid: blocks are not preempted, so an unbounded grid (dW_h
+// over a chunk: 4096 blocks at H = 4096) would hold every SM until it drained, and the loop's next
+// product would wait. The hand-written kernel launches at most grid_bound blocks, which walk the
+// tiles in turn; cuBLASLt plans for lt_sm_target SMs; the FP32 build's SIMT kernel (the precision
+// comparison, not a speed path) is not bounded. 0: no bound (wgrad_chunk sets them).
+static int grid_bound, lt_sm_target;
+static long bounded_launches;  // products launched under a bound (test_gpu checks the switch bounds them)
+static long walking_launches;  // hand-written products whose blocks walk several tiles
 static int env_switch(const char *name) {
     const char *v = getenv(name);
     if (!v || !*v || !strcmp(v, "0")) return 0;
@@ -467,7 +467,7 @@ static void matmul_wmma_at(const half *A, const half *B, int M, int N, int K, co
     const int per_split = grid_bound > splits ? grid_bound / splits : 1;  // a bounded grid's blocks, per split
     if (grid_bound && (long)grid.x * grid.y > per_split) {
         grid = dim3(per_split, 1, splits);
-        bounded_launches++;
+        walking_launches++;
     }
     kernel<<<grid, P::THREADS, P::SMEM, stream>>>(A, B, M, N, K, e, partial);
     launchCheck();
@@ -568,7 +568,7 @@ static void matmul_simt(const floatX *A, const floatX *B, int M, int N, int K, c
 // otherwise, and the per-step operands (rows t B .. t B + B of a (T,B,H) tensor) are 256-byte
 // aligned only when B H % 128 == 0; so the key holds each operand's alignment, read from its
 // pointer, which the plan states as the heuristic's minimum. Switch overlap's weight gradients
-// plan for the SMs they may use (grid_bound).
+// plan for the SMs they may use (lt_sm_target).
 static void lt_check(cublasStatus_t st, const char *file, int line) {
     if (st == CUBLAS_STATUS_SUCCESS) return;
     fprintf(stderr, "error: cuBLASLt status %d at %s:%d\n", (int)st, file, line);
@@ -615,7 +615,7 @@ static LtKey lt_key(int layout, int M, int N, int K, const void *A, const void *
     k.align[1] = lt_alignment(A);
     k.align[2] = k.align[3] = lt_alignment(D);
     k.align[4] = bias ? lt_alignment(bias) : 0;
-    k.sm_target = grid_bound;
+    k.sm_target = lt_sm_target;
     k.workspace = lt_workspace_n;
     return k;
 }
@@ -696,7 +696,6 @@ static void matmul_lt(int layout, int M, int N, int K, const floatX *A, const fl
     ltCheck(cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->a, A, p->b, &beta, D, p->d, D, p->d, &p->algo,
                            lt_workspace, lt_workspace_n, stream));
     lt_launches++;
-    bounded_launches += grid_bound > 0;
     if (!lt_finishes) {
         epilogue_kernel<<<ceil_div((long)M * N, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(lt_scratch, M, N, e);
         launchCheck();
@@ -771,6 +770,7 @@ __global__ void splitk_reduce_kernel(const float *partial, int splits, int M, in
 
 // C (M,N) = A . B through the epilogue e, for the layouts above.
 static void matmul(int layout, int M, int N, int K, const floatX *A, const floatX *B, const Epilogue &e) {
+    bounded_launches += grid_bound > 0 || lt_sm_target > 0;
     if (sw.cublaslt) {
         matmul_lt(layout, M, N, K, A, B, e);
         return;
@@ -1601,10 +1601,12 @@ static void backward_step(Model *md, int t, cudaEvent_t *ev) {
 // while stream goes on with the next chunk. After the loop stream waits for stream2 (the join).
 // Inside the capture of the backward graph this is the graph's fork and join; the direct path runs
 // it on the two streams the same way. stream2 has the lowest priority, and the chunks that run
-// beside the loop hold at most 1 / OVERLAP_SM_DIVISOR of the SMs (grid_bound; one block an SM of
-// the hand-written kernel, whose loop products then still find room on every SM); the last chunk
-// starts when the loop has ended and takes the whole GPU.
-#define OVERLAP_SM_DIVISOR 2
+// beside the loop have a bounded grid (grid_bound): the hand-written kernel one block an SM (the
+// 128x128 tile takes half an SM's registers, so the loop's blocks still find room on every SM),
+// cuBLASLt planned for 1 / OVERLAP_LT_SM_DIVISOR of the SMs (its sm_90 kernels take a whole SM a
+// block). The last chunk starts when the loop has ended and takes the whole GPU. dev/perf_model.py
+// prices both (overlap_wgrad).
+#define OVERLAP_LT_SM_DIVISOR 2
 static int overlap_chunks(const Model *md) {
     return md->sw.overlap && md->T % OVERLAP_CHUNKS == 0 ? OVERLAP_CHUNKS : 1;
 }
@@ -1620,7 +1622,8 @@ static void wgrad_chunk(Model *md, int j, int t0, int steps) {
     splitk_ws = md->splitk_ws[1];
     lt_workspace = md->lt_ws[1];
     const int beside_loop = j < overlap_chunks(md) - 1;
-    grid_bound = beside_loop ? (num_sms > OVERLAP_SM_DIVISOR ? num_sms / OVERLAP_SM_DIVISOR : 1) : 0;
+    grid_bound = beside_loop ? num_sms : 0;
+    lt_sm_target = beside_loop ? (num_sms > OVERLAP_LT_SM_DIVISOR ? num_sms / OVERLAP_LT_SM_DIVISOR : 1) : 0;
     Epilogue e = epi_grad(md->dW[WN_H], H, N);
     e.accumulate = j > 0;
     matmul(MM_TN, 4 * H, H, rows, md->dz + 4 * o, md->mt + o, e);  // dW_h += dz^T m / N over the chunk
@@ -1630,7 +1633,7 @@ static void wgrad_chunk(Model *md, int j, int t0, int steps) {
     stream = main_stream;
     splitk_ws = main_ws;
     lt_workspace = main_lt_ws;
-    grid_bound = 0;
+    grid_bound = lt_sm_target = 0;
 }
 // Backward steps t = T-1 .. 0 from dh = dc = 0 (with switch overlap, in chunks: above).
 static void backward_steps(Model *md) {
