@@ -164,7 +164,6 @@ static Switches sw;  // the switches of the model whose work is being launched
 // comparison, not a speed path) is not bounded. 0: no bound (wgrad_chunk sets them).
 static int grid_bound, lt_sm_target;
 static long bounded_launches;  // products launched under a bound (test_gpu checks the switch bounds them)
-static long walking_launches;  // hand-written products whose blocks walk several tiles
 static int env_switch(const char *name) {
     const char *v = getenv(name);
     if (!v || !*v || !strcmp(v, "0")) return 0;
@@ -436,21 +435,26 @@ static __device__ inline void wmma_block_tile(const half *A, const half *B, int 
 #endif
 // The 64x64 tile states the 7 blocks per SM its shared memory allows on sm_90 (without it ptxas
 // gives sm_80's NN layout 72 registers and a spill); the 128x128 tiles leave ptxas its own choice (0:
-// none), which is 2 blocks of 8 warps or 3 of 4 without spills, where asking for 3 spills.
-template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * WARP_SIZE, BM == 64 ? 7 : 0)
+// none), which is 2 blocks of 8 warps or 3 of 4 without spills, where asking for 3 spills. Block (x, y)
+// computes tile (y, x). WALK: a bounded grid (grid_bound: switch overlap's weight gradients beside
+// the backward loop), gridDim.x blocks that walk the tiles in turn, gridDim.x apart; its own kernel,
+// so the loop costs the others no registers, and 2 blocks an SM at most (half an SM's registers for
+// the 8-warp tile: the loop's blocks keep room beside it).
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_, bool WALK>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * WARP_SIZE, WALK ? 2 : BM == 64 ? 7 : 0)
 matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e, float *partial) {
-    if constexpr (WMMA_DEPTH_BUILT(STAGES_)) {
-        // block (x, y) computes tile (y, x); a bounded grid (grid_bound: gridDim.y 1, fewer blocks
-        // than tiles) walks the tiles in turn, gridDim.x apart
+    if constexpr (!WMMA_DEPTH_BUILT(STAGES_)) {
+        __trap();
+    } else if constexpr (WALK) {
         const int tiles_n = N / BN, tiles = tiles_n * (M / BM);
-        for (int tile = blockIdx.y * gridDim.x + blockIdx.x; tile < tiles; tile += gridDim.x * gridDim.y) {
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
             wmma_block_tile<BM, BN, WM, WN, ACOL, BCOL, STAGES_>(A, B, M, N, K, e, partial, tile / tiles_n * BM,
                                                                  tile % tiles_n * BN);
             __syncthreads();  // the next tile's slabs overwrite the shared memory this one's epilogue staged in
         }
     } else {
-        __trap();
+        wmma_block_tile<BM, BN, WM, WN, ACOL, BCOL, STAGES_>(A, B, M, N, K, e, partial, blockIdx.y * BM,
+                                                             blockIdx.x * BN);
     }
 }
 
@@ -458,18 +462,25 @@ matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e
 // memory allows (wmma_stages_ok, set by matmul_setup); the benchmark's knob, not the trainer's.
 static int wmma_stages = WMMA_STAGES;
 static int wmma_stages_ok[5];  // [stages]: every tile of that depth has its shared memory
+static long walking_launches;  // products whose blocks walk several tiles (the bounded grid's kernel)
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
 static void matmul_wmma_at(const half *A, const half *B, int M, int N, int K, const Epilogue &e, int splits,
                            float *partial) {
     typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
-    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_>;
-    dim3 grid(N / BN, M / BM, splits);
-    const int per_split = grid_bound > splits ? grid_bound / splits : 1;  // a bounded grid's blocks, per split
-    if (grid_bound && (long)grid.x * grid.y > per_split) {
-        grid = dim3(per_split, 1, splits);
-        walking_launches++;
+    // a bounded grid, for the weight gradients' layout (TN) at the trainer's depth: per split at most
+    // grid_bound / splits blocks
+    if constexpr (ACOL && !BCOL && STAGES_ == WMMA_STAGES) {
+        const int per_split = grid_bound > splits ? grid_bound / splits : 1;
+        if (grid_bound && (long)(N / BN) * (M / BM) > per_split) {
+            auto walk = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_, true>;
+            walk<<<dim3(per_split, 1, splits), P::THREADS, P::SMEM, stream>>>(A, B, M, N, K, e, partial);
+            launchCheck();
+            walking_launches++;
+            return;
+        }
     }
-    kernel<<<grid, P::THREADS, P::SMEM, stream>>>(A, B, M, N, K, e, partial);
+    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_, false>;
+    kernel<<<dim3(N / BN, M / BM, splits), P::THREADS, P::SMEM, stream>>>(A, B, M, N, K, e, partial);
     launchCheck();
 }
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
@@ -481,16 +492,21 @@ static void matmul_wmma(const half *A, const half *B, int M, int N, int K, const
 }
 // More than 48 KB of dynamic shared memory needs an opt-in per kernel (matmul_setup). Returns 0
 // when the device has too little shared memory for it (the 4-deep 128x128 tile on sm_75).
-template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_, bool WALK = false>
 static int matmul_wmma_setup(size_t optin) {
     typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
     if ((size_t)P::SMEM > optin) return 0;
-    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_>;
+    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_, WALK>;
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
     return 1;
 }
 template <int STAGES_> static int matmul_wmma_setup_depth(size_t optin) {
     const int T = 128, S = 64;  // TILE_BIG, TILE_SMALL (below)
+    if constexpr (STAGES_ == WMMA_STAGES)  // the bounded grid's kernels (matmul_wmma_at)
+        if (!(matmul_wmma_setup<T, T, 64, 32, TRANSPOSED, AS_IS, STAGES_, true>(optin) &
+              matmul_wmma_setup<T, T, 64, 64, TRANSPOSED, AS_IS, STAGES_, true>(optin) &
+              matmul_wmma_setup<S, S, 32, 32, TRANSPOSED, AS_IS, STAGES_, true>(optin)))
+            return 0;
     return matmul_wmma_setup<T, T, 64, 32, AS_IS, TRANSPOSED, STAGES_>(optin) &
            matmul_wmma_setup<T, T, 64, 32, AS_IS, AS_IS, STAGES_>(optin) &
            matmul_wmma_setup<T, T, 64, 32, TRANSPOSED, AS_IS, STAGES_>(optin) &

@@ -15,6 +15,7 @@ FP16, SM75, FP32, CUDACPU, HALF = ("build/cudacpu/test_gpu.lockstep", "build/cud
 DEBUG = "build/cudacpu/test_gpu_debug.lockstep"
 SAN16 = "build-san/cudacpu/test_gpu.lockstep"
 SWITCHES = ["--only", "switches"]  # test_gpu's checks of the switches of issue 24 alone (a mutant there is caught sooner)
+MATMUL, PRECISION, MODEL = ["--only", "matmul"], ["--only", "precision"], ["--only", "model"]
 
 # name, file, original text, mutated text, tests to run[, arguments for them (a group of checks)]
 MUTANTS = [
@@ -95,6 +96,48 @@ MUTANTS = [
     ("CUDA graphs left on in the debug build", "train.cu", "#define GPU_GRAPHS 0", "#define GPU_GRAPHS 1", [DEBUG]),
     ("the layer runs a captured launch at once instead of recording it", "test/cuda/cudacpu.cpp",
      "    if (!s || s->capture == cudaStreamCaptureStatusNone) return op();", "    if (true) return op();", [CUDACPU, FP32]),
+    ("cuBLASLt keeps a fixed table of 64 plans", "train.cu",
+     "    if (!lt_handle) ltCheck(cublasLtCreate(&lt_handle));\n    LtPlan *p = (LtPlan *)mallocCheck(sizeof(LtPlan));",
+     "    if (lt_nplans == 64) { fprintf(stderr, \"error: cuBLASLt: more than 64 matmul shapes\\n\"); exit(1); }\n"
+     "    if (!lt_handle) ltCheck(cublasLtCreate(&lt_handle));\n    LtPlan *p = (LtPlan *)mallocCheck(sizeof(LtPlan));",
+     [FP16], MATMUL),
+    ("cuBLASLt given the FP32 bias with an FP16 output (switch cublaslt)", "train.cu",
+     "const bool lt_finishes = e.kind == EPI_PLAIN && (!e.bias || e.outf);", "const bool lt_finishes = e.kind == EPI_PLAIN;",
+     [FP16], MATMUL),
+    ("cuBLASLt told nothing of the operands' alignment (switch cublaslt)", "train.cu",
+     "    for (int i = 0; i < 4; i++)\n        ltCheck(cublasLtMatmulPreferenceSetAttribute(pref, min_align[i]",
+     "    for (int i = 0; i < 0; i++)\n        ltCheck(cublasLtMatmulPreferenceSetAttribute(pref, min_align[i]", [FP16], SWITCHES),
+    ("cuBLASLt beside the backward loop planned for every SM (switch overlap)", "train.cu",
+     "    k.sm_target = lt_sm_target;", "    k.sm_target = 0;", [FP16], SWITCHES),
+    ("the backward's gates rounded to FP16", "train.cu",
+     "    cell_forward(g, 1, cp, &hn);  // the gates, into g\n",
+     "    cell_forward(g, 1, cp, &hn);  // the gates, into g\n    for (int q = 0; q < 4; q++) g[q] = tof(tox(g[q]));\n",
+     [FP16], PRECISION),
+    ("the weight-gradient stream at the main stream's priority (switch overlap)", "train.cu",
+     "cudaStreamCreateWithPriority(&stream2, cudaStreamDefault, least)",
+     "cudaStreamCreateWithPriority(&stream2, cudaStreamDefault, greatest)", [FP16], SWITCHES),
+    ("the graphs instantiated without their nodes' priorities (switch overlap)", "train.cu",
+     "cudaGraphInstantiate(graph, g, cudaGraphInstantiateFlagUseNodePriority)", "cudaGraphInstantiate(graph, g, 0)",
+     [FP16], SWITCHES),
+    ("the last chunk of weight gradients on the bounded grid too (switch overlap)", "train.cu",
+     "const int beside_loop = j < overlap_chunks(md) - 1;", "const int beside_loop = 1;", [FP16], SWITCHES),
+    ("no barrier between the tiles a bounded grid's block walks (switch overlap)", "train.cu",
+     "            __syncthreads();  // the next tile's slabs overwrite the shared memory this one's epilogue staged in\n",
+     "", [FP16, SM75], MATMUL),
+    ("a bounded grid's blocks walk every second tile (switch overlap)", "train.cu",
+     "tile += gridDim.x) {", "tile += 2 * gridDim.x) {", [FP16], MATMUL),
+    ("colsum's 64 chunks whatever the shape", "train.cu",
+     "    if (chunks < COLSUM_MIN_CHUNKS) chunks = COLSUM_MIN_CHUNKS;", "    chunks = COLSUM_MIN_CHUNKS;", [FP32], MODEL),
+    ("the layer takes a graph of two priorities without the node-priority flag", "test/cuda/cudacpu.cpp",
+     "    if (!(flags & cudaGraphInstantiateFlagUseNodePriority))\n", "    if (false)\n", [CUDACPU]),
+    ("the layer's cuBLASLt takes an FP32 bias with an FP16 output", "test/cuda/cublasLt.h",
+     "(d->bias_type == dd->type || (int)d->bias_type == -1)", "(d->bias_type == dd->type || d->bias_type == CUDA_R_32F)",
+     [CUDACPU]),
+    ("the layer's cuBLASLt takes any alignment", "test/cuda/cublasLt.h",
+     "            cudacpu::lt_aligned_to(ptrs[i]) < algo->data[2 + i]) {", "            false) {", [CUDACPU]),
+    ("the layer sets aside exactly the persisting L2 asked for", "test/cuda/cudacpu.cpp",
+     "    persisting_limit = (value + L2_SET_ASIDE_UNIT - 1) / L2_SET_ASIDE_UNIT * L2_SET_ASIDE_UNIT;",
+     "    persisting_limit = value;", [CUDACPU]),
     ("float->half truncates instead of rounding to even", "test/cuda/cuda_fp16.h",
      "r += rem > 0x1000u || (rem == 0x1000u && (r & 1));", "", [HALF]),
 ]
