@@ -438,8 +438,8 @@ static __device__ inline void wmma_block_tile(const half *A, const half *B, int 
 // none), which is 2 blocks of 8 warps or 3 of 4 without spills, where asking for 3 spills. Block (x, y)
 // computes tile (y, x). WALK: a bounded grid (grid_bound: switch overlap's weight gradients beside
 // the backward loop), gridDim.x blocks that walk the tiles in turn, gridDim.x apart; its own kernel,
-// so the loop costs the others no registers, and 2 blocks an SM at most (half an SM's registers for
-// the 8-warp tile: the loop's blocks keep room beside it).
+// so the loop costs the others no registers, and with registers for 2 blocks an SM (a block of the
+// 8-warp tile takes at most half an SM's: the loop's blocks keep room beside it).
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_, bool WALK>
 __global__ void __launch_bounds__((BM / WM) * (BN / WN) * WARP_SIZE, WALK ? 2 : BM == 64 ? 7 : 0)
 matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e, float *partial) {
