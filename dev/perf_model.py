@@ -716,8 +716,9 @@ def main(argv=None):
         ap.error("--seq-len %d: must be in 1 .. 65536" % a.seq_len)
     for kv in a.set:
         key, sep, val = kv.partition("=")
-        if not sep or key not in GPUS[gpus[0]] or key == "name":
-            ap.error("--set %s: expected KEY=VALUE with KEY one of %s" % (kv, ", ".join(k for k in GPUS["h200"] if k != "name")))
+        settable = [k for k, v in GPUS["h200"].items() if k != "name" and not isinstance(v, tuple)]  # (l2_range: a pair)
+        if not sep or key not in settable:
+            ap.error("--set %s: expected KEY=VALUE with KEY one of %s" % (kv, ", ".join(settable)))
         for gk in gpus:
             old = GPUS[gk][key]
             try:

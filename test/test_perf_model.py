@@ -77,11 +77,11 @@ check(k["plan"] == "wmma128w64" and perf_model.matmul("z", 256, 16384, 4096, g, 
 k = perf_model.matmul("mh", 256, 4096, 4096, g, True, {"splitk", "warp64"}, out_bytes=2,
                       extra_read=256 * 4096 * 2 + 256, extra_write=256 * 4096 * 2, weight="B", mlstm_epilogue=True)
 second = (4 * 256 * 4096 * 4 + 256 * 4096 * 2 + 256 + 256 * 4096 * 2 + 256 * 4096 * 2) / (4800e9 * 0.9) * 1e6
-# a split-K block stores its partial sums from the fragments (dev/sass_mix.py: 168 instructions a warp
-# for the 64x64-warp tile, no staging): 4 warps x 168 / 4 schedulers = 168 clk instead of the staged
+# a split-K block stores its partial sums from the fragments (dev/sass_mix.py: 170 instructions a warp
+# for the 64x64-warp tile, no staging): 4 warps x 170 / 4 schedulers = 170 clk instead of the staged
 # 1024 + 3072. mh at B=256 splits K = 4096 four ways: 32 slabs; its 256 blocks on 132 SMs are 2 an SM
 # (not the 3 that fit), which share the barrier stall: 512 + 0.5 x 384 + 100 / 2 clk a slab
-eff_split = 32 * 256 / (32 * (512 + 0.5 * 384 + 100 / 2) + 168)
+eff_split = 32 * 256 / (32 * (512 + 0.5 * 384 + 100 / 2) + 170)
 close(perf_model.wmma_eff("wmma128w64", 1024, g, 2, split=True), eff_split, 1e-12,
       "split-K block at K=1024, partials stored from the fragments: fraction of peak")
 check(eff_split > perf_model.wmma_eff("wmma128w64", 1024, g, 2) * 1.1,
@@ -215,6 +215,7 @@ r = run("dev/scaling.py", "--paper", "--cluster", "dgx1v", "--set", "ib_gbs=0.28
 check(r.returncode == 0 and "| 109.4x |" in r.stdout,
       "scaling.py --cluster dgx1v --set ib_gbs=0.28: 109.4x (dev/scaling.md)")
 for bad, flag in ((["dev/perf_model.py", "--set", "eff64=-1"], "--set"), (["dev/perf_model.py", "--batch", "0"], "--batch"),
+                  (["dev/perf_model.py", "--set", "l2_range=5"], "--set"),
                   (["dev/scaling.py", "--nodes", "0"], "--nodes"), (["dev/scaling.py", "--set", "ib_gbs=x"], "--set"),
                   (["dev/scaling.py", "--jitter", "2"], "--jitter")):
     r = run(*bad)
