@@ -19,18 +19,19 @@
 // What is FP16 in the FP16 build, and why that loses nothing that matters:
 //   FP16: the effective weights the matmuls read (W_x, W_h, W_mx, W_mh after weight
 //     norm, W_out), and the activations that only feed matmuls or products: the
-//     embedded inputs xe, h, m, mx = W_mx e, mh = W_mh h, the input part of the
-//     pre-activations zx = e W_x^T + b, the gates, and the backward's dz, dmx, dmh,
-//     dh-from-the-output-layer and dlogits. A tensor-core matmul rounds its inputs
-//     to FP16 anyway, so storing them in FP16 drops only bits the next matmul would
-//     drop; gates lie in [-1, 1] where FP16 keeps 11 significant bits; zx's rounding
-//     (u |zx|) is the size of the error the FP16 m and W_h already put into the other
-//     part of z (doc/gpu.md has the measurement).
+//     embedded inputs xe, h, m, mx = W_mx e, mh = W_mh h, and the backward's dz, dmx,
+//     dmh, dh-from-the-output-layer and dlogits. A tensor-core matmul rounds its inputs
+//     to FP16 anyway, so storing them in FP16 drops only bits the next matmul would drop.
 //   FP32: the master weights, Adam moments and weight gradients (written straight
 //     from the FP32 accumulators), the cell state c (it integrates over many steps),
-//     z = zx + m W_h^T, logits, softmax and loss, the running dh/dc of the time
-//     loop, every sum, norm and reduction, and the carried c. The carried h is kept
-//     in an FP32 buffer but holds FP16 values: its only uses are matmul inputs.
+//     the pre-activations z = (e W_x^T + b) + m W_h^T of every step, logits, softmax and
+//     loss, the running dh/dc of the time loop, every sum, norm and reduction, and the
+//     carried c. The carried h is kept in an FP32 buffer but holds FP16 values: its only
+//     uses are matmul inputs. The gates are not stored: the backward recomputes them from
+//     the FP32 z with mlstm.h's cell_forward, bit for bit the forward's. It needs 1 - g
+//     and 1 - u^2, which FP16 gates lose where a trained mLSTM keeps its memory: a forget
+//     gate above 0.99976 rounds to 1 (its gradient is then exactly 0), and between 0.99927
+//     and 0.99976 1 - f is off by -33% to +100% (doc/gpu.md, "Precision").
 //
 // Loss scaling (Micikevicius et al. 2018; Puri et al. 2018 use it with a dynamic S):
 // the FP16 backward tensors hold each prediction's own gradient times S, dlogits =
@@ -53,7 +54,7 @@
 // while every column spans less than 2 (at initialisation 2/sqrt(H)); dz, dmx and dmh
 // grow through the recurrence. Their overflow is what the dynamic scaler is for (the
 // step is skipped, S halves). The FP16 tensors without S are bounded by construction
-// (gates, h in [-1, 1]) or are forward activations far from 65504 (zx, mx, mh, m).
+// (h in [-1, 1]) or are forward activations far from 65504 (mx, mh, m).
 // train.h's loop caps its scaler at MODEL_MAX_LOSS_SCALE (start, growth and resume).
 #define OMPI_SKIP_MPICXX 1  // mpi.h's C++ bindings: not used, and they warn under nvcc
 #define MPICH_SKIP_MPICXX 1
@@ -133,9 +134,13 @@ static int num_sms = 1;
 // Every launch, copy and memset of train.cu goes to this one stream (select_device
 // creates it): a CUDA graph can be captured only from a stream other than the legacy
 // default stream 0. It is a blocking stream, so work a caller puts on stream 0 (the
-// tests' cudaMemcpy) still waits for it, and it for that work.
+// tests' cudaMemcpy) still waits for it, and it for that work. It has the device's highest
+// priority: the time loops are the critical path, and the block scheduler starts the blocks
+// of a higher-priority stream first whenever an SM has room.
 static cudaStream_t stream;
-static cudaStream_t stream2;  // the second stream of switch overlap (forked from and joined to stream in the graph)
+// The second stream of switch overlap (forked from and joined to stream in the graph), at the
+// lowest priority: its weight gradients fill what the loop leaves idle, and never get ahead of it.
+static cudaStream_t stream2;
 static cudaDeviceProp device_prop;  // of the selected device (select_device)
 
 // The changes of issue 24 (dev/gpu-perf.md), each a switch so that one binary measures it on
@@ -151,6 +156,14 @@ typedef struct {
     int warp64;    // MLSTM_WARP64: the 128x128 tile as 4 warps of 64x64 (half the fragment reads per mma)
 } Switches;
 static Switches sw;  // the switches of the model whose work is being launched
+// Switch overlap: the weight gradients of the chunks the backward loop has finished run beside it,
+// at the lowest priority, on a bounded grid: blocks are not preempted, so an unbounded grid (dW_h
+// over a chunk: 4096 blocks at H = 4096) would hold every SM until it drained, and the loop's next
+// product would wait. The hand-written kernel launches at most grid_bound blocks, which walk the
+// tiles in turn; cuBLASLt plans for lt_sm_target SMs; the FP32 build's SIMT kernel (the precision
+// comparison, not a speed path) is not bounded. 0: no bound (wgrad_chunk sets them).
+static int grid_bound, lt_sm_target;
+static long bounded_launches;  // products launched under a bound (test_gpu checks the switch bounds them)
 static int env_switch(const char *name) {
     const char *v = getenv(name);
     if (!v || !*v || !strcmp(v, "0")) return 0;
@@ -204,16 +217,15 @@ static void switches_name(const Switches *s, char *out, size_t n) {
 // (mlstm.h's mlstm_forward and mlstm_backward), in the same pass, so the per-step chain
 // makes no extra trip through memory. The equation's operands are (rows, ld) like the output.
 typedef enum {
-    EPI_PLAIN,       // out = scale * acc + bias[c], or out += that (accumulate)
+    EPI_PLAIN,       // out = scale * acc + bias[c], or out += that (accumulate: z_t = (W_x e_t + b) + W_h m_t)
     EPI_MT_PRODUCT,  // acc = W_mh h_{t-1}: mh = acc (kept for backward), m_t = mx * mh
-    EPI_Z_SUM,       // acc = W_h m_t:     z_t = (W_x e_t + b) + acc, in FP32 for the cell
     EPI_DM_SPLIT,    // acc = dm = dz W_h: dm flows into both factors of m_t, dmx = dm * mh, dmh = dm * mx
 } EpilogueKind;
 
 typedef struct {
     EpilogueKind kind;
     int ld;                      // columns of the output and of every operand
-    float *outf;                 // the output (out, m_t, z_t or dmx) in FP32 ...
+    float *outf;                 // the output (out, m_t or dmx) in FP32 ...
     floatX *outx;                // ... or in the storage type (exactly one of the two)
     float scale;                 // EPI_PLAIN: 1, or the mean's 1/N for FP32 gradients
     const float *bias;           // EPI_PLAIN: NULL or (ld,)
@@ -221,7 +233,6 @@ typedef struct {
     const uint8_t *reset_rows;   // m_t, dm: rows r with reset_rows[r * reset_stride] had h_{t-1} = 0
     int reset_stride;
     const floatX *mx, *mh;       // m_t's factors W_mx e_t and W_mh h_{t-1}
-    const floatX *zx;            // W_x e_t + b
     floatX *mh_out, *dmh_out;    // mh (EPI_MT_PRODUCT), dmh (EPI_DM_SPLIT)
 } Epilogue;
 
@@ -232,9 +243,6 @@ static __device__ inline void epilogue_store(const Epilogue &e, int r, int c, fl
     case EPI_MT_PRODUCT:
         e.mh_out[i] = tox(acc);
         e.outx[i] = tox(tof(e.mx[i]) * acc);
-        return;
-    case EPI_Z_SUM:
-        e.outf[i] = tof(e.zx[i]) + acc;
         return;
     case EPI_DM_SPLIT:
         e.dmh_out[i] = tox(acc * tof(e.mx[i]));
@@ -331,20 +339,21 @@ static __device__ inline void load_slab(half *as, half *bs, const half *A, const
     }
 }
 
-// Split-K (switch splitk): gridDim.z splits of K, block z walks K / gridDim.z from z K / gridDim.z
-// and writes its raw product to partial[z] (M,N) FP32 straight from its fragments (no staging:
-// 32-byte aligned, as N % 64 == 0 makes every fragment's corner); splitk_reduce_kernel adds them and
-// applies the epilogue. Without it (gridDim.z 1, partial NULL) the epilogue is applied here.
+// The block's tile of C at rows m0.., columns n0... Split-K (switch splitk): gridDim.z splits of K,
+// block z walks K / gridDim.z from z K / gridDim.z and writes its raw product to partial[z] (M,N)
+// FP32 straight from its fragments (no staging: 32-byte aligned, as N % 64 == 0 makes every
+// fragment's corner); splitk_reduce_kernel adds them and applies the epilogue. Without it
+// (gridDim.z 1, partial NULL) the epilogue is applied here.
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
 static __device__ inline void wmma_block_tile(const half *A, const half *B, int M, int N, int K, const Epilogue &e,
-                                              float *partial) {
+                                              float *partial, int m0, int n0) {
     typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
     typedef typename std::conditional<ACOL, wmma::col_major, wmma::row_major>::type LayoutA;
     typedef typename std::conditional<BCOL, wmma::col_major, wmma::row_major>::type LayoutB;
     constexpr int BK = P::BK, STAGES = P::STAGES, FM = WM / FRAG, FN = WN / FRAG;
     extern __shared__ __align__(128) unsigned char smem[];
     half *As = (half *)smem, *Bs = As + STAGES * P::A_SIZE;
-    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, lda = ACOL ? M : K, ldb = BCOL ? K : N;
+    const int lda = ACOL ? M : K, ldb = BCOL ? K : N;
     const int warp = threadIdx.x / WARP_SIZE, wm = warp / (BN / WN), wn = warp % (BN / WN);
 
     wmma::fragment<wmma::accumulator, FRAG, FRAG, FRAG, float> acc[FM][FN];
@@ -426,25 +435,51 @@ static __device__ inline void wmma_block_tile(const half *A, const half *B, int 
 #endif
 // The 64x64 tile states the 7 blocks per SM its shared memory allows on sm_90 (without it ptxas
 // gives sm_80's NN layout 72 registers and a spill); the 128x128 tiles leave ptxas its own choice (0:
-// none), which is 2 blocks of 8 warps or 3 of 4 without spills, where asking for 3 spills.
-template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * WARP_SIZE, BM == 64 ? 7 : 0)
+// none), which is 2 blocks of 8 warps or 3 of 4 without spills, where asking for 3 spills. Block (x, y)
+// computes tile (y, x). WALK: a bounded grid (grid_bound: switch overlap's weight gradients beside
+// the backward loop), gridDim.x blocks that walk the tiles in turn, gridDim.x apart; its own kernel,
+// so the loop costs the others no registers, and with registers for 2 blocks an SM (a block of the
+// 8-warp tile takes at most half an SM's: the loop's blocks keep room beside it).
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_, bool WALK>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * WARP_SIZE, WALK ? 2 : BM == 64 ? 7 : 0)
 matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e, float *partial) {
-    if constexpr (WMMA_DEPTH_BUILT(STAGES_))
-        wmma_block_tile<BM, BN, WM, WN, ACOL, BCOL, STAGES_>(A, B, M, N, K, e, partial);
-    else
+    if constexpr (!WMMA_DEPTH_BUILT(STAGES_)) {
         __trap();
+    } else if constexpr (WALK) {
+        const int tiles_n = N / BN, tiles = tiles_n * (M / BM);
+        for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+            wmma_block_tile<BM, BN, WM, WN, ACOL, BCOL, STAGES_>(A, B, M, N, K, e, partial, tile / tiles_n * BM,
+                                                                 tile % tiles_n * BN);
+            __syncthreads();  // the next tile's slabs overwrite the shared memory this one's epilogue staged in
+        }
+    } else {
+        wmma_block_tile<BM, BN, WM, WN, ACOL, BCOL, STAGES_>(A, B, M, N, K, e, partial, blockIdx.y * BM,
+                                                             blockIdx.x * BN);
+    }
 }
 
 // The pipeline depth the WMMA matmuls run at: WMMA_STAGES, or 2 or 4 where the device's shared
 // memory allows (wmma_stages_ok, set by matmul_setup); the benchmark's knob, not the trainer's.
 static int wmma_stages = WMMA_STAGES;
 static int wmma_stages_ok[5];  // [stages]: every tile of that depth has its shared memory
+static long walking_launches;  // products whose blocks walk several tiles (the bounded grid's kernel)
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
 static void matmul_wmma_at(const half *A, const half *B, int M, int N, int K, const Epilogue &e, int splits,
                            float *partial) {
     typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
-    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_>;
+    // a bounded grid, for the weight gradients' layout (TN) at the trainer's depth: per split at most
+    // grid_bound / splits blocks
+    if constexpr (ACOL && !BCOL && STAGES_ == WMMA_STAGES) {
+        const int per_split = grid_bound > splits ? grid_bound / splits : 1;
+        if (grid_bound && (long)(N / BN) * (M / BM) > per_split) {
+            auto walk = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_, true>;
+            walk<<<dim3(per_split, 1, splits), P::THREADS, P::SMEM, stream>>>(A, B, M, N, K, e, partial);
+            launchCheck();
+            walking_launches++;
+            return;
+        }
+    }
+    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_, false>;
     kernel<<<dim3(N / BN, M / BM, splits), P::THREADS, P::SMEM, stream>>>(A, B, M, N, K, e, partial);
     launchCheck();
 }
@@ -457,16 +492,21 @@ static void matmul_wmma(const half *A, const half *B, int M, int N, int K, const
 }
 // More than 48 KB of dynamic shared memory needs an opt-in per kernel (matmul_setup). Returns 0
 // when the device has too little shared memory for it (the 4-deep 128x128 tile on sm_75).
-template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_, bool WALK = false>
 static int matmul_wmma_setup(size_t optin) {
     typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
     if ((size_t)P::SMEM > optin) return 0;
-    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_>;
+    auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_, WALK>;
     cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));
     return 1;
 }
 template <int STAGES_> static int matmul_wmma_setup_depth(size_t optin) {
     const int T = 128, S = 64;  // TILE_BIG, TILE_SMALL (below)
+    if constexpr (STAGES_ == WMMA_STAGES)  // the bounded grid's kernels (matmul_wmma_at)
+        if (!(matmul_wmma_setup<T, T, 64, 32, TRANSPOSED, AS_IS, STAGES_, true>(optin) &
+              matmul_wmma_setup<T, T, 64, 64, TRANSPOSED, AS_IS, STAGES_, true>(optin) &
+              matmul_wmma_setup<S, S, 32, 32, TRANSPOSED, AS_IS, STAGES_, true>(optin)))
+            return 0;
     return matmul_wmma_setup<T, T, 64, 32, AS_IS, TRANSPOSED, STAGES_>(optin) &
            matmul_wmma_setup<T, T, 64, 32, AS_IS, AS_IS, STAGES_>(optin) &
            matmul_wmma_setup<T, T, 64, 32, TRANSPOSED, AS_IS, STAGES_>(optin) &
@@ -529,15 +569,22 @@ static void matmul_simt(const floatX *A, const floatX *B, int M, int N, int K, c
 }
 
 // ----------------------------------------------------------------------------
-// cuBLASLt (--matmul cublaslt, switch cublaslt, issue 24 item 9): on sm_90 its kernels use wgmma
-// and TMA, which the hand-written WMMA kernel (mma.sync) cannot reach. The product goes straight
-// into the output wherever cuBLASLt can finish the epilogue itself: the scale as alpha,
-// accumulation as beta with C = D, a bias as its bias epilogue; no FP32 round trip for the large
-// products. The mLSTM epilogues of the per-step products (reset rows, z's addend, m = mx * mh with
-// mh kept, the dm split) are epilogue_store, the hand-written kernel's own code, as a pointwise
-// kernel over the product in an FP32 scratch of at most B x 4H. Row-major C = A.B is column-major
-// C^T = B^T A^T. Plans (descriptors, layouts, the heuristic's algorithm)
-// are made once per shape and kept. The hand-written kernel stays the default.
+// cuBLASLt (--matmul cublaslt, switch cublaslt): on sm_90 its kernels use wgmma and TMA, which
+// the hand-written WMMA kernel (mma.sync) cannot reach. The product goes straight into the output
+// wherever cuBLASLt can finish the epilogue itself: the scale as alpha, accumulation as beta with
+// C = D, a bias as its bias epilogue, whose bias has D's type (cublasLt.h,
+// CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE; the exceptions are IMMA and FP8 kernels), so only with an
+// FP32 output for the FP32 master bias. Every other epilogue (the mLSTM ones of the per-step
+// products; a bias on an FP16 output, which no product of the step has) is epilogue_store, the
+// hand-written kernel's own code, as a pointwise kernel over the product in an FP32 scratch of at
+// most B x H. Row-major C = A.B is column-major C^T = B^T A^T.
+//
+// A plan (descriptors, layouts, the heuristic's algorithm) is made once per key and kept, as many
+// as the shapes need. cuBLASLt assumes 256-byte aligned operands unless the preferences say
+// otherwise, and the per-step operands (rows t B .. t B + B of a (T,B,H) tensor) are 256-byte
+// aligned only when B H % 128 == 0; so the key holds each operand's alignment, read from its
+// pointer, which the plan states as the heuristic's minimum. Switch overlap's weight gradients
+// plan for the SMs they may use (lt_sm_target).
 static void lt_check(cublasStatus_t st, const char *file, int line) {
     if (st == CUBLAS_STATUS_SUCCESS) return;
     fprintf(stderr, "error: cuBLASLt status %d at %s:%d\n", (int)st, file, line);
@@ -554,89 +601,118 @@ static size_t lt_scratch_n;
 static long lt_launches;     // cuBLASLt products launched (test_gpu checks the switch uses it)
 
 typedef struct {
-    int layout, M, N, K, out_f32, bias;  // the key
+    int layout, M, N, K, out_f32, bias;
+    uint32_t align[5];  // bytes: cuBLASLt's A, B, C, D (our B, A, the output twice) and the bias (0: none)
+    int sm_target;      // CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET (0: every SM)
     size_t workspace;
+} LtKey;  // made by lt_key (padding zeroed: keys are compared as bytes)
+typedef struct LtPlan {
+    LtKey key;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
+    struct LtPlan *next;
 } LtPlan;
-#define LT_PLANS 64
-static LtPlan lt_plans[LT_PLANS];
+static LtPlan *lt_plans;  // every plan made, newest first
 static int lt_nplans;
 
-static const LtPlan *lt_plan(int layout, int M, int N, int K, int out_f32, const float *bias) {
-    for (int i = 0; i < lt_nplans; i++) {
-        const LtPlan &p = lt_plans[i];
-        if (p.layout == layout && p.M == M && p.N == N && p.K == K && p.out_f32 == out_f32 &&
-            p.bias == (bias != NULL) && p.workspace == lt_workspace_n)
-            return &p;
-    }
-    if (lt_nplans == LT_PLANS) {
-        fprintf(stderr, "error: cuBLASLt: more than %d matmul shapes\n", LT_PLANS);
-        exit(1);
-    }
+// The largest power of two up to 256 that divides the address: the alignment cuBLASLt may assume.
+static uint32_t lt_alignment(const void *p) {
+    uint32_t a = 256;
+    while (a > 1 && (uintptr_t)p % a) a /= 2;
+    return a;
+}
+static LtKey lt_key(int layout, int M, int N, int K, const void *A, const void *B, const void *D, int out_f32,
+                    const float *bias) {
+    LtKey k;
+    memset(&k, 0, sizeof k);
+    k.layout = layout; k.M = M; k.N = N; k.K = K; k.out_f32 = out_f32; k.bias = bias != NULL;
+    k.align[0] = lt_alignment(B);
+    k.align[1] = lt_alignment(A);
+    k.align[2] = k.align[3] = lt_alignment(D);
+    k.align[4] = bias ? lt_alignment(bias) : 0;
+    k.sm_target = lt_sm_target;
+    k.workspace = lt_workspace_n;
+    return k;
+}
+static const LtPlan *lt_plan(const LtKey *k, const float *bias) {
+    for (const LtPlan *p = lt_plans; p; p = p->next)
+        if (!memcmp(&p->key, k, sizeof *k)) return p;
     if (!lt_handle) ltCheck(cublasLtCreate(&lt_handle));
-    LtPlan &p = lt_plans[lt_nplans++];
-    p.layout = layout; p.M = M; p.N = N; p.K = K; p.out_f32 = out_f32; p.bias = bias != NULL;
-    p.workspace = lt_workspace_n;
-    const bool acol = layout == MM_TN, bcol = layout == MM_NT;
-    const cudaDataType_t t = GPU_FP16 ? CUDA_R_16F : CUDA_R_32F, dt = out_f32 ? CUDA_R_32F : t;
-    ltCheck(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LtPlan *p = (LtPlan *)mallocCheck(sizeof(LtPlan));
+    p->key = *k;
+    const int M = k->M, N = k->N, K = k->K;
+    const bool acol = k->layout == MM_TN, bcol = k->layout == MM_NT;
+    const cudaDataType_t t = GPU_FP16 ? CUDA_R_16F : CUDA_R_32F, dt = k->out_f32 ? CUDA_R_32F : t;
+    ltCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     int32_t op_b = bcol ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = acol ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
-    ltCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
-    ltCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
-    if (bias) {
+    ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
+    ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
+    if (k->bias) {
         uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
-        int32_t bt = CUDA_R_32F;  // the FP32 master bias, one per column of C (per row of C^T)
-        ltCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-        ltCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+        int32_t bt = CUDA_R_32F;  // the FP32 master bias, one per column of C (per row of C^T); D is FP32 too
+        ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+        ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+        // the heuristic reads the bias pointer's alignment from it (the pointer is set again per call)
+        ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    }
+    if (k->sm_target) {
+        int32_t sms = k->sm_target;
+        ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
     }
     // stored as column-major: our B (K,N) row-major is N x K, (N,K) is K x N; our A likewise; C^T is N x M
-    ltCheck(cublasLtMatrixLayoutCreate(&p.a, t, bcol ? K : N, bcol ? N : K, bcol ? K : N));
-    ltCheck(cublasLtMatrixLayoutCreate(&p.b, t, acol ? M : K, acol ? K : M, acol ? M : K));
-    ltCheck(cublasLtMatrixLayoutCreate(&p.d, dt, N, M, N));
+    ltCheck(cublasLtMatrixLayoutCreate(&p->a, t, bcol ? K : N, bcol ? N : K, bcol ? K : N));
+    ltCheck(cublasLtMatrixLayoutCreate(&p->b, t, acol ? M : K, acol ? K : M, acol ? M : K));
+    ltCheck(cublasLtMatrixLayoutCreate(&p->d, dt, N, M, N));
     cublasLtMatmulPreference_t pref;
     ltCheck(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = lt_workspace_n;
+    uint64_t ws = k->workspace;
     ltCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    const cublasLtMatmulPreferenceAttributes_t min_align[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; i++)
+        ltCheck(cublasLtMatmulPreferenceSetAttribute(pref, min_align[i], &k->align[i], sizeof k->align[i]));
     cublasLtMatmulHeuristicResult_t r;
     int found = 0;
-    if (bias) {  // the pointer is part of the descriptor; the heuristic needs one (the real one is set per call)
-        const float *bp = bias;
-        ltCheck(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp));
-    }
-    ltCheck(cublasLtMatmulAlgoGetHeuristic(lt_handle, p.desc, p.a, p.b, p.d, p.d, pref, 1, &r, &found));
+    ltCheck(cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->a, p->b, p->d, p->d, pref, 1, &r, &found));
     ltCheck(cublasLtMatmulPreferenceDestroy(pref));
     if (!found) {
-        fprintf(stderr, "error: cuBLASLt has no algorithm for %d x %d x %d (layout %d)\n", M, N, K, layout);
+        fprintf(stderr, "error: cuBLASLt has no algorithm for %d x %d x %d (layout %d, alignments %u %u %u bytes)\n", M,
+                N, K, k->layout, k->align[0], k->align[1], k->align[3]);
         exit(1);
     }
-    p.algo = r.algo;
-    return &p;
+    p->algo = r.algo;
+    p->next = lt_plans;
+    lt_plans = p;
+    lt_nplans++;
+    return p;
 }
-// A matmul epilogue as a pointwise pass over a product already in C (M,N) FP32: the mLSTM
-// epilogues after cuBLASLt.
+// A matmul epilogue as a pointwise pass over a product already in C (M,N) FP32: the epilogues
+// cuBLASLt cannot finish.
 __global__ void epilogue_kernel(const float *C, int M, int N, Epilogue e) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < (size_t)M * N) epilogue_store(e, (int)(i / N), (int)(i % N), C[i]);
 }
 
 static void matmul_lt(int layout, int M, int N, int K, const floatX *A, const floatX *B, const Epilogue &e) {
-    const bool plain = e.kind == EPI_PLAIN;  // what cuBLASLt finishes itself
-    if (!plain && (!lt_scratch || (size_t)M * N > lt_scratch_n)) {
-        fprintf(stderr, "error: cuBLASLt: the mLSTM epilogue of %d x %d needs %zu floats of scratch, %zu given\n", M, N,
+    const bool lt_finishes = e.kind == EPI_PLAIN && (!e.bias || e.outf);  // (the bias in D's type)
+    if (!lt_finishes && (!lt_scratch || (size_t)M * N > lt_scratch_n)) {
+        fprintf(stderr, "error: cuBLASLt: the epilogue of %d x %d needs %zu floats of scratch, %zu given\n", M, N,
                 (size_t)M * N, lt_scratch_n);
         exit(1);
     }
-    void *D = !plain ? (void *)lt_scratch : e.outf ? (void *)e.outf : (void *)e.outx;
-    const LtPlan *p = lt_plan(layout, M, N, K, !plain || e.outf != NULL, plain ? e.bias : NULL);
-    if (plain && e.bias)  // the pointer of this call (the plan may have been made for another)
-        ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &e.bias, sizeof e.bias));
-    const float alpha = plain ? e.scale : 1.f, beta = plain && e.accumulate ? 1.f : 0.f;
+    void *D = !lt_finishes ? (void *)lt_scratch : e.outf ? (void *)e.outf : (void *)e.outx;
+    const float *bias = lt_finishes ? e.bias : NULL;
+    const LtKey k = lt_key(layout, M, N, K, A, B, D, !lt_finishes || e.outf != NULL, bias);
+    const LtPlan *p = lt_plan(&k, bias);
+    if (bias)  // the pointer of this call (the plan may have been made for another)
+        ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    const float alpha = lt_finishes ? e.scale : 1.f, beta = lt_finishes && e.accumulate ? 1.f : 0.f;
     ltCheck(cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->a, A, p->b, &beta, D, p->d, D, p->d, &p->algo,
                            lt_workspace, lt_workspace_n, stream));
     lt_launches++;
-    if (!plain) {
+    if (!lt_finishes) {
         epilogue_kernel<<<ceil_div((long)M * N, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(lt_scratch, M, N, e);
         launchCheck();
     }
@@ -649,7 +725,7 @@ static void matmul_lt(int layout, int M, int N, int K, const floatX *A, const fl
 // blocks for an H200's 132 SMs, and the big tile reads each weight slab half as
 // often as four waves of small ones would (dev/gpu-perf.md).
 //
-// With split-K (switch splitk, issue 24 item 6) a product whose blocks do not fill the SMs
+// With split-K (switch splitk) a product whose blocks do not fill the SMs
 // (fewer than 2 of the 128x128 tile's or 4 of the 64x64's per SM: the per-step products at
 // small B, the weight gradients with few output blocks, dW_out, dW_x, dW_mx, K = B*T) splits
 // K in 2, 4 or 8 parts of at least SPLIT_MIN_K: a block walks K / splits, so a latency-bound
@@ -710,6 +786,7 @@ __global__ void splitk_reduce_kernel(const float *partial, int splits, int M, in
 
 // C (M,N) = A . B through the epilogue e, for the layouts above.
 static void matmul(int layout, int M, int N, int K, const floatX *A, const floatX *B, const Epilogue &e) {
+    bounded_launches += grid_bound > 0 || lt_sm_target > 0;
     if (sw.cublaslt) {
         matmul_lt(layout, M, N, K, A, B, e);
         return;
@@ -790,11 +867,10 @@ static Epilogue epi_mt_product(floatX *mt, floatX *mh, const floatX *mx, const u
     e.reset_stride = T;
     return e;
 }
-// z_t (forward, step t), (B,4H) FP32: the product is W_h m_t.
-static Epilogue epi_z_sum(float *z, const floatX *zx, int H) {
-    Epilogue e = epi_f32(z, 4 * H);
-    e.kind = EPI_Z_SUM;
-    e.zx = zx;
+// out += the product, FP32: z_t = (W_x e_t + b) + W_h m_t in place (forward, step t, (B,4H)).
+static Epilogue epi_add_f32(float *out, int ld) {
+    Epilogue e = epi_f32(out, ld);
+    e.accumulate = 1;
     return e;
 }
 // dmx, dmh (backward, step t), (B,H): the product is dm = dz W_h; zero in reset rows,
@@ -974,9 +1050,9 @@ static void embed_backward(float *dE, const float *dxe, const uint8_t *in, int B
 // mlstm.h's cell_forward / cell_backward (HOSTDEV), applied to the four gates of
 // the unit gathered into registers (stride 1).
 
-// z (B,4H) FP32 pre-activations -> the gates (B,4H) at step t, c (B,H) FP32, h (B,H)
-__global__ void cell_forward_kernel(floatX *gates, floatX *h, float *c, const float *z, const float *c_prev,
-                                    const uint8_t *rs, int t, int T, int B, int H) {
+// z_t (B,4H) FP32 pre-activations -> c (B,H) FP32, h (B,H); the gates stay in registers
+__global__ void cell_forward_kernel(floatX *h, float *c, const float *z, const float *c_prev, const uint8_t *rs, int t,
+                                    int T, int B, int H) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= B * H) return;
     int b = i / H, j = i % H;
@@ -984,35 +1060,37 @@ __global__ void cell_forward_kernel(floatX *gates, floatX *h, float *c, const fl
     float g[4] = {zr[0], zr[H], zr[2 * H], zr[3 * H]}, hn;
     c[i] = cell_forward(g, 1, rs[b * T + t] ? 0.f : c_prev[i], &hn);  // a reset row starts from c = 0
     h[i] = tox(hn);
-    floatX *gr = gates + (size_t)b * 4 * H + j;
-    for (int q = 0; q < 4; q++) gr[q * H] = tox(g[q]);
 }
-static void cell_forward_step(floatX *gates, floatX *h, float *c, const float *z, const float *c_prev,
-                              const uint8_t *rs, int t, int T, int B, int H) {
+static void cell_forward_step(floatX *h, float *c, const float *z, const float *c_prev, const uint8_t *rs, int t,
+                              int T, int B, int H) {
     int blocks = ceil_div((long)B * H, BLOCK_THREADS);
-    cell_forward_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(gates, h, c, z, c_prev, rs, t, T, B, H);
+    cell_forward_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(h, c, z, c_prev, rs, t, T, B, H);
     launchCheck();
 }
 
 // dh (B,H) FP32 from step t+1 plus dhs[t] from the output layer; dc (B,H) FP32 in
-// place: from step t+1 in, into step t-1 out (zero across a reset); dz (B,4H).
-__global__ void cell_backward_kernel(floatX *dz, float *dc, const float *dh, const floatX *dhs, const floatX *gates,
+// place: from step t+1 in, into step t-1 out (zero across a reset); dz (B,4H). The
+// gates come from z_t, through the forward's own cell_forward: the same bits, and 1 - g
+// and 1 - u^2 as FP32 has them (a forget gate near 1 keeps its gradient).
+__global__ void cell_backward_kernel(floatX *dz, float *dc, const float *dh, const floatX *dhs, const float *z,
                                      const float *c_prev, const float *c, const uint8_t *rs, int t, int T, int B,
                                      int H) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= B * H) return;
     int b = i / H, j = i % H, reset = rs[b * T + t];
-    const floatX *gr = gates + (size_t)b * 4 * H + j;
-    float g[4] = {tof(gr[0]), tof(gr[H]), tof(gr[2 * H]), tof(gr[3 * H])}, d[4];
-    float dcp = cell_backward(g, 1, reset ? 0.f : c_prev[i], c[i], dh[i] + tof(dhs[i]), dc[i], d);
+    const float *zr = z + (size_t)b * 4 * H + j;
+    float g[4] = {zr[0], zr[H], zr[2 * H], zr[3 * H]}, d[4], hn;
+    const float cp = reset ? 0.f : c_prev[i];
+    cell_forward(g, 1, cp, &hn);  // the gates, into g
+    float dcp = cell_backward(g, 1, cp, c[i], dh[i] + tof(dhs[i]), dc[i], d);
     dc[i] = reset ? 0.f : dcp;
     floatX *dr = dz + (size_t)b * 4 * H + j;
     for (int q = 0; q < 4; q++) dr[q * H] = tox(d[q]);
 }
-static void cell_backward_step(floatX *dz, float *dc, const float *dh, const floatX *dhs, const floatX *gates,
+static void cell_backward_step(floatX *dz, float *dc, const float *dh, const floatX *dhs, const float *z,
                                const float *c_prev, const float *c, const uint8_t *rs, int t, int T, int B, int H) {
     int blocks = ceil_div((long)B * H, BLOCK_THREADS);
-    cell_backward_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(dz, dc, dh, dhs, gates, c_prev, c, rs, t, T, B, H);
+    cell_backward_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(dz, dc, dh, dhs, z, c_prev, c, rs, t, T, B, H);
     launchCheck();
 }
 
@@ -1042,29 +1120,46 @@ static void softmax_xent(floatX *dlogits, float *losses, const float *logits, co
     launchCheck();
 }
 
-// out[c] = scale * sum over rows of x[r,c] (bias gradients; scale = 1/N): fixed row
-// chunks, then the chunks added in order.
-#define COLSUM_CHUNKS 64
+// out[c] = scale * sum over rows of x[r,c] (bias gradients; scale = 1/N): fixed chunks of rows,
+// then the chunks added in order. The chunks are at least COLSUM_MIN_CHUNKS and as many as give
+// COLSUM_THREADS threads in all, so a narrow tensor keeps the SMs busy: b_out's V = 256 columns over
+// B T = 65536 rows are 1024 chunks of 64 rows, not 64 blocks each of whose threads adds 1024 rows in
+// turn. The count depends on the shape alone: the order of the sums, and so the bits, do not depend
+// on the GPU.
+#define COLSUM_MIN_CHUNKS 64
+#define COLSUM_THREADS (1 << 18)
+static int colsum_chunks(int rows, int cols) {
+    int chunks = COLSUM_THREADS / (ceil_div(cols, BLOCK_THREADS) * BLOCK_THREADS);
+    if (chunks < COLSUM_MIN_CHUNKS) chunks = COLSUM_MIN_CHUNKS;
+    return chunks < rows ? chunks : rows > 1 ? rows : 1;
+}
+// The partial sums' buffer for any number of rows: chunks x cols <= max(COLSUM_THREADS, COLSUM_MIN_CHUNKS cols).
+static size_t colsum_part_floats(int cols) {
+    size_t by_min = (size_t)COLSUM_MIN_CHUNKS * cols;
+    return by_min > COLSUM_THREADS ? by_min : COLSUM_THREADS;
+}
 __global__ void colsum_partial_kernel(float *part, const floatX *x, int rows, int cols) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x, per = (rows + COLSUM_CHUNKS - 1) / COLSUM_CHUNKS;
+    int c = blockIdx.x * blockDim.x + threadIdx.x, per = (rows + gridDim.y - 1) / gridDim.y;
     if (c >= cols) return;
     int r0 = blockIdx.y * per, r1 = min(rows, r0 + per);
     float s = 0.f;
     for (int r = r0; r < r1; r++) s += tof(x[(size_t)r * cols + c]);
     part[(size_t)blockIdx.y * cols + c] = s;
 }
-__global__ void colsum_finish_kernel(float *out, const float *part, int cols, float scale) {
+__global__ void colsum_finish_kernel(float *out, const float *part, int chunks, int cols, float scale) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols) return;
     float s = 0.f;
-    for (int k = 0; k < COLSUM_CHUNKS; k++) s += part[(size_t)k * cols + c];
+    for (int k = 0; k < chunks; k++) s += part[(size_t)k * cols + c];
     out[c] = s * scale;
 }
-static void colsum(float *out, float *part /*(COLSUM_CHUNKS,cols)*/, const floatX *x, int rows, int cols, float scale) {
-    dim3 grid(ceil_div(cols, BLOCK_THREADS), COLSUM_CHUNKS);
-    colsum_partial_kernel<<<grid, BLOCK_THREADS, 0, stream>>>(part, x, rows, cols);
+static void colsum(float *out, float *part /*colsum_part_floats(cols)*/, const floatX *x, int rows, int cols,
+                   float scale) {
+    const int chunks = colsum_chunks(rows, cols);
+    colsum_partial_kernel<<<dim3(ceil_div(cols, BLOCK_THREADS), chunks), BLOCK_THREADS, 0, stream>>>(part, x, rows,
+                                                                                                     cols);
     launchCheck();
-    colsum_finish_kernel<<<ceil_div(cols, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(out, part, cols, scale);
+    colsum_finish_kernel<<<ceil_div(cols, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(out, part, chunks, cols, scale);
     launchCheck();
 }
 
@@ -1175,8 +1270,8 @@ struct Model {
     // device: activations, time-major, N = B*T rows
     uint8_t *tok;          // (3,B,T) inputs, targets, resets
     floatX *xe;            // (N,D) embedded inputs
-    floatX *gates;         // (N,4H) e W_x^T + b for all steps; step t overwrites its rows with its gates i,f,o,u
-    float *zs;             // (B,4H) one step's pre-activations z_t, FP32
+    float *z;              // (N,4H) e W_x^T + b for all steps; step t adds m_t W_h^T to its rows: the
+                           // pre-activations z_t, kept for backward (which recomputes the gates i,f,o,u from them)
     floatX *mx, *mh;       // (N,H) e W_mx^T, h_{t-1} W_mh^T
     floatX *mt;            // (N,H) m_t, their product
     floatX *hs;            // (T+1,B,H) state entering step t at index t
@@ -1189,7 +1284,7 @@ struct Model {
     floatX *dhs;           // (N,H) gradient into h_t from the output layer
     float *dh, *dc;        // (B,H) running gradients of the time loop
     float *dxe;            // (N,D)
-    float *colpart;        // (COLSUM_CHUNKS, max(4H,V))
+    float *colpart;        // colsum's partial sums, colsum_part_floats(max(4H,V))
     DeviceSum loss_sum;    // the losses' sum, launched by forward, read by mean_loss
     DeviceSum grad_sumsq;  // the gradients' sum of squares (model_check)
     float *train_h, *train_c;  // (B,H) carried training state
@@ -1202,7 +1297,7 @@ struct Model {
     Switches sw;           // the changes of issue 24 this model runs with
     float *splitk_ws[2];   // split-K's partial sums for the main and the second stream (switch splitk)
     void *lt_ws[2];        // cuBLASLt's workspaces for the two streams (switch cublaslt)
-    float *lt_scratch;     // (B,4H) a per-step product before its mLSTM epilogue (switch cublaslt)
+    float *lt_scratch;     // (B,H) a per-step product before its mLSTM epilogue (switch cublaslt)
     cudaEvent_t ev_chunk[OVERLAP_CHUNKS], ev_join;  // switch overlap's fork after each chunk, and join
     cudaGraphExec_t fwd_graph, bwd_graph;  // the forward and backward time loops, captured on first use
 };
@@ -1266,8 +1361,10 @@ static void select_device(void) {
     cudaCheck(cudaGetDeviceProperties(&prop, dev));
     num_sms = prop.multiProcessorCount;
     if (!stream) {  // once per process; they live as long as it
-        cudaCheck(cudaStreamCreate(&stream));
-        cudaCheck(cudaStreamCreate(&stream2));
+        int least, greatest;  // (numerically: greatest <= least)
+        cudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        cudaCheck(cudaStreamCreateWithPriority(&stream, cudaStreamDefault, greatest));
+        cudaCheck(cudaStreamCreateWithPriority(&stream2, cudaStreamDefault, least));
         matmul_setup(prop);
     }
     static int printed = 0;
@@ -1308,8 +1405,7 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
         {(void **)&md->norms, F * weightnorm_rows(&cfg)},
         {(void **)&md->tok, 3 * N},
         {(void **)&md->xe, X * N * D},
-        {(void **)&md->gates, X * N * 4 * H},
-        {(void **)&md->zs, F * B * 4 * H},
+        {(void **)&md->z, F * N * 4 * H},
         {(void **)&md->mx, X * N * H},
         {(void **)&md->mh, X * N * H},
         {(void **)&md->mt, X * N * H},
@@ -1325,7 +1421,7 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
         {(void **)&md->dh, F * B * H},
         {(void **)&md->dc, F * B * H},
         {(void **)&md->dxe, F * N * D},
-        {(void **)&md->colpart, F * COLSUM_CHUNKS * (4 * H > V ? 4 * H : V)},
+        {(void **)&md->colpart, F * colsum_part_floats(4 * H > V ? 4 * H : V)},
         {(void **)&md->loss_sum.part, sizeof(double) * RED_BLOCKS},
         {(void **)&md->loss_sum.nonfinite, sizeof(int) * RED_BLOCKS},
         {(void **)&md->grad_sumsq.part, sizeof(double) * RED_BLOCKS},
@@ -1338,7 +1434,7 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
         {(void **)&md->splitk_ws[1], md->sw.splitk ? F * splitk_ws_floats() : 0},
         {(void **)&md->lt_ws[0], md->sw.cublaslt ? LT_WORKSPACE_BYTES : 0},
         {(void **)&md->lt_ws[1], md->sw.cublaslt ? LT_WORKSPACE_BYTES : 0},
-        {(void **)&md->lt_scratch, md->sw.cublaslt ? F * B * 4 * H : 0},
+        {(void **)&md->lt_scratch, md->sw.cublaslt ? F * B * H : 0},
     };
     md->abase = alloc_bufs(ab, sizeof ab / sizeof ab[0]);
     for (int k = 0; k < NWN; k++) {
@@ -1462,7 +1558,10 @@ static void run_steps(Model *md, cudaGraphExec_t *graph, void (*steps)(Model *))
         cudaCheck(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));  // only this thread's calls matter
         steps(md);
         cudaCheck(cudaStreamEndCapture(stream, &g));
-        cudaCheck(cudaGraphInstantiate(graph, g, 0));
+        // each kernel node keeps the priority of the stream it was captured from (the overlapped
+        // weight gradients the lowest); without the flag every node would run at the priority of
+        // the stream the graph is launched into
+        cudaCheck(cudaGraphInstantiate(graph, g, cudaGraphInstantiateFlagUseNodePriority));
         cudaCheck(cudaGraphDestroy(g));
     }
     cudaCheck(cudaGraphLaunch(*graph, stream));
@@ -1478,14 +1577,14 @@ static void forward_step(Model *md, int t, cudaEvent_t *ev) {
     const int H = md->cfg.H, B = md->B, T = md->T, N = B * T;
     const size_t BH = (size_t)B * H, o = (size_t)t * BH;
     const uint8_t *rs = md->tok + 2 * N;
-    floatX *gates_t = md->gates + 4 * o;  // holds e W_x^T + b until the cell overwrites it with the gates
+    float *z_t = md->z + 4 * o;  // holds e W_x^T + b; the product below adds m_t W_h^T: z_t
     Epilogue mt_product = epi_mt_product(md->mt + o, md->mh + o, md->mx + o, rs + t, T, H);
     mark(ev, 0);
     matmul(MM_NT, B, H, H, md->hs + o, md->W[WN_MH], mt_product);  // m_t = mx * (h_{t-1} W_mh^T)   (B,H)
     mark(ev, 1);
-    matmul(MM_NT, B, 4 * H, H, md->mt + o, md->W[WN_H], epi_z_sum(md->zs, gates_t, H));  // z_t   (B,4H)
+    matmul(MM_NT, B, 4 * H, H, md->mt + o, md->W[WN_H], epi_add_f32(z_t, 4 * H));  // z_t += m_t W_h^T   (B,4H)
     mark(ev, 2);
-    cell_forward_step(gates_t, md->hs + o + BH, md->cs + o + BH, md->zs, md->cs + o, rs, t, T, B, H);
+    cell_forward_step(md->hs + o + BH, md->cs + o + BH, z_t, md->cs + o, rs, t, T, B, H);
     mark(ev, 3);
 }
 // Forward steps t = 0 .. T-1 from hs[0], cs[0].
@@ -1498,10 +1597,10 @@ static void backward_step(Model *md, int t, cudaEvent_t *ev) {
     const int H = md->cfg.H, B = md->B, T = md->T, N = B * T;
     const size_t BH = (size_t)B * H, o = (size_t)t * BH;
     const uint8_t *rs = md->tok + 2 * N;
-    const floatX *gates_t = md->gates + 4 * o;
+    const float *z_t = md->z + 4 * o;
     const float *c_prev = md->cs + o, *c = md->cs + o + BH;
     mark(ev, 0);
-    cell_backward_step(md->dz + 4 * o, md->dc, md->dh, md->dhs + o, gates_t, c_prev, c, rs, t, T, B, H);
+    cell_backward_step(md->dz + 4 * o, md->dc, md->dh, md->dhs + o, z_t, c_prev, c, rs, t, T, B, H);
     mark(ev, 1);
     // dm = dz W_h, split into dmx = dm * mh and dmh = dm * mx   (B,H)
     Epilogue split = epi_dm_split(md->dmx + o, md->dmh + o, md->mh + o, md->mx + o, rs + t, T, H);
@@ -1510,14 +1609,20 @@ static void backward_step(Model *md, int t, cudaEvent_t *ev) {
     matmul(MM_NN, B, H, H, md->dmh + o, md->W[WN_MH], epi_f32(md->dh, H));  // dh_{t-1} = dmh W_mh
     mark(ev, 3);
 }
-// Switch overlap (issue 24 item 7): the chain of the backward loop leaves the tensor cores mostly
-// idle at small B, and dW_h = dz^T m and dW_mh = dmh^T h_{t-1} need only the rows of finished
-// steps. So the loop runs in OVERLAP_CHUNKS chunks of T / OVERLAP_CHUNKS steps; after each, an
-// event forks stream2, which adds the two products over the chunk's B T / OVERLAP_CHUNKS rows
-// into dW_h and dW_mh (the first chunk writes them, the later ones add, in chunk order on the one
-// stream: a fixed order), while stream goes on with the next chunk. After the loop stream waits
-// for stream2 (the join). Inside the capture of the backward graph this is the graph's fork and
-// join; the direct path runs it on the two streams the same way.
+// Switch overlap: the chain of the backward loop leaves the tensor cores mostly idle at small B,
+// and dW_h = dz^T m and dW_mh = dmh^T h_{t-1} need only the rows of finished steps. So the loop
+// runs in OVERLAP_CHUNKS chunks of T / OVERLAP_CHUNKS steps; after each, an event forks stream2,
+// which adds the two products over the chunk's B T / OVERLAP_CHUNKS rows into dW_h and dW_mh (the
+// first chunk writes them, the later ones add, in chunk order on the one stream: a fixed order),
+// while stream goes on with the next chunk. After the loop stream waits for stream2 (the join).
+// Inside the capture of the backward graph this is the graph's fork and join; the direct path runs
+// it on the two streams the same way. stream2 has the lowest priority, and the chunks that run
+// beside the loop have a bounded grid (grid_bound): the hand-written kernel one block an SM (the
+// 128x128 tile takes half an SM's registers, so the loop's blocks still find room on every SM),
+// cuBLASLt planned for 1 / OVERLAP_LT_SM_DIVISOR of the SMs (its sm_90 kernels take a whole SM a
+// block). The last chunk starts when the loop has ended and takes the whole GPU. dev/perf_model.py
+// prices both (overlap_wgrad).
+#define OVERLAP_LT_SM_DIVISOR 2
 static int overlap_chunks(const Model *md) {
     return md->sw.overlap && md->T % OVERLAP_CHUNKS == 0 ? OVERLAP_CHUNKS : 1;
 }
@@ -1532,6 +1637,9 @@ static void wgrad_chunk(Model *md, int j, int t0, int steps) {
     stream = stream2;  // the launches below go to stream2, with its own split-K and cuBLASLt workspaces
     splitk_ws = md->splitk_ws[1];
     lt_workspace = md->lt_ws[1];
+    const int beside_loop = j < overlap_chunks(md) - 1;
+    grid_bound = beside_loop ? num_sms : 0;
+    lt_sm_target = beside_loop ? (num_sms > OVERLAP_LT_SM_DIVISOR ? num_sms / OVERLAP_LT_SM_DIVISOR : 1) : 0;
     Epilogue e = epi_grad(md->dW[WN_H], H, N);
     e.accumulate = j > 0;
     matmul(MM_TN, 4 * H, H, rows, md->dz + 4 * o, md->mt + o, e);  // dW_h += dz^T m / N over the chunk
@@ -1541,6 +1649,7 @@ static void wgrad_chunk(Model *md, int j, int t0, int steps) {
     stream = main_stream;
     splitk_ws = main_ws;
     lt_workspace = main_lt_ws;
+    grid_bound = lt_sm_target = 0;
 }
 // Backward steps t = T-1 .. 0 from dh = dc = 0 (with switch overlap, in chunks: above).
 static void backward_steps(Model *md) {
@@ -1555,7 +1664,7 @@ static void backward_steps(Model *md) {
     }
 }
 
-// Switch l2 (issue 24 item 8): W_mh, 33.5 MB in FP16 at H = 4096, persisting in L2 (an H200
+// Switch l2: W_mh, 33.5 MB in FP16 at H = 4096, persisting in L2 (an H200
 // may set aside 37.5 MB of its 50), so the per-step products mh and dh read it from L2 instead
 // of from DRAM after W_h's 134 MB stream has evicted it. A window on the stream: the launches on
 // it, and the kernel nodes captured from it, carry it. Set before each forward and backward for
@@ -1598,7 +1707,7 @@ static void use_switches(Model *md) {
     lt_workspace = md->sw.cublaslt ? md->lt_ws[0] : NULL;
     lt_workspace_n = md->sw.cublaslt ? LT_WORKSPACE_BYTES : 0;
     lt_scratch = md->sw.cublaslt ? md->lt_scratch : NULL;
-    lt_scratch_n = md->sw.cublaslt ? (size_t)md->B * 4 * md->cfg.H : 0;
+    lt_scratch_n = md->sw.cublaslt ? (size_t)md->B * md->cfg.H : 0;
     l2_window(md);
 }
 
@@ -1612,8 +1721,8 @@ static void forward(Model *md, float *h0, float *c0, double scale) {
     const uint8_t *in = md->tok, *tg = md->tok + N;
     use_switches(md);
     embed_forward(md->xe, md->p.t[P_E], in, B, T, D);
-    // input projections of all T steps: gates = e W_x^T + b (N,4H), mx = e W_mx^T (N,H)
-    Epilogue e = epi_x(md->gates, 4 * H);
+    // input projections of all T steps: z = e W_x^T + b (N,4H) FP32, mx = e W_mx^T (N,H)
+    Epilogue e = epi_f32(md->z, 4 * H);
     e.bias = md->p.t[P_B];
     matmul(MM_NT, N, 4 * H, D, md->xe, md->W[WN_X], e);
     matmul(MM_NT, N, H, D, md->xe, md->W[WN_MX], epi_x(md->mx, H));

@@ -6,14 +6,21 @@
 #   dev/gpu_check.sh --report LOG_DIR     the report again, from LOG_DIR's bench.txt and predict.txt
 #
 # 1. preflight: prints and checks what the build and the run need: nvidia-smi and the
-#    GPU, the driver against nvcc's CUDA release (CUDA 13 needs a 580 or newer driver; an
-#    older one stops the run here, with one line saying so: every binary would fail),
-#    a host compiler nvcc accepts, python3 (for the predictions), mpicc and NCCL (for
-#    more than one GPU; optional);
+#    GPU (nvidia-smi -q kept in LOG_DIR), the driver against nvcc's CUDA release (CUDA 13
+#    needs a 580 or newer driver; an older one stops the run here, with one line saying so:
+#    every binary would fail), a host compiler nvcc accepts, cuBLASLt (cublasLt.h and
+#    libcublasLt, which train.cu links: without them the run stops here too), python3 (for
+#    the predictions), mpicc and NCCL (for more than one GPU; optional: NCCL without MPI is
+#    said in one line and not used, the build is single-process);
 # 2. build: make -B gpu for this GPU's architecture only (GPU_ARCHS; faster), with NCCL
-#    from the system, the CUDA directory or pip's site-packages/nvidia/nccl if present;
-# 3. tests: build/test_gpu and build/test_gpu_fp32 --quick (the GPU against the CPU reference);
-# 4. benchmarks, FP16: each kernel of one forward and one backward time step timed by events
+#    from the system, the CUDA directory or pip's site-packages/nvidia/nccl if present (its
+#    libnccl linked from build/nccl-wheel, which outlives the run); ptxas's register reports
+#    (build/ptxas-*.txt) copied to LOG_DIR;
+# 3. tests: build/test_gpu --quick, then its matmul group in full (the paper's shapes: a
+#    fatal exit there cannot hide the other groups' results), build/test_gpu_fp32 --quick
+#    (the GPU against the CPU reference);
+# 4. benchmarks: the DRAM and the L2 bandwidth by device copies (the model's constants); FP16:
+#    each kernel of one forward and one backward time step timed by events
 #    (B = 128, 256); the training step at H=4096 D=64 T=256, B = 128, 256, 512, at B=128
 #    also without CUDA graphs, at B=256 with each switch of train.cu on (dev/gpu-perf.md:
 #    the changes of issue 24; --matmul cublaslt is one); the hand-written matmul against
@@ -31,8 +38,9 @@
 # benchmark cut off by its timeout, or not started for lack of time, is reported as
 # such and is not a failure. Exit status: 0 when the preflight's required checks, the
 # build and both test programs pass (and no benchmark crashed); 1 otherwise.
-# LOG_DIR receives, as they are written: gpu_check.log (everything), bench.txt (the
-# bench_* lines), predict.txt (the predictions), report.md (the tables).
+# LOG_DIR receives, as they are written, 7 files: gpu_check.log (everything), bench.txt (the
+# bench_* lines), predict.txt (the predictions), report.md (the tables), nvidia-smi-q.txt, and
+# ptxas-train_gpu.txt, ptxas-train_gpu_fp32.txt (registers and spills per kernel).
 #
 # Environment: DEADLINE_S, JOBS, BENCH_STEPS_FP16 (default 8), PEAK_TFLOPS (dense FP16
 # TFLOP/s for a card not in the table below), GPU_ARCHS (nvcc -gencode flags, instead of
@@ -56,6 +64,10 @@ report() {
         delete v; kv($0, v); k = v["precision"] "/" v["B"]
         pstep[k] = v["step_ms"]; pmfu[k] = v["mfu"]; pfast[k] = v["fast_ms"]; pslow[k] = v["slow_ms"]; next
     }
+    file == 1 && /^predict_bandwidth/ {
+        delete v; kv($0, v); pdram = v["dram_gbs"]; pl2 = v["l2_gbs"]; pl2f = v["l2_fast"]; pl2s = v["l2_slow"]; next
+    }
+    file == 2 && /^bench_copy/ { delete v; kv($0, v); copy[v["what"]] = v["gbs"]; next }
     file == 1 && /^predict_variant/ { delete v; kv($0, v); pvar[v["variant"] "/" v["B"]] = v["step_ms"]; next }
     file == 1 && /^predict_kernel/ { delete v; kv($0, v); pk[v["what"] "/" v["B"]] = v["us"]; pkb[v["what"] "/" v["B"]] = v["bound"]; next }
     file == 1 && /^predict_matmul/ {
@@ -130,6 +142,13 @@ report() {
                 ratio(sms[key], off), ((kk[4] "/256") in pvar) ? ratio(pvar[kk[4] "/256"], poff) : "n/a"
         }
         if (nsw == 0) print "| (no switch runs) | | | | |"
+        print "\n### Bandwidths: device copies (bench_copy) against the constants of perf_model.py\n"
+        print "| what | measured GB/s | perf_model.py GB/s | measured/model |"
+        print "|---|--:|--:|--:|"
+        printf "| DRAM (a copy between 1 GiB buffers; model: hbm_gbs x mem_eff) | %s | %s | %s |\n", fmt(copy["dram"], "%.0f"),
+            fmt(pdram, "%.0f"), ratio(copy["dram"], pdram)
+        printf "| L2 (two copies within L2, their difference; model: l2_gbs, range %s-%s) | %s | %s | %s |\n",
+            fmt(pl2s, "%.0f"), fmt(pl2f, "%.0f"), fmt(copy["l2_slope"], "%.0f"), fmt(pl2, "%.0f"), ratio(copy["l2_slope"], pl2)
         print "\n### Kernels of one time step, timed by events (bench_kernel) against perf_model.py (predict_kernel)\n"
         print "| B | kernel | tile | measured us | predicted us | measured/predicted | predicted bound |"
         print "|--:|---|---|--:|--:|--:|---|"
@@ -254,6 +273,7 @@ HAVE_GPU=0 GPU_NAME="" CC_CAP="" DRIVER="" DRIVER_CUDA=""
 if command -v nvidia-smi > /dev/null; then
     if timeout 30 nvidia-smi; then
         HAVE_GPU=1
+        timeout 30 nvidia-smi -q > "$LOG_DIR/nvidia-smi-q.txt" 2>&1 || true
         GPU_NAME=$(timeout 30 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
         DRIVER=$(timeout 30 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1)
         CC_CAP=$(timeout 30 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1)
@@ -300,11 +320,28 @@ if [ -n "$NVCC_REL" ]; then
         fail "preflight: nvcc cannot compile with this host compiler (an unsupported g++ version? NVCC=\"nvcc -ccbin g++-N\")"
     fi
 fi
+# cuBLASLt: train.cu links it (--matmul cublaslt); without cublasLt.h or libcublasLt the build
+# fails, so the run stops here, with one line saying what is missing
+if [ -n "$NVCC_REL" ]; then
+    printf '#include <cublasLt.h>\nint main() { cublasLtHandle_t h; return cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS; }\n' \
+        > "$WORK/lt.cu"
+    if "$NVCC" "$WORK/lt.cu" -lcublasLt -o "$WORK/lt" > "$WORK/lt.txt" 2>&1; then
+        echo "cuBLASLt: cublasLt.h and libcublasLt found by nvcc"
+    else
+        head -n 5 "$WORK/lt.txt"
+        need="preflight: cuBLASLt not found by nvcc (cublasLt.h and libcublasLt, the toolkit's cuBLAS: train.cu links it)"
+        echo "$need" >> "$FAILS"
+        echo "gpu_check: STOP: $need; nothing built or run"
+        return 1
+    fi
+fi
 if command -v python3 > /dev/null; then echo "python3:  $(python3 --version 2>&1) (predictions)"
 else echo "python3:  none: no predictions beside the measurements"; fi
-echo "mpicc:    $(command -v mpicc || echo 'none: the GPU build is single-process (multi-GPU needs MPI and NCCL)')"
+MPICC=${MPICC-$(command -v mpicc || true)}  # (MPICC= in the environment: no MPI, for make too)
+echo "mpicc:    ${MPICC:-none: the GPU build is single-process (multi-GPU needs MPI and NCCL)}"
 
-# NCCL: system locations first (the Makefile probe finds those), then pip's wheel
+# NCCL: system locations first (the Makefile probe finds those), then pip's wheel. train.cu uses
+# NCCL only with MPI (one process per GPU), so without mpicc it is said in one line and left out.
 MAKE_ARGS=()
 NCCL_WHERE=""
 if make -s probe 2>/dev/null | grep -q '^NCCL: yes'; then
@@ -313,19 +350,24 @@ elif command -v python3 > /dev/null; then
     for sp in $(python3 -c 'import site; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null); do
         n=$sp/nvidia/nccl
         if [ -f "$n/include/nccl.h" ] && ls "$n"/lib/libnccl.so* > /dev/null 2>&1; then
-            # pip's wheel ships libnccl.so.2 only: give the linker a libnccl.so beside the headers
-            lib=$(find "$n/lib" -name 'libnccl.so*' | sort | head -n 1)
-            mkdir -p "$WORK/nccl/lib"
-            ln -sf "$n/include" "$WORK/nccl/include"
-            ln -sf "$lib" "$WORK/nccl/lib/libnccl.so"
-            ln -sf "$lib" "$WORK/nccl/lib/libnccl.so.2"
             NCCL_WHERE=$n
-            MAKE_ARGS+=("NCCL_HOME=$WORK/nccl")
+            [ -n "$MPICC" ] || break
+            # pip's wheel ships libnccl.so.2 only: a libnccl.so for the linker, beside the headers, in build/
+            # (the binaries' rpath points there, so it must outlive this run: not in $WORK)
+            lib=$(find "$n/lib" -name 'libnccl.so*' | sort | head -n 1)
+            d=$PWD/build/nccl-wheel
+            mkdir -p "$d/lib"
+            ln -sfn "$n/include" "$d/include"
+            ln -sf "$lib" "$d/lib/libnccl.so"
+            ln -sf "$lib" "$d/lib/libnccl.so.2"
+            MAKE_ARGS+=("NCCL_HOME=$d")
             break
         fi
     done
 fi
-echo "NCCL:     ${NCCL_WHERE:-not found (single-process build)}"
+if [ -z "$NCCL_WHERE" ]; then echo "NCCL:     not found (single-process build)"
+elif [ -z "$MPICC" ]; then echo "NCCL:     $NCCL_WHERE, not used: no MPI (mpicc), so the build is single-process"
+else echo "NCCL:     $NCCL_WHERE"; fi
 if [ -n "${GPU_ARCHS:-}" ]; then
     MAKE_ARGS+=("GPU_ARCHS=$GPU_ARCHS")
 elif [ -n "$CC_CAP" ]; then
@@ -362,10 +404,14 @@ if ! run must build 300 make -B -j"$JOBS" gpu "${MAKE_ARGS[@]}"; then
     echo "gpu_check: the build failed; nothing else to run"
     return 1
 fi
+cp build/ptxas-train_gpu.txt build/ptxas-train_gpu_fp32.txt "$LOG_DIR"/ 2> /dev/null || true
 
-# ---- 3. tests (the FP32 build's without the H=4096 shapes: its SIMT matmul there is slow and buys little)
-say "tests: build/test_gpu"
-run must test_gpu 180 build/test_gpu
+# ---- 3. tests: every group without the H=4096 shapes first, then the matmul group with them (the
+# FP32 build's not: its SIMT matmul there is slow and buys little)
+say "tests: build/test_gpu --quick"
+run must "test_gpu --quick" 150 build/test_gpu --quick
+say "tests: build/test_gpu --only matmul (the paper's shapes too)"
+run must "test_gpu --only matmul" 90 build/test_gpu --only matmul
 say "tests: build/test_gpu_fp32 --quick"
 run must test_gpu_fp32 120 build/test_gpu_fp32 --quick
 
@@ -375,6 +421,8 @@ if [ "$HAVE_GPU" = 0 ]; then
     return 1
 fi
 S16=${BENCH_STEPS_FP16:-8}
+say "benchmark: the DRAM and the L2 bandwidth, by device copies (perf_model.py's hbm_gbs x mem_eff and l2_gbs)"
+run bench "bench copy" 30 build/test_gpu --bench-copy | tee -a "$BENCH"
 say "benchmark: each kernel of one forward and one backward time step, timed by events (FP16)"
 for B in 128 256; do
     run bench "bench kernels B=$B" 60 build/test_gpu --bench-kernels "$B" | tee -a "$BENCH"
@@ -421,7 +469,8 @@ summary() {
     say "summary"
     if [ -s "$TIMEOUTS" ]; then echo "benchmarks cut short (not failures):"; sed 's/^/  /' "$TIMEOUTS"; fi
     if [ "$1" -eq 0 ]; then
-        echo "gpu_check: PASS (preflight, build, test_gpu FP16, test_gpu_fp32 --quick) in $(( $(date +%s) - T_START )) s; logs in $LOG_DIR"
+        echo "gpu_check: PASS (preflight, build, test_gpu FP16 --quick and its matmul group, test_gpu_fp32 --quick)" \
+             "in $(( $(date +%s) - T_START )) s; logs in $LOG_DIR"
     else
         echo "gpu_check: FAIL: $(paste -sd ';' "$FAILS")"
         echo "logs in $LOG_DIR"

@@ -35,7 +35,7 @@ GPUS = {
         tc_tflops=989.0,    # dense FP16 tensor core, FP32 accumulate (data sheet; 1979 is with sparsity)
         fp32_tflops=67.0,   # FP32 on the CUDA cores (the FP32 build's SIMT matmul)
         hbm_gbs=4800.0,     # HBM3e (data sheet)
-        l2_mb=50.0,         # L2 (the brief's figure; the W_h stream evicts everything between time steps anyway)
+        l2_mb=60.0,         # L2: what PyTorch read on this workplace's H200 (.library/device/KINDS.md, 2026-10-28)
         sms=132, mem_gb=141,
         tc_flop_clk=4096,   # dense FP16 FLOP per SM per clock (wgmma): 989 TFLOP/s = 132 SMs x 4096 x 1.83 GHz
         clock_ghz=1.83,     # the clock of the data sheet's tensor peak
@@ -53,18 +53,26 @@ GPUS = {
         bar_clk=100.0,      # clocks a block stalls per slab at its barrier (wait_group, __syncthreads, the first LDSM's
                             # latency), hidden by the other blocks on the SM: the SM loses bar_clk / blocks per SM
         epi_instr=24,       # instructions per output element in the epilogue (epilogue_store, its branches and loads)
-        mem_eff=0.90,       # achievable fraction of HBM bandwidth for streaming kernels (a device copy reaches ~4.3 TB/s)
+        mem_eff=0.90,       # achievable fraction of HBM bandwidth for streaming kernels: a device-to-device copy moved
+                            # 4.3 TB/s on this workplace's H200s (KINDS.md, 2026-10-28, 11-04); gpu_check.sh measures it
         lat_ns=600.0,       # DRAM latency under load, for Little's law (unloaded ~ 500 ns; loaded is higher)
-        l2_gbs=10000.0,     # L2 bandwidth, only for operands that stay in L2 (the matmul benchmark, variant l2)
+        l2_gbs=7500.0,      # L2 -> SM bandwidth: every matmul's tile reads cross it (M N K es (1/BM + 1/BN) bytes).
+                            # Assumed, the middle of the range the review of the model gave (5.5-10 TB/s; l2_range);
+                            # gpu_check.sh measures it (bench_l2: a device copy that stays in L2)
+        l2_range=(10000.0, 5500.0),  # l2_gbs at the fast and the slow corner of the range
         l2_lat_ns=300.0,    # L2 hit latency under load
         eff_simt=0.50,      # SIMT FP32 matmul: fraction of fp32_tflops
         gap_us=2.0,         # GPU idle between two dependent kernels launched one by one into a stream
         graph_gap_us=1.0,   # the same inside a CUDA graph
         sync_us=10.0,       # a host round trip: a synchronous cudaMemcpy of a few bytes (2 per step + 3 uploads)
         pcie_gbs=10.0,      # pageable host-to-device copies (the batch upload)
-        eff_lt=0.70,        # cuBLASLt's sm_90 (wgmma, TMA) kernels on the large products: fraction of tc_tflops
+        eff_lt=0.70,        # cuBLASLt's sm_90 (wgmma, TMA) kernels on a busy SM: fraction of tc_tflops (an 8192^3 bf16
+                            # product through PyTorch ran at 769-798 TFLOP/s, 0.78-0.81, on this workplace's H200s:
+                            # KINDS.md; the model's products are smaller, with an epilogue, hence less)
+        lt_tile=128,        # cuBLASLt's tile edge for its L2 traffic (assumed: 128 x 128; a larger tile reads less)
         lt_in_flight=4,     # k-slabs of 64 a cuBLASLt block keeps in flight (a 5-stage TMA pipeline)
-        l2_persist_mb=37.5, # L2 that cudaAccessPolicyWindow may set aside for persisting lines (75%)
+        l2_persist_mb=45.0, # L2 that cudaAccessPolicyWindow may set aside for persisting lines (assumed: 75% of
+                            # l2_mb, as the CUDA guide's A100 example, 30 of 40 MB; the device says its own)
     ),
     "v100": dict(
         name="V100 SXM2",
@@ -78,11 +86,18 @@ GPUS = {
         cp_async=False,     # sm_70: the same kernel copies each slab synchronously: one slab in flight
         frag_bytes=1024,    # assumed: sm_70 has no LDSM; HMMA.884 takes its operands replicated in both quad pairs
         mma_sync_frac=1.0,  # Volta's HMMA is its full tensor rate
-        pipe_overlap=0.5, bar_clk=100.0, epi_instr=24,
-        mem_eff=0.85, lat_ns=500.0, l2_gbs=2500.0, l2_lat_ns=250.0,
+        pipe_overlap=0.25,  # fewer warps to hide one pipe under the other than on the H200: synchronous slab copies,
+                            # 1 block of 8 warps (128x128) or 3 of 4 (64x64) an SM; at 0.5 the hand-written kernel
+                            # would run the paper's model at 83k chars/s, faster than the 76k of the paper's cuBLAS
+                            # (dev/scaling.md); at 0.25 the paper check gives 109x and 4.0 h, as the paper
+        bar_clk=100.0, epi_instr=24,
+        mem_eff=0.85, lat_ns=500.0, l2_lat_ns=250.0,
+        l2_gbs=2150.0,      # measured 2.16 TB/s: Jia et al. 2018, "Dissecting the NVIDIA Volta GPU architecture via
+                            # microbenchmarking"
+        l2_range=(2500.0, 1800.0),
         eff_simt=0.60,
         gap_us=3.0, graph_gap_us=1.5, sync_us=10.0, pcie_gbs=8.0,
-        eff_lt=None, lt_in_flight=None, l2_persist_mb=0.0,  # no wgmma; no persisting-L2 control before sm_80
+        eff_lt=None, lt_in_flight=None, lt_tile=None, l2_persist_mb=0.0,  # no wgmma; no persisting L2 before sm_80
     ),
 }
 
@@ -158,8 +173,8 @@ BK = 32
 # counts are assumed for sm_70), per warp: the slab loop's instructions besides HMMA, LDSM, LDGSTS
 # and the barrier (addresses, stage offsets, loop, commit), per slab; and a split-K block's
 # epilogue, its partial sums stored straight from the fragments (STG.64 and their addresses)
-SASS_OTHER = {"wmma128": 95, "wmma128w64": 201, "wmma64": 99}
-SASS_SPLIT_STORE = {"wmma128": 98, "wmma128w64": 168, "wmma64": 55}
+SASS_OTHER = {"wmma128": 95, "wmma128w64": 193, "wmma64": 99}
+SASS_SPLIT_STORE = {"wmma128": 98, "wmma128w64": 170, "wmma64": 55}
 
 
 def smem_bytes(plan, stages=3):
@@ -221,11 +236,12 @@ def wmma_eff(plan, K, g, r, split=False):
 
 
 def matmul(name, M, N, K, g, fp16, flags, *, extra_read=0, extra_write=0, out_bytes=4, weight=None,
-           weight_in_l2=False, bench=False, stages=3, mlstm_epilogue=False):
+           weight_in_l2=False, bench=False, stages=3, mlstm_epilogue=False, grid_sms=0):
     """One product. weight: 'A' or 'B', the operand that is a weight matrix (read from DRAM
     every time step in the time loops). mlstm_epilogue: an epilogue cuBLASLt cannot finish itself
     (mh, z, dm: train.cu's EpilogueKind other than EPI_PLAIN). Returns a kernel record (times in us);
-    with split-K or cuBLASLt's separate epilogue, the record includes the second kernel (launches = 2)."""
+    with split-K or cuBLASLt's separate epilogue, the record includes the second kernel (launches = 2).
+    grid_sms: a bounded grid (train.cu's grid_bound) on that many SMs, one block each."""
     es = 2 if fp16 else 4  # storage bytes per element of the operands
     lt = "cublaslt" in flags and fp16 and g["eff_lt"]
     plan, splits = tile_plan(M, N, K, g, fp16, splitk="splitk" in flags and not lt)
@@ -242,23 +258,34 @@ def matmul(name, M, N, K, g, fp16, flags, *, extra_read=0, extra_write=0, out_by
         BM, BN, threads, peak, eff, r, bk, in_flight = 64, 64, 256, g["fp32_tflops"], g["eff_simt"], 1, 16, 1
         r = blocks_per_sm("simt", g)
     elif plan == "cublaslt":
-        BM, BN, peak, eff, r, bk, in_flight = 128, 128, g["tc_tflops"], g["eff_lt"], 1, 64, g["lt_in_flight"]
+        BM = BN = g["lt_tile"]
+        peak, eff, r, bk, in_flight = g["tc_tflops"], g["eff_lt"], 1, 64, g["lt_in_flight"]
     else:
         BM, BN = TILES[plan][:2]
         r = blocks_per_sm(plan, g, stages)
-        peak, eff, bk = g["tc_tflops"], wmma_eff(plan, K / splits, g, r, split=splits > 1), BK
+        # a small grid leaves fewer blocks on an SM than fit (mh, dm, dh at B <= 256: 256 blocks of the
+        # 64x64 tile on 132 SMs, 2 an SM, not 7): the barrier stall is shared by those, and a bounded grid
+        # (switch overlap's weight gradients beside the loop) runs one block an SM
+        resident_per_sm = 1 if grid_sms else min(r, math.ceil(math.ceil(M / BM) * math.ceil(N / BN) * splits
+                                                               / g["sms"]))
+        peak, eff, bk = g["tc_tflops"], wmma_eff(plan, K / splits, g, resident_per_sm, split=splits > 1), BK
         in_flight = (stages - 1) if g["cp_async"] else 1
     blocks = math.ceil(M / BM) * math.ceil(N / BN) * splits
-    waves = math.ceil(blocks / g["sms"])
-    util = blocks / (waves * g["sms"])
+    sms = grid_sms or g["sms"]  # a bounded grid: the SMs it may hold
+    waves = math.ceil(blocks / sms)
+    util = blocks / (waves * sms) * sms / g["sms"]
     t_compute = flops / (peak * 1e12 * eff * util) * 1e6
+    # L2 -> SM: each block reads its BM x K and K x BN slabs through L2, M N K es (1/BM + 1/BN) bytes in all
+    # (twice the DRAM bytes of a weight for every 64 rows of the batch at the 64x64 tile)
+    l2_bytes = flops / 2 * es * (1 / BM + 1 / BN)
+    t_l2 = l2_bytes / (g["l2_gbs"] * 1e9) * 1e6
     # memory, two limits. Bandwidth: every operand read once from DRAM (L2 absorbs the tiles'
     # re-reads), the output and epilogue tensors written once. Latency (Little's law): a block
     # walks its K in slabs and keeps in_flight of them in flight, so it needs slabs x latency /
     # in_flight, per wave of resident blocks. The latency is DRAM's when the slabs stream a weight
     # that does not stay in L2 (the per-step products: W_h's 134 MB stream evicts W_mh between
     # steps), L2's for the matmul benchmark's repeated small operands and a pinned W_mh.
-    resident = min(blocks, r * g["sms"])
+    resident = min(blocks, sms if grid_sms else r * g["sms"])
     from_l2 = (bench and a_bytes + b_bytes <= 0.8 * g["l2_mb"] * 1e6) or (weight_in_l2 and weight)
     lat = g["l2_lat_ns"] if from_l2 else g["lat_ns"]
     t_latency = math.ceil(blocks / resident) * math.ceil(K / splits / bk) * lat * 1e-3 / in_flight
@@ -278,17 +305,18 @@ def matmul(name, M, N, K, g, fp16, flags, *, extra_read=0, extra_write=0, out_by
     t_memory = max(t_latency, dram / (bw * 1e9) * 1e6)
     t_second = second / (bw * 1e9) * 1e6
     if g["cp_async"] or plan == "simt":
-        t = max(t_compute, t_memory)
+        t = max(t_compute, t_memory, t_l2)
     else:  # synchronous slab copies: a block waits, then computes; co-resident blocks hide part of it
-        t = max(t_compute, t_memory) + min(t_compute, t_memory) / math.ceil(resident / g["sms"])
-    bound = "compute" if t_compute >= t_memory else ("latency" if t_latency * 1e-6 * bw * 1e9 > dram else "memory")
+        t = max(t_compute, t_memory, t_l2) + min(t_compute, t_memory) / math.ceil(resident / g["sms"])
+    bound = ("l2" if t_l2 > max(t_compute, t_memory) else "compute" if t_compute >= t_memory
+             else "latency" if t_latency * 1e-6 * bw * 1e9 > dram else "memory")
     t += t_second
     t_memory += t_second
     dram += second
     launches = 2 if mid else 1
     return dict(name=name, kind="matmul", plan=plan + ("/%d" % splits if splits > 1 else ""), blocks=blocks,
-                flops=flops, bytes=dram, t_compute=t_compute, t_memory=t_memory, t=t, bound=bound, launches=launches,
-                eff=eff, per_sm=r)
+                flops=flops, bytes=dram, t_compute=t_compute, t_memory=t_memory, t_l2=t_l2, l2_bytes=l2_bytes, t=t,
+                bound=bound, launches=launches, eff=eff, per_sm=r)
 
 
 def stream(name, read, write, g, flops=0.0, launches=1):
@@ -308,6 +336,7 @@ def host(name, t, n=1):
 # One training step of train.cu (model_step, model_check, model_apply), world = 1.
 
 OVERLAP_CHUNKS = 4  # train.cu's backward loop in 4 chunks of T/4 steps; dW_h, dW_mh of each finished one on stream 2
+OVERLAP_LT_SM_DIVISOR = 2  # train.cu's: beside the loop, ours runs one block an SM, cuBLASLt plans for 1/2 the SMs
 
 
 def step_kernels(g, B, T=T_DEFAULT, fp16=True, variant="as-is"):
@@ -328,14 +357,15 @@ def step_kernels(g, B, T=T_DEFAULT, fp16=True, variant="as-is"):
                F * (5 * H * D + 5 * H * H) + F * 10 * H + F * V * H,
                X * (5 * H * D + 5 * H * H + V * H) + F * 10 * H, g, launches=5))
     add(stream("embed_fwd", N * 1 + V * D * F, N * D * X, g))
-    add(mm("zx = e W_x^T + b", N, 4 * H, D, g, fp16, flags, out_bytes=X, extra_read=4 * H * F))
+    add(mm("zx = e W_x^T + b", N, 4 * H, D, g, fp16, flags, out_bytes=F, extra_read=4 * H * F))
     add(mm("mx = e W_mx^T", N, H, D, g, fp16, flags, out_bytes=X))
     add(stream("to_x h0; copy c0", BH * F + BH * F, BH * X + BH * F, g, launches=2))
     add(mm("mh = h W_mh^T; m = mx*mh  [per t]", B, H, H, g, fp16, flags, out_bytes=X,
            extra_read=BH * X + B, extra_write=BH * X, weight="B", weight_in_l2=l2, mlstm_epilogue=True), T)
-    add(mm("z = zx + m W_h^T  [per t]", B, 4 * H, H, g, fp16, flags, out_bytes=F,
-           extra_read=4 * BH * X, weight="B", mlstm_epilogue=True), T)
-    add(stream("cell_fwd  [per t]", 4 * BH * F + BH * F + B, 4 * BH * X + BH * X + BH * F, g), T)
+    # z_t += m_t W_h^T in place (FP32, kept for backward): a plain accumulating epilogue, cuBLASLt's beta = 1
+    add(mm("z = zx + m W_h^T  [per t]", B, 4 * H, H, g, fp16, flags, out_bytes=F, extra_read=4 * BH * F,
+           weight="B"), T)
+    add(stream("cell_fwd  [per t]", 4 * BH * F + BH * F + B, BH * X + BH * F, g), T)
     add(mm("logits = h W_out^T + b", N, V, H, g, fp16, flags, out_bytes=F, extra_read=V * F))
     add(stream("softmax_xent", N * V * F + N, N * V * X + N * F, g))
     add(stream("reduce loss", N * F, 0, g))
@@ -345,10 +375,12 @@ def step_kernels(g, B, T=T_DEFAULT, fp16=True, variant="as-is"):
     # ---- backward
     add(stream("memset grads", 0, np_ * F, g))
     add(mm("dW_out = dlogits^T h", V, H, N, g, fp16, flags))
-    add(stream("colsum b_out (2 kernels)", N * V * X, 64 * V * F, g, launches=2))
+    chunks = min(N, max(64, 2 ** 18 // V))  # train.cu's colsum_chunks
+    add(stream("colsum b_out (2 kernels)", N * V * X + chunks * V * F, chunks * V * F + V * F, g, launches=2))
     add(mm("dhs = dlogits W_out", N, H, V, g, fp16, flags, out_bytes=X))
     add(stream("memset dh, dc", 0, 2 * BH * F, g, launches=2))
-    add(stream("cell_bwd  [per t]", 4 * BH * X + 4 * BH * F + BH * X + B, 4 * BH * X + BH * F, g), T)
+    # the gates recomputed from the FP32 z_t (4 BH F), with dh, dc, c_prev, c, dhs
+    add(stream("cell_bwd  [per t]", 4 * BH * F + 4 * BH * F + BH * X + B, 4 * BH * X + BH * F, g), T)
     add(mm("dm = dz W_h; dmx, dmh  [per t]", B, H, 4 * H, g, fp16, flags, out_bytes=X,
            extra_read=2 * BH * X + B, extra_write=BH * X, weight="B", mlstm_epilogue=True), T)
     add(mm("dh = dmh W_mh  [per t]", B, H, H, g, fp16, flags, out_bytes=F, weight="B", weight_in_l2=l2), T)
@@ -386,27 +418,41 @@ def step_kernels(g, B, T=T_DEFAULT, fp16=True, variant="as-is"):
 
 
 def overlap_wgrad(ks, loop_end, g, B, T, fp16, flags):
-    """dW_h and dW_mh in OVERLAP_CHUNKS chunks of T/4 time steps (K = B T/4 rows each), each
-    launched on a second stream as soon as the backward loop has finished its steps, accumulated in
-    a fixed order. They run in the pipe capacity the loop's products leave idle (1 - the share of
-    the loop's time those products compute), at most the first chunks-1 of them (the last chunk
-    finishes with the loop); the rest runs after it."""
+    """dW_h and dW_mh in OVERLAP_CHUNKS chunks of T/4 time steps (K = B T/4 rows each), on a second
+    stream at the lowest priority as the backward loop finishes each chunk's steps, accumulated in a
+    fixed order (train.cu's wgrad_chunk). The first chunks-1 run beside the loop on a bounded grid: the
+    hand-written kernel one block an SM (alone on its SM while the loop's products wait on memory),
+    cuBLASLt planned for sms / OVERLAP_LT_SM_DIVISOR SMs (its blocks take a whole SM each). They use
+    what the loop's products leave idle of the pipes (1 - the share of the loop's time those products
+    compute); beyond that they take it from the loop, whose compute-bound products share those SMs, and
+    the loop is that much longer. What they have not done when the loop ends runs after it, still
+    bounded; then the last chunk, on the whole GPU."""
+    C = OVERLAP_CHUNKS
     loop = [(k, n) for k, n in ks[:loop_end] if n == T and k["name"].startswith(("cell_bwd", "dm =", "dh ="))]
     t_loop = sum(k["t"] * n for k, n in loop)
     busy = sum(min(k["t_compute"], k["t"]) * n for k, n in loop if k["kind"] == "matmul")
-    spare = max(0.0, t_loop - busy)
+    avail = t_loop * (C - 1) / C  # the loop's time after its first chunk
+    spare = max(0.0, t_loop - busy) * (C - 1) / C  # of it, the pipes' idle time (whole-GPU time)
+    lt = "cublaslt" in flags and fp16 and g["eff_lt"]
+    bound = max(1, g["sms"] // OVERLAP_LT_SM_DIVISOR) if lt else g["sms"]
+    share = bound / g["sms"]  # the share of the GPU the bounded grid holds
     out = []
     for k, n in ks:
         if k["name"] in ("dW_h = dz^T m", "dW_mh = dmh^T h"):
             M, Nn = (4 * H, H) if k["name"].startswith("dW_h") else (H, H)
-            chunk = matmul(k["name"], M, Nn, B * T // OVERLAP_CHUNKS, g, fp16, flags)
-            total = chunk["t"] * OVERLAP_CHUNKS
-            hidden = min(total * (OVERLAP_CHUNKS - 1) / OVERLAP_CHUNKS, spare)
-            spare -= hidden
-            name = k["name"] + " (%d chunks on stream 2, %.0f%% behind the backward loop)" % (
-                OVERLAP_CHUNKS, 100 * hidden / total)
-            k = dict(chunk, name=name, t=total - hidden, launches=OVERLAP_CHUNKS * chunk["launches"] + 2,
-                     bytes=chunk["bytes"] * OVERLAP_CHUNKS, flops=chunk["flops"] * OVERLAP_CHUNKS)
+            beside = matmul(k["name"], M, Nn, B * T // C, g, fp16, flags, grid_sms=bound)
+            last = matmul(k["name"], M, Nn, B * T // C, g, fp16, flags)
+            work = beside["t"] * (C - 1)
+            hidden = min(work, avail)
+            avail -= hidden
+            taken = share * hidden  # whole-GPU pipe time the bounded grid used beside the loop
+            stolen = max(0.0, taken - spare)
+            spare = max(0.0, spare - taken)
+            name = k["name"] + " (%d of %d chunks beside the loop on %d SMs, %.0f%% of them hidden; the last after)" % (
+                C - 1, C, bound, 100 * hidden / work)
+            k = dict(last, name=name, t=stolen + (work - hidden) + last["t"],
+                     launches=(C - 1) * beside["launches"] + last["launches"] + 2,
+                     bytes=beside["bytes"] * (C - 1) + last["bytes"], flops=last["flops"] * C)
         out.append((k, n))
     return out
 
@@ -441,7 +487,7 @@ def device_bytes(B, T=T_DEFAULT, fp16=True):
     """train.cu's model_create(): parameters + Adam (FP32), weights and activations."""
     X, F, N, np_ = (2 if fp16 else 4), 4, B * T, param_count()
     nW = 5 * H * D + 5 * H * H
-    act = (nW + V * H) * X + nW * F + N * D * X + N * 4 * H * X + B * 4 * H * F + 3 * N * H * X \
+    act = (nW + V * H) * X + nW * F + N * D * X + N * 4 * H * F + 3 * N * H * X \
         + (N + B) * H * (X + F) + N * V * (F + X) + N * 4 * H * X + 3 * N * H * X + N * D * F
     return 4 * np_ * F + act
 
@@ -481,7 +527,7 @@ def kernel_table(g, B, T, fp16, variant):
 def compact_table(g, batches, T, fp16, variant):
     """One row per kernel, one column per batch size: tile, GFLOP, DRAM bytes, time each, bound."""
     per_b = [step_kernels(g, B, T, fp16, variant) for B in batches]
-    letter = dict(compute="C", memory="M", latency="L", host="H", launch="-", issue="I")
+    letter = dict(compute="C", memory="M", latency="L", host="H", launch="-", issue="I", l2="L2")
     print("| kernel | x | " + " | ".join("B=%d: tile, GFLOP, DRAM, us each, bound" % B for B in batches) + " |")
     print("|---|--:|" + "---|" * len(batches))
     for i, (k0, n) in enumerate(per_b[0]):
@@ -545,10 +591,15 @@ def with_constants(g, changes):
     return c
 
 
+def corner(g, which):
+    """GPU g at the range's fast or slow corner: RANGE's constants, and its own l2_range."""
+    return with_constants(g, dict(RANGE[which], l2_gbs=g["l2_range"][0 if which == "fast" else 1]))
+
+
 def step_range(g, B, T, fp16=True, variant="as-is"):
     """(nominal, fast corner, slow corner) summaries of one step."""
-    return [summarize(step_kernels(gg, B, T, fp16, variant), B, T, gg)
-            for gg in (g, with_constants(g, RANGE["fast"]), with_constants(g, RANGE["slow"]))]
+    return [summarize(step_kernels(gg, B, T, fp16, variant), B, T, gg) for gg in (g, corner(g, "fast"),
+                                                                                  corner(g, "slow"))]
 
 
 def range_table(gk, batches, T, fp16):
@@ -597,6 +648,8 @@ KERNELS = (("mh", "mh = h W_mh^T"), ("z", "z = zx + m W_h^T"), ("cell_fwd", "cel
 def predict_lines(gk, batches, T):
     """What dev/gpu_check.sh compares with the benchmark's bench_step, bench_kernel and bench_matmul lines."""
     g = GPUS[gk]
+    print("predict_bandwidth gpu=%s dram_gbs=%.0f l2_gbs=%.0f l2_fast=%.0f l2_slow=%.0f" % (
+        gk, g["hbm_gbs"] * g["mem_eff"], g["l2_gbs"], g["l2_range"][0], g["l2_range"][1]))
     for fp16 in (True, False):
         for B in batches:
             n, f, sl = step_range(g, B, T, fp16)
@@ -663,8 +716,9 @@ def main(argv=None):
         ap.error("--seq-len %d: must be in 1 .. 65536" % a.seq_len)
     for kv in a.set:
         key, sep, val = kv.partition("=")
-        if not sep or key not in GPUS[gpus[0]] or key == "name":
-            ap.error("--set %s: expected KEY=VALUE with KEY one of %s" % (kv, ", ".join(k for k in GPUS["h200"] if k != "name")))
+        settable = [k for k, v in GPUS["h200"].items() if k != "name" and not isinstance(v, tuple)]  # (l2_range: a pair)
+        if not sep or key not in settable:
+            ap.error("--set %s: expected KEY=VALUE with KEY one of %s" % (kv, ", ".join(settable)))
         for gk in gpus:
             old = GPUS[gk][key]
             try:
@@ -694,7 +748,8 @@ def main(argv=None):
         for gk in gpus:
             print("\n%s, %s; nominal constants (fast corner - slow corner: %s)\n" % (
                 GPUS[gk]["name"], "FP16" if fp16 else "FP32",
-                "; ".join("%s %s - %s" % (k, RANGE["fast"][k], RANGE["slow"][k]) for k in RANGE["fast"])))
+                "; ".join(["%s %s - %s" % (k, RANGE["fast"][k], RANGE["slow"][k]) for k in RANGE["fast"]]
+                          + ["l2_gbs %s - %s" % GPUS[gk]["l2_range"]])))
             range_table(gk, batches, a.seq_len, fp16)
     elif a.mix:
         mix_table(gpus)

@@ -64,7 +64,7 @@ def main():
     print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|")
     for part in re.split(r"\n\s*Function : ", sass)[1:]:
         name, body = part.split("\n", 1)
-        if "matmul_wmma_kernel" not in name or "Li3EE" not in name:
+        if "matmul_wmma_kernel" not in name or "Li3ELb0EE" not in name:  # 3 stages, not the bounded grid's
             continue
         tile = next((t for k, t in TILE.items() if "ILi" + k in name), "?")
         layout = next((v for k, v in LAYOUT.items() if k in name), "?")

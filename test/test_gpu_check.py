@@ -5,10 +5,13 @@ on PATH, so what is checked is the script's own logic:
   1. a benchmark cut off by the deadline is reported as timed out, the ones after it as not
      run, and neither is a failure (exit 0) -- issue 12 item 2;
   2. a benchmark that crashes, or a failing test program, is a failure (exit 1);
-  3. a driver older than nvcc's CUDA release stops the run first, with one line, before any
-     build or test (issue 24 item 3);
-  4. the logs are in LOG_DIR, written as the run goes; the report says what was not exercised
-     (NCCL with two ranks, the GPU_DEBUG build).
+  3. a driver older than nvcc's CUDA release, or no cuBLASLt for nvcc, stops the run first, with
+     one line, before any build or test;
+  4. the logs are in LOG_DIR, written as the run goes (7 files: nvidia-smi -q and ptxas's reports
+     too); the report says what was not exercised (NCCL with two ranks, the GPU_DEBUG build);
+  5. test_gpu runs --quick first, then its matmul group in full;
+  6. NCCL from pip's wheel: with mpicc linked from build/nccl-wheel, which outlives the run (the
+     binaries' rpath); without mpicc said in one line (single-process) and not linked.
 Ends with 'test_gpu_check: N passed, N failed'."""
 import os
 import shutil
@@ -53,6 +56,9 @@ case "$1" in
     done ;;
   --bench-kernels)
     echo "bench_kernel precision=FP16 B=$2 T=256 H=4096 what=dm plan=wmma64 us=300.00" ;;
+  --bench-copy)
+    echo "bench_copy what=dram bytes=1073741824 reps=200 us=500.00 gbs=4295"
+    echo "bench_copy what=l2_slope bytes=7864320 reps=200 us=2.50 gbs=6291" ;;
   *)
     [ "$FAKE" = failtest ] && { echo "test_gpu: 0 passed, 1 failed"; exit 1; }
     echo "test_gpu: 5 passed, 0 failed" ;;
@@ -63,6 +69,8 @@ echo "$*" >> "$FAKE_BIN/../make_calls"
 if [ "$1" = -s ] && [ "$2" = probe ]; then echo "NCCL: no"; exit 0; fi
 mkdir -p build
 cp "$FAKE_BIN/test_prog" build/test_gpu && cp "$FAKE_BIN/test_prog" build/test_gpu_fp32
+echo "ptxas info    : Used 122 registers" > build/ptxas-train_gpu.txt
+echo "ptxas info    : Used 64 registers" > build/ptxas-train_gpu_fp32.txt
 echo "GPU build: (stand-in) $*"
 '''
 FAKE_SMI = r'''
@@ -70,11 +78,13 @@ case "$*" in
   *name*) echo "NVIDIA H200" ;;
   *driver_version*) echo "${FAKE_DRIVER:-580.159.04}" ;;
   *compute_cap*) echo "9.0" ;;
+  -q) echo "==============NVSMI LOG==============" ;;
   *) echo "| NVIDIA-SMI ${FAKE_DRIVER:-580.159.04}   Driver Version: ${FAKE_DRIVER:-580.159.04}   CUDA Version: ${FAKE_DRIVER_CUDA:-13.0} |" ;;
 esac
 '''
 FAKE_NVCC = r'''
 if [ "$1" = --version ]; then echo "Cuda compilation tools, release 13.0, V13.0.48"; exit 0; fi
+case "$*" in *-lcublasLt*) [ "$FAKE" = nolt ] && { echo "lt.cu(1): fatal error: cublasLt.h: No such file"; exit 1; } ;; esac
 for a in "$@"; do case "$prev" in -o) : > "$a" ;; esac; prev=$a; done
 '''
 
@@ -115,7 +125,8 @@ with tempfile.TemporaryDirectory() as tmp:
     row = "| FP16 | ours | as-is | 128 | 327680 | 100.0 | %.1f |" % p128
     check(row in out, "the report puts the B=128 step beside its prediction: %s" % row)
     files = sorted(os.listdir(log)) if os.path.isdir(log) else []
-    check(files == ["bench.txt", "gpu_check.log", "predict.txt", "report.md"], "LOG_DIR holds %s" % files)
+    check(files == ["bench.txt", "gpu_check.log", "nvidia-smi-q.txt", "predict.txt", "ptxas-train_gpu.txt",
+                    "ptxas-train_gpu_fp32.txt", "report.md"], "LOG_DIR holds %s (at most 8 come back from a GPU run)" % files)
     with open(os.path.join(log, "gpu_check.log")) as f:
         check("gpu_check: PASS" in f.read(), "gpu_check.log ends with the summary")
     check("GPU_ARCHS=-gencode arch=compute_90,code=sm_90" in out, "builds for the detected architecture only")
@@ -131,6 +142,12 @@ with tempfile.TemporaryDirectory() as tmp:
           and "test_gpu_fp32 --quick" in calls and "test_gpu_fp32 --bench-step" not in calls
           and "test_gpu_fp32 --matmul" not in calls,
           "the other benchmarks still run and are reported; no FP32 step runs, test_gpu_fp32 --quick")
+    runs = [ln.split(" ", 1)[1] for ln in calls.splitlines() if ln.split(" ", 1)[0].endswith("build/test_gpu")]
+    check(runs[:2] == ["--quick", "--only matmul"],
+          "test_gpu runs --quick first, then its matmul group in full (the paper's shapes): %s" % runs[:2])
+    check("| DRAM (a copy between 1 GiB buffers; model: hbm_gbs x mem_eff) | 4295 | 4320 | 0.99 |" in r.stdout
+          and "| L2 (two copies within L2, their difference; model: l2_gbs, range 5500-10000) | 6291 | 7500 | 0.84 |"
+          in r.stdout, "the report sets the measured DRAM and L2 bandwidths beside the model's constants")
     check("| 128 | dm | wmma64 | 300.0 |" in r.stdout and "| 256 | dm | wmma64 | 300.0 |" in r.stdout
           and "| dm 128 x 4096 x 16384 | 0.200 | 0.200 | 0.200 |" in r.stdout,
           "the kernels of a time step (B=128, 256) and the per-step products at three depths are reported")
@@ -147,7 +164,7 @@ with tempfile.TemporaryDirectory() as tmp:
           and "CUDA graphs / direct launches of the time loops, FP16 B=128 (chars/s): 1.25" in r.stdout,
           "the step without graphs is timed and set against the graphs (1.25)")
     r, log = run_check(tmp, "failtest", 300)
-    check(r.returncode == 1 and "test_gpu (exit 1)" in r.stdout, "a failing test program fails the check")
+    check(r.returncode == 1 and "test_gpu --quick (exit 1)" in r.stdout, "a failing test program fails the check")
 
     with open(os.path.join(log, "report.md")) as f:
         rep = f.read()
@@ -169,6 +186,45 @@ with tempfile.TemporaryDirectory() as tmp:
         ran = [f for f in ("make_calls", "test_calls") if os.path.exists(os.path.join(tmp, f))]
         check(not ran and "==== build" not in r.stdout and "==== tests" not in r.stdout,
               "driver %s: it stops before the build: no make, no test program (%s)" % (drv, ran or "none ran"))
+
+    # no cuBLASLt for nvcc (cublasLt.h, libcublasLt): one line, then nothing built or run
+    for f in ("make_calls", "test_calls"):
+        if os.path.exists(os.path.join(tmp, f)):
+            os.remove(os.path.join(tmp, f))
+    r, log = run_check(tmp, "nolt", 300)
+    stops = [ln for ln in r.stdout.splitlines() if ln.startswith("gpu_check: STOP:")]
+    check(r.returncode == 1 and len(stops) == 1 and "cuBLASLt not found by nvcc" in stops[0]
+          and not os.path.exists(os.path.join(tmp, "make_calls")),
+          "no cuBLASLt: exit %d, one STOP line, no build: %s" % (r.returncode, stops))
+
+    # NCCL only as pip's wheel (nvidia-nccl-cu13), found through the user site-packages
+    ver = "python%d.%d" % sys.version_info[:2]
+    wheel = os.path.join(tmp, "userbase", "lib", ver, "site-packages", "nvidia", "nccl")
+    os.makedirs(os.path.join(wheel, "include"))
+    os.makedirs(os.path.join(wheel, "lib"))
+    open(os.path.join(wheel, "include", "nccl.h"), "w").close()
+    open(os.path.join(wheel, "lib", "libnccl.so.2"), "w").close()
+    script(os.path.join(tmp, "bin", "mpicc"), "exit 0\n")
+    for mpi in (False, True):
+        if os.path.exists(os.path.join(tmp, "make_calls")):
+            os.remove(os.path.join(tmp, "make_calls"))
+        env = dict(PYTHONUSERBASE=os.path.join(tmp, "userbase"))
+        if not mpi:
+            env["MPICC"] = ""
+        r, log = run_check(tmp, "none", 300, env)
+        made = open(os.path.join(tmp, "make_calls")).read()
+        line = [ln for ln in r.stdout.splitlines() if ln.startswith("NCCL:")]
+        link = os.path.join(tmp, "repo", "build", "nccl-wheel", "lib", "libnccl.so.2")
+        if mpi:
+            check(r.returncode == 0 and "NCCL_HOME=%s" % os.path.join(tmp, "repo", "build", "nccl-wheel") in made
+                  and os.path.islink(link) and os.path.realpath(link) == os.path.realpath(
+                      os.path.join(wheel, "lib", "libnccl.so.2")),
+                  "NCCL's wheel with mpicc: linked from build/nccl-wheel, which is still there after the run "
+                  "(the binaries' rpath): %s" % line)
+        else:
+            check(r.returncode == 0 and line == ["NCCL:     %s, not used: no MPI (mpicc), so the build is single-process"
+                                                 % wheel] and "NCCL_HOME" not in made,
+                  "NCCL's wheel without mpicc: one line says the build is single-process, NCCL not linked: %s" % line)
 
     # 4. bad arguments
     r = subprocess.run(["bash", os.path.join(ROOT, "dev", "gpu_check.sh"), "a", "b"], capture_output=True, text=True)

@@ -4,8 +4,13 @@
 // to its stream like a launch, so a capturing stream records it into the graph (cuBLASLt's
 // kernels are captured on a GPU; the replay computes it then). Checked, as a GPU would fail or
 // misbehave: every layout's rows, columns and leading dimension against its matrix, operand types,
-// C of D's shape and type, each operand inside one device allocation, an algorithm from
-// cublasLtMatmulAlgoGetHeuristic for these descriptors, the workspace it asked for.
+// C of D's shape and type, a bias of D's type (cuBLAS 13's cublasLt.h: bias elements have D's type
+// outside IMMA and FP8 kernels, which this layer does not have), each operand inside one device
+// allocation, an algorithm from cublasLtMatmulAlgoGetHeuristic for these descriptors, the
+// workspace it asked for, and each pointer at least as aligned as the algorithm was chosen for:
+// the preferences' CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES (256 unless set) for A, B, C and D,
+// the alignment of the bias pointer the heuristic was given for the bias.
+// CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET is kept in the descriptor and changes nothing here.
 #pragma once
 #include <stdio.h>
 #include "cublas_api.h"
@@ -18,10 +23,17 @@ typedef enum {
     CUBLASLT_MATMUL_DESC_TRANSB = 4,
     CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
     CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+    CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET = 15,
     CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26,
 } cublasLtMatmulDescAttributes_t;
 typedef enum { CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_BIAS = 4 } cublasLtEpilogue_t;
-typedef enum { CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1 } cublasLtMatmulPreferenceAttributes_t;
+typedef enum {
+    CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
+} cublasLtMatmulPreferenceAttributes_t;
 typedef struct cublaslt_desc {
     cublasComputeType_t compute;
     cudaDataType_t scale;
@@ -29,6 +41,7 @@ typedef struct cublaslt_desc {
     cublasLtEpilogue_t epilogue;
     const void *bias;
     cudaDataType_t bias_type;
+    int sm_target;
     long serial;  // bumped by every change, so an algorithm belongs to one state of the descriptor
 } *cublasLtMatmulDesc_t;
 typedef struct cublaslt_layout {
@@ -38,10 +51,12 @@ typedef struct cublaslt_layout {
 } *cublasLtMatrixLayout_t;
 typedef struct cublaslt_pref {
     uint64_t max_workspace;
+    uint32_t min_align[4];  // A, B, C, D (bytes)
 } *cublasLtMatmulPreference_t;
 typedef struct {
     uint64_t data[8];
-} cublasLtMatmulAlgo_t;  // data[0]: the descriptor it was found for, data[1]: its serial
+} cublasLtMatmulAlgo_t;  // data[0]: the descriptor it was found for, data[1]: its serial, data[2..6]: the
+                         // alignments it needs of A, B, C, D and the bias
 typedef struct {
     cublasLtMatmulAlgo_t algo;
     size_t workspaceSize;
@@ -61,7 +76,7 @@ static inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
 static inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *d, cublasComputeType_t c,
                                                       cudaDataType_t s) {
     if (c != CUBLAS_COMPUTE_32F || s != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
-    *d = new cublaslt_desc{c, s, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, nullptr, CUDA_R_32F, 0};
+    *d = new cublaslt_desc{c, s, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, nullptr, (cudaDataType_t)-1, 0, 0};
     return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
@@ -92,6 +107,10 @@ static inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t
         if (n != sizeof(int32_t)) break;
         d->bias_type = (cudaDataType_t)*(const int32_t *)v;
         return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET:
+        if (n != sizeof(int32_t) || *(const int32_t *)v < 0) break;
+        d->sm_target = *(const int32_t *)v;
+        return CUBLAS_STATUS_SUCCESS;
     }
     return CUBLAS_STATUS_INVALID_VALUE;
 }
@@ -107,7 +126,7 @@ static inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t 
     return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t *p) {
-    *p = new cublaslt_pref{0};
+    *p = new cublaslt_pref{0, {256, 256, 256, 256}};
     return CUBLAS_STATUS_SUCCESS;
 }
 static inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
@@ -117,14 +136,22 @@ static inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPrefe
 static inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
                                                                   cublasLtMatmulPreferenceAttributes_t a, const void *v,
                                                                   size_t n) {
-    if (a != CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES || n != sizeof(uint64_t)) return CUBLAS_STATUS_INVALID_VALUE;
-    p->max_workspace = *(const uint64_t *)v;
-    return CUBLAS_STATUS_SUCCESS;
+    if (a == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES && n == sizeof(uint64_t)) {
+        p->max_workspace = *(const uint64_t *)v;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    const uint32_t al = n == sizeof(uint32_t) ? *(const uint32_t *)v : 0;
+    if (a >= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES && a <= CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES && al &&
+        !(al & (al - 1))) {
+        p->min_align[a - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES] = al;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    return CUBLAS_STATUS_INVALID_VALUE;
 }
 
 namespace cudacpu {
 // The shapes of op(A) (m,k), op(B) (k,n), C and D (m,n) must agree; types as cuBLASLt takes them:
-// A and B the same (FP16 or FP32), D FP16 or FP32, C as D, an FP32 bias.
+// A and B the same (FP16 or FP32), D FP16 or FP32, C as D, a bias of D's type (-1, unset, means it).
 static inline bool lt_shapes_ok(const cublaslt_desc *d, const cublaslt_layout *a, const cublaslt_layout *b,
                                 const cublaslt_layout *c, const cublaslt_layout *dd) {
     uint64_t m = d->ta == CUBLAS_OP_N ? a->rows : a->cols, k = d->ta == CUBLAS_OP_N ? a->cols : a->rows;
@@ -132,7 +159,13 @@ static inline bool lt_shapes_ok(const cublaslt_desc *d, const cublaslt_layout *a
     return k == kb && c->rows == m && c->cols == n && dd->rows == m && dd->cols == n && a->type == b->type &&
            c->type == dd->type && c->ld == dd->ld &&
            (d->epilogue == CUBLASLT_EPILOGUE_DEFAULT ||
-            (d->epilogue == CUBLASLT_EPILOGUE_BIAS && d->bias_type == CUDA_R_32F));
+            (d->epilogue == CUBLASLT_EPILOGUE_BIAS && (d->bias_type == dd->type || (int)d->bias_type == -1)));
+}
+// The largest power of two up to 256 that divides the address.
+static inline uint32_t lt_aligned_to(const void *p) {
+    uint32_t a = 256;
+    while (a > 1 && (uintptr_t)p % a) a /= 2;
+    return a;
 }
 static inline size_t lt_bytes(const cublaslt_layout *l) {
     return ((size_t)(l->cols - 1) * l->ld + l->rows) * (l->type == CUDA_R_16F ? 2 : 4);
@@ -143,7 +176,7 @@ static inline size_t lt_bytes(const cublaslt_layout *l) {
 static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d,
                                                             cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
                                                             cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dd,
-                                                            cublasLtMatmulPreference_t, int requested,
+                                                            cublasLtMatmulPreference_t pref, int requested,
                                                             cublasLtMatmulHeuristicResult_t *results, int *returned) {
     *returned = 0;
     if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
@@ -151,6 +184,8 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cu
     memset(&results[0], 0, sizeof results[0]);
     results[0].algo.data[0] = (uint64_t)(uintptr_t)d;
     results[0].algo.data[1] = (uint64_t)d->serial;
+    for (int i = 0; i < 4; i++) results[0].algo.data[2 + i] = pref->min_align[i];
+    results[0].algo.data[6] = d->epilogue == CUBLASLT_EPILOGUE_BIAS ? cudacpu::lt_aligned_to(d->bias) : 0;
     results[0].workspaceSize = 0;
     results[0].state = CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.f;
@@ -171,6 +206,17 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
                 "(cublasLtMatmulAlgoGetHeuristic)\n");
         return CUBLAS_STATUS_INVALID_VALUE;
     }
+    const void *ptrs[5] = {A, B, C, D, d->bias};
+    const char *names[5] = {"A", "B", "C", "D", "the bias"};
+    for (int i = 0; i < 5; i++)
+        if (algo->data[2 + i] && (i < 4 || d->epilogue == CUBLASLT_EPILOGUE_BIAS) &&
+            cudacpu::lt_aligned_to(ptrs[i]) < algo->data[2 + i]) {
+            fprintf(stderr,
+                    "cudacpu: cublasLtMatmul: %s at %p is aligned to %u bytes; its algorithm was chosen for %u "
+                    "(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES; the bias: its pointer at the heuristic)\n",
+                    names[i], ptrs[i], cudacpu::lt_aligned_to(ptrs[i]), (unsigned)algo->data[2 + i]);
+            return CUBLAS_STATUS_INVALID_VALUE;
+        }
     (void)workspace;
     (void)ws_bytes;  // the heuristic asked for none
     const cublaslt_desc dc = *d;  // as at the call (a graph keeps it)
@@ -182,7 +228,8 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
         cudacpu::check_device_range(D, cudacpu::lt_bytes(&dl), "cublasLtMatmul D", __FILE__, __LINE__);
         if (be != 0) cudacpu::check_device_range(C, cudacpu::lt_bytes(&c), "cublasLtMatmul C", __FILE__, __LINE__);
         if (dc.epilogue == CUBLASLT_EPILOGUE_BIAS)
-            cudacpu::check_device_range(dc.bias, dl.rows * 4, "cublasLtMatmul bias", __FILE__, __LINE__);
+            cudacpu::check_device_range(dc.bias, dl.rows * (dl.type == CUDA_R_16F ? 2 : 4), "cublasLtMatmul bias",
+                                        __FILE__, __LINE__);
         return 0;
     };
     auto op = [=]() {
@@ -204,7 +251,7 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
                 for (int q = 0; q < k; q++) sum += get(A, a.type, ai(i, q)) * get(B, b.type, bi(q, j));
                 size_t o = (size_t)j * dl.ld + i;
                 double v = al * sum + (be != 0 ? be * get(C, c.type, (size_t)j * c.ld + i) : 0.0);
-                if (dc.epilogue == CUBLASLT_EPILOGUE_BIAS) v += ((const float *)dc.bias)[i];
+                if (dc.epilogue == CUBLASLT_EPILOGUE_BIAS) v += get(dc.bias, dl.type, i);  // (the bias has D's type)
                 if (dl.type == CUDA_R_16F)
                     ((__half *)D)[o] = __half((float)v);
                 else

@@ -81,11 +81,20 @@ template <typename F> static inline cudaError_t cudaFuncSetAttribute(F *fn, cuda
     return cudaFuncSetAttribute_((const void *)fn, attr, value);
 }
 cudaError_t cudaStreamCreate(cudaStream_t *s);
+// Priorities: a lower number is a higher priority; the layer's range is an H100's, 0 (least) to -5
+// (greatest). Work runs in call order whatever the priority (nothing is concurrent here).
+#define cudaStreamDefault 0x00
+cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest);
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int priority);
+cudaError_t cudaStreamGetPriority(cudaStream_t s, int *priority);
 cudaError_t cudaStreamDestroy(cudaStream_t s);
 cudaError_t cudaStreamSynchronize(cudaStream_t s);
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status);
+// A captured kernel node keeps its stream's priority; cudaGraphInstantiateFlagUseNodePriority makes
+// the replay use it (without the flag every node runs at the launch stream's priority).
+#define cudaGraphInstantiateFlagUseNodePriority 8
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags = 0);  // CUDA 12/13's signature
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);

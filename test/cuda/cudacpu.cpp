@@ -662,7 +662,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
 // schedule; under reverse, the forked streams' nodes as soon as their dependencies have
 // run (before the capturing stream's). So a dependency the code forgot (a fork that does
 // not wait for the work it reads) runs in the wrong order under reverse, as it may on a GPU.
-struct Node { const char *what; std::function<int()> op; std::vector<int> deps; bool forked; };
+struct Node { const char *what; std::function<int()> op; std::vector<int> deps; bool forked; int priority; };
 struct cudacpu_graph { std::vector<Node> nodes; cudaStream_t origin; bool capturing; };
 struct cudacpu_graph_exec { std::vector<Node> nodes; std::vector<int> order; };
 struct CUstream_st {
@@ -671,6 +671,7 @@ struct CUstream_st {
     cudacpu_graph *graph;           // the capture it takes part in (its origin's, for a stream that joined)
     std::vector<int> tail;          // the nodes its next captured work depends on
     cudaAccessPolicyWindow window;  // cudaStreamSetAttribute's (num_bytes 0: none)
+    int priority;                   // cudaStreamCreateWithPriority's (0: the default, the least)
 };
 static std::set<cudaStream_t> streams;
 static std::set<cudaGraph_t> graphs;
@@ -719,15 +720,38 @@ int cudacpu::submit(void *stream, const char *what, const char *file, int line, 
     }
     if (!s || s->capture == cudaStreamCaptureStatusNone) return op();
     if (s->capture == cudaStreamCaptureStatusInvalidated) return set_error(cudaErrorStreamCaptureInvalidated);
-    s->graph->nodes.push_back(Node{what, std::move(op), s->tail, s != s->graph->origin});
+    s->graph->nodes.push_back(Node{what, std::move(op), s->tail, s != s->graph->origin, s->priority});
     s->tail.assign(1, (int)s->graph->nodes.size() - 1);
     return cudaSuccess;
 }
 
-cudaError_t cudaStreamCreate(cudaStream_t *s) {
+// Priorities, an H100's range: 0 the least (the default), -5 the greatest; a priority outside it is
+// clamped to it, as CUDA does. Nothing runs concurrently here, so a priority changes no order; a
+// capture keeps it per node (cudaGraphInstantiate below).
+static const int PRIORITY_LEAST = 0, PRIORITY_GREATEST = -5;
+cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest) {
+    *least = PRIORITY_LEAST;
+    *greatest = PRIORITY_GREATEST;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *s, unsigned flags, int priority) {
+    if (flags != cudaStreamDefault) {
+        note("cudaStreamCreateWithPriority: flags %u (the layer has blocking streams only)", flags);
+        return set_error(cudaErrorInvalidValue);
+    }
+    priority = priority > PRIORITY_LEAST ? PRIORITY_LEAST : priority < PRIORITY_GREATEST ? PRIORITY_GREATEST
+                                                                                        : priority;
     *s = new CUstream_st{cudaStreamCaptureStatusNone, cudaStreamCaptureModeGlobal, nullptr, {},
-                         cudaAccessPolicyWindow{}};
+                         cudaAccessPolicyWindow{}, priority};
     streams.insert(*s);
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    return cudaStreamCreateWithPriority(s, cudaStreamDefault, PRIORITY_LEAST);
+}
+cudaError_t cudaStreamGetPriority(cudaStream_t s, int *priority) {
+    if (cudaError_t e = stream_ok(s, "cudaStreamGetPriority")) return e;
+    *priority = s ? s->priority : PRIORITY_LEAST;
     return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
@@ -799,9 +823,21 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *statu
     *status = s->capture;
     return cudaSuccess;
 }
+// The layer's rule, stricter than CUDA: a graph captured from streams of different priorities must be
+// instantiated with cudaGraphInstantiateFlagUseNodePriority; without it CUDA runs every node at the
+// priority of the stream the graph is launched into, and the priorities the capture kept are lost.
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned long long flags) {
     *exec = nullptr;
-    if (!graphs.count(g) || flags) return set_error(cudaErrorInvalidValue);
+    if (!graphs.count(g) || (flags & ~(unsigned long long)cudaGraphInstantiateFlagUseNodePriority))
+        return set_error(cudaErrorInvalidValue);
+    if (!(flags & cudaGraphInstantiateFlagUseNodePriority))
+        for (const Node &n : g->nodes)
+            if (n.priority != g->nodes[0].priority) {
+                note("cudaGraphInstantiate: nodes captured at priorities %d and %d, without "
+                     "cudaGraphInstantiateFlagUseNodePriority: every node would run at the launch stream's",
+                     g->nodes[0].priority, n.priority);
+                return set_error(cudaErrorInvalidValue);
+            }
     // the nodes, copied (the graph may be destroyed now), and the order a replay runs them in:
     // among the nodes whose dependencies have run, the first captured (lockstep), or the first
     // captured of a forked stream, else of the capturing one (reverse)
@@ -940,8 +976,12 @@ cudaError_t cudaFuncSetAttribute_(const void *fn, cudaFuncAttribute attr, int va
 // Persisting L2: the layer checks what a GPU takes silently. A window must lie inside one device
 // allocation and fit accessPolicyMaxWindowSize; a persisting window needs the persisting limit set
 // (without it nothing persists: the switch would do nothing on a GPU); both are set before a
-// capture (the layer's rule). What persists is not simulated (results do not depend on it).
+// capture (the layer's rule). What persists is not simulated (results do not depend on it). The
+// set-aside cudaDeviceGetLimit reads back is what was asked rounded up to whole MiB (capped at the
+// maximum): CUDA does not promise the value asked for (a driver sets L2 aside in units of its own),
+// so code must compare it with >=.
 static size_t persisting_limit;
+static const size_t L2_SET_ASIDE_UNIT = (size_t)1 << 20;
 cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
     if (capturing())
         return refuse(nullptr, cudaErrorStreamCaptureUnsupported, "cudaDeviceSetLimit (the layer's rule: before a capture)");
@@ -951,7 +991,8 @@ cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
              arch < 800 ? 0 : L2_PERSIST_MAX);
         return set_error(cudaErrorInvalidValue);
     }
-    persisting_limit = value;
+    persisting_limit = (value + L2_SET_ASIDE_UNIT - 1) / L2_SET_ASIDE_UNIT * L2_SET_ASIDE_UNIT;
+    if (persisting_limit > (size_t)L2_PERSIST_MAX) persisting_limit = L2_PERSIST_MAX;
     return cudaSuccess;
 }
 cudaError_t cudaDeviceGetLimit(size_t *value, cudaLimit limit) {

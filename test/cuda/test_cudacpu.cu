@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <mma.h>
+#include <cublasLt.h>
 #include "mlstm.h"
 #include "test/test.h"
 using namespace nvcuda;
@@ -427,6 +428,8 @@ static void test_l2_window(void) {
     cudaError_t none = cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v);  // nothing set aside yet
     cudaGetLastError();
     cudaError_t lim = cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 4096);
+    size_t set_aside = 0;
+    cudaDeviceGetLimit(&set_aside, cudaLimitPersistingL2CacheSize);
     cudaError_t ok = cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v);
     cudaStreamAttrValue back;
     cudaStreamGetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &back);
@@ -438,10 +441,113 @@ static void test_l2_window(void) {
               past == cudaErrorInvalidValue,
           "L2 window: refused before persisting L2 is set aside (%s) and past its allocation (%s), kept otherwise",
           cudaGetErrorString(none), cudaGetErrorString(past));
+    CHECK(set_aside == (1 << 20), "4096 bytes of L2 asked for: %zu set aside (whole MiB, as a driver may round)",
+          set_aside);
     cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
     cudaStreamDestroy(s);
     cudaFree(a);
 }
+// Stream priorities (an H100's range, clamped), kept per captured node: a graph whose nodes
+// differ in priority needs cudaGraphInstantiateFlagUseNodePriority (the layer's rule).
+static void test_priorities(void) {
+    cudaGetLastError();
+    int least, greatest, p_hi, p_lo, p_clamped;
+    cudaDeviceGetStreamPriorityRange(&least, &greatest);
+    cudaStream_t hi, lo, clamped;
+    cudaStreamCreateWithPriority(&hi, cudaStreamDefault, greatest);
+    cudaStreamCreateWithPriority(&lo, cudaStreamDefault, least);
+    cudaStreamCreateWithPriority(&clamped, cudaStreamDefault, greatest - 10);
+    cudaStreamGetPriority(hi, &p_hi);
+    cudaStreamGetPriority(lo, &p_lo);
+    cudaStreamGetPriority(clamped, &p_clamped);
+    CHECK(least == 0 && greatest == -5 && p_hi == greatest && p_lo == least && p_clamped == greatest,
+          "priorities: range %d..%d, kept by their streams, one beyond the range clamped (%d)", least, greatest,
+          p_clamped);
+    float *a = dev_floats(32), *b = dev_floats(32);
+    cudaEvent_t fork, join;
+    cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&join, cudaEventDisableTiming);
+    cudaError_t inst[3];
+    for (int k = 0; k < 3; k++) {  // two priorities without the flag, with it; one priority without it
+        cudaStream_t side = k < 2 ? lo : hi;
+        cudaStreamBeginCapture(hi, cudaStreamCaptureModeThreadLocal);
+        k_add<<<1, 32, 0, hi>>>(a, 1.f);
+        cudaEventRecord(fork, hi);
+        cudaStream_t s2 = side == hi ? clamped : lo;  // (clamped has hi's priority)
+        cudaStreamWaitEvent(s2, fork, 0);
+        k_add<<<1, 32, 0, s2>>>(b, 1.f);
+        cudaEventRecord(join, s2);
+        cudaStreamWaitEvent(hi, join, 0);
+        cudaGraph_t g = NULL;
+        cudaStreamEndCapture(hi, &g);
+        cudaGraphExec_t x = NULL;
+        inst[k] = cudaGraphInstantiate(&x, g, k == 1 ? cudaGraphInstantiateFlagUseNodePriority : 0);
+        cudaGetLastError();
+        if (x) cudaGraphExecDestroy(x);
+        cudaGraphDestroy(g);
+    }
+    CHECK(inst[0] == cudaErrorInvalidValue && inst[1] == cudaSuccess && inst[2] == cudaSuccess,
+          "a graph captured at two priorities is instantiated only with its node priorities (%s without, %s with; "
+          "one priority: %s)", cudaGetErrorString(inst[0]), cudaGetErrorString(inst[1]), cudaGetErrorString(inst[2]));
+    cudaEventDestroy(fork); cudaEventDestroy(join);
+    cudaStreamDestroy(hi); cudaStreamDestroy(lo); cudaStreamDestroy(clamped);
+    cudaFree(a); cudaFree(b);
+}
+
+// cuBLASLt's rules the layer checks: a bias of D's type, and pointers as aligned as the algorithm
+// was chosen for (256 bytes unless the preferences say less).
+static cublasStatus_t lt_product(half *A, half *B, half *D, const void *bias, cudaDataType_t bias_type,
+                                 uint32_t align) {
+    cublasLtHandle_t h;
+    cublasLtCreate(&h);
+    cublasLtMatmulDesc_t d;
+    cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (bias) {
+        uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+        int32_t bt = bias_type;
+        cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+        cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
+        cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    }
+    cublasLtMatrixLayout_t l;
+    cublasLtMatrixLayoutCreate(&l, CUDA_R_16F, 8, 8, 8);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    for (int i = 0; i < 4; i++) {
+        const int a = CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i;
+        cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)a, &align, sizeof align);
+    }
+    cublasLtMatmulHeuristicResult_t r;
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, d, l, l, l, l, pref, 1, &r, &found);
+    if (st == CUBLAS_STATUS_SUCCESS) {
+        const float one = 1.f, zero = 0.f;
+        st = cublasLtMatmul(h, d, &one, A, l, B, l, &zero, D, l, D, l, &r.algo, NULL, 0, 0);
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(l);
+    cublasLtMatmulDescDestroy(d);
+    cublasLtDestroy(h);
+    return st;
+}
+static void test_cublaslt_rules(void) {
+    half *m;
+    cudaMalloc(&m, 4096 * sizeof(half));
+    cudaMemset(m, 0, 4096 * sizeof(half));
+    half *A = m, *B = m + 1024, *D = m + 2048, *odd = m + 3072 + 32;  // odd: 64-byte aligned, not 128
+    const cublasStatus_t f32_bias = lt_product(A, B, D, m + 3072, CUDA_R_32F, 256),
+                         f16_bias = lt_product(A, B, D, m + 3072, CUDA_R_16F, 256),
+                         default_align = lt_product(odd, B, D, NULL, CUDA_R_16F, 256),
+                         told = lt_product(odd, B, D, NULL, CUDA_R_16F, 64);
+    CHECK(f32_bias == CUBLAS_STATUS_NOT_SUPPORTED && f16_bias == CUBLAS_STATUS_SUCCESS,
+          "cuBLASLt: a bias of D's type only (FP32 bias, FP16 D: status %d; FP16 bias: %d)", (int)f32_bias,
+          (int)f16_bias);
+    CHECK(default_align == CUBLAS_STATUS_INVALID_VALUE && told == CUBLAS_STATUS_SUCCESS,
+          "cuBLASLt: a 64-byte aligned operand refused for an algorithm chosen for 256 (%d), taken for one chosen "
+          "for 64 (%d)", (int)default_align, (int)told);
+    cudaFree(m);
+}
+
 static cudaError_t sync_memcpy(cudaStream_t, float *a) {
     float h;
     return cudaMemcpy(&h, a, sizeof h, cudaMemcpyDeviceToHost);
@@ -526,6 +632,8 @@ int main(void) {
     test_fork_join();
     test_l2_window();
     test_capture_rules();
+    test_priorities();
+    test_cublaslt_rules();
     const char *self = test_bin_dir();
     char trainer[4200];
     // train_gpu's own flag is in its --help beside the shared ones, and a bad value is refused by name
