@@ -13,11 +13,19 @@
 #include <limits.h>
 #include <stddef.h>
 #include <sys/file.h>
+#ifdef __cplusplus
+#include <type_traits>  // (the flag table's type checks, FIELD_IS, in the GPU trainer's C++)
+#endif
 
 // ----------------------------------------------------------------------------
-// Settings. One table lists every flag: options_parse reads it and --help prints it,
-// so the two cannot disagree. The schedule's flags are parsed and
-// explained by schedule.h (lr_settings_set, lr_settings_help).
+// Settings. One table lists every flag of both trainers: options_parse reads it and --help
+// prints it, so the two cannot disagree. The schedule's flags are parsed and explained by
+// schedule.h (lr_settings_set, lr_settings_help).
+
+// The trainers (train.h's model_backend says which one is running): a flag is taken by both,
+// or by one of them (the GPU trainer's --matmul).
+typedef enum { BACKEND_CPU = 1, BACKEND_GPU = 2, BACKEND_ANY = BACKEND_CPU | BACKEND_GPU } Backend;
+typedef enum { MATMUL_WMMA, MATMUL_CUBLASLT } MatmulKind;  // --matmul, the GPU trainer's
 
 typedef struct {
     MlstmConfig model;
@@ -43,6 +51,7 @@ typedef struct {
     long ckpt_every;
     long print_every;
     int threads;
+    int matmul;                // MatmulKind: the GPU trainer's matmuls
     uint64_t given;            // bit i: flags[i] was on the command line
 } Options;
 
@@ -56,9 +65,12 @@ typedef struct {
 #define MAX_STEPS (1L << 50)
 
 // How a flag's value is read and where it goes: a whole number or a number within
-// [min, max], a string, or a switch that stores `min`. The default --help prints is
-// read from the Options that options_defaults fills, so it is the one the code uses.
-typedef enum { ARG_SWITCH_ON, ARG_SWITCH_OFF, ARG_INT, ARG_LONG, ARG_DOUBLE, ARG_STR, ARG_SCHEDULE, ARG_HELP } ArgKind;
+// [min, max], a string, a switch that stores 1 (on) or 0 (off), or one of the words of its
+// `arg` ('|' between them) stored as its index. The default --help prints is read from the
+// Options that options_defaults fills, so it is the one the code uses.
+typedef enum {
+    ARG_SWITCH_ON, ARG_SWITCH_OFF, ARG_INT, ARG_LONG, ARG_DOUBLE, ARG_STR, ARG_CHOICE, ARG_SCHEDULE, ARG_HELP
+} ArgKind;
 // What --resume does with a flag. A checkpoint records the run it belongs to (its run
 // record, doc/formats.md), so that a resume continues that run and no other:
 //   RUN_DEFINING    T, the schedule, clip, precision, seed, the built-in corpus's size:
@@ -70,8 +82,10 @@ typedef enum { ARG_SWITCH_ON, ARG_SWITCH_OFF, ARG_INT, ARG_LONG, ARG_DOUBLE, ARG
 //   RUN_LENGTH      --steps: the record's unless given anew
 //   RUN_MODEL       the model and the global batch, in the checkpoint's header
 //                   (config_from_checkpoint checks them)
-//   RUN_INVOCATION  outputs, reporting, threads: this invocation's, not recorded, so two
-//                   runs that train alike write checkpoints alike wherever they write them
+//   RUN_INVOCATION  outputs, reporting, threads, the GPU trainer's --matmul: this invocation's,
+//                   not recorded, so two runs that train alike write checkpoints alike wherever
+//                   they write them (--matmul picks how the products are summed, not what the
+//                   run computes: like a run moved between the trainers, a resume may change it)
 typedef enum { RUN_DEFINING, RUN_DATA, RUN_LENGTH, RUN_MODEL, RUN_INVOCATION } RunRule;
 typedef struct {
     const char *name, *arg;
@@ -81,80 +95,108 @@ typedef struct {
     const char *help;
     const char *unset;  // the default in words when the field is 0 or NULL (NULL: print the value)
     RunRule on_resume;
+    Backend backends;   // the trainers that take it
 } Flag;
-#define AT(field) offsetof(Options, field)
+// A flag's kind and its field, as one: the field's C type must be the kind's, or the table does
+// not compile, in C (_Generic) and in the GPU trainer's C++ ("array size is negative" at the
+// entry whose AS_ kind and field differ).
+#ifdef __cplusplus
+#define FIELD_IS(field, type) std::is_same<decltype(((Options *)0)->field), type>::value
+#else
+#define FIELD_IS(field, type) _Generic(((Options *)0)->field, type: 1, default: 0)
+#endif
+#define AT(field, type) (offsetof(Options, field) + 0 * sizeof(char[FIELD_IS(field, type) ? 1 : -1]))
+#define AS_SWITCH_ON(field) ARG_SWITCH_ON, AT(field, int)
+#define AS_SWITCH_OFF(field) ARG_SWITCH_OFF, AT(field, int)
+#define AS_INT(field) ARG_INT, AT(field, int)
+#define AS_LONG(field) ARG_LONG, AT(field, long)
+#define AS_DOUBLE(field) ARG_DOUBLE, AT(field, double)
+#define AS_STR(field) ARG_STR, AT(field, const char *)
+#define AS_CHOICE(field) ARG_CHOICE, AT(field, int)
+#define AS_SCHEDULE ARG_SCHEDULE, 0  // (Options.lr, through schedule.h)
+#define AS_HELP ARG_HELP, 0
 static const Flag flags[] = {
-    {"train", "PATH", ARG_STR, AT(train), 0, 0,
+    {"train", "PATH", AS_STR(train), 0, 0,
      "training data: a directory of train_NNN.bin shards or comma-separated shard files",
-     "the built-in review corpus, no download", RUN_DATA},
-    {"val", "PATH", ARG_STR, AT(val), 0, 0,
-     "validation data, as --train", "the val_NNN.bin shards beside --train", RUN_DATA},
-    {"corpus-bytes", "N", ARG_LONG, AT(corpus_bytes), 1, 1L << 40,
-     "built-in corpus: bytes of training text; val is 1/40 of it", NULL, RUN_DEFINING},
-    {"no-reset-docs", NULL, ARG_SWITCH_OFF, AT(reset_docs), 0, 0,
-     "keep the state across document starts (default: reset at each '\\n' of framed data)", NULL, RUN_DEFINING},
-    {"hidden", "H", ARG_INT, AT(model.H), 1, MAX_HIDDEN, "hidden units, 4096 in the paper", NULL, RUN_MODEL},
-    {"embed", "D", ARG_INT, AT(model.D), 1, MAX_EMBED, "embedding width, 64 in the paper", NULL, RUN_MODEL},
-    {"no-weight-norm", NULL, ARG_SWITCH_OFF, AT(model.wnorm), 0, 0,
-     "train without weight normalisation (default: on, as the reference models)", NULL, RUN_MODEL},
-    {"batch", "B", ARG_INT, AT(B), 1, MAX_ROWS,
-     "sequences per rank per step; the global batch is ranks x B", NULL, RUN_MODEL},
-    {"seq-len", "T", ARG_INT, AT(T), 1, MAX_SEQ_LEN,
-     "characters per sequence, the truncated-BPTT window, 256 in the paper", NULL, RUN_DEFINING},
-    {"steps", "N", ARG_LONG, AT(steps), 1, MAX_STEPS,
-     "train until N batches have been read; the default decay ends here", NULL, RUN_LENGTH},
-    {"clip", "X", ARG_DOUBLE, AT(clip), 0, 1e30, "clip the global gradient norm to X, 0 = off", NULL, RUN_DEFINING},
-    {"fp16", NULL, ARG_SWITCH_ON, AT(fp16), 0, 0,
+     "the built-in review corpus, no download", RUN_DATA, BACKEND_ANY},
+    {"val", "PATH", AS_STR(val), 0, 0,
+     "validation data, as --train", "the val_NNN.bin shards beside --train", RUN_DATA, BACKEND_ANY},
+    {"corpus-bytes", "N", AS_LONG(corpus_bytes), 1, 1L << 40,
+     "built-in corpus: bytes of training text; val is 1/40 of it", NULL, RUN_DEFINING, BACKEND_ANY},
+    {"no-reset-docs", NULL, AS_SWITCH_OFF(reset_docs), 0, 0,
+     "keep the state across document starts (default: reset at each '\\n' of framed data)", NULL, RUN_DEFINING,
+     BACKEND_ANY},
+    {"hidden", "H", AS_INT(model.H), 1, MAX_HIDDEN, "hidden units, 4096 in the paper", NULL, RUN_MODEL, BACKEND_ANY},
+    {"embed", "D", AS_INT(model.D), 1, MAX_EMBED, "embedding width, 64 in the paper", NULL, RUN_MODEL, BACKEND_ANY},
+    {"no-weight-norm", NULL, AS_SWITCH_OFF(model.wnorm), 0, 0,
+     "train without weight normalisation (default: on, as the reference models)", NULL, RUN_MODEL, BACKEND_ANY},
+    {"batch", "B", AS_INT(B), 1, MAX_ROWS,
+     "sequences per rank per step; the global batch is ranks x B", NULL, RUN_MODEL, BACKEND_ANY},
+    {"seq-len", "T", AS_INT(T), 1, MAX_SEQ_LEN,
+     "characters per sequence, the truncated-BPTT window, 256 in the paper", NULL, RUN_DEFINING, BACKEND_ANY},
+    {"steps", "N", AS_LONG(steps), 1, MAX_STEPS,
+     "train until N batches have been read; the default decay ends here", NULL, RUN_LENGTH, BACKEND_ANY},
+    {"clip", "X", AS_DOUBLE(clip), 0, 1e30, "clip the global gradient norm to X, 0 = off", NULL, RUN_DEFINING,
+     BACKEND_ANY},
+    {"fp16", NULL, AS_SWITCH_ON(fp16), 0, 0,
      "dynamic loss scaling, as FP16 training needs (the CPU trainer runs the\n"
-     "                         protocol in FP32; the GPU build fixes its precision)", NULL, RUN_DEFINING},
-    {"inject-overflow", "STEP", ARG_LONG, AT(inject_overflow), 1, MAX_STEPS,
+     "                         protocol in FP32; the GPU build fixes its precision)", NULL, RUN_DEFINING, BACKEND_ANY},
+    {"inject-overflow", "STEP", AS_LONG(inject_overflow), 1, MAX_STEPS,
      "rank 0 seeds data step STEP's backward with S = inf: to see on your\n"
-     "                         machine that an overflow skips the step on every rank", "never", RUN_INVOCATION},
-    {"seed", "N", ARG_LONG, AT(seed), 0, 9.2e18,
-     "seed of the initial weights, the built-in corpus and sampling", NULL, RUN_DEFINING},
-    {"val-every", "N", ARG_LONG, AT(val_every), 0, MAX_STEPS,
-     "validate every N steps, 0 = only at the end", NULL, RUN_INVOCATION},
-    {"val-steps", "N", ARG_LONG, AT(val_steps), 0, MAX_STEPS,
-     "batches per validation, 0 = the whole val stream", NULL, RUN_INVOCATION},
-    {"val-batch", "N", ARG_LONG, AT(val_batch), 1, MAX_ROWS,
+     "                         machine that an overflow skips the step on every rank", "never", RUN_INVOCATION,
+     BACKEND_ANY},
+    {"seed", "N", AS_LONG(seed), 0, 9.2e18,
+     "seed of the initial weights, the built-in corpus and sampling", NULL, RUN_DEFINING, BACKEND_ANY},
+    {"val-every", "N", AS_LONG(val_every), 0, MAX_STEPS,
+     "validate every N steps, 0 = only at the end", NULL, RUN_INVOCATION, BACKEND_ANY},
+    {"val-steps", "N", AS_LONG(val_steps), 0, MAX_STEPS,
+     "batches per validation, 0 = the whole val stream", NULL, RUN_INVOCATION, BACKEND_ANY},
+    {"val-batch", "N", AS_LONG(val_batch), 1, MAX_ROWS,
      "validate on N rows in all, whatever --batch and the ranks; runs at different\n"
-     "                         batches then score the same rows and windows", "the training batch", RUN_INVOCATION},
-    {"sample-every", "N", ARG_LONG, AT(sample_every), 0, MAX_STEPS,
-     "print a sample every N steps, 0 = only at the end", NULL, RUN_INVOCATION},
-    {"sample-len", "N", ARG_INT, AT(sample_len), 0, 1 << 30,
-     "characters per sample, 0 = no samples", NULL, RUN_INVOCATION},
-    {"prompt", "TEXT", ARG_STR, AT(prompt), 0, 0, "what a sample starts from", NULL, RUN_INVOCATION},
-    {"temperature", "X", ARG_DOUBLE, AT(temperature), 1e-6, 1e6, "sampling temperature", NULL, RUN_INVOCATION},
-    {"out", "DIR", ARG_STR, AT(out), 0, 0,
+     "                         batches then score the same rows and windows", "the training batch", RUN_INVOCATION,
+     BACKEND_ANY},
+    {"sample-every", "N", AS_LONG(sample_every), 0, MAX_STEPS,
+     "print a sample every N steps, 0 = only at the end", NULL, RUN_INVOCATION, BACKEND_ANY},
+    {"sample-len", "N", AS_INT(sample_len), 0, 1 << 30,
+     "characters per sample, 0 = no samples", NULL, RUN_INVOCATION, BACKEND_ANY},
+    {"prompt", "TEXT", AS_STR(prompt), 0, 0, "what a sample starts from", NULL, RUN_INVOCATION, BACKEND_ANY},
+    {"temperature", "X", AS_DOUBLE(temperature), 1e-6, 1e6, "sampling temperature", NULL, RUN_INVOCATION, BACKEND_ANY},
+    {"out", "DIR", AS_STR(out), 0, 0,
      "the run directory: latest.ckpt (where a resume continues), best.ckpt (the best\n"
-     "                         so far), train.log, and a lock while running", NULL, RUN_INVOCATION},
-    {"ckpt-every", "N", ARG_LONG, AT(ckpt_every), 0, MAX_STEPS,
-     "write latest.ckpt every N steps, 0 = only at the end", NULL, RUN_INVOCATION},
-    {"resume", "PATH", ARG_STR, AT(resume), 0, 0,
+     "                         so far), train.log, and a lock while running", NULL, RUN_INVOCATION, BACKEND_ANY},
+    {"ckpt-every", "N", AS_LONG(ckpt_every), 0, MAX_STEPS,
+     "write latest.ckpt every N steps, 0 = only at the end", NULL, RUN_INVOCATION, BACKEND_ANY},
+    {"resume", "PATH", AS_STR(resume), 0, 0,
      "continue the run in directory PATH (its latest.ckpt: model and batch, optimiser,\n"
      "                         schedule, data position, state), or from a checkpoint file into --out;\n"
-     "                         the model flags may be left out", "a new run", RUN_INVOCATION},
-    {"init-from", "PATH", ARG_STR, AT(init_from), 0, 0,
+     "                         the model flags may be left out", "a new run", RUN_INVOCATION, BACKEND_ANY},
+    {"init-from", "PATH", AS_STR(init_from), 0, 0,
      "a new run from the weights of this checkpoint (a run directory: its best.ckpt):\n"
      "                         fresh optimiser, step 0, any --batch and number of ranks (fine-tuning)",
-     "mlstm_init's weights for --seed", RUN_INVOCATION},
-    {"overwrite", NULL, ARG_SWITCH_ON, AT(overwrite), 0, 0,
-     "a new run may replace the run in --out, its checkpoints and log (default: refuse)", NULL, RUN_INVOCATION},
-    {"print-every", "N", ARG_LONG, AT(print_every), 1, MAX_STEPS, "progress line every N steps", NULL, RUN_INVOCATION},
-    {"threads", "N", ARG_INT, AT(threads), 1, MAX_THREADS, "OpenMP threads", "all cores", RUN_INVOCATION},
-    {"lr-schedule", "NAME", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"lr", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"base-batch", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"warmup-epochs", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"warmup-steps", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"decay", "SHAPE", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"decay-epochs", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"decay-steps", "N", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"decay-power", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"decay-rate", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"min-lr", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"lr-cap", "X", ARG_SCHEDULE, 0, 0, 0, NULL, NULL, RUN_DEFINING},
-    {"help", NULL, ARG_HELP, 0, 0, 0, "this text", NULL, RUN_INVOCATION},
+     "mlstm_init's weights for --seed", RUN_INVOCATION, BACKEND_ANY},
+    {"overwrite", NULL, AS_SWITCH_ON(overwrite), 0, 0,
+     "a new run may replace the run in --out, its checkpoints and log (default: refuse)", NULL, RUN_INVOCATION,
+     BACKEND_ANY},
+    {"print-every", "N", AS_LONG(print_every), 1, MAX_STEPS, "progress line every N steps", NULL, RUN_INVOCATION,
+     BACKEND_ANY},
+    {"threads", "N", AS_INT(threads), 1, MAX_THREADS, "OpenMP threads", "all cores", RUN_INVOCATION, BACKEND_ANY},
+    {"matmul", "wmma|cublaslt", AS_CHOICE(matmul), 0, 0,
+     "the matmuls: wmma, the hand-written kernel (SIMT in the FP32 build),\n"
+     "                         or cublaslt, cuBLASLt's",
+     NULL, RUN_INVOCATION, BACKEND_GPU},
+    {"lr-schedule", "NAME", AS_SCHEDULE, 0, 0, NULL, NULL, RUN_DEFINING, BACKEND_ANY},
+    {"lr", "X", AS_SCHEDULE, 0, 0, NULL, NULL, RUN_DEFINING, BACKEND_ANY},
+    {"base-batch", "N", AS_SCHEDULE, 0, 0, NULL, NULL, RUN_DEFINING, BACKEND_ANY},
+    {"warmup-epochs", "X", AS_SCHEDULE, 0, 0, NULL, NULL, RUN_DEFINING, BACKEND_ANY},
+    {"warmup-steps", "N", AS_SCHEDULE, 0, 0, NULL, NULL, RUN_DEFINING, BACKEND_ANY},
+    {"decay", "SHAPE", AS_SCHEDULE, 0, 0, NULL, NULL, RUN_DEFINING, BACKEND_ANY},
+    {"decay-epochs", "X", AS_SCHEDULE, 0, 0, NULL, NULL, RUN_DEFINING, BACKEND_ANY},
+    {"decay-steps", "N", AS_SCHEDULE, 0, 0, NULL, NULL, RUN_DEFINING, BACKEND_ANY},
+    {"decay-power", "X", AS_SCHEDULE, 0, 0, NULL, NULL, RUN_DEFINING, BACKEND_ANY},
+    {"decay-rate", "X", AS_SCHEDULE, 0, 0, NULL, NULL, RUN_DEFINING, BACKEND_ANY},
+    {"min-lr", "X", AS_SCHEDULE, 0, 0, NULL, NULL, RUN_DEFINING, BACKEND_ANY},
+    {"lr-cap", "X", AS_SCHEDULE, 0, 0, NULL, NULL, RUN_DEFINING, BACKEND_ANY},
+    {"help", NULL, AS_HELP, 0, 0, "this text", NULL, RUN_INVOCATION, BACKEND_ANY},
 };
 #undef AT
 enum { NFLAGS = sizeof flags / sizeof flags[0] };
@@ -194,6 +236,25 @@ static void options_defaults(Options *o) {
     o->print_every = 10;
 }
 
+// Choice k of an ARG_CHOICE flag's words (`arg`, '|' between them) into out[64]; 0 if it has none.
+static int choice_name(const Flag *f, int k, char out[64]) {
+    const char *w = f->arg;
+    for (int i = 0; i < k && w; i++) {
+        w = strchr(w, '|');
+        if (w) w++;
+    }
+    if (!w || !*w) return 0;
+    snprintf(out, 64, "%.*s", (int)strcspn(w, "|"), w);
+    return 1;
+}
+// The index of word v among an ARG_CHOICE flag's words, or -1.
+static int choice_index(const Flag *f, const char *v) {
+    char w[64];
+    for (int k = 0; choice_name(f, k, w); k++)
+        if (!strcmp(w, v)) return k;
+    return -1;
+}
+
 // The default of flags[i], from the Options options_defaults filled.
 static void flag_default(const Flag *f, const Options *d, char *out, size_t n) {
     const char *p = (const char *)d + f->at;
@@ -202,7 +263,9 @@ static void flag_default(const Flag *f, const Options *d, char *out, size_t n) {
     if (f->kind == ARG_LONG) x = *(const long *)p;
     const char *s = f->kind == ARG_STR ? *(const char *const *)p : NULL;
     int zero = f->kind == ARG_STR ? !s : f->kind == ARG_DOUBLE ? *(const double *)p == 0 : x == 0 || x == -1;
-    if (f->unset && zero) snprintf(out, n, ": %s", f->unset);
+    char word[64];
+    if (f->kind == ARG_CHOICE && choice_name(f, *(const int *)p, word)) snprintf(out, n, " %s", word);
+    else if (f->unset && zero) snprintf(out, n, ": %s", f->unset);
     else if (f->kind == ARG_DOUBLE) snprintf(out, n, " %g", *(const double *)p);
     else if (f->kind == ARG_STR) {  // quoted, a newline as \n
         size_t k = 0;
@@ -217,15 +280,15 @@ static void flag_default(const Flag *f, const Options *d, char *out, size_t n) {
     } else snprintf(out, n, " %ld", x);
 }
 
-static void usage_resume(FILE *f);
-static const char *usage_backend;  // a trainer's own flags, for --help (train_gpu's --matmul); NULL: none
-static void usage(FILE *f, const char *prog) {
+static void usage_resume(FILE *f, Backend backend);
+// --help: the flags this trainer (backend) takes.
+static void usage(FILE *f, const char *prog, Backend backend) {
     Options d;
     options_defaults(&d);
     fprintf(f, "usage: %s [flags]   (mpirun -np N %s [flags] for data parallelism)\n\n", prog, prog);
     for (int i = 0; i < NFLAGS; i++) {
         const Flag *fl = &flags[i];
-        if (!fl->help) continue;
+        if (!fl->help || !(fl->backends & backend)) continue;
         char lhs[64], def[160];
         snprintf(lhs, sizeof lhs, "--%s%s%s", fl->name, fl->arg ? " " : "", fl->arg ? fl->arg : "");
         fprintf(f, "  %-22s %s", lhs, fl->help);
@@ -235,9 +298,8 @@ static void usage(FILE *f, const char *prog) {
         }
         fprintf(f, "\n");
     }
-    if (usage_backend) fprintf(f, "%s", usage_backend);
     fprintf(f, "\n");
-    usage_resume(f);
+    usage_resume(f, backend);
     lr_settings_help_with(f, &d.lr, "--steps");
 }
 
@@ -254,6 +316,10 @@ static void apply_flag(Options *o, int i, const char *v) {
     case ARG_LONG: *(long *)p = (long)parse_whole(dashed, v, (long long)f->min, (long long)f->max); break;
     case ARG_DOUBLE: *(double *)p = parse_real(dashed, v, f->min, f->max); break;
     case ARG_STR: *(const char **)p = v; break;
+    case ARG_CHOICE:
+        *(int *)p = choice_index(f, v);
+        if (*(int *)p < 0) fail("--%s: expected one of %s, got \"%s\"", f->name, f->arg, v);
+        break;
     case ARG_SCHEDULE:
         if (!lr_settings_set(&o->lr, dashed, v)) fail("--%s: not a schedule flag (a bug)", f->name);
         break;
@@ -267,8 +333,9 @@ static int flag_named(const char *name, size_t n) {
     return -1;
 }
 
-// --name value or --name=value (util.h, cli_word), "--" ends the flags.
-static void options_parse(Options *o, int argc, char **argv) {
+// --name value or --name=value (util.h, cli_word), "--" ends the flags; the flags this trainer
+// (backend) takes.
+static void options_parse(Options *o, int argc, char **argv, Backend backend) {
     options_defaults(o);
     int k = 1;
     for (CliFlag c; k < argc; k++) {
@@ -283,8 +350,11 @@ static void options_parse(Options *o, int argc, char **argv) {
         int i = flag_named(c.name, c.len);
         if (i < 0) fail("unknown flag --%.*s (see --help)", (int)c.len, c.name);
         const Flag *f = &flags[i];
+        if (!(f->backends & backend))
+            fail("--%s: a flag of the %s trainer, not of this one (see --help)", f->name,
+                 f->backends == BACKEND_GPU ? "GPU" : "CPU");
         if (f->kind == ARG_HELP) {
-            usage(stdout, argv[0]);
+            usage(stdout, argv[0], backend);
             exit(0);
         }
         const char *v = c.value;
@@ -327,6 +397,7 @@ static const char *flag_value(const Options *o, int i, char *buf) {
     case ARG_LONG: snprintf(buf, 64, "%ld", *(const long *)p); break;
     case ARG_DOUBLE: snprintf(buf, 64, "%.17g", *(const double *)p); return buf;
     case ARG_STR: return *(const char *const *)p;
+    case ARG_CHOICE: return choice_name(f, *(const int *)p, buf) ? buf : NULL;
     case ARG_SCHEDULE:
         snprintf(dashed, sizeof dashed, "--%s", f->name);
         return lr_settings_value(&o->lr, dashed, buf, 64) ? buf : NULL;
@@ -379,7 +450,8 @@ static const char *run_text_find(const char *text, size_t bytes, const char *nam
     return NULL;
 }
 
-// Copies the field of flags[i] from src to dst (a schedule flag: the whole schedule).
+// Copies the field of flags[i] from src to dst (a schedule flag: the whole schedule); the
+// field's size is its kind's (the table's AS_ macros make the two agree).
 static void flag_copy(Options *dst, const Options *src, int i) {
     const Flag *f = &flags[i];
     size_t size = f->kind == ARG_LONG ? sizeof(long) : f->kind == ARG_DOUBLE ? sizeof(double)
@@ -536,7 +608,8 @@ static void options_from_record(Options *o, const char *path, const char *text, 
 static void options_without_record(const Options *o, const char *path) {
     const char *missing[4];
     int n = 0;
-    if (!flag_given(o, "train") && !flag_given(o, "corpus-bytes")) missing[n++] = "the data (--train, or --corpus-bytes)";
+    if (!flag_given(o, "train") && !flag_given(o, "corpus-bytes"))
+        missing[n++] = "the data (--train, or --corpus-bytes)";
     if (!flag_given(o, "seq-len")) missing[n++] = "--seq-len";
     if (!flag_given(o, "lr-schedule")) missing[n++] = "--lr-schedule";
     if (!o->train && !flag_given(o, "seed")) missing[n++] = "--seed (it makes the built-in corpus)";
@@ -546,8 +619,8 @@ static void options_without_record(const Options *o, const char *path) {
              n > 2 ? ", " : "", n > 2 ? missing[2] : "", n > 3 ? ", " : "", n > 3 ? missing[3] : "");
 }
 
-// What --resume does with the flags, for --help.
-static void usage_resume(FILE *f) {
+// What --resume does with the flags, for --help (this trainer's: backend).
+static void usage_resume(FILE *f, Backend backend) {
     fprintf(f, "A run is a directory (--out): latest.ckpt, best.ckpt, train.log. --resume DIR continues the run in\n"
                "DIR; a checkpoint file continues into --out. The model and the global batch come from the\n"
                "checkpoint's header; the data (known by content: --train and --val say where it is now),\n"
@@ -556,7 +629,8 @@ static void usage_resume(FILE *f) {
                "each invocation's own, with the defaults above:\n ");
     int col = 1;
     for (int i = 0; i < NFLAGS; i++) {
-        if (flags[i].on_resume != RUN_INVOCATION || flags[i].kind == ARG_HELP) continue;
+        if (flags[i].on_resume != RUN_INVOCATION || flags[i].kind == ARG_HELP || !(flags[i].backends & backend))
+            continue;
         if (col + 3 + (int)strlen(flags[i].name) > 96) fprintf(f, "\n "), col = 1;
         col += fprintf(f, " --%s", flags[i].name);
     }

@@ -21,7 +21,9 @@ struct Model {
     real *val_h, *val_c;        // (B,H) validation state
 };
 
-static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
+static Model *model_create(const Options *o, int B) {
+    const MlstmConfig cfg = o->model;
+    const int T = o->T;
     // activations of mlstm_build (inputs, gates, products, states, probabilities and
     // their gradients: about 2D + 13H + V values per character) and the four states
     double bt = (double)B * T, acts = bt * (2.0 * cfg.D + 13.0 * cfg.H + cfg.V) + 6.0 * B * cfg.H;
@@ -29,7 +31,7 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
     Model *md = (Model *)mallocCheck(sizeof(Model));
     mlstm_build(&md->m, cfg, B, T);
     fast_packs_build(&md->packs, &cfg);
-    mlstm_init(&md->m, seed);
+    mlstm_init(&md->m, (uint64_t)o->seed);
     md->B = B;
     md->T = T;
     size_t n = (size_t)B * cfg.H * sizeof(real);
@@ -53,12 +55,16 @@ static void model_free(Model *md) {
 // resume can be tested without a GPU. It does not simulate FP16's range: what
 // overflows on a GPU are FP16 activation gradients this trainer does not have, so
 // here only inf/NaN gradients (or --inject-overflow's S = inf) skip a step, and S grows to
-// its ceiling.
-static int model_precision(int fp16_requested, const char **description) {
-    *description = fp16_requested ? "FP32, with the FP16 trainer's dynamic loss scaling (FP16's range not simulated)"
-                                  : "FP32";
-    return fp16_requested;
+// its ceiling (no cap).
+static Precision model_precision(const Options *o) {
+    Precision p;
+    p.fp16 = o->fp16;
+    p.max_loss_scale = INFINITY;
+    snprintf(p.description, sizeof p.description, "%s",
+             o->fp16 ? "FP32, with the FP16 trainer's dynamic loss scaling (FP16's range not simulated)" : "FP32");
+    return p;
 }
+static Backend model_backend(void) { return BACKEND_CPU; }
 
 // On the CPU the host views are the model itself.
 static Mlstm *model_host(Model *md) { return &md->m; }

@@ -8,13 +8,17 @@
 //   make gpu && ./train_gpu --hidden 4096 --batch 128 --seq-len 256
 //   mpirun -np 8 ./train_gpu ...            one process per GPU, NCCL all-reduce
 //
-// Run-time switches (doc/gpu.md, "The switches of issue 24"; all off by default): --matmul
-// cublaslt (cuBLASLt's matmuls; train_gpu's own flag, also MLSTM_MATMUL=cublaslt), and in the
-// environment MLSTM_SPLITK=1, MLSTM_OVERLAP=1, MLSTM_L2=1, MLSTM_NO_GRAPH=1.
+// Run-time switches (doc/gpu.md, "The run-time switches"; all off by default): --matmul
+// cublaslt (cuBLASLt's matmuls; a flag of run.h's table that only this trainer takes), and in
+// the environment MLSTM_SPLITK=1, MLSTM_OVERLAP=1, MLSTM_L2=1, MLSTM_WARP64=1, MLSTM_NO_GRAPH=1.
 // Build-time switches: -DPRECISION_FP32 (everything FP32, the comparison of the
-// paper's 4.2x), -DUSE_NCCL (multi-process), -DUSE_MPI (as train.c),
-// -DTRAIN_NO_MAIN (no main: test/test_gpu.cu includes this file), -DGPU_DEBUG (every
+// paper's 4.2x), -DUSE_NCCL (multi-process), -DUSE_MPI (as train.c), -DGPU_DEBUG (every
 // launch waited for and checked, no CUDA graphs: make gpu GPU_DEBUG=1).
+//
+// Every launch goes through a Launch context that the Model owns and passes down (its stream,
+// switches, workspaces and cuBLASLt plans), so the training and the validation model share
+// nothing a launch reads; the tests and benchmarks steer and watch the launches through one
+// declared seam, the context's Seam ("The launch context" below).
 //
 // What is FP16 in the FP16 build, and why that loses nothing that matters:
 //   FP16: the effective weights the matmuls read (W_x, W_h, W_mx, W_mh after weight
@@ -55,7 +59,8 @@
 // grow through the recurrence. Their overflow is what the dynamic scaler is for (the
 // step is skipped, S halves). The FP16 tensors without S are bounded by construction
 // (h in [-1, 1]) or are forward activations far from 65504 (mx, mh, m).
-// train.h's loop caps its scaler at MODEL_MAX_LOSS_SCALE (start, growth and resume).
+// model_precision hands the cap to train.h's loop, which caps its scaler there (start, growth
+// and resume).
 #define OMPI_SKIP_MPICXX 1  // mpi.h's C++ bindings: not used, and they warn under nvcc
 #define MPICH_SKIP_MPICXX 1
 #ifdef PRECISION_FP32
@@ -64,8 +69,8 @@
 #define GPU_FP16 1
 #define FP16_MAX 65504.0                 // FP16's largest finite value
 #define MAX_ABS_DLOGIT 1.0               // |softmax - onehot| <= 1
-#define MODEL_MAX_LOSS_SCALE 32768.0     // 2^15: the largest power of two S with S * MAX_ABS_DLOGIT <= FP16_MAX
-static_assert(MODEL_MAX_LOSS_SCALE * MAX_ABS_DLOGIT <= FP16_MAX && 2 * MODEL_MAX_LOSS_SCALE * MAX_ABS_DLOGIT > FP16_MAX,
+#define FP16_MAX_LOSS_SCALE 32768.0      // 2^15: the largest power of two S with S * MAX_ABS_DLOGIT <= FP16_MAX
+static_assert(FP16_MAX_LOSS_SCALE * MAX_ABS_DLOGIT <= FP16_MAX && 2 * FP16_MAX_LOSS_SCALE * MAX_ABS_DLOGIT > FP16_MAX,
               "the loss-scale cap is the largest power of two that keeps dlogits finite");
 #endif
 #include "train.h"  // defines: train_main, the model_* contract, Options, and via it mlstm.h, data.h, schedule.h
@@ -130,40 +135,19 @@ static void nccl_check(ncclResult_t r, const char *file, int line) {
 #define ncclCheck(x) nccl_check((x), __FILE__, __LINE__)
 #endif
 static int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
-static int num_sms = 1;
-// Every launch, copy and memset of train.cu goes to this one stream (select_device
-// creates it): a CUDA graph can be captured only from a stream other than the legacy
-// default stream 0. It is a blocking stream, so work a caller puts on stream 0 (the
-// tests' cudaMemcpy) still waits for it, and it for that work. It has the device's highest
-// priority: the time loops are the critical path, and the block scheduler starts the blocks
-// of a higher-priority stream first whenever an SM has room.
-static cudaStream_t stream;
-// The second stream of switch overlap (forked from and joined to stream in the graph), at the
-// lowest priority: its weight gradients fill what the loop leaves idle, and never get ahead of it.
-static cudaStream_t stream2;
-static cudaDeviceProp device_prop;  // of the selected device (select_device)
 
-// The changes of issue 24 (dev/gpu-perf.md), each a switch so that one binary measures it on
-// and off (dev/gpu_check.sh), each checked against mlstm.h on the CPU layer (test_gpu --only
-// switches). Read by model_create from the environment (1 on, 0 or unset off); the matmul's
-// from train_gpu's --matmul flag or MLSTM_MATMUL. Graph capture bakes them into the graphs, so
-// they belong to a Model; use_switches makes the model's the ones its launches see.
+// ----------------------------------------------------------------------------
+// The run-time switches (doc/gpu.md, "The run-time switches"), each a change that one binary
+// measures on and off (dev/gpu_check.sh) and test_gpu --only switches checks against mlstm.h on
+// the CPU layer. Read by model_create, from the environment (1 on, 0 or unset off) and the
+// run's --matmul; graph capture bakes them into the graphs, so they belong to a Model.
 typedef struct {
     int splitk;    // MLSTM_SPLITK: products with few blocks split K, partials added in a fixed order
     int overlap;   // MLSTM_OVERLAP: dW_h, dW_mh of finished chunks of time steps on a second stream
     int l2;        // MLSTM_L2: W_mh persisting in L2 for the time loops; the loss read after backward
-    int cublaslt;  // --matmul cublaslt / MLSTM_MATMUL=cublaslt: cuBLASLt's matmuls, the epilogues apart
+    int cublaslt;  // --matmul cublaslt: cuBLASLt's matmuls, the epilogues apart
     int warp64;    // MLSTM_WARP64: the 128x128 tile as 4 warps of 64x64 (half the fragment reads per mma)
 } Switches;
-static Switches sw;  // the switches of the model whose work is being launched
-// Switch overlap: the weight gradients of the chunks the backward loop has finished run beside it,
-// at the lowest priority, on a bounded grid: blocks are not preempted, so an unbounded grid (dW_h
-// over a chunk: 4096 blocks at H = 4096) would hold every SM until it drained, and the loop's next
-// product would wait. The hand-written kernel launches at most grid_bound blocks, which walk the
-// tiles in turn; cuBLASLt plans for lt_sm_target SMs; the FP32 build's SIMT kernel (the precision
-// comparison, not a speed path) is not bounded. 0: no bound (wgrad_chunk sets them).
-static int grid_bound, lt_sm_target;
-static long bounded_launches;  // products launched under a bound (test_gpu checks the switch bounds them)
 static int env_switch(const char *name) {
     const char *v = getenv(name);
     if (!v || !*v || !strcmp(v, "0")) return 0;
@@ -171,37 +155,57 @@ static int env_switch(const char *name) {
     fprintf(stderr, "error: %s=%s: expected 0 or 1\n", name, v);
     exit(2);
 }
-static int matmul_cublaslt_default = -1;  // --matmul (main); -1: MLSTM_MATMUL decides
-static int matmul_kind_from_name(const char *what, const char *v) {
-    if (!strcmp(v, "wmma")) return 0;
-    if (!strcmp(v, "cublaslt")) return 1;
-    fprintf(stderr, "error: %s %s: expected wmma or cublaslt\n", what, v);
-    exit(2);
-}
-static Switches switches_from_env(void) {
+static Switches switches_of(const Options *o) {
     Switches s;
     s.splitk = env_switch("MLSTM_SPLITK");
     s.overlap = env_switch("MLSTM_OVERLAP");
     s.l2 = env_switch("MLSTM_L2");
     s.warp64 = env_switch("MLSTM_WARP64");
-    const char *m = getenv("MLSTM_MATMUL");
-    s.cublaslt = matmul_cublaslt_default >= 0 ? matmul_cublaslt_default
-                 : m && *m ? matmul_kind_from_name("MLSTM_MATMUL", m) : 0;
+    s.cublaslt = o->matmul == MATMUL_CUBLASLT;
     return s;
 }
-// The switches that are on, as perf_model.py names its variants: as-is, splitk, overlap, l2,
-// warp64, cublaslt, all-wmma (the four of the hand-written matmul), all (splitk, overlap, l2 and
-// cublaslt, which leaves warp64 nothing to change); other sets joined by '+'.
-static void switches_name(const Switches *s, char *out, size_t n) {
-    int k = s->splitk + s->overlap + s->l2;
-    if (k == 3 && (s->cublaslt || s->warp64)) {
-        snprintf(out, n, "%s", s->cublaslt ? "all" : "all-wmma");
-        return;
-    }
-    snprintf(out, n, "%s%s%s%s%s", s->splitk ? "+splitk" : "", s->overlap ? "+overlap" : "", s->l2 ? "+l2" : "",
-             s->warp64 ? "+warp64" : "", s->cublaslt ? "+cublaslt" : "");
-    if (!out[0]) snprintf(out, n, "as-is");
-    else memmove(out, out + 1, strlen(out));
+// ----------------------------------------------------------------------------
+// The launch context. Every launcher of this file takes one: the stream its work goes to, the
+// switches, the SMs its products are planned for, the stream's own workspaces and the cuBLASLt
+// plans. A Model owns its context (model_create) and passes it down, so two models (training
+// and validation) share no stream, workspace, plan or setting; switch overlap's weight
+// gradients run in a copy of it on the model's second stream, with a bounded grid beside the
+// backward loop (wgrad_chunk). No launch reads a global: the process's GPU (gpu_setup) is set
+// once, and a Model copies what its launches need from it.
+//
+// The Seam is the one place where the tests and benchmarks (test/test_gpu.cu) steer and watch
+// the launches: knobs that the trainer leaves at their defaults (seam_defaults), an event hook
+// for timing each kernel of a time step, and counts of the paths the products took, which the
+// trainer never reads.
+typedef struct {
+    int split_min_k;           // split-K's least depth per split: SPLIT_MIN_K (tests lower it to split small shapes)
+    int wmma_stages;           // the WMMA pipeline depth: WMMA_STAGES (the matmul benchmark also times 2 and 4)
+    cudaEvent_t *step_events;  // NULL; else an event recorded before each kernel of a time step and after the last
+    long splitk;               // products launched split (switch splitk)
+    long cublaslt;             // products launched through cuBLASLt (switch cublaslt)
+    long bounded;              // products launched under a grid bound or an SM target (switch overlap)
+    long walking;              // products whose blocks walk several tiles (the bounded grid's kernel)
+    long wmma128[2];           // 128x128 products as 8 warps of 64x32, as 4 of 64x64 (switch warp64)
+} Seam;
+typedef struct LtPlans LtPlans;  // cuBLASLt's handle and plans (below)
+typedef struct {
+    cudaStream_t stream;
+    int sms;                  // the SMs the products are planned for: the device's (a test may plan for fewer)
+    Switches sw;
+    float *splitk_ws;         // split-K's partial sums on this stream (switch splitk), splitk_ws_n floats
+    size_t splitk_ws_n;
+    void *lt_ws;              // cuBLASLt's workspace on this stream (switch cublaslt), lt_ws_n bytes
+    size_t lt_ws_n;
+    float *lt_scratch;        // a product before its mLSTM epilogue (switch cublaslt), lt_scratch_n floats
+    size_t lt_scratch_n;
+    LtPlans *lt;              // (switch cublaslt)
+    int grid_bound;           // at most this many blocks a product (0: no bound): switch overlap, beside the loop
+    int lt_sm_target;         // cuBLASLt plans for this many SMs (0: all of them): the same
+    Seam *seam;
+} Launch;
+// The seam's event hook: event i of a time step (test_gpu's bench_kernels times each kernel so).
+static void seam_mark(const Launch *L, int i) {
+    if (L->seam->step_events) cudaCheck(cudaEventRecord(L->seam->step_events[i], L->stream));
 }
 
 // Launch shapes. Pointwise kernels run BLOCK_THREADS threads a block; the row
@@ -303,8 +307,8 @@ template <int N> static __device__ inline void copy_wait() {
 #define FRAG_ELEMS (FRAG * FRAG)  // one accumulator fragment, staged in shared memory by the epilogue
 #define HALVES_PER_COPY 8         // 16 bytes, one cp.async
 // STAGES: slabs in shared memory, STAGES - 1 of them in flight while one is multiplied. 3 in
-// training; the matmul benchmark also times 2 and 4 (wmma_stages), which measures the latency
-// the per-step products are bound by (dev/gpu-perf.md).
+// training; the matmul benchmark also times 2 and 4 (the Seam's wmma_stages), which measures the
+// latency the per-step products are bound by.
 #define WMMA_STAGES 3
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_ = WMMA_STAGES> struct WmmaTile {
     static constexpr int BK = 32, PAD = 8, STAGES = STAGES_;
@@ -436,7 +440,7 @@ static __device__ inline void wmma_block_tile(const half *A, const half *B, int 
 // The 64x64 tile states the 7 blocks per SM its shared memory allows on sm_90 (without it ptxas
 // gives sm_80's NN layout 72 registers and a spill); the 128x128 tiles leave ptxas its own choice (0:
 // none), which is 2 blocks of 8 warps or 3 of 4 without spills, where asking for 3 spills. Block (x, y)
-// computes tile (y, x). WALK: a bounded grid (grid_bound: switch overlap's weight gradients beside
+// computes tile (y, x). WALK: a bounded grid (Launch.grid_bound: switch overlap's weight gradients beside
 // the backward loop), gridDim.x blocks that walk the tiles in turn, gridDim.x apart; its own kernel,
 // so the loop costs the others no registers, and with registers for 2 blocks an SM (a block of the
 // 8-warp tile takes at most half an SM's: the loop's blocks keep room beside it).
@@ -458,37 +462,35 @@ matmul_wmma_kernel(const half *A, const half *B, int M, int N, int K, Epilogue e
     }
 }
 
-// The pipeline depth the WMMA matmuls run at: WMMA_STAGES, or 2 or 4 where the device's shared
-// memory allows (wmma_stages_ok, set by matmul_setup); the benchmark's knob, not the trainer's.
-static int wmma_stages = WMMA_STAGES;
-static int wmma_stages_ok[5];  // [stages]: every tile of that depth has its shared memory
-static long walking_launches;  // products whose blocks walk several tiles (the bounded grid's kernel)
+// The launch of one tile's kernel at one pipeline depth; a bounded grid for the weight gradients'
+// layout (TN) at the trainer's depth: per split at most grid_bound / splits blocks.
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_>
-static void matmul_wmma_at(const half *A, const half *B, int M, int N, int K, const Epilogue &e, int splits,
-                           float *partial) {
+static void matmul_wmma_at(const Launch *L, const half *A, const half *B, int M, int N, int K, const Epilogue &e,
+                           int splits, float *partial) {
     typedef WmmaTile<BM, BN, WM, WN, ACOL, BCOL, STAGES_> P;
-    // a bounded grid, for the weight gradients' layout (TN) at the trainer's depth: per split at most
-    // grid_bound / splits blocks
     if constexpr (ACOL && !BCOL && STAGES_ == WMMA_STAGES) {
-        const int per_split = grid_bound > splits ? grid_bound / splits : 1;
-        if (grid_bound && (long)(N / BN) * (M / BM) > per_split) {
+        const int per_split = L->grid_bound > splits ? L->grid_bound / splits : 1;
+        if (L->grid_bound && (long)(N / BN) * (M / BM) > per_split) {
             auto walk = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_, true>;
-            walk<<<dim3(per_split, 1, splits), P::THREADS, P::SMEM, stream>>>(A, B, M, N, K, e, partial);
+            walk<<<dim3(per_split, 1, splits), P::THREADS, P::SMEM, L->stream>>>(A, B, M, N, K, e, partial);
             launchCheck();
-            walking_launches++;
+            L->seam->walking++;
             return;
         }
     }
     auto kernel = matmul_wmma_kernel<BM, BN, WM, WN, ACOL, BCOL, STAGES_, false>;
-    kernel<<<dim3(N / BN, M / BM, splits), P::THREADS, P::SMEM, stream>>>(A, B, M, N, K, e, partial);
+    kernel<<<dim3(N / BN, M / BM, splits), P::THREADS, P::SMEM, L->stream>>>(A, B, M, N, K, e, partial);
     launchCheck();
 }
+// At the pipeline depth the seam says: WMMA_STAGES, or 2 or 4 where the device offers them
+// (Gpu.wmma_depth_ok, set by matmul_setup).
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
-static void matmul_wmma(const half *A, const half *B, int M, int N, int K, const Epilogue &e, int splits,
-                        float *partial) {
-    if (wmma_stages == 2) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 2>(A, B, M, N, K, e, splits, partial);
-    else if (wmma_stages == 4) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 4>(A, B, M, N, K, e, splits, partial);
-    else matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, WMMA_STAGES>(A, B, M, N, K, e, splits, partial);
+static void matmul_wmma(const Launch *L, const half *A, const half *B, int M, int N, int K, const Epilogue &e,
+                        int splits, float *partial) {
+    const int stages = L->seam->wmma_stages;
+    if (stages == 2) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 2>(L, A, B, M, N, K, e, splits, partial);
+    else if (stages == 4) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 4>(L, A, B, M, N, K, e, splits, partial);
+    else matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, WMMA_STAGES>(L, A, B, M, N, K, e, splits, partial);
 }
 // More than 48 KB of dynamic shared memory needs an opt-in per kernel (matmul_setup). Returns 0
 // when the device has too little shared memory for it (the 4-deep 128x128 tile on sm_75).
@@ -562,9 +564,9 @@ matmul_simt_kernel(const floatX *A, const floatX *B, int M, int N, int K, Epilog
 }
 
 template <bool ACOL, bool BCOL>
-static void matmul_simt(const floatX *A, const floatX *B, int M, int N, int K, const Epilogue &e) {
+static void matmul_simt(const Launch *L, const floatX *A, const floatX *B, int M, int N, int K, const Epilogue &e) {
     dim3 grid(ceil_div(N, SIMT_TILE), ceil_div(M, SIMT_TILE));
-    matmul_simt_kernel<ACOL, BCOL><<<grid, SIMT_THREADS, 0, stream>>>(A, B, M, N, K, e);
+    matmul_simt_kernel<ACOL, BCOL><<<grid, SIMT_THREADS, 0, L->stream>>>(A, B, M, N, K, e);
     launchCheck();
 }
 
@@ -584,7 +586,7 @@ static void matmul_simt(const floatX *A, const floatX *B, int M, int N, int K, c
 // otherwise, and the per-step operands (rows t B .. t B + B of a (T,B,H) tensor) are 256-byte
 // aligned only when B H % 128 == 0; so the key holds each operand's alignment, read from its
 // pointer, which the plan states as the heuristic's minimum. Switch overlap's weight gradients
-// plan for the SMs they may use (lt_sm_target).
+// plan for the SMs they may use (Launch.lt_sm_target). Each Model keeps its own plans (LtPlans).
 static void lt_check(cublasStatus_t st, const char *file, int line) {
     if (st == CUBLAS_STATUS_SUCCESS) return;
     fprintf(stderr, "error: cuBLASLt status %d at %s:%d\n", (int)st, file, line);
@@ -592,13 +594,7 @@ static void lt_check(cublasStatus_t st, const char *file, int line) {
     exit(1);
 }
 #define ltCheck(x) lt_check((x), __FILE__, __LINE__)
-static cublasLtHandle_t lt_handle;
-static void *lt_workspace;   // of the stream launches go to now (one per stream, swapped with it)
-static size_t lt_workspace_n;
 #define LT_WORKSPACE_BYTES (32u << 20)
-static float *lt_scratch;    // the product before an mLSTM epilogue (main stream only: per-step products)
-static size_t lt_scratch_n;
-static long lt_launches;     // cuBLASLt products launched (test_gpu checks the switch uses it)
 
 typedef struct {
     int layout, M, N, K, out_f32, bias;
@@ -613,8 +609,24 @@ typedef struct LtPlan {
     cublasLtMatmulAlgo_t algo;
     struct LtPlan *next;
 } LtPlan;
-static LtPlan *lt_plans;  // every plan made, newest first
-static int lt_nplans;
+struct LtPlans {
+    cublasLtHandle_t handle;  // made with the first plan
+    LtPlan *plans;            // every plan made, newest first
+    int n;
+};
+static void lt_plans_free(LtPlans *lt) {
+    while (lt->plans) {
+        LtPlan *p = lt->plans;
+        lt->plans = p->next;
+        ltCheck(cublasLtMatrixLayoutDestroy(p->a));
+        ltCheck(cublasLtMatrixLayoutDestroy(p->b));
+        ltCheck(cublasLtMatrixLayoutDestroy(p->d));
+        ltCheck(cublasLtMatmulDescDestroy(p->desc));
+        free(p);
+    }
+    if (lt->handle) ltCheck(cublasLtDestroy(lt->handle));
+    memset(lt, 0, sizeof *lt);
+}
 
 // The largest power of two up to 256 that divides the address: the alignment cuBLASLt may assume.
 static uint32_t lt_alignment(const void *p) {
@@ -622,8 +634,8 @@ static uint32_t lt_alignment(const void *p) {
     while (a > 1 && (uintptr_t)p % a) a /= 2;
     return a;
 }
-static LtKey lt_key(int layout, int M, int N, int K, const void *A, const void *B, const void *D, int out_f32,
-                    const float *bias) {
+static LtKey lt_key(const Launch *L, int layout, int M, int N, int K, const void *A, const void *B, const void *D,
+                    int out_f32, const float *bias) {
     LtKey k;
     memset(&k, 0, sizeof k);
     k.layout = layout; k.M = M; k.N = N; k.K = K; k.out_f32 = out_f32; k.bias = bias != NULL;
@@ -631,14 +643,14 @@ static LtKey lt_key(int layout, int M, int N, int K, const void *A, const void *
     k.align[1] = lt_alignment(A);
     k.align[2] = k.align[3] = lt_alignment(D);
     k.align[4] = bias ? lt_alignment(bias) : 0;
-    k.sm_target = lt_sm_target;
-    k.workspace = lt_workspace_n;
+    k.sm_target = L->lt_sm_target;
+    k.workspace = L->lt_ws_n;
     return k;
 }
-static const LtPlan *lt_plan(const LtKey *k, const float *bias) {
-    for (const LtPlan *p = lt_plans; p; p = p->next)
+static const LtPlan *lt_plan(LtPlans *lt, const LtKey *k, const float *bias) {
+    for (const LtPlan *p = lt->plans; p; p = p->next)
         if (!memcmp(&p->key, k, sizeof *k)) return p;
-    if (!lt_handle) ltCheck(cublasLtCreate(&lt_handle));
+    if (!lt->handle) ltCheck(cublasLtCreate(&lt->handle));
     LtPlan *p = (LtPlan *)mallocCheck(sizeof(LtPlan));
     p->key = *k;
     const int M = k->M, N = k->N, K = k->K;
@@ -675,7 +687,7 @@ static const LtPlan *lt_plan(const LtKey *k, const float *bias) {
         ltCheck(cublasLtMatmulPreferenceSetAttribute(pref, min_align[i], &k->align[i], sizeof k->align[i]));
     cublasLtMatmulHeuristicResult_t r;
     int found = 0;
-    ltCheck(cublasLtMatmulAlgoGetHeuristic(lt_handle, p->desc, p->a, p->b, p->d, p->d, pref, 1, &r, &found));
+    ltCheck(cublasLtMatmulAlgoGetHeuristic(lt->handle, p->desc, p->a, p->b, p->d, p->d, pref, 1, &r, &found));
     ltCheck(cublasLtMatmulPreferenceDestroy(pref));
     if (!found) {
         fprintf(stderr, "error: cuBLASLt has no algorithm for %d x %d x %d (layout %d, alignments %u %u %u bytes)\n", M,
@@ -683,9 +695,9 @@ static const LtPlan *lt_plan(const LtKey *k, const float *bias) {
         exit(1);
     }
     p->algo = r.algo;
-    p->next = lt_plans;
-    lt_plans = p;
-    lt_nplans++;
+    p->next = lt->plans;
+    lt->plans = p;
+    lt->n++;
     return p;
 }
 // A matmul epilogue as a pointwise pass over a product already in C (M,N) FP32: the epilogues
@@ -695,31 +707,32 @@ __global__ void epilogue_kernel(const float *C, int M, int N, Epilogue e) {
     if (i < (size_t)M * N) epilogue_store(e, (int)(i / N), (int)(i % N), C[i]);
 }
 
-static void matmul_lt(int layout, int M, int N, int K, const floatX *A, const floatX *B, const Epilogue &e) {
+static void matmul_lt(const Launch *L, int layout, int M, int N, int K, const floatX *A, const floatX *B,
+                      const Epilogue &e) {
     const bool lt_finishes = e.kind == EPI_PLAIN && (!e.bias || e.outf);  // (the bias in D's type)
-    if (!lt_finishes && (!lt_scratch || (size_t)M * N > lt_scratch_n)) {
+    if (!lt_finishes && (!L->lt_scratch || (size_t)M * N > L->lt_scratch_n)) {
         fprintf(stderr, "error: cuBLASLt: the epilogue of %d x %d needs %zu floats of scratch, %zu given\n", M, N,
-                (size_t)M * N, lt_scratch_n);
+                (size_t)M * N, L->lt_scratch_n);
         exit(1);
     }
-    void *D = !lt_finishes ? (void *)lt_scratch : e.outf ? (void *)e.outf : (void *)e.outx;
+    void *D = !lt_finishes ? (void *)L->lt_scratch : e.outf ? (void *)e.outf : (void *)e.outx;
     const float *bias = lt_finishes ? e.bias : NULL;
-    const LtKey k = lt_key(layout, M, N, K, A, B, D, !lt_finishes || e.outf != NULL, bias);
-    const LtPlan *p = lt_plan(&k, bias);
+    const LtKey k = lt_key(L, layout, M, N, K, A, B, D, !lt_finishes || e.outf != NULL, bias);
+    const LtPlan *p = lt_plan(L->lt, &k, bias);
     if (bias)  // the pointer of this call (the plan may have been made for another)
         ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     const float alpha = lt_finishes ? e.scale : 1.f, beta = lt_finishes && e.accumulate ? 1.f : 0.f;
-    ltCheck(cublasLtMatmul(lt_handle, p->desc, &alpha, B, p->a, A, p->b, &beta, D, p->d, D, p->d, &p->algo,
-                           lt_workspace, lt_workspace_n, stream));
-    lt_launches++;
+    ltCheck(cublasLtMatmul(L->lt->handle, p->desc, &alpha, B, p->a, A, p->b, &beta, D, p->d, D, p->d, &p->algo,
+                           L->lt_ws, L->lt_ws_n, L->stream));
+    L->seam->cublaslt++;
     if (!lt_finishes) {
-        epilogue_kernel<<<ceil_div((long)M * N, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(lt_scratch, M, N, e);
+        epilogue_kernel<<<ceil_div((long)M * N, BLOCK_THREADS), BLOCK_THREADS, 0, L->stream>>>(L->lt_scratch, M, N, e);
         launchCheck();
     }
 }
 
 // Which kernel runs a shape (FP16 build): a TILE_BIG square tile where its blocks
-// fill at least 90% of one wave on the SMs, else TILE_SMALL (the per-step matmuls
+// fill at least TILE_BIG_MIN_FILL = 90% of one wave on the SMs, else TILE_SMALL (the per-step matmuls
 // have only B rows), else SIMT. K must be a multiple of the WMMA slab (32), operands
 // 16-byte aligned. 90%, not 100%: at B=512 the per-step W_mh products give 128 big
 // blocks for an H200's 132 SMs, and the big tile reads each weight slab half as
@@ -735,31 +748,40 @@ static void matmul_lt(int layout, int M, int N, int K, const floatX *A, const fl
 enum { MM_SIMT, MM_WMMA64, MM_WMMA128 };
 #define TILE_BIG 128
 #define TILE_SMALL 64
+#define TILE_BIG_MIN_FILL 90  // percent of a wave
 #define WMMA_K_MULTIPLE 32
 #define SPLIT_MAX 8
 #define SPLIT_MIN_K 512  // 16 slabs: the pipeline's prologue and the epilogue stay small beside them
-static int split_min_k = SPLIT_MIN_K;  // test_gpu lowers it, so small shapes split as the paper's do
-static int split_factor(long blocks, int K, long cap) {
+static Seam seam_defaults(void) {
+    Seam s;
+    memset(&s, 0, sizeof s);
+    s.split_min_k = SPLIT_MIN_K;
+#if GPU_FP16
+    s.wmma_stages = WMMA_STAGES;
+#endif
+    return s;
+}
+static int split_factor(long blocks, int K, long cap, int min_k) {
     int s = 1;
-    while (s < SPLIT_MAX && blocks * 2 * s <= cap && K % (WMMA_K_MULTIPLE * 2 * s) == 0 && K / (2 * s) >= split_min_k)
+    while (s < SPLIT_MAX && blocks * 2 * s <= cap && K % (WMMA_K_MULTIPLE * 2 * s) == 0 && K / (2 * s) >= min_k)
         s *= 2;
     return s;
 }
 // The kernel a product runs on; *splits (when not NULL) gets the split-K factor (1 without the switch).
-static int matmul_plan(int M, int N, int K, const void *A, const void *B, int *splits = NULL) {
+static int matmul_plan(const Launch *L, int M, int N, int K, const void *A, const void *B, int *splits = NULL) {
     if (splits) *splits = 1;
     if (!GPU_FP16 || K % WMMA_K_MULTIPLE || ((uintptr_t)A | (uintptr_t)B) % 16) return MM_SIMT;
-    const int split = splits && sw.splitk;
+    const int split = splits && L->sw.splitk, sms = L->sms, min_k = L->seam->split_min_k;
     if (M % TILE_BIG == 0 && N % TILE_BIG == 0) {
         long big_blocks = (long)(M / TILE_BIG) * (N / TILE_BIG);
-        int splits_big = split ? split_factor(big_blocks, K, 2L * num_sms) : 1;
-        if (big_blocks * splits_big * 10 >= (long)num_sms * 9) {
+        int splits_big = split ? split_factor(big_blocks, K, 2L * sms, min_k) : 1;
+        if (big_blocks * splits_big * 100 >= (long)sms * TILE_BIG_MIN_FILL) {
             if (splits) *splits = splits_big;
             return MM_WMMA128;
         }
     }
     if (M % TILE_SMALL == 0 && N % TILE_SMALL == 0) {
-        if (split) *splits = split_factor((long)(M / TILE_SMALL) * (N / TILE_SMALL), K, 4L * num_sms);
+        if (split) *splits = split_factor((long)(M / TILE_SMALL) * (N / TILE_SMALL), K, 4L * sms, min_k);
         return MM_WMMA64;
     }
     return MM_SIMT;
@@ -768,11 +790,7 @@ static int matmul_plan(int M, int N, int K, const void *A, const void *B, int *s
 // Split-K's workspace: each launch stream has its own (the overlapped weight gradients run beside
 // the loop's products). Split products fill at most 2 (4) blocks per SM of the 128x128 (64x64)
 // tile, so 2 x SMs x 128 x 128 partial sums bound it.
-static float *splitk_ws;     // of the stream launches go to now
-static size_t splitk_ws_n;
-static size_t splitk_ws_floats(void) { return (size_t)2 * num_sms * TILE_BIG * TILE_BIG; }
-static long splitk_launches;  // split products launched (test_gpu checks the switch splits)
-static long wmma128_launches[2];  // 128x128 products as 8 warps of 64x32, as 4 of 64x64 (switch warp64)
+static size_t splitk_ws_floats(int sms) { return (size_t)2 * sms * TILE_BIG * TILE_BIG; }
 
 // out = the epilogue of the sum of the splits, added in order z = 0, 1, ... (deterministic).
 __global__ void splitk_reduce_kernel(const float *partial, int splits, int M, int N, Epilogue e) {
@@ -785,55 +803,56 @@ __global__ void splitk_reduce_kernel(const float *partial, int splits, int M, in
 }
 
 // C (M,N) = A . B through the epilogue e, for the layouts above.
-static void matmul(int layout, int M, int N, int K, const floatX *A, const floatX *B, const Epilogue &e) {
-    bounded_launches += grid_bound > 0 || lt_sm_target > 0;
-    if (sw.cublaslt) {
-        matmul_lt(layout, M, N, K, A, B, e);
+static void matmul(const Launch *L, int layout, int M, int N, int K, const floatX *A, const floatX *B,
+                   const Epilogue &e) {
+    L->seam->bounded += L->grid_bound > 0 || L->lt_sm_target > 0;
+    if (L->sw.cublaslt) {
+        matmul_lt(L, layout, M, N, K, A, B, e);
         return;
     }
     int splits;
-    int plan = matmul_plan(M, N, K, A, B, &splits);
+    int plan = matmul_plan(L, M, N, K, A, B, &splits);
     float *partial = NULL;  // (the FP32 build never splits: its SIMT kernel has no split-K)
     if (splits > 1) {
-        if (!splitk_ws || (size_t)splits * M * N > splitk_ws_n) {
+        if (!L->splitk_ws || (size_t)splits * M * N > L->splitk_ws_n) {
             fprintf(stderr, "error: split-K of %d x %d x %d in %d needs %zu floats of workspace, %zu given\n", M, N, K,
-                    splits, (size_t)splits * M * N, splitk_ws_n);
+                    splits, (size_t)splits * M * N, L->splitk_ws_n);
             exit(1);
         }
-        partial = splitk_ws;
-        splitk_launches++;
+        partial = L->splitk_ws;
+        L->seam->splitk++;
     }
-    if (plan == MM_WMMA128) wmma128_launches[sw.warp64]++;
+    if (plan == MM_WMMA128) L->seam->wmma128[L->sw.warp64]++;
 #if GPU_FP16
-    if (plan == MM_WMMA128 && sw.warp64) {  // 4 warps of 64 x 64 (switch warp64)
+    if (plan == MM_WMMA128 && L->sw.warp64) {  // 4 warps of 64 x 64 (switch warp64)
         const int T = TILE_BIG;
-        if (layout == MM_NT) matmul_wmma<T, T, 64, 64, AS_IS, TRANSPOSED>(A, B, M, N, K, e, splits, partial);
-        else if (layout == MM_NN) matmul_wmma<T, T, 64, 64, AS_IS, AS_IS>(A, B, M, N, K, e, splits, partial);
-        else matmul_wmma<T, T, 64, 64, TRANSPOSED, AS_IS>(A, B, M, N, K, e, splits, partial);
+        if (layout == MM_NT) matmul_wmma<T, T, 64, 64, AS_IS, TRANSPOSED>(L, A, B, M, N, K, e, splits, partial);
+        else if (layout == MM_NN) matmul_wmma<T, T, 64, 64, AS_IS, AS_IS>(L, A, B, M, N, K, e, splits, partial);
+        else matmul_wmma<T, T, 64, 64, TRANSPOSED, AS_IS>(L, A, B, M, N, K, e, splits, partial);
     } else if (plan == MM_WMMA128) {  // 8 warps of 64 x 32
         const int T = TILE_BIG;
-        if (layout == MM_NT) matmul_wmma<T, T, 64, 32, AS_IS, TRANSPOSED>(A, B, M, N, K, e, splits, partial);
-        else if (layout == MM_NN) matmul_wmma<T, T, 64, 32, AS_IS, AS_IS>(A, B, M, N, K, e, splits, partial);
-        else matmul_wmma<T, T, 64, 32, TRANSPOSED, AS_IS>(A, B, M, N, K, e, splits, partial);
+        if (layout == MM_NT) matmul_wmma<T, T, 64, 32, AS_IS, TRANSPOSED>(L, A, B, M, N, K, e, splits, partial);
+        else if (layout == MM_NN) matmul_wmma<T, T, 64, 32, AS_IS, AS_IS>(L, A, B, M, N, K, e, splits, partial);
+        else matmul_wmma<T, T, 64, 32, TRANSPOSED, AS_IS>(L, A, B, M, N, K, e, splits, partial);
     } else if (plan == MM_WMMA64) {  // 4 warps of 32 x 32
         const int T = TILE_SMALL;
-        if (layout == MM_NT) matmul_wmma<T, T, 32, 32, AS_IS, TRANSPOSED>(A, B, M, N, K, e, splits, partial);
-        else if (layout == MM_NN) matmul_wmma<T, T, 32, 32, AS_IS, AS_IS>(A, B, M, N, K, e, splits, partial);
-        else matmul_wmma<T, T, 32, 32, TRANSPOSED, AS_IS>(A, B, M, N, K, e, splits, partial);
+        if (layout == MM_NT) matmul_wmma<T, T, 32, 32, AS_IS, TRANSPOSED>(L, A, B, M, N, K, e, splits, partial);
+        else if (layout == MM_NN) matmul_wmma<T, T, 32, 32, AS_IS, AS_IS>(L, A, B, M, N, K, e, splits, partial);
+        else matmul_wmma<T, T, 32, 32, TRANSPOSED, AS_IS>(L, A, B, M, N, K, e, splits, partial);
     }
     if (partial) {
         int blocks = ceil_div((long)M * N, BLOCK_THREADS);
-        blocks = blocks < 8 * num_sms ? blocks : 8 * num_sms;
-        splitk_reduce_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(partial, splits, M, N, e);
+        blocks = blocks < 8 * L->sms ? blocks : 8 * L->sms;
+        splitk_reduce_kernel<<<blocks, BLOCK_THREADS, 0, L->stream>>>(partial, splits, M, N, e);
         launchCheck();
     }
     if (plan != MM_SIMT) return;
 #else
     if (partial) exit(1);  // not reached: matmul_plan splits only tensor-core tiles
 #endif
-    if (layout == MM_NT) matmul_simt<AS_IS, TRANSPOSED>(A, B, M, N, K, e);
-    else if (layout == MM_NN) matmul_simt<AS_IS, AS_IS>(A, B, M, N, K, e);
-    else matmul_simt<TRANSPOSED, AS_IS>(A, B, M, N, K, e);
+    if (layout == MM_NT) matmul_simt<AS_IS, TRANSPOSED>(L, A, B, M, N, K, e);
+    else if (layout == MM_NN) matmul_simt<AS_IS, AS_IS>(L, A, B, M, N, K, e);
+    else matmul_simt<TRANSPOSED, AS_IS>(L, A, B, M, N, K, e);
 }
 
 // Epilogues by role. The plain ones write the product in FP32 or the storage type.
@@ -908,13 +927,13 @@ static int step_shapes(Shape *s, int H, int D, int B, int T) {
 // The FP16 build runs a matmul on tensor cores only when its shape is a tile multiple;
 // any other shape silently runs on the SIMT kernel, several times slower. Says so
 // (to out), naming the products and the flags that fix it; returns how many drop.
-static int warn_simt_shapes(int H, int D, int B, int T, FILE *out) {
+static int warn_simt_shapes(const Launch *L, int H, int D, int B, int T, FILE *out) {
     if (!GPU_FP16) return 0;
     Shape s[MAX_SHAPES];
     int n = step_shapes(s, H, D, B, T), slow = 0;
     char names[256] = "";
     for (int i = 0; i < n; i++)
-        if (matmul_plan(s[i].M, s[i].N, s[i].K, NULL, NULL) == MM_SIMT) {
+        if (matmul_plan(L, s[i].M, s[i].N, s[i].K, NULL, NULL) == MM_SIMT) {
             size_t k = strlen(names);
             snprintf(names + k, sizeof names - k, "%s%s", slow++ ? ", " : "", s[i].what);
         }
@@ -974,9 +993,10 @@ __global__ void weightnorm_forward_kernel(floatX *W, float *norms, const float *
     if (g && lane == 0) norms[row] = n;
     for (int k = lane; k < cols; k += WARP_SIZE) W[(size_t)row * cols + k] = tox(s * v[k]);
 }
-static void weightnorm_forward_gpu(floatX *W, float *norms, const float *Vd, const float *g, int rows, int cols) {
+static void weightnorm_forward_gpu(const Launch *L, floatX *W, float *norms, const float *Vd, const float *g, int rows,
+                                   int cols) {
     int blocks = ceil_div(rows, WARPS_PER_BLOCK);
-    weightnorm_forward_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(W, norms, Vd, g, rows, cols);
+    weightnorm_forward_kernel<<<blocks, BLOCK_THREADS, 0, L->stream>>>(W, norms, Vd, g, rows, cols);
     launchCheck();
 }
 
@@ -995,10 +1015,10 @@ __global__ void weightnorm_backward_kernel(float *dV, float *dg, const float *dW
     if (lane == 0) dg[row] = dgj;
     for (int k = lane; k < cols; k += WARP_SIZE) dV[(size_t)row * cols + k] = weightnorm_dv(s, dw[k], dgj, v[k], n);
 }
-static void weightnorm_backward_gpu(float *dV, float *dg, const float *dW, const float *Vd, const float *g,
-                                    const float *norms, int rows, int cols) {
+static void weightnorm_backward_gpu(const Launch *L, float *dV, float *dg, const float *dW, const float *Vd,
+                                    const float *g, const float *norms, int rows, int cols) {
     int blocks = ceil_div(rows, WARPS_PER_BLOCK);
-    weightnorm_backward_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(dV, dg, dW, Vd, g, norms, rows, cols);
+    weightnorm_backward_kernel<<<blocks, BLOCK_THREADS, 0, L->stream>>>(dV, dg, dW, Vd, g, norms, rows, cols);
     launchCheck();
 }
 
@@ -1012,8 +1032,8 @@ __global__ void embed_forward_kernel(floatX *xe, const float *E, const uint8_t *
     int d = (int)(i % D), n = (int)(i / D), t = n / B, b = n % B;
     xe[i] = tox(E[(size_t)in[b * T + t] * D + d]);
 }
-static void embed_forward(floatX *xe, const float *E, const uint8_t *in, int B, int T, int D) {
-    embed_forward_kernel<<<ceil_div((long)B * T * D, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(xe, E, in, B, T, D);
+static void embed_forward(const Launch *L, floatX *xe, const float *E, const uint8_t *in, int B, int T, int D) {
+    embed_forward_kernel<<<ceil_div((long)B * T * D, BLOCK_THREADS), BLOCK_THREADS, 0, L->stream>>>(xe, E, in, B, T, D);
     launchCheck();
 }
 
@@ -1040,8 +1060,9 @@ __global__ void embed_backward_kernel(float *dE, const float *dxe, const uint8_t
         __syncthreads();
     }
 }
-static void embed_backward(float *dE, const float *dxe, const uint8_t *in, int B, int T, int D, int V) {
-    embed_backward_kernel<<<V, dim3(EMB, EMB), 0, stream>>>(dE, dxe, in, B, T, D);
+static void embed_backward(const Launch *L, float *dE, const float *dxe, const uint8_t *in, int B, int T, int D,
+                           int V) {
+    embed_backward_kernel<<<V, dim3(EMB, EMB), 0, L->stream>>>(dE, dxe, in, B, T, D);
     launchCheck();
 }
 
@@ -1061,10 +1082,10 @@ __global__ void cell_forward_kernel(floatX *h, float *c, const float *z, const f
     c[i] = cell_forward(g, 1, rs[b * T + t] ? 0.f : c_prev[i], &hn);  // a reset row starts from c = 0
     h[i] = tox(hn);
 }
-static void cell_forward_step(floatX *h, float *c, const float *z, const float *c_prev, const uint8_t *rs, int t,
-                              int T, int B, int H) {
+static void cell_forward_step(const Launch *L, floatX *h, float *c, const float *z, const float *c_prev,
+                              const uint8_t *rs, int t, int T, int B, int H) {
     int blocks = ceil_div((long)B * H, BLOCK_THREADS);
-    cell_forward_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(h, c, z, c_prev, rs, t, T, B, H);
+    cell_forward_kernel<<<blocks, BLOCK_THREADS, 0, L->stream>>>(h, c, z, c_prev, rs, t, T, B, H);
     launchCheck();
 }
 
@@ -1087,10 +1108,11 @@ __global__ void cell_backward_kernel(floatX *dz, float *dc, const float *dh, con
     floatX *dr = dz + (size_t)b * 4 * H + j;
     for (int q = 0; q < 4; q++) dr[q * H] = tox(d[q]);
 }
-static void cell_backward_step(floatX *dz, float *dc, const float *dh, const floatX *dhs, const float *z,
-                               const float *c_prev, const float *c, const uint8_t *rs, int t, int T, int B, int H) {
+static void cell_backward_step(const Launch *L, floatX *dz, float *dc, const float *dh, const floatX *dhs,
+                               const float *z, const float *c_prev, const float *c, const uint8_t *rs, int t, int T,
+                               int B, int H) {
     int blocks = ceil_div((long)B * H, BLOCK_THREADS);
-    cell_backward_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(dz, dc, dh, dhs, z, c_prev, c, rs, t, T, B, H);
+    cell_backward_kernel<<<blocks, BLOCK_THREADS, 0, L->stream>>>(dz, dc, dh, dhs, z, c_prev, c, rs, t, T, B, H);
     launchCheck();
 }
 
@@ -1114,9 +1136,9 @@ __global__ void softmax_xent_kernel(floatX *dlogits, float *losses, const float 
         for (int v = threadIdx.x; v < V; v += blockDim.x)
             dlogits[(size_t)n * V + v] = tox((expf(x[v] - mx) / sum - (v == y ? 1.f : 0.f)) * s);
 }
-static void softmax_xent(floatX *dlogits, float *losses, const float *logits, const uint8_t *tg, int B, int T, int V,
-                         float s) {
-    softmax_xent_kernel<<<B * T, BLOCK_THREADS, 0, stream>>>(dlogits, losses, logits, tg, B, T, V, s);
+static void softmax_xent(const Launch *L, floatX *dlogits, float *losses, const float *logits, const uint8_t *tg,
+                         int B, int T, int V, float s) {
+    softmax_xent_kernel<<<B * T, BLOCK_THREADS, 0, L->stream>>>(dlogits, losses, logits, tg, B, T, V, s);
     launchCheck();
 }
 
@@ -1153,13 +1175,12 @@ __global__ void colsum_finish_kernel(float *out, const float *part, int chunks, 
     for (int k = 0; k < chunks; k++) s += part[(size_t)k * cols + c];
     out[c] = s * scale;
 }
-static void colsum(float *out, float *part /*colsum_part_floats(cols)*/, const floatX *x, int rows, int cols,
-                   float scale) {
-    const int chunks = colsum_chunks(rows, cols);
-    colsum_partial_kernel<<<dim3(ceil_div(cols, BLOCK_THREADS), chunks), BLOCK_THREADS, 0, stream>>>(part, x, rows,
-                                                                                                     cols);
+static void colsum(const Launch *L, float *out, float *part /*colsum_part_floats(cols)*/, const floatX *x, int rows,
+                   int cols, float scale) {
+    const int chunks = colsum_chunks(rows, cols), col_blocks = ceil_div(cols, BLOCK_THREADS);
+    colsum_partial_kernel<<<dim3(col_blocks, chunks), BLOCK_THREADS, 0, L->stream>>>(part, x, rows, cols);
     launchCheck();
-    colsum_finish_kernel<<<ceil_div(cols, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(out, part, chunks, cols, scale);
+    colsum_finish_kernel<<<col_blocks, BLOCK_THREADS, 0, L->stream>>>(out, part, chunks, cols, scale);
     launchCheck();
 }
 
@@ -1187,17 +1208,17 @@ typedef struct {
     double *part;    // (RED_BLOCKS,)
     int *nonfinite;  // (RED_BLOCKS,)
 } DeviceSum;
-template <SumOf what> static void sum_launch(DeviceSum r, const float *x, size_t n) {
-    sum_kernel<what><<<RED_BLOCKS, BLOCK_THREADS, 0, stream>>>(r.part, r.nonfinite, x, n);
+template <SumOf what> static void sum_launch(const Launch *L, DeviceSum r, const float *x, size_t n) {
+    sum_kernel<what><<<RED_BLOCKS, BLOCK_THREADS, 0, L->stream>>>(r.part, r.nonfinite, x, n);
     launchCheck();
 }
 // The partials to the host (a sync) and their sum, in order; *any_nonfinite when not NULL.
-static double sum_read(DeviceSum r, int *any_nonfinite) {
+static double sum_read(const Launch *L, DeviceSum r, int *any_nonfinite) {
     double hp[RED_BLOCKS], s = 0;
     int hb[RED_BLOCKS], b = 0;
-    cudaCheck(cudaMemcpyAsync(hp, r.part, sizeof hp, cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaMemcpyAsync(hb, r.nonfinite, sizeof hb, cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaStreamSynchronize(stream));
+    cudaCheck(cudaMemcpyAsync(hp, r.part, sizeof hp, cudaMemcpyDeviceToHost, L->stream));
+    cudaCheck(cudaMemcpyAsync(hb, r.nonfinite, sizeof hb, cudaMemcpyDeviceToHost, L->stream));
+    cudaCheck(cudaStreamSynchronize(L->stream));
     for (int i = 0; i < RED_BLOCKS; i++) {
         s += hp[i];
         b |= hb[i];
@@ -1217,17 +1238,18 @@ __global__ void adam_kernel(float *p, float *m1, float *m2, const float *grads, 
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
         adam_element(&p[i], &m1[i], &m2[i], grads[i] * grad_factor, a);
 }
-static void adam_gpu(float *p, float *m1, float *m2, const float *grads, size_t n, float grad_factor, AdamStep a) {
-    int blocks = 8 * num_sms;  // a grid-stride loop: a few waves of blocks
-    adam_kernel<<<blocks, BLOCK_THREADS, 0, stream>>>(p, m1, m2, grads, n, grad_factor, a);
+static void adam_gpu(const Launch *L, float *p, float *m1, float *m2, const float *grads, size_t n, float grad_factor,
+                     AdamStep a) {
+    int blocks = 8 * L->sms;  // a grid-stride loop: a few waves of blocks
+    adam_kernel<<<blocks, BLOCK_THREADS, 0, L->stream>>>(p, m1, m2, grads, n, grad_factor, a);
     launchCheck();
 }
 __global__ void divide_kernel(float *x, size_t n, float d) {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) x[i] /= d;
 }
-static void divide_gpu(float *x, size_t n, float d) {
-    divide_kernel<<<4 * num_sms, BLOCK_THREADS, 0, stream>>>(x, n, d);
+static void divide_gpu(const Launch *L, float *x, size_t n, float d) {
+    divide_kernel<<<4 * L->sms, BLOCK_THREADS, 0, L->stream>>>(x, n, d);
     launchCheck();
 }
 __global__ void to_x_kernel(floatX *y, const float *x, size_t n) {
@@ -1238,12 +1260,12 @@ __global__ void to_f32_kernel(float *y, const floatX *x, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) y[i] = tof(x[i]);
 }
-static void to_x(floatX *y, const float *x, size_t n) {
-    to_x_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(y, x, n);
+static void to_x(const Launch *L, floatX *y, const float *x, size_t n) {
+    to_x_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS, 0, L->stream>>>(y, x, n);
     launchCheck();
 }
-static void to_f32(float *y, const floatX *x, size_t n) {
-    to_f32_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS, 0, stream>>>(y, x, n);
+static void to_f32(const Launch *L, float *y, const floatX *x, size_t n) {
+    to_f32_kernel<<<ceil_div((long)n, BLOCK_THREADS), BLOCK_THREADS, 0, L->stream>>>(y, x, n);
     launchCheck();
 }
 
@@ -1290,14 +1312,16 @@ struct Model {
     float *train_h, *train_c;  // (B,H) carried training state
     float *val_h, *val_c;      // (B,H) validation state
     void *pbase, *abase;
+    Launch launch;         // the context of every launch for this model (the main stream's)
+    cudaStream_t stream2;  // switch overlap's second stream (wgrad_chunk's copy of the context)
+    float *splitk_ws2;     // split-K's partial sums on it (switch splitk)
+    void *lt_ws2;          // cuBLASLt's workspace on it (switch cublaslt)
+    LtPlans lt;            // cuBLASLt's plans, for both streams (switch cublaslt)
+    Seam seam;             // the tests' and benchmarks' knobs and counts (Launch.seam)
 #if GPU_NCCL
-    ncclComm_t comm;
+    ncclComm_t comm;       // the process's (gpu_setup); only the training model all-reduces
 #endif
     int use_graphs;        // run the time loops as CUDA graphs (run_steps); 0: launch them directly
-    Switches sw;           // the changes of issue 24 this model runs with
-    float *splitk_ws[2];   // split-K's partial sums for the main and the second stream (switch splitk)
-    void *lt_ws[2];        // cuBLASLt's workspaces for the two streams (switch cublaslt)
-    float *lt_scratch;     // (B,H) a per-step product before its mLSTM epilogue (switch cublaslt)
     cudaEvent_t ev_chunk[OVERLAP_CHUNKS], ev_join;  // switch overlap's fork after each chunk, and join
     cudaGraphExec_t fwd_graph, bwd_graph;  // the forward and backward time loops, captured on first use
 };
@@ -1309,7 +1333,7 @@ typedef struct {
 } Buf;
 #define BUF_ALIGN 256
 static size_t buf_rounded(size_t bytes) { return (bytes + BUF_ALIGN - 1) / BUF_ALIGN * BUF_ALIGN; }
-static void *alloc_bufs(Buf *b, int n) {
+static void *alloc_bufs(Buf *b, int n, cudaStream_t stream) {
     size_t total = 0;
     for (int i = 0; i < n; i++) total += buf_rounded(b[i].bytes);
     char *base;
@@ -1323,29 +1347,45 @@ static void *alloc_bufs(Buf *b, int n) {
     return base;
 }
 
+// ----------------------------------------------------------------------------
+// The process's GPU, one per process: the local rank's (mpirun sets OMPI_COMM_WORLD_LOCAL_RANK).
+// gpu_setup sets it up once, on the first call, and only reads it after: the device, its
+// properties and stream priorities, the WMMA kernels' shared-memory opt-ins, and with several
+// ranks the NCCL communicator. The Models copy from it what their launches need.
+typedef struct {
+    cudaDeviceProp prop;
+    int priority_least, priority_greatest;  // stream priorities (numerically greatest <= least)
+    int wmma_depth_ok[5];   // [stages]: the opt-ins of every WMMA tile at that pipeline depth were given
+#if GPU_NCCL
+    ncclComm_t comm;        // world > 1 only
+#endif
+} Gpu;
+
 // More than 48 KB of dynamic shared memory needs an opt-in per kernel: given here, for
 // every WMMA tile matmul() dispatches to (a tile missing here fails its first launch),
 // once, before any CUDA graph capture (a kernel's attributes are not set inside one).
-static void matmul_setup(const cudaDeviceProp &prop) {
-    const size_t smem_optin = prop.sharedMemPerBlockOptin;
+static void matmul_setup(Gpu *g) {
+    const size_t smem_optin = g->prop.sharedMemPerBlockOptin;
 #if GPU_FP16
     static_assert(TILE_BIG == 128 && TILE_SMALL == 64, "matmul_wmma_setup_depth names the tiles");
-    wmma_stages_ok[WMMA_STAGES] = matmul_wmma_setup_depth<WMMA_STAGES>(smem_optin);
-    if (!wmma_stages_ok[WMMA_STAGES]) {
+    g->wmma_depth_ok[WMMA_STAGES] = matmul_wmma_setup_depth<WMMA_STAGES>(smem_optin);
+    if (!g->wmma_depth_ok[WMMA_STAGES]) {
         fprintf(stderr, "error: the WMMA matmul needs %d bytes of shared memory per block; this GPU allows %zu\n",
                 WmmaTile<TILE_BIG, TILE_BIG, 64, 32, AS_IS, TRANSPOSED>::SMEM, smem_optin);
         exit(1);
     }
-    const bool cp_async = prop.major >= 8;  // WMMA_DEPTH_BUILT
-    wmma_stages_ok[2] = cp_async && matmul_wmma_setup_depth<2>(smem_optin);
-    wmma_stages_ok[4] = cp_async && matmul_wmma_setup_depth<4>(smem_optin);
+    const bool cp_async = g->prop.major >= 8;  // WMMA_DEPTH_BUILT
+    g->wmma_depth_ok[2] = cp_async && matmul_wmma_setup_depth<2>(smem_optin);
+    g->wmma_depth_ok[4] = cp_async && matmul_wmma_setup_depth<4>(smem_optin);
 #else
     (void)smem_optin;
 #endif
 }
 
-// One GPU per process: the local rank picks it (mpirun sets OMPI_COMM_WORLD_LOCAL_RANK).
-static void select_device(void) {
+static const Gpu *gpu_setup(void) {
+    static Gpu g;
+    static int ready;
+    if (ready) return &g;
     int ndev = 0;
     cudaCheck(cudaGetDeviceCount(&ndev));
     if (ndev < 1) {
@@ -1357,48 +1397,46 @@ static void select_device(void) {
     if (!lr) lr = getenv("SLURM_LOCALID");
     int dev = (lr ? atoi(lr) : rank) % ndev;
     cudaCheck(cudaSetDevice(dev));
-    cudaDeviceProp &prop = device_prop;
-    cudaCheck(cudaGetDeviceProperties(&prop, dev));
-    num_sms = prop.multiProcessorCount;
-    if (!stream) {  // once per process; they live as long as it
-        int least, greatest;  // (numerically: greatest <= least)
-        cudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-        cudaCheck(cudaStreamCreateWithPriority(&stream, cudaStreamDefault, greatest));
-        cudaCheck(cudaStreamCreateWithPriority(&stream2, cudaStreamDefault, least));
-        matmul_setup(prop);
+    cudaCheck(cudaGetDeviceProperties(&g.prop, dev));
+    cudaCheck(cudaDeviceGetStreamPriorityRange(&g.priority_least, &g.priority_greatest));
+    matmul_setup(&g);
+#if GPU_NCCL
+    if (world > 1) {  // rank 0 makes the id, MPI carries it to the others (doc/design.md, "Distributed")
+        ncclUniqueId id;
+        if (rank == 0) ncclCheck(ncclGetUniqueId(&id));
+        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+        ncclCheck(ncclCommInitRank(&g.comm, world, id, rank));
     }
-    static int printed = 0;
-    const char *kind = GPU_FP16 ? "hand-written WMMA" : "hand-written SIMT FP32";
-    if (switches_from_env().cublaslt) kind = "cuBLASLt (--matmul cublaslt)";
-    if (rank == 0 && !printed++)
-        printf("GPU: %s (sm_%d%d, %d SMs, %.0f GiB) x %d ranks, matmul: %s\n", prop.name, prop.major, prop.minor,
-               prop.multiProcessorCount, prop.totalGlobalMem / 1073741824.0, world, kind);
+#endif
+    if (rank == 0)
+        printf("GPU: %s (sm_%d%d, %d SMs, %.0f GiB) x %d ranks\n", g.prop.name, g.prop.major, g.prop.minor,
+               g.prop.multiProcessorCount, g.prop.totalGlobalMem / 1073741824.0, world);
+    ready = 1;
+    return &g;
 }
 
-static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
-    select_device();
-    Model *md = (Model *)mallocCheck(sizeof(Model));
-    md->cfg = cfg;
-    md->B = B;
-    md->T = T;
-    if (rank == 0) warn_simt_shapes(cfg.H, cfg.D, B, T, stderr);
-    mlstm_build(&md->host, cfg, 1, 1);
-    mlstm_init(&md->host, seed);  // the same initial weights as the CPU trainer
-    md->np = md->host.nparams;
-    const size_t V = cfg.V, D = cfg.D, H = cfg.H, N = (size_t)B * T, np = md->np;
+// ----------------------------------------------------------------------------
+// A Model: its buffers (one allocation for the FP32 parameters, gradients and Adam moments, one
+// for everything else, from a table), its streams and launch context, and the host model.
+
+// The device buffers of md's table, the switches' workspaces among them.
+static void model_alloc(Model *md) {
+    const MlstmConfig cfg = md->cfg;
+    const size_t V = cfg.V, D = cfg.D, H = cfg.H, B = md->B, N = B * md->T, np = md->np;
     const size_t X = sizeof(floatX), F = sizeof(float);
-    md->sw = switches_from_env();
-    md->host_h = (real *)mallocCheck(sizeof(real) * B * H);
-    md->host_c = (real *)mallocCheck(sizeof(real) * B * H);
+    const Switches sw = md->launch.sw;
+    const cudaStream_t stream = md->launch.stream;
     Buf pb[] = {{(void **)&md->params, F * np}, {(void **)&md->grads, F * np},
                 {(void **)&md->adam_m, F * np}, {(void **)&md->adam_v, F * np}};
-    md->pbase = alloc_bufs(pb, 4);
+    md->pbase = alloc_bufs(pb, 4, stream);
     param_table(&md->p, &cfg, md->params);
     param_table(&md->g, &cfg, md->grads);
     WnMat wn[NWN];
     weightnorm_mats(&cfg, wn);
     size_t nW = weightnorm_elems(&cfg);
     float *dW = NULL;  // with weight norm: the gradients of the four effective matrices, back to back
+    const size_t splitk_ws_n = sw.splitk ? splitk_ws_floats(md->launch.sms) : 0;
+    const size_t lt_ws_n = sw.cublaslt ? LT_WORKSPACE_BYTES : 0, lt_scratch_n = sw.cublaslt ? B * H : 0;
     Buf ab[] = {
         {(void **)&md->weights, X * (nW + V * H)},
         {(void **)&dW, cfg.wnorm ? F * nW : 0},
@@ -1430,46 +1468,95 @@ static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed) {
         {(void **)&md->train_c, F * B * H},
         {(void **)&md->val_h, F * B * H},
         {(void **)&md->val_c, F * B * H},
-        {(void **)&md->splitk_ws[0], md->sw.splitk ? F * splitk_ws_floats() : 0},
-        {(void **)&md->splitk_ws[1], md->sw.splitk ? F * splitk_ws_floats() : 0},
-        {(void **)&md->lt_ws[0], md->sw.cublaslt ? LT_WORKSPACE_BYTES : 0},
-        {(void **)&md->lt_ws[1], md->sw.cublaslt ? LT_WORKSPACE_BYTES : 0},
-        {(void **)&md->lt_scratch, md->sw.cublaslt ? F * B * H : 0},
+        {(void **)&md->launch.splitk_ws, F * splitk_ws_n},
+        {(void **)&md->splitk_ws2, F * splitk_ws_n},
+        {(void **)&md->launch.lt_ws, lt_ws_n},
+        {(void **)&md->lt_ws2, lt_ws_n},
+        {(void **)&md->launch.lt_scratch, F * lt_scratch_n},
     };
-    md->abase = alloc_bufs(ab, sizeof ab / sizeof ab[0]);
+    md->abase = alloc_bufs(ab, sizeof ab / sizeof ab[0], stream);
+    md->launch.splitk_ws_n = splitk_ws_n;
+    md->launch.lt_ws_n = lt_ws_n;
+    md->launch.lt_scratch_n = lt_scratch_n;
     for (int k = 0; k < NWN; k++) {
         md->W[k] = md->weights + wn[k].offset;
         md->dW[k] = cfg.wnorm ? dW + wn[k].offset : md->g.t[wn[k].param];
     }
     md->Wout = md->weights + nW;
-#if GPU_NCCL
-    if (world > 1) {  // rank 0 makes the id, MPI carries it to the others (doc/design.md, "Distributed")
-        ncclUniqueId id;
-        if (rank == 0) ncclCheck(ncclGetUniqueId(&id));
-        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-        ncclCheck(ncclCommInitRank(&md->comm, world, id, rank));
+}
+
+// Switch l2: W_mh, 33.5 MB in FP16 at H = 4096, persisting in L2 (an H200 may set aside 37.5 MB
+// of its 50), so the per-step products mh and dh read it from L2 instead of from DRAM after W_h's
+// 134 MB stream has evicted it. A window on the model's main stream: the launches on it, and the
+// kernel nodes captured from it, carry it. Without persisting L2 (before sm_80) the switch does
+// nothing.
+static void l2_window(Model *md, const cudaDeviceProp *prop) {
+    size_t persist = (size_t)prop->persistingL2CacheMaxSize, max_win = (size_t)prop->accessPolicyMaxWindowSize;
+    if (!persist || !max_win) {
+        if (rank == 0) fprintf(stderr, "note: MLSTM_L2=1: this GPU has no persisting L2 (sm_80+); ignored\n");
+        return;
     }
+    size_t bytes = (size_t)md->cfg.H * md->cfg.H * sizeof(floatX), win = bytes < max_win ? bytes : max_win;
+    cudaStreamAttrValue a;
+    memset(&a, 0, sizeof a);
+    a.accessPolicyWindow.base_ptr = (void *)md->W[WN_MH];
+    a.accessPolicyWindow.num_bytes = win;
+    a.accessPolicyWindow.hitRatio = win <= persist ? 1.f : (float)persist / win;  // the share that persists
+    a.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+    a.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+    cudaCheck(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, win < persist ? win : persist));
+    cudaCheck(cudaStreamSetAttribute(md->launch.stream, cudaStreamAttributeAccessPolicyWindow, &a));
+}
+
+// The model of the run's options o (its --hidden, --embed, weight norm, --seq-len, --seed and
+// --matmul; the other switches from the environment) for B rows.
+static Model *model_create(const Options *o, int B) {
+    const Gpu *gpu = gpu_setup();
+    Model *md = (Model *)mallocCheck(sizeof(Model));
+    memset(md, 0, sizeof *md);
+    md->cfg = o->model;
+    md->B = B;
+    md->T = o->T;
+    mlstm_build(&md->host, md->cfg, 1, 1);
+    mlstm_init(&md->host, (uint64_t)o->seed);  // the same initial weights as the CPU trainer
+    md->np = md->host.nparams;
+    md->host_h = (real *)mallocCheck(sizeof(real) * B * md->cfg.H);
+    md->host_c = (real *)mallocCheck(sizeof(real) * B * md->cfg.H);
+    memset(md->host_h, 0, sizeof(real) * B * md->cfg.H);
+    memset(md->host_c, 0, sizeof(real) * B * md->cfg.H);
+    // The main stream has the device's highest priority: the time loops are the critical path, and
+    // the block scheduler starts the blocks of a higher-priority stream first whenever an SM has
+    // room. Switch overlap's second stream (forked from and joined to it in the graph) has the
+    // lowest: its weight gradients fill what the loop leaves idle, and never get ahead of it. Both
+    // are blocking streams, so work a caller puts on stream 0 (the tests' cudaMemcpy) still waits
+    // for them, and they for that work; a CUDA graph can be captured only from a stream other than 0.
+    Launch *L = &md->launch;
+    cudaCheck(cudaStreamCreateWithPriority(&L->stream, cudaStreamDefault, gpu->priority_greatest));
+    cudaCheck(cudaStreamCreateWithPriority(&md->stream2, cudaStreamDefault, gpu->priority_least));
+    L->sms = gpu->prop.multiProcessorCount;
+    L->sw = switches_of(o);
+    md->seam = seam_defaults();
+    L->seam = &md->seam;
+    L->lt = &md->lt;
+    model_alloc(md);
+#if GPU_NCCL
+    md->comm = gpu->comm;
 #endif
-    memset(md->host_h, 0, sizeof(real) * B * H);
-    memset(md->host_c, 0, sizeof(real) * B * H);
-    model_loaded(md);
+    if (L->sw.l2) l2_window(md, &gpu->prop);
     const char *no_graph = getenv("MLSTM_NO_GRAPH");  // MLSTM_NO_GRAPH=1: the direct path, to compare
     md->use_graphs = GPU_GRAPHS && !(no_graph && atoi(no_graph));
-    md->fwd_graph = md->bwd_graph = NULL;
     for (int j = 0; j < OVERLAP_CHUNKS; j++)
         cudaCheck(cudaEventCreateWithFlags(&md->ev_chunk[j], cudaEventDisableTiming));
     cudaCheck(cudaEventCreateWithFlags(&md->ev_join, cudaEventDisableTiming));
-    char on[64];
-    switches_name(&md->sw, on, sizeof on);
-    static int said;
-    if (strcmp(on, "as-is") && rank == 0 && !said++) printf("switches: %s (dev/gpu-perf.md)\n", on);
+    if (rank == 0) warn_simt_shapes(L, md->cfg.H, md->cfg.D, B, md->T, stderr);
+    model_loaded(md);
     return md;
 }
 
 static void model_free(Model *md) {
-#if GPU_NCCL
-    if (world > 1) ncclCommDestroy(md->comm);
-#endif
+    cudaCheck(cudaStreamSynchronize(md->launch.stream));
+    cudaCheck(cudaStreamSynchronize(md->stream2));
+    if (md->launch.sw.l2) cudaCheck(cudaCtxResetPersistingL2Cache());  // its window's lines back to normal
     cudaCheck(cudaFree(md->pbase));
     cudaCheck(cudaFree(md->abase));
     mlstm_free(&md->host);
@@ -1479,6 +1566,9 @@ static void model_free(Model *md) {
     if (md->bwd_graph) cudaCheck(cudaGraphExecDestroy(md->bwd_graph));
     for (int j = 0; j < OVERLAP_CHUNKS; j++) cudaCheck(cudaEventDestroy(md->ev_chunk[j]));
     cudaCheck(cudaEventDestroy(md->ev_join));
+    lt_plans_free(&md->lt);
+    cudaCheck(cudaStreamDestroy(md->launch.stream));
+    cudaCheck(cudaStreamDestroy(md->stream2));
     free(md);
 }
 
@@ -1486,18 +1576,20 @@ static void model_free(Model *md) {
 // device is the truth between steps; each call copies them back (for checkpoints,
 // sampling and validation, not every step).
 static Mlstm *model_host(Model *md) {
-    size_t n = md->np * sizeof(float);
-    cudaCheck(cudaMemcpyAsync(md->host.params, md->params, n, cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaMemcpyAsync(md->host.adam_m, md->adam_m, n, cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaMemcpyAsync(md->host.adam_v, md->adam_v, n, cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaStreamSynchronize(stream));
+    const size_t n = md->np * sizeof(float);
+    const cudaStream_t st = md->launch.stream;
+    cudaCheck(cudaMemcpyAsync(md->host.params, md->params, n, cudaMemcpyDeviceToHost, st));
+    cudaCheck(cudaMemcpyAsync(md->host.adam_m, md->adam_m, n, cudaMemcpyDeviceToHost, st));
+    cudaCheck(cudaMemcpyAsync(md->host.adam_v, md->adam_v, n, cudaMemcpyDeviceToHost, st));
+    cudaCheck(cudaStreamSynchronize(st));
     return &md->host;
 }
 static void model_state(Model *md, real **h, real **c) {
-    size_t n = sizeof(float) * md->B * md->cfg.H;
-    cudaCheck(cudaMemcpyAsync(md->host_h, md->train_h, n, cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaMemcpyAsync(md->host_c, md->train_c, n, cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaStreamSynchronize(stream));
+    const size_t n = sizeof(float) * md->B * md->cfg.H;
+    const cudaStream_t st = md->launch.stream;
+    cudaCheck(cudaMemcpyAsync(md->host_h, md->train_h, n, cudaMemcpyDeviceToHost, st));
+    cudaCheck(cudaMemcpyAsync(md->host_c, md->train_c, n, cudaMemcpyDeviceToHost, st));
+    cudaCheck(cudaStreamSynchronize(st));
     *h = md->host_h;
     *c = md->host_c;
 }
@@ -1516,30 +1608,32 @@ static void fp16_weights_from_masters(Model *md) {
     weightnorm_mats(c, wn);
     for (int k = 0; k < NWN; k++) {
         const float *gain = c->wnorm ? p->t[wn[k].gain] : NULL;
-        weightnorm_forward_gpu(md->W[k], md->norms + wn[k].norm_offset, p->t[wn[k].param], gain, (int)wn[k].rows,
-                               (int)wn[k].cols);
+        weightnorm_forward_gpu(&md->launch, md->W[k], md->norms + wn[k].norm_offset, p->t[wn[k].param], gain,
+                               (int)wn[k].rows, (int)wn[k].cols);
     }
-    to_x(md->Wout, p->t[P_WOUT], (size_t)c->V * c->H);
+    to_x(&md->launch, md->Wout, p->t[P_WOUT], (size_t)c->V * c->H);
 }
 
 static void model_loaded(Model *md) {  // the host copies are the truth: push them to the device
-    size_t n = md->np * sizeof(float), s = sizeof(float) * md->B * md->cfg.H;
-    cudaCheck(cudaMemcpyAsync(md->params, md->host.params, n, cudaMemcpyHostToDevice, stream));
-    cudaCheck(cudaMemcpyAsync(md->adam_m, md->host.adam_m, n, cudaMemcpyHostToDevice, stream));
-    cudaCheck(cudaMemcpyAsync(md->adam_v, md->host.adam_v, n, cudaMemcpyHostToDevice, stream));
-    cudaCheck(cudaMemcpyAsync(md->train_h, md->host_h, s, cudaMemcpyHostToDevice, stream));
-    cudaCheck(cudaMemcpyAsync(md->train_c, md->host_c, s, cudaMemcpyHostToDevice, stream));
+    const size_t n = md->np * sizeof(float), s = sizeof(float) * md->B * md->cfg.H;
+    const cudaStream_t st = md->launch.stream;
+    cudaCheck(cudaMemcpyAsync(md->params, md->host.params, n, cudaMemcpyHostToDevice, st));
+    cudaCheck(cudaMemcpyAsync(md->adam_m, md->host.adam_m, n, cudaMemcpyHostToDevice, st));
+    cudaCheck(cudaMemcpyAsync(md->adam_v, md->host.adam_v, n, cudaMemcpyHostToDevice, st));
+    cudaCheck(cudaMemcpyAsync(md->train_h, md->host_h, s, cudaMemcpyHostToDevice, st));
+    cudaCheck(cudaMemcpyAsync(md->train_c, md->host_c, s, cudaMemcpyHostToDevice, st));
     fp16_weights_from_masters(md);
 }
 
 // (From pageable host memory a cudaMemcpyAsync returns once the bytes are staged, so
 // the caller may reuse its buffers at once.)
 static void upload_batch(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs) {
-    size_t n = (size_t)md->B * md->T;
-    cudaCheck(cudaMemcpyAsync(md->tok, in, n, cudaMemcpyHostToDevice, stream));
-    cudaCheck(cudaMemcpyAsync(md->tok + n, tg, n, cudaMemcpyHostToDevice, stream));
-    if (rs) cudaCheck(cudaMemcpyAsync(md->tok + 2 * n, rs, n, cudaMemcpyHostToDevice, stream));
-    else cudaCheck(cudaMemsetAsync(md->tok + 2 * n, 0, n, stream));
+    const size_t n = (size_t)md->B * md->T;
+    const cudaStream_t st = md->launch.stream;
+    cudaCheck(cudaMemcpyAsync(md->tok, in, n, cudaMemcpyHostToDevice, st));
+    cudaCheck(cudaMemcpyAsync(md->tok + n, tg, n, cudaMemcpyHostToDevice, st));
+    if (rs) cudaCheck(cudaMemcpyAsync(md->tok + 2 * n, rs, n, cudaMemcpyHostToDevice, st));
+    else cudaCheck(cudaMemsetAsync(md->tok + 2 * n, 0, n, st));
 }
 
 // The two time loops: T dependent steps of two matmuls and a cell kernel each, 3T
@@ -1553,162 +1647,116 @@ static void run_steps(Model *md, cudaGraphExec_t *graph, void (*steps)(Model *))
         steps(md);
         return;
     }
+    const cudaStream_t st = md->launch.stream;
     if (!*graph) {  // capture: the launches are recorded, not run
         cudaGraph_t g;
-        cudaCheck(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));  // only this thread's calls matter
+        cudaCheck(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));  // only this thread's calls matter
         steps(md);
-        cudaCheck(cudaStreamEndCapture(stream, &g));
+        cudaCheck(cudaStreamEndCapture(st, &g));
         // each kernel node keeps the priority of the stream it was captured from (the overlapped
         // weight gradients the lowest); without the flag every node would run at the priority of
         // the stream the graph is launched into
         cudaCheck(cudaGraphInstantiate(graph, g, cudaGraphInstantiateFlagUseNodePriority));
         cudaCheck(cudaGraphDestroy(g));
     }
-    cudaCheck(cudaGraphLaunch(*graph, stream));
+    cudaCheck(cudaGraphLaunch(*graph, st));
 }
 
-// One forward time step t (mlstm.h's recurrence): two matmuls and the cell. ev, when not
-// NULL, gets an event recorded before each kernel and after the last (the per-kernel timing
-// of test_gpu --bench-kernels); training passes NULL.
-static void mark(cudaEvent_t *ev, int i) {
-    if (ev) cudaCheck(cudaEventRecord(ev[i], stream));
-}
-static void forward_step(Model *md, int t, cudaEvent_t *ev) {
+// One forward time step t (mlstm.h's recurrence): two matmuls and the cell.
+static void forward_step(Model *md, int t) {
+    const Launch *L = &md->launch;
     const int H = md->cfg.H, B = md->B, T = md->T, N = B * T;
     const size_t BH = (size_t)B * H, o = (size_t)t * BH;
     const uint8_t *rs = md->tok + 2 * N;
     float *z_t = md->z + 4 * o;  // holds e W_x^T + b; the product below adds m_t W_h^T: z_t
     Epilogue mt_product = epi_mt_product(md->mt + o, md->mh + o, md->mx + o, rs + t, T, H);
-    mark(ev, 0);
-    matmul(MM_NT, B, H, H, md->hs + o, md->W[WN_MH], mt_product);  // m_t = mx * (h_{t-1} W_mh^T)   (B,H)
-    mark(ev, 1);
-    matmul(MM_NT, B, 4 * H, H, md->mt + o, md->W[WN_H], epi_add_f32(z_t, 4 * H));  // z_t += m_t W_h^T   (B,4H)
-    mark(ev, 2);
-    cell_forward_step(md->hs + o + BH, md->cs + o + BH, z_t, md->cs + o, rs, t, T, B, H);
-    mark(ev, 3);
+    seam_mark(L, 0);
+    matmul(L, MM_NT, B, H, H, md->hs + o, md->W[WN_MH], mt_product);  // m_t = mx * (h_{t-1} W_mh^T)   (B,H)
+    seam_mark(L, 1);
+    matmul(L, MM_NT, B, 4 * H, H, md->mt + o, md->W[WN_H], epi_add_f32(z_t, 4 * H));  // z_t += m_t W_h^T   (B,4H)
+    seam_mark(L, 2);
+    cell_forward_step(L, md->hs + o + BH, md->cs + o + BH, z_t, md->cs + o, rs, t, T, B, H);
+    seam_mark(L, 3);
 }
 // Forward steps t = 0 .. T-1 from hs[0], cs[0].
 static void forward_steps(Model *md) {
-    for (int t = 0; t < md->T; t++) forward_step(md, t, NULL);
+    for (int t = 0; t < md->T; t++) forward_step(md, t);
 }
 
 // One backward time step t (mlstm.h's mlstm_backward's time loop): the cell, two matmuls.
-static void backward_step(Model *md, int t, cudaEvent_t *ev) {
+static void backward_step(Model *md, int t) {
+    const Launch *L = &md->launch;
     const int H = md->cfg.H, B = md->B, T = md->T, N = B * T;
     const size_t BH = (size_t)B * H, o = (size_t)t * BH;
     const uint8_t *rs = md->tok + 2 * N;
     const float *z_t = md->z + 4 * o;
     const float *c_prev = md->cs + o, *c = md->cs + o + BH;
-    mark(ev, 0);
-    cell_backward_step(md->dz + 4 * o, md->dc, md->dh, md->dhs + o, z_t, c_prev, c, rs, t, T, B, H);
-    mark(ev, 1);
+    seam_mark(L, 0);
+    cell_backward_step(L, md->dz + 4 * o, md->dc, md->dh, md->dhs + o, z_t, c_prev, c, rs, t, T, B, H);
+    seam_mark(L, 1);
     // dm = dz W_h, split into dmx = dm * mh and dmh = dm * mx   (B,H)
     Epilogue split = epi_dm_split(md->dmx + o, md->dmh + o, md->mh + o, md->mx + o, rs + t, T, H);
-    matmul(MM_NN, B, H, 4 * H, md->dz + 4 * o, md->W[WN_H], split);
-    mark(ev, 2);
-    matmul(MM_NN, B, H, H, md->dmh + o, md->W[WN_MH], epi_f32(md->dh, H));  // dh_{t-1} = dmh W_mh
-    mark(ev, 3);
+    matmul(L, MM_NN, B, H, 4 * H, md->dz + 4 * o, md->W[WN_H], split);
+    seam_mark(L, 2);
+    matmul(L, MM_NN, B, H, H, md->dmh + o, md->W[WN_MH], epi_f32(md->dh, H));  // dh_{t-1} = dmh W_mh
+    seam_mark(L, 3);
 }
 // Switch overlap: the chain of the backward loop leaves the tensor cores mostly idle at small B,
 // and dW_h = dz^T m and dW_mh = dmh^T h_{t-1} need only the rows of finished steps. So the loop
-// runs in OVERLAP_CHUNKS chunks of T / OVERLAP_CHUNKS steps; after each, an event forks stream2,
-// which adds the two products over the chunk's B T / OVERLAP_CHUNKS rows into dW_h and dW_mh (the
-// first chunk writes them, the later ones add, in chunk order on the one stream: a fixed order),
-// while stream goes on with the next chunk. After the loop stream waits for stream2 (the join).
-// Inside the capture of the backward graph this is the graph's fork and join; the direct path runs
-// it on the two streams the same way. stream2 has the lowest priority, and the chunks that run
-// beside the loop have a bounded grid (grid_bound): the hand-written kernel one block an SM (the
-// 128x128 tile takes half an SM's registers, so the loop's blocks still find room on every SM),
-// cuBLASLt planned for 1 / OVERLAP_LT_SM_DIVISOR of the SMs (its sm_90 kernels take a whole SM a
-// block). The last chunk starts when the loop has ended and takes the whole GPU. dev/perf_model.py
-// prices both (overlap_wgrad).
+// runs in OVERLAP_CHUNKS chunks of T / OVERLAP_CHUNKS steps; after each, an event forks the
+// model's second stream, which adds the two products over the chunk's B T / OVERLAP_CHUNKS rows
+// into dW_h and dW_mh (the first chunk writes them, the later ones add, in chunk order on the one
+// stream: a fixed order), while the main stream goes on with the next chunk. After the loop the
+// main stream waits for the second (the join). Inside the capture of the backward graph this is
+// the graph's fork and join; the direct path runs it on the two streams the same way. The second
+// stream has the lowest priority, and the chunks that run beside the loop have a bounded grid
+// (Launch.grid_bound): the hand-written kernel one block an SM (the 128x128 tile takes half an
+// SM's registers, so the loop's blocks still find room on every SM), cuBLASLt planned for
+// 1 / OVERLAP_LT_SM_DIVISOR of the SMs (its sm_90 kernels take a whole SM a block). The last chunk
+// starts when the loop has ended and takes the whole GPU.
 #define OVERLAP_LT_SM_DIVISOR 2
 static int overlap_chunks(const Model *md) {
-    return md->sw.overlap && md->T % OVERLAP_CHUNKS == 0 ? OVERLAP_CHUNKS : 1;
+    return md->launch.sw.overlap && md->T % OVERLAP_CHUNKS == 0 ? OVERLAP_CHUNKS : 1;
+}
+// The launch context of chunk j's weight gradients: the model's, on its second stream with that
+// stream's own workspaces, and beside the loop (every chunk but the last) a bounded grid.
+static Launch wgrad_launch(const Model *md, int j) {
+    Launch L = md->launch;
+    L.stream = md->stream2;
+    L.splitk_ws = md->splitk_ws2;
+    L.lt_ws = md->lt_ws2;
+    L.lt_scratch = NULL;  // (a weight gradient's FP32 output: cuBLASLt finishes its epilogue itself)
+    L.lt_scratch_n = 0;
+    if (j < overlap_chunks(md) - 1) {
+        L.grid_bound = L.sms;
+        L.lt_sm_target = L.sms > OVERLAP_LT_SM_DIVISOR ? L.sms / OVERLAP_LT_SM_DIVISOR : 1;
+    }
+    return L;
 }
 static void wgrad_chunk(Model *md, int j, int t0, int steps) {
     const int H = md->cfg.H, B = md->B, N = B * md->T, rows = B * steps;
     const size_t o = (size_t)t0 * B * H;
-    cudaCheck(cudaEventRecord(md->ev_chunk[j], stream));  // the chunk's dz, dmh are written
-    cudaCheck(cudaStreamWaitEvent(stream2, md->ev_chunk[j], 0));
-    cudaStream_t main_stream = stream;
-    float *main_ws = splitk_ws;
-    void *main_lt_ws = lt_workspace;
-    stream = stream2;  // the launches below go to stream2, with its own split-K and cuBLASLt workspaces
-    splitk_ws = md->splitk_ws[1];
-    lt_workspace = md->lt_ws[1];
-    const int beside_loop = j < overlap_chunks(md) - 1;
-    grid_bound = beside_loop ? num_sms : 0;
-    lt_sm_target = beside_loop ? (num_sms > OVERLAP_LT_SM_DIVISOR ? num_sms / OVERLAP_LT_SM_DIVISOR : 1) : 0;
+    const Launch L = wgrad_launch(md, j);
+    cudaCheck(cudaEventRecord(md->ev_chunk[j], md->launch.stream));  // the chunk's dz, dmh are written
+    cudaCheck(cudaStreamWaitEvent(L.stream, md->ev_chunk[j], 0));
     Epilogue e = epi_grad(md->dW[WN_H], H, N);
     e.accumulate = j > 0;
-    matmul(MM_TN, 4 * H, H, rows, md->dz + 4 * o, md->mt + o, e);  // dW_h += dz^T m / N over the chunk
+    matmul(&L, MM_TN, 4 * H, H, rows, md->dz + 4 * o, md->mt + o, e);  // dW_h += dz^T m / N over the chunk
     e = epi_grad(md->dW[WN_MH], H, N);
     e.accumulate = j > 0;
-    matmul(MM_TN, H, H, rows, md->dmh + o, md->hs + o, e);  // dW_mh += dmh^T h_{t-1} / N over the chunk
-    stream = main_stream;
-    splitk_ws = main_ws;
-    lt_workspace = main_lt_ws;
-    grid_bound = lt_sm_target = 0;
+    matmul(&L, MM_TN, H, H, rows, md->dmh + o, md->hs + o, e);  // dW_mh += dmh^T h_{t-1} / N over the chunk
 }
 // Backward steps t = T-1 .. 0 from dh = dc = 0 (with switch overlap, in chunks: above).
 static void backward_steps(Model *md) {
     const int T = md->T, chunks = overlap_chunks(md), C = T / chunks;
     for (int j = 0; j < chunks; j++) {
-        for (int t = T - 1 - j * C; t >= T - (j + 1) * C; t--) backward_step(md, t, NULL);
+        for (int t = T - 1 - j * C; t >= T - (j + 1) * C; t--) backward_step(md, t);
         if (chunks > 1) wgrad_chunk(md, j, T - (j + 1) * C, C);
     }
     if (chunks > 1) {  // the join
-        cudaCheck(cudaEventRecord(md->ev_join, stream2));
-        cudaCheck(cudaStreamWaitEvent(stream, md->ev_join, 0));
+        cudaCheck(cudaEventRecord(md->ev_join, md->stream2));
+        cudaCheck(cudaStreamWaitEvent(md->launch.stream, md->ev_join, 0));
     }
-}
-
-// Switch l2: W_mh, 33.5 MB in FP16 at H = 4096, persisting in L2 (an H200
-// may set aside 37.5 MB of its 50), so the per-step products mh and dh read it from L2 instead
-// of from DRAM after W_h's 134 MB stream has evicted it. A window on the stream: the launches on
-// it, and the kernel nodes captured from it, carry it. Set before each forward and backward for
-// the model whose work follows (a validation model has its own W_mh); without persisting L2
-// (before sm_80) the switch does nothing.
-static const void *l2_window_base;  // the window the stream carries now (NULL: none)
-static void l2_window(Model *md) {
-    const void *base = md->sw.l2 ? (const void *)md->W[WN_MH] : NULL;
-    if (base == l2_window_base) return;
-    size_t persist = (size_t)device_prop.persistingL2CacheMaxSize;
-    size_t max_win = (size_t)device_prop.accessPolicyMaxWindowSize;
-    if (base && (!persist || !max_win)) {
-        static int said;
-        if (!said++ && rank == 0)
-            fprintf(stderr, "note: MLSTM_L2=1: this GPU has no persisting L2 (sm_80+); ignored\n");
-        return;
-    }
-    cudaStreamAttrValue a;
-    memset(&a, 0, sizeof a);  // num_bytes 0: no window
-    size_t win = 0;
-    if (base) {
-        size_t bytes = (size_t)md->cfg.H * md->cfg.H * sizeof(floatX);
-        win = bytes < max_win ? bytes : max_win;
-        a.accessPolicyWindow.base_ptr = (void *)base;
-        a.accessPolicyWindow.num_bytes = win;
-        a.accessPolicyWindow.hitRatio = win <= persist ? 1.f : (float)persist / win;  // the share that persists
-        a.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
-        a.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-    }
-    cudaCheck(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, win < persist ? win : persist));
-    cudaCheck(cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &a));
-    if (!base) cudaCheck(cudaCtxResetPersistingL2Cache());  // the old window's lines back to normal
-    l2_window_base = base;
-}
-// The model's switches become the ones its launches see (matmul reads sw).
-static void use_switches(Model *md) {
-    sw = md->sw;
-    splitk_ws = md->sw.splitk ? md->splitk_ws[0] : NULL;
-    splitk_ws_n = md->sw.splitk ? splitk_ws_floats() : 0;
-    lt_workspace = md->sw.cublaslt ? md->lt_ws[0] : NULL;
-    lt_workspace_n = md->sw.cublaslt ? LT_WORKSPACE_BYTES : 0;
-    lt_scratch = md->sw.cublaslt ? md->lt_scratch : NULL;
-    lt_scratch_n = md->sw.cublaslt ? (size_t)md->B * md->cfg.H : 0;
-    l2_window(md);
 }
 
 // Forward over T steps from the state (h0, c0) (B,H), which it advances; with
@@ -1716,67 +1764,67 @@ static void use_switches(Model *md) {
 // into loss_sum, not read: mean_loss reads it (a host sync).
 // mlstm.h's mlstm_forward, equation by equation (the block above it).
 static void forward(Model *md, float *h0, float *c0, double scale) {
+    const Launch *L = &md->launch;
     const int D = md->cfg.D, H = md->cfg.H, V = md->cfg.V, B = md->B, T = md->T, N = B * T;
     const size_t BH = (size_t)B * H;
     const uint8_t *in = md->tok, *tg = md->tok + N;
-    use_switches(md);
-    embed_forward(md->xe, md->p.t[P_E], in, B, T, D);
+    embed_forward(L, md->xe, md->p.t[P_E], in, B, T, D);
     // input projections of all T steps: z = e W_x^T + b (N,4H) FP32, mx = e W_mx^T (N,H)
     Epilogue e = epi_f32(md->z, 4 * H);
     e.bias = md->p.t[P_B];
-    matmul(MM_NT, N, 4 * H, D, md->xe, md->W[WN_X], e);
-    matmul(MM_NT, N, H, D, md->xe, md->W[WN_MX], epi_x(md->mx, H));
-    to_x(md->hs, h0, BH);
-    cudaCheck(cudaMemcpyAsync(md->cs, c0, sizeof(float) * BH, cudaMemcpyDeviceToDevice, stream));
+    matmul(L, MM_NT, N, 4 * H, D, md->xe, md->W[WN_X], e);
+    matmul(L, MM_NT, N, H, D, md->xe, md->W[WN_MX], epi_x(md->mx, H));
+    to_x(L, md->hs, h0, BH);
+    cudaCheck(cudaMemcpyAsync(md->cs, c0, sizeof(float) * BH, cudaMemcpyDeviceToDevice, L->stream));
     run_steps(md, &md->fwd_graph, forward_steps);
     e = epi_f32(md->logits, V);  // output layer over all T*B rows: logits = h W_out^T + b_out (N,V)
     e.bias = md->p.t[P_BOUT];
-    matmul(MM_NT, N, V, H, md->hs + BH, md->Wout, e);
-    softmax_xent(scale > 0 ? md->dlogits : NULL, md->losses, md->logits, tg, B, T, V, (float)scale);
-    sum_launch<SUM_OF_VALUES>(md->loss_sum, md->losses, N);
+    matmul(L, MM_NT, N, V, H, md->hs + BH, md->Wout, e);
+    softmax_xent(L, scale > 0 ? md->dlogits : NULL, md->losses, md->logits, tg, B, T, V, (float)scale);
+    sum_launch<SUM_OF_VALUES>(L, md->loss_sum, md->losses, N);
     // stateful truncated BPTT: the last state feeds the next batch
-    to_f32(h0, md->hs + (size_t)T * BH, BH);
-    cudaCheck(cudaMemcpyAsync(c0, md->cs + (size_t)T * BH, sizeof(float) * BH, cudaMemcpyDeviceToDevice, stream));
+    to_f32(L, h0, md->hs + (size_t)T * BH, BH);
+    cudaCheck(cudaMemcpyAsync(c0, md->cs + (size_t)T * BH, sizeof(float) * BH, cudaMemcpyDeviceToDevice, L->stream));
 }
-static double mean_loss(Model *md) { return sum_read(md->loss_sum, NULL) / ((double)md->B * md->T); }
+static double mean_loss(Model *md) { return sum_read(&md->launch, md->loss_sum, NULL) / ((double)md->B * md->T); }
 
 // Backward through time of the last forward (mlstm.h's mlstm_backward): writes
 // S * d(mean loss)/d(params) into grads. Weight gradients are single matmuls over
 // all T*B rows after the time loop; the activation gradients before them carry each
 // prediction's gradient times S, and epi_grad / colsum apply the mean's 1/N in FP32.
 static void backward(Model *md) {
+    const Launch *L = &md->launch;
     const int D = md->cfg.D, H = md->cfg.H, V = md->cfg.V, B = md->B, T = md->T, N = B * T;
     const size_t BH = (size_t)B * H;
     const uint8_t *in = md->tok;
     ParamTable *g = &md->g;
-    use_switches(md);
     // every tensor is overwritten; zero is the safe default
-    cudaCheck(cudaMemsetAsync(md->grads, 0, md->np * sizeof(float), stream));
-    matmul(MM_TN, V, H, N, md->dlogits, md->hs + BH, epi_grad(g->t[P_WOUT], H, N));  // dW_out = dlogits^T h / N
-    colsum(g->t[P_BOUT], md->colpart, md->dlogits, N, V, 1.f / N);
-    matmul(MM_NN, N, H, V, md->dlogits, md->Wout, epi_x(md->dhs, H));  // dh_t from the output layer (N,H)
-    cudaCheck(cudaMemsetAsync(md->dh, 0, sizeof(float) * BH, stream));
-    cudaCheck(cudaMemsetAsync(md->dc, 0, sizeof(float) * BH, stream));
+    cudaCheck(cudaMemsetAsync(md->grads, 0, md->np * sizeof(float), L->stream));
+    matmul(L, MM_TN, V, H, N, md->dlogits, md->hs + BH, epi_grad(g->t[P_WOUT], H, N));  // dW_out = dlogits^T h / N
+    colsum(L, g->t[P_BOUT], md->colpart, md->dlogits, N, V, 1.f / N);
+    matmul(L, MM_NN, N, H, V, md->dlogits, md->Wout, epi_x(md->dhs, H));  // dh_t from the output layer (N,H)
+    cudaCheck(cudaMemsetAsync(md->dh, 0, sizeof(float) * BH, L->stream));
+    cudaCheck(cudaMemsetAsync(md->dc, 0, sizeof(float) * BH, L->stream));
     run_steps(md, &md->bwd_graph, backward_steps);
     if (overlap_chunks(md) == 1)  // (with switch overlap, in the loop's chunks)
-        matmul(MM_TN, 4 * H, H, N, md->dz, md->mt, epi_grad(md->dW[WN_H], H, N));  // dW_h  = dz^T m / N
-    matmul(MM_TN, 4 * H, D, N, md->dz, md->xe, epi_grad(md->dW[WN_X], D, N));  // dW_x  = dz^T e / N
-    matmul(MM_TN, H, D, N, md->dmx, md->xe, epi_grad(md->dW[WN_MX], D, N));    // dW_mx = dmx^T e / N
+        matmul(L, MM_TN, 4 * H, H, N, md->dz, md->mt, epi_grad(md->dW[WN_H], H, N));  // dW_h  = dz^T m / N
+    matmul(L, MM_TN, 4 * H, D, N, md->dz, md->xe, epi_grad(md->dW[WN_X], D, N));  // dW_x  = dz^T e / N
+    matmul(L, MM_TN, H, D, N, md->dmx, md->xe, epi_grad(md->dW[WN_MX], D, N));    // dW_mx = dmx^T e / N
     if (overlap_chunks(md) == 1)
-        matmul(MM_TN, H, H, N, md->dmh, md->hs, epi_grad(md->dW[WN_MH], H, N));  // dW_mh = dmh^T h_{t-1} / N
-    colsum(g->t[P_B], md->colpart, md->dz, N, 4 * H, 1.f / N);
-    matmul(MM_NN, N, D, 4 * H, md->dz, md->W[WN_X], epi_grad(md->dxe, D, N));  // dxe = (dz W_x + dmx W_mx) / N   (N,D)
+        matmul(L, MM_TN, H, H, N, md->dmh, md->hs, epi_grad(md->dW[WN_MH], H, N));  // dW_mh = dmh^T h_{t-1} / N
+    colsum(L, g->t[P_B], md->colpart, md->dz, N, 4 * H, 1.f / N);
+    matmul(L, MM_NN, N, D, 4 * H, md->dz, md->W[WN_X], epi_grad(md->dxe, D, N));  // dxe = (dz W_x + dmx W_mx) / N
     Epilogue e = epi_grad(md->dxe, D, N);
     e.accumulate = 1;
-    matmul(MM_NN, N, D, H, md->dmx, md->W[WN_MX], e);
-    embed_backward(g->t[P_E], md->dxe, in, B, T, D, V);
+    matmul(L, MM_NN, N, D, H, md->dmx, md->W[WN_MX], e);
+    embed_backward(L, g->t[P_E], md->dxe, in, B, T, D, V);
     if (md->cfg.wnorm) {  // dW into the gradients of V and g
         const ParamTable *p = &md->p;
         WnMat wn[NWN];
         weightnorm_mats(&md->cfg, wn);
         for (int k = 0; k < NWN; k++) {
             const float *norms = md->norms + wn[k].norm_offset;
-            weightnorm_backward_gpu(g->t[wn[k].param], g->t[wn[k].gain], md->dW[k], p->t[wn[k].param],
+            weightnorm_backward_gpu(L, g->t[wn[k].param], g->t[wn[k].gain], md->dW[k], p->t[wn[k].param],
                                     p->t[wn[k].gain], norms, (int)wn[k].rows, (int)wn[k].cols);
         }
     }
@@ -1788,25 +1836,26 @@ static void backward(Model *md) {
 static double model_step(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, double scale) {
     upload_batch(md, in, tg, rs);
     forward(md, md->train_h, md->train_c, scale);
-    double loss = md->sw.l2 ? 0 : mean_loss(md);
+    double loss = md->launch.sw.l2 ? 0 : mean_loss(md);
     backward(md);
-    return md->sw.l2 ? mean_loss(md) : loss;
+    return md->launch.sw.l2 ? mean_loss(md) : loss;
 }
 
 // Step 4: the mean over ranks. NCCL when built with it; otherwise through MPI on the host.
 static void model_allreduce(Model *md) {
     if (world == 1) return;
+    const Launch *L = &md->launch;
 #if GPU_NCCL
     (void)dist_sum;  // train.h's MPI path, not needed with NCCL
-    ncclCheck(ncclAllReduce(md->grads, md->grads, md->np, ncclFloat, ncclSum, md->comm, stream));
+    ncclCheck(ncclAllReduce(md->grads, md->grads, md->np, ncclFloat, ncclSum, md->comm, L->stream));
 #else
     size_t n = md->np * sizeof(float);
-    cudaCheck(cudaMemcpyAsync(md->host.grads, md->grads, n, cudaMemcpyDeviceToHost, stream));
-    cudaCheck(cudaStreamSynchronize(stream));
+    cudaCheck(cudaMemcpyAsync(md->host.grads, md->grads, n, cudaMemcpyDeviceToHost, L->stream));
+    cudaCheck(cudaStreamSynchronize(L->stream));
     dist_sum(md->host.grads, md->np);
-    cudaCheck(cudaMemcpyAsync(md->grads, md->host.grads, n, cudaMemcpyHostToDevice, stream));
+    cudaCheck(cudaMemcpyAsync(md->grads, md->host.grads, n, cudaMemcpyHostToDevice, L->stream));
 #endif
-    divide_gpu(md->grads, md->np, (float)world);  // as train.c: sum, then divide
+    divide_gpu(L, md->grads, md->np, (float)world);  // as train.c: sum, then divide
 }
 
 // Step 5, on the reduced gradients: inf/NaN, and their norm for the clip. An FP16
@@ -1814,8 +1863,8 @@ static void model_allreduce(Model *md) {
 // top); the FP32 weight gradients themselves cannot overflow, so no FP16 limit applies.
 static GradientCheck model_check(Model *md) {
     GradientCheck c;
-    sum_launch<SUM_OF_SQUARES>(md->grad_sumsq, md->grads, md->np);
-    c.norm = sqrt(sum_read(md->grad_sumsq, &c.overflow));
+    sum_launch<SUM_OF_SQUARES>(&md->launch, md->grad_sumsq, md->grads, md->np);
+    c.norm = sqrt(sum_read(&md->launch, md->grad_sumsq, &c.overflow));
     return c;
 }
 
@@ -1823,15 +1872,16 @@ static GradientCheck model_check(Model *md) {
 static void model_apply(Model *md, double grad_factor, double lr, long applied) {
     AdamConfig a = adam_defaults;
     a.lr = lr;
-    adam_gpu(md->params, md->adam_m, md->adam_v, md->grads, md->np, (float)grad_factor, adam_step(a, applied));
+    adam_gpu(&md->launch, md->params, md->adam_m, md->adam_v, md->grads, md->np, (float)grad_factor,
+             adam_step(a, applied));
     fp16_weights_from_masters(md);
 }
 
 // Validation: forward only, on the validation state (first = 1 zeroes it).
 static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs, int first) {
     if (first) {
-        cudaCheck(cudaMemsetAsync(md->val_h, 0, sizeof(float) * md->B * md->cfg.H, stream));
-        cudaCheck(cudaMemsetAsync(md->val_c, 0, sizeof(float) * md->B * md->cfg.H, stream));
+        cudaCheck(cudaMemsetAsync(md->val_h, 0, sizeof(float) * md->B * md->cfg.H, md->launch.stream));
+        cudaCheck(cudaMemsetAsync(md->val_c, 0, sizeof(float) * md->B * md->cfg.H, md->launch.stream));
     }
     upload_batch(md, in, tg, rs);
     forward(md, md->val_h, md->val_c, 0);
@@ -1840,39 +1890,37 @@ static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const 
 
 // ----------------------------------------------------------------------------
 // The build fixes the precision: the FP16 build always scales the loss (--fp16 is
-// implied), the FP32 build never does (S = 1; --fp16 is ignored with a note).
-// Everything downstream (scaler, overflow limit, checkpoint mode check) follows.
-static int model_precision(int fp16_requested, const char **description) {
-    if (GPU_FP16) {
-        *description = "FP16 weights+activations, FP32 master+Adam, dynamic loss scale";
-        return 1;
-    }
-    if (fp16_requested && rank == 0)
+// implied), the FP32 build never does (S = 1; --fp16 is ignored with a note). Everything
+// downstream (scaler, overflow limit, checkpoint mode check) follows; the FP16 build's
+// scaler is capped at FP16_MAX_LOSS_SCALE ("The cap on S" at the top). The description
+// also names the matmuls, and the switches when one is on.
+static Precision model_precision(const Options *o) {
+    Precision p;
+    const Switches sw = switches_of(o);
+    char switches[64] = "";
+    if (sw.splitk || sw.overlap || sw.l2 || sw.warp64)
+        snprintf(switches, sizeof switches, "; switches%s%s%s%s", sw.splitk ? " splitk" : "",
+                 sw.overlap ? " overlap" : "", sw.l2 ? " l2" : "", sw.warp64 ? " warp64" : "");
+    const char *matmuls = sw.cublaslt ? "cuBLASLt" : GPU_FP16 ? "WMMA" : "SIMT";
+#if GPU_FP16
+    p.fp16 = 1;
+    p.max_loss_scale = FP16_MAX_LOSS_SCALE;
+    snprintf(p.description, sizeof p.description, "FP16 weights+activations, FP32 master+Adam, dynamic loss scale; %s "
+             "matmuls%s", matmuls, switches);
+#else
+    if (o->fp16 && rank == 0)
         fprintf(stderr, "note: --fp16 ignored: this is the FP32 build (train_gpu is the FP16 one)\n");
-    *description = "FP32 everywhere (PRECISION=FP32 build), S = 1";
-    return 0;
+    p.fp16 = 0;
+    p.max_loss_scale = INFINITY;  // (S = 1 throughout)
+    snprintf(p.description, sizeof p.description, "FP32 everywhere (PRECISION=FP32 build), S = 1; %s matmuls%s",
+             matmuls, switches);
+#endif
+    return p;
 }
 
-#ifndef TRAIN_NO_MAIN  // test/test_gpu.cu includes this file and has its own main
+static Backend model_backend(void) { return BACKEND_GPU; }
+
 int main(int argc, char **argv) {
     openmp_prefer_passive_wait(argv);  // process-level, so here and not in train_main
-    // --matmul wmma|cublaslt: train_gpu's own flag (doc/gpu.md), taken out before train.h parses the rest
-    usage_backend = "  --matmul KIND          the matmuls: wmma (the hand-written kernel) or cublaslt (cuBLASLt's;\n"
-                    "                         also MLSTM_MATMUL=KIND; this trainer's own flag) (default wmma)\n";
-    int n = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--matmul") || !strncmp(argv[i], "--matmul=", 9)) {
-            const char *v = argv[i][8] == '=' ? argv[i] + 9 : i + 1 < argc ? argv[++i] : NULL;
-            if (!v) {
-                fprintf(stderr, "error: --matmul: expected wmma or cublaslt\n");
-                return 2;
-            }
-            matmul_cublaslt_default = matmul_kind_from_name("--matmul", v);
-            continue;
-        }
-        argv[n++] = argv[i];
-    }
-    argv[n] = NULL;
-    return train_main(n, argv);
+    return train_main(argc, argv);
 }
-#endif

@@ -49,15 +49,24 @@ static_assert(LOSS_SCALER_BYTES <= CKPT_SCALER_BYTES, "the loss scaler must fit 
 //   model_state  (B,H) host arrays equal to the current carried training state.
 //   model_loaded the caller overwrote what model_host and model_state returned (a
 //                resume): the backend takes them as the truth from now on.
-// model_create builds the model with mlstm_init's weights for `seed` (the same on
-// every backend) and a zero state. model_precision says what the backend computes
-// in: given whether --fp16 was asked for, it returns 1 when gradients are FP16
-// (dynamic loss scaling on) and names the precision for the settings table.
+// model_create builds the model the options describe (o->model, o->T, and the backend's own
+// settings: the GPU trainer's --matmul) for B rows, with mlstm_init's weights for o->seed (the
+// same on every backend) and a zero state. model_precision says what the backend computes in
+// and what that limits, given the options (whether --fp16 was asked for): whether gradients are
+// FP16 (dynamic loss scaling on), the largest loss scale S its FP16 tensors hold, where the loop
+// caps its scaler (start, growth and resume; INFINITY: no cap), and a description for the
+// settings table. model_backend says which trainer this is: the flags of run.h's table it takes.
 
 typedef struct Model Model;
-static Model *model_create(MlstmConfig cfg, int B, int T, uint64_t seed);
+typedef struct {
+    int fp16;                 // 1: gradients are FP16, the loss scaler is dynamic
+    double max_loss_scale;    // the scaler's cap (INFINITY: none)
+    char description[128];    // (a row of the settings table)
+} Precision;
+static Model *model_create(const Options *o, int B);
 static void model_free(Model *md);
-static int model_precision(int fp16_requested, const char **description);
+static Precision model_precision(const Options *o);
+static Backend model_backend(void);
 static Mlstm *model_host(Model *md);
 static void model_state(Model *md, real **h, real **c);
 static void model_loaded(Model *md);
@@ -545,7 +554,7 @@ static const char *best_by_name(CkptBestBy by) {
 
 typedef struct {
     Options o;
-    const char *precision;     // what the backend computes in, for the settings table
+    Precision precision;       // what the backend computes in (model_precision)
     int B, T, G, VB;           // rows per rank, steps, global rows, validation rows per rank
     Stream train_s, val_s;
     Loader train, val;
@@ -700,7 +709,7 @@ static void print_settings(const Run *r) {
     ROW("state reset", "%s", r->train.reset_docs ? "at document, shard and epoch starts" : "at shard and epoch starts");
     lr_settings_print(stdout, &o->lr, r->G);
     ROW("optimizer", "Adam b1 0.9 b2 0.999 eps 1e-8, clip %g", o->clip);
-    ROW("precision", "%s", r->precision);
+    ROW("precision", "%s", r->precision.description);
     ROW("run directory", "%.40s", o->out);
     ROW("best checkpoint by", "%s", best_by_name(r->best.by));
     if (o->resume) ROW("resumed from", "%.40s", o->resume);
@@ -713,12 +722,11 @@ static void print_settings(const Run *r) {
 // The start of a run: the settings (a resume's from its checkpoint), the data, the
 // models, the state, then the run directory, all checked before the first step.
 
-#ifdef MODEL_MAX_LOSS_SCALE  // a backend whose storage bounds S defines it (train.cu: FP16's range)
-static void loss_scaler_cap(LossScaler *ls) {  // S starts at most at the cap and never grows past it
-    if (ls->ceiling > MODEL_MAX_LOSS_SCALE) ls->ceiling = MODEL_MAX_LOSS_SCALE;
-    if (ls->scale > MODEL_MAX_LOSS_SCALE) ls->scale = MODEL_MAX_LOSS_SCALE;
+// The backend's cap on S (model_precision): S starts at most at the cap and never grows past it.
+static void loss_scaler_cap(LossScaler *ls, double max_loss_scale) {
+    if (ls->ceiling > max_loss_scale) ls->ceiling = max_loss_scale;
+    if (ls->scale > max_loss_scale) ls->scale = max_loss_scale;
 }
-#endif
 
 // The run's identity: its defining settings, its data and its model, so that a log and a
 // checkpoint can be told to be one run's. Steps and places are left out: a run continued
@@ -751,7 +759,7 @@ typedef struct {
 // The options, a resume's from its checkpoint's header and record.
 static void run_options(Run *r, Source *src, int argc, char **argv) {
     Options *o = &r->o;
-    options_parse(o, argc, argv);
+    options_parse(o, argc, argv, model_backend());
     if (o->resume || o->init_from) {
         const char *flag = o->resume ? "resume" : "init-from";
         checkpoint_named(flag, o->resume ? o->resume : o->init_from, src->path);
@@ -767,7 +775,8 @@ static void run_options(Run *r, Source *src, int argc, char **argv) {
             printf("note: checkpoint %s has no run record: the command line's flags define the run\n", src->path);
     }
     options_check(o);
-    o->fp16 = model_precision(o->fp16, &r->precision);
+    r->precision = model_precision(o);
+    o->fp16 = r->precision.fp16;
 #ifdef _OPENMP
     if (o->threads) omp_set_num_threads(o->threads);
 #endif
@@ -850,8 +859,8 @@ static void run_data(Run *r, const Source *src) {
 static int run_state(Run *r, Source *src) {
     Options *o = &r->o;
     check_memory(&o->model, 0, "--hidden, --embed:");
-    r->md = model_create(o->model, r->B, r->T, (uint64_t)o->seed);
-    r->ev = r->VB != r->B ? model_create(o->model, r->VB, r->T, (uint64_t)o->seed) : r->md;
+    r->md = model_create(o, r->B);
+    r->ev = r->VB != r->B ? model_create(o, r->VB) : r->md;
     size_t rows = r->B > r->VB ? r->B : r->VB;
     r->in = (uint8_t *)mallocCheck(rows * r->T);
     r->tg = (uint8_t *)mallocCheck(rows * r->T);
@@ -868,9 +877,7 @@ static int run_state(Run *r, Source *src) {
         continuing = r->resumed_dir[0] && src->hd.st.run_id != 0 && same_file(r->resumed_dir, o->out);
         if (continuing) r->run_id = src->hd.st.run_id;
     }
-#ifdef MODEL_MAX_LOSS_SCALE
-    loss_scaler_cap(&r->scaler);  // a resumed scaler too (a checkpoint of the CPU trainer's --fp16 may hold 2^16)
-#endif
+    loss_scaler_cap(&r->scaler, r->precision.max_loss_scale);  // a resumed one too (the CPU trainer's may hold 2^16)
     if (o->init_from) init_from_checkpoint(r, src->f, src->path, &src->hd);
     return continuing;
 }

@@ -54,13 +54,21 @@ static void test_no_reexec(const char *trainer) {
 // The CPU backend: --fp16 is the loss-scaling protocol it offers, and its host views are the
 // model itself, so a change to them is what the next step computes from.
 static void test_cpu_backend(void) {
-    const char *d32 = NULL, *d16 = NULL;
-    int p32 = model_precision(0, &d32), p16 = model_precision(1, &d16);
-    CHECK(p32 == 0 && !strcmp(d32, "FP32"), "CPU backend: FP32 without --fp16 (%s)", d32);
-    CHECK(p16 == 1 && strstr(d16, "loss scaling"), "CPU backend: --fp16 runs the loss scaling (%s)", d16);
+    Options o;
+    options_defaults(&o);
+    Precision p32 = model_precision(&o);
+    o.fp16 = 1;
+    Precision p16 = model_precision(&o);
+    CHECK(p32.fp16 == 0 && !strcmp(p32.description, "FP32"), "CPU backend: FP32 without --fp16 (%s)", p32.description);
+    CHECK(p16.fp16 == 1 && strstr(p16.description, "loss scaling") && p16.max_loss_scale == INFINITY,
+          "CPU backend: --fp16 runs the loss scaling, its scale uncapped (%s, cap %g)", p16.description,
+          p16.max_loss_scale);
     MlstmConfig cfg = {256, 8, 16, 1};
     int B = 4, T = 5;
-    Model *md = model_create(cfg, B, T, 3);
+    o.model = cfg;
+    o.T = T;
+    o.seed = 3;
+    Model *md = model_create(&o, B);
     uint8_t in[20], tg[20];
     for (int i = 0; i < B * T; i++) {
         in[i] = (uint8_t)('a' + i % 7);

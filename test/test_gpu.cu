@@ -36,8 +36,9 @@
 // Matrix gradients are also compared row by row with the gradient tolerance: each row
 // is the same kind of sum as the whole tensor, judged against its own scale.
 // A bug (a wrong index, a missing term, a wrong row) gives errors of order 1.
-#define TRAIN_NO_MAIN  // train.cu without its main: this file has its own
+#define main train_gpu_main  // the trainer whole, its main renamed: this file has its own
 #include "train.cu"
+#undef main
 #include "test/test.h"
 #include <algorithm>
 #include <vector>
@@ -55,6 +56,54 @@ static const double TOL_LOGITS = 1e-4, TOL_LOSS = 1e-4, TOL_GRAD = 1e-4, TOL_STA
 static const double TOL_MM = 1e-4;
 
 static const char *precision_name = GPU_FP16 ? "FP16" : "FP32";
+
+// ----------------------------------------------------------------------------
+// The trainer as the tests drive it: models made from Options (as train.h makes them), launch
+// contexts of their own for the products they run directly, and the seam's knobs and counts.
+
+static int matmul_kind = MATMUL_WMMA;  // --matmul (this program's flag, for --bench-step), and the switch runs
+static Model *model_for(MlstmConfig cfg, int B, int T, uint64_t seed) {
+    Options o;
+    options_defaults(&o);
+    o.model = cfg;
+    o.T = T;
+    o.seed = (long)seed;
+    o.matmul = matmul_kind;
+    return model_create(&o, B);
+}
+// Plans the products of md (both of its streams) for `sms` SMs instead of the device's: the
+// 128x128 tile, split-K and a bounded grid then take the tests' small shapes as the paper's.
+static void plan_for_sms(Model *md, int sms) {
+    if (sms > 0) md->launch.sms = sms;
+}
+// The loss scale's cap the trainer puts on its scaler (model_precision's, for the defaults).
+static double trainer_max_loss_scale(void) {
+    Options o;
+    options_defaults(&o);
+    return model_precision(&o).max_loss_scale;
+}
+// A launch context for the products a test runs itself, on stream 0: the device's SMs, no switch,
+// the seam's defaults, cuBLASLt's plans and workspace of its own (test_launch_free).
+typedef struct {
+    Launch L;
+    Seam seam;
+    LtPlans lt;
+} TestLaunch;
+static void test_launch_init(TestLaunch *t) {
+    memset(t, 0, sizeof *t);
+    t->seam = seam_defaults();
+    t->L.stream = 0;
+    t->L.sms = gpu_setup()->prop.multiProcessorCount;
+    t->L.seam = &t->seam;
+    t->L.lt = &t->lt;
+    cudaCheck(cudaMalloc(&t->L.lt_ws, LT_WORKSPACE_BYTES));
+    t->L.lt_ws_n = LT_WORKSPACE_BYTES;
+}
+static void test_launch_free(TestLaunch *t) {
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaFree(t->L.lt_ws));
+    lt_plans_free(&t->lt);
+}
 
 // ----------------------------------------------------------------------------
 // helpers
@@ -124,8 +173,8 @@ static void test_graph_path(MlstmConfig cfg, int B, int T, uint64_t seed, int sm
     for (int k = 0; k < 2; k++) {  // the switch as a user sets it
         if (k) setenv("MLSTM_NO_GRAPH", "1", 1);
         else unsetenv("MLSTM_NO_GRAPH");
-        m[k] = model_create(cfg, B, T, seed);
-        if (sms > 0) num_sms = sms;
+        m[k] = model_for(cfg, B, T, seed);
+        plan_for_sms(m[k], sms);
     }
     if (saved) setenv("MLSTM_NO_GRAPH", saved, 1);
     else unsetenv("MLSTM_NO_GRAPH");
@@ -172,8 +221,7 @@ static void test_graph_path(MlstmConfig cfg, int B, int T, uint64_t seed, int sm
 // Model vs CPU: one step (loss, logits, every gradient, the state), then ten
 // training steps with the state carried.
 
-// sms > 0 overrides the SM count the matmul dispatcher sees (after model_create has
-// read the device's), a test-only way to force the 128x128 tile on small shapes.
+// sms > 0 plans the products for that many SMs (plan_for_sms): the 128x128 tile on small shapes.
 // One step of the model on a batch and a carried-in state, computed once by mlstm.h (FP32), to
 // compare the GPU's step with (test_model, and each switch of test_switches).
 // The biases it starts from: random ones in [-0.5, 0.5] (mlstm_init's are 0, which hides a bias left
@@ -281,8 +329,8 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
     printf("-- model %s (%s)\n", tag, precision_name);
     StepCase sc;
     step_case_init(&sc, cfg, B, T, seed, BIAS_RANDOM);
-    Model *md = model_create(cfg, B, T, seed);
-    if (sms > 0) num_sms = sms;
+    Model *md = model_for(cfg, B, T, seed);
+    plan_for_sms(md, sms);
     check_step(&sc, md, "");
     model_free(md);
     const double S = sc.S;
@@ -293,8 +341,8 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
     test_graph_path(cfg, B, T, seed, sms);
 
     // ten steps from the same initial weights and a zero state, state carried
-    md = model_create(cfg, B, T, seed);
-    if (sms > 0) num_sms = sms;
+    md = model_for(cfg, B, T, seed);
+    plan_for_sms(md, sms);
     mlstm_init(&cpu, seed);
     memset(h0, 0, sizeof(real) * B * H); memset(c0, 0, sizeof(real) * B * H);
     double worst = 0, worst_norm = 0, lr = 2e-3;
@@ -345,7 +393,9 @@ static void bad_launch(void *) {
     floatX *y;
     cudaCheck(cudaMalloc(&x, sizeof(float)));
     cudaCheck(cudaMalloc(&y, sizeof(floatX)));
-    to_x(y, x, 0);  // an empty grid: an invalid configuration
+    TestLaunch t;
+    test_launch_init(&t);
+    to_x(&t.L, y, x, 0);  // an empty grid: an invalid configuration
 }
 static void test_debug_check(void) {
     printf("-- GPU_DEBUG: every launch checked and waited for\n");
@@ -400,15 +450,13 @@ static void test_precision(void) {
     printf("      smallest probability of row 0: %.1e\n", p_min);
     mlstm_backward(&cpu, 1);
 
-    Model *md = model_create(cfg, B, T, 21);
+    Model *md = model_for(cfg, B, T, 21);
     float *grads = (float *)mallocCheck(sizeof(float) * md->np);
     ParamTable gt;
     param_table(&gt, &cfg, grads);
     LossScaler ls;
     loss_scaler_init(&ls, 1);
-#if GPU_FP16
-    loss_scaler_cap(&ls);  // as the trainer
-#endif
+    loss_scaler_cap(&ls, trainer_max_loss_scale());  // as the trainer
     int tries = 0, ov = 1;
     while (ov && tries++ < 20) {
         ov = precision_step(md, &cpu, in, tg, rs, ls.scale, grads);
@@ -447,7 +495,7 @@ static void test_saturated_gates(void) {
     const int B = 64, T = 4, H = cfg.H;
     StepCase sc;
     step_case_init(&sc, cfg, B, T, 51, BIAS_SATURATED);
-    Model *md = model_create(cfg, B, T, 51);
+    Model *md = model_for(cfg, B, T, 51);
     check_step(&sc, md, "[saturated] ");
     float *grads = d2h(md->grads, md->np);
     ParamTable gt;
@@ -459,7 +507,8 @@ static void test_saturated_gates(void) {
 }
 
 // ----------------------------------------------------------------------------
-// The loss-scale cap (train.cu, "The cap on S"). A trained-like softmax: b_out spread
+// The loss-scale cap (train.cu, "The cap on S"), which model_precision hands the loop. A trained-like
+// softmax: b_out spread
 // over 16 nats, most targets among the 16 likeliest bytes and one in 16 a rare byte
 // (p < 2^-12, as a trained model gives the characters it does not expect). At the cap,
 // S = 2^15, dlogits stays finite and dhs within its bound; at 2^16, the scaler's next
@@ -489,11 +538,13 @@ static void test_loss_scale_cap(void) {
     uint8_t in[64], tg[64], rs[64];
     random_batch(in, tg, rs, B, T, 31);
     for (int i = 0; i < N; i++) tg[i] = i % 16 ? tg[i] % 16 : 128 + tg[i] % 128;
-    Model *md = model_create(cfg, B, T, 31);
+    Model *md = model_for(cfg, B, T, 31);
     Mlstm *h = model_host(md);
     for (int v = 0; v < V; v++) h->p.t[P_BOUT][v] = (real)(-16.0 * v / (V - 1));
     model_loaded(md);
-    const double S = MODEL_MAX_LOSS_SCALE;
+    const double S = FP16_MAX_LOSS_SCALE;
+    CHECK(trainer_max_loss_scale() == S, "model_precision gives the loop FP16's cap, 2^15 (%g)",
+          trainer_max_loss_scale());
     model_step(md, in, tg, rs, S);
     int ov = model_check(md).overflow;
     // the targets' probabilities, from the FP32 logits
@@ -540,7 +591,7 @@ static void test_loss_scale_cap(void) {
     // the scaler as the trainer sets it up: at the cap from the start, never above it
     LossScaler ls;
     loss_scaler_init(&ls, 1);
-    loss_scaler_cap(&ls);
+    loss_scaler_cap(&ls, trainer_max_loss_scale());
     double start = ls.scale, top = 0;
     for (int i = 0; i < 5000; i++) {
         loss_scaler_update(&ls, i == 100);  // one overflow: S halves, then grows back
@@ -550,7 +601,8 @@ static void test_loss_scale_cap(void) {
           "the trainer's scaler: starts at %g, at most %g in 5000 steps, ends at %g", start, top, ls.scale);
     model_free(md);
 #else
-    printf("skip  the loss-scale cap: the FP32 build stores nothing in FP16 (S = 1)\n");
+    CHECK(trainer_max_loss_scale() == INFINITY, "the FP32 build stores nothing in FP16 (S = 1): no cap (%g)",
+          trainer_max_loss_scale());
 #endif
 }
 
@@ -560,7 +612,10 @@ static void test_simt_warning(void) {
     printf("-- shapes off the tensor-core tile (%s)\n", precision_name);
     char buf[1024] = "";
     FILE *f = tmpfile();
-    int good = warn_simt_shapes(4096, 64, 128, 256, f), odd = warn_simt_shapes(4096, 64, 100, 256, f);
+    TestLaunch t;
+    test_launch_init(&t);
+    int good = warn_simt_shapes(&t.L, 4096, 64, 128, 256, f), odd = warn_simt_shapes(&t.L, 4096, 64, 100, 256, f);
+    test_launch_free(&t);
     rewind(f);
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     buf[n] = 0;
@@ -584,7 +639,7 @@ static void test_overflow(void) {
     int B = 8, T = 6;
     uint8_t in[48], tg[48], rs[48];
     random_batch(in, tg, rs, B, T, 5);
-    Model *md = model_create(cfg, B, T, 5);
+    Model *md = model_for(cfg, B, T, 5);
     size_t n = md->np * sizeof(float);
     float *before = (float *)mallocCheck(n);
     memcpy(before, model_host(md)->params, n);
@@ -618,7 +673,8 @@ static void test_overflow(void) {
     model_free(md);
 }
 
-// A set of the switches of issue 24 (train.cu's Switches), as a user sets them: the environment.
+// A set of the run-time switches (train.cu's Switches), as a user sets them: the environment, and
+// --matmul (the models' Options, model_for; the trainer's command line, run_trainer).
 struct SwitchRun {
     const char *name;
     int splitk, overlap, l2, warp64, cublaslt;
@@ -630,8 +686,7 @@ static void set_switch_env(const SwitchRun *r) {
         if (on[i]) setenv(names[i], "1", 1);
         else unsetenv(names[i]);
     }
-    if (r->cublaslt) setenv("MLSTM_MATMUL", "cublaslt", 1);
-    else unsetenv("MLSTM_MATMUL");
+    matmul_kind = r->cublaslt ? MATMUL_CUBLASLT : MATMUL_WMMA;
 }
 
 // ----------------------------------------------------------------------------
@@ -660,6 +715,7 @@ static int run_trainer(const char *dir, const char *name, int steps, const char 
                             "--out", out};
     int n = 27;
     if (resume) { args[n++] = "--resume"; args[n++] = resume; }
+    if (matmul_kind == MATMUL_CUBLASLT) { args[n++] = "--matmul"; args[n++] = "cublaslt"; }
     args[n] = NULL;
     optind = 0;  // getopt_long starts afresh
     fflush(stdout);
@@ -728,9 +784,9 @@ static void resume_check(const SwitchRun *r, int n) {
     CHECK(applied >= n, "[%s] the %d-step run applied %d of its steps (not all skipped for overflow)", r->name,
           2 * n, applied);
 #if GPU_FP16
-    CHECK(max_scale == MODEL_MAX_LOSS_SCALE,
+    CHECK(max_scale == FP16_MAX_LOSS_SCALE,
           "[%s] the trainer's loss scale starts at FP16's cap and stays there: %g (cap %g)", r->name, max_scale,
-          MODEL_MAX_LOSS_SCALE);
+          FP16_MAX_LOSS_SCALE);
 #else
     CHECK(max_scale == 1, "[%s] the FP32 trainer's loss scale is 1: %g", r->name, max_scale);
 #endif
@@ -821,22 +877,19 @@ static double elem_b(int layout, int N, int K, int k, int n) {
     return tof(tox(hval(2, layout == MM_NT ? (uint64_t)n * K + k : (uint64_t)k * N + n)));
 }
 
-// cuBLASLt's product C (M,N) FP32 = A . B (train.cu's --matmul cublaslt path, plain epilogue): what the
-// hand-written kernel is checked and timed against.
-static void lt_product(int L, int M, int N, int K, const floatX *A, const floatX *B, float *C) {
-    static void *ws;
-    if (!ws) cudaCheck(cudaMalloc(&ws, LT_WORKSPACE_BYTES));
-    lt_workspace = ws;
-    lt_workspace_n = LT_WORKSPACE_BYTES;
-    matmul_lt(L, M, N, K, A, B, epi_f32(C, N));
+// cuBLASLt's product C (M,N) FP32 = A . B (train.cu's --matmul cublaslt path, plain epilogue) in
+// the context ctx: what the hand-written kernel is checked and timed against.
+static void lt_product(const Launch *ctx, int L, int M, int N, int K, const floatX *A, const floatX *B, float *C) {
+    matmul_lt(ctx, L, M, N, K, A, B, epi_f32(C, N));
 }
 // Runs one shape: checks (unless bench) or times (bench reps > 0) ours and cuBLASLt.
 // The shared-memory pipeline depth a plan runs at (the SIMT kernel's: 1; before sm_80 the WMMA
 // kernel's copies are synchronous whatever the depth).
-static int plan_stages(int plan) {
+static int plan_stages(const Launch *ctx, int plan) {
 #if GPU_FP16
-    return plan == MM_SIMT ? 1 : wmma_stages;
+    return plan == MM_SIMT ? 1 : ctx->seam->wmma_stages;
 #else
+    (void)ctx;
     (void)plan;
     return 1;
 #endif
@@ -844,41 +897,42 @@ static int plan_stages(int plan) {
 #if GPU_FP16
 // Whether matmul_setup offered the pipeline depth st on this device; says so when not.
 static bool depth_offered(int st, const char *what) {
-    if (!wmma_stages_ok[st])
+    const int ok = gpu_setup()->wmma_depth_ok[st];
+    if (!ok)
         printf("skip  %s at %d stages: not on this device (no cp.async before sm_80, or too little shared memory)\n",
                what, st);
-    return wmma_stages_ok[st];
+    return ok;
 }
 #endif
-static void matmul_shape(const Shape *s, int bench_reps) {
+static void matmul_shape(const Launch *ctx, const Shape *s, int bench_reps) {
     const int M = s->M, N = s->N, K = s->K, L = s->layout;
     size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
     floatX *A = (floatX *)try_alloc(na * sizeof(floatX)), *Bm = (floatX *)try_alloc(nb * sizeof(floatX));
     float *C = (float *)try_alloc(nc * 4), *Cb = (float *)try_alloc(nc * 4);
     char name[160];
-    int plan = matmul_plan(M, N, K, A ? A : (floatX *)16, Bm ? Bm : (floatX *)16);
+    int plan = matmul_plan(ctx, M, N, K, A ? A : (floatX *)16, Bm ? Bm : (floatX *)16);
     snprintf(name, sizeof name, "%-10s %-9s M=%-6d N=%-6d K=%-6d %-7s stages=%d", s->what, layout_names[L], M, N, K,
-             plan_names[plan], plan_stages(plan));
+             plan_names[plan], plan_stages(ctx, plan));
     if (!A || !Bm || !C || !Cb) {
         printf("skip  %s: needs %.1f GB of GPU memory\n", name, (na + nb) * sizeof(floatX) / 1e9 + nc * 8 / 1e9);
         cudaFree(A); cudaFree(Bm); cudaFree(C); cudaFree(Cb);
         return;
     }
-    fill_kernel<<<4 * num_sms, 256>>>(A, na, 1);
-    fill_kernel<<<4 * num_sms, 256>>>(Bm, nb, 2);
+    fill_kernel<<<4 * ctx->sms, 256>>>(A, na, 1);
+    fill_kernel<<<4 * ctx->sms, 256>>>(Bm, nb, 2);
     launchCheck();
     if (bench_reps > 0) {
         cudaEvent_t e0, e1;
         cudaCheck(cudaEventCreate(&e0)); cudaCheck(cudaEventCreate(&e1));
         float ms_ours, ms_lt;
-        matmul(L, M, N, K, A, Bm, epi_f32(C, N));  // warm-up
+        matmul(ctx, L, M, N, K, A, Bm, epi_f32(C, N));  // warm-up
         cudaCheck(cudaEventRecord(e0));
-        for (int r = 0; r < bench_reps; r++) matmul(L, M, N, K, A, Bm, epi_f32(C, N));
+        for (int r = 0; r < bench_reps; r++) matmul(ctx, L, M, N, K, A, Bm, epi_f32(C, N));
         cudaCheck(cudaEventRecord(e1)); cudaCheck(cudaEventSynchronize(e1));
         cudaCheck(cudaEventElapsedTime(&ms_ours, e0, e1));
-        lt_product(L, M, N, K, A, Bm, Cb);
+        lt_product(ctx, L, M, N, K, A, Bm, Cb);
         cudaCheck(cudaEventRecord(e0));
-        for (int r = 0; r < bench_reps; r++) lt_product(L, M, N, K, A, Bm, Cb);
+        for (int r = 0; r < bench_reps; r++) lt_product(ctx, L, M, N, K, A, Bm, Cb);
         cudaCheck(cudaEventRecord(e1)); cudaCheck(cudaEventSynchronize(e1));
         cudaCheck(cudaEventElapsedTime(&ms_lt, e0, e1));
         ms_ours /= bench_reps; ms_lt /= bench_reps;
@@ -888,8 +942,8 @@ static void matmul_shape(const Shape *s, int bench_reps) {
                100.0 * ms_lt / ms_ours);
         cudaEventDestroy(e0); cudaEventDestroy(e1);
     } else {
-        matmul(L, M, N, K, A, Bm, epi_f32(C, N));
-        lt_product(L, M, N, K, A, Bm, Cb);
+        matmul(ctx, L, M, N, K, A, Bm, epi_f32(C, N));
+        lt_product(ctx, L, M, N, K, A, Bm, Cb);
         cudaCheck(cudaDeviceSynchronize());
         // vs the exact sum at sampled (or all) elements
         int all = nc <= 4096, ns = all ? (int)nc : 66;
@@ -966,32 +1020,30 @@ static std::vector<MatmulCase> matmul_cases(int quick) {
 
 static void test_matmul(int quick) {
     printf("-- matmul (%s): hand-written vs exact (CPU, double) and vs cuBLASLt\n", precision_name);
-    const int sms = num_sms;
+    TestLaunch t;
+    test_launch_init(&t);
+    const int sms = t.L.sms;
     int warp64_products = 0;
 #if GPU_FP16
-    const long warp64_before = wmma128_launches[1];
     int skipped_depth = 0;
 #endif
     for (const MatmulCase &c : matmul_cases(quick)) {
         if (c.heading) printf("%s\n", c.heading);
 #if GPU_FP16
         if (c.stages && c.stages != skipped_depth && !depth_offered(c.stages, "matmul")) skipped_depth = c.stages;
-        if (c.stages && !wmma_stages_ok[c.stages]) continue;
-        wmma_stages = c.stages ? c.stages : WMMA_STAGES;
+        if (c.stages && !gpu_setup()->wmma_depth_ok[c.stages]) continue;
+        t.seam.wmma_stages = c.stages ? c.stages : WMMA_STAGES;
 #endif
-        sw.warp64 = c.warp64;
+        t.L.sw.warp64 = c.warp64;
         warp64_products += c.warp64;
-        num_sms = c.one_sm ? 1 : sms;
-        matmul_shape(&c.s, 0);
+        t.L.sms = c.one_sm ? 1 : sms;
+        matmul_shape(&t.L, &c.s, 0);
     }
 #if GPU_FP16
-    wmma_stages = WMMA_STAGES;
-    CHECK(wmma128_launches[1] - warp64_before == warp64_products,
-          "switch warp64: the %d products ran as 4 warps of 64x64 (%ld)", warp64_products,
-          wmma128_launches[1] - warp64_before);
+    CHECK(t.seam.wmma128[1] == warp64_products, "switch warp64: the %d products ran as 4 warps of 64x64 (%ld)",
+          warp64_products, t.seam.wmma128[1]);
 #endif
-    sw.warp64 = 0;
-    num_sms = sms;
+    test_launch_free(&t);
 }
 
 // Every product of the full matmul group (the paper's shapes too, which the CPU layer cannot run)
@@ -1000,25 +1052,25 @@ static void test_matmul(int quick) {
 // needs more plans than a table of 64 holds, so this is where a fixed table would end the run.
 static void test_lt_plans(void) {
     printf("-- cuBLASLt plans for every product of the full matmul group (%s)\n", precision_name);
-    const size_t saved_ws = lt_workspace_n;
-    lt_workspace_n = LT_WORKSPACE_BYTES;  // (lt_product's)
+    TestLaunch t;  // (test_matmul's: lt_product's workspace)
+    test_launch_init(&t);
     const void *fresh = (const void *)(uintptr_t)256;
     std::vector<LtKey> keys;
     const std::vector<MatmulCase> cases = matmul_cases(0);
     for (const MatmulCase &c : cases) {
-        LtKey k = lt_key(c.s.layout, c.s.M, c.s.N, c.s.K, fresh, fresh, fresh, 1, NULL);
+        LtKey k = lt_key(&t.L, c.s.layout, c.s.M, c.s.N, c.s.K, fresh, fresh, fresh, 1, NULL);
         bool seen = false;
         for (const LtKey &o : keys) seen |= !memcmp(&o, &k, sizeof k);
         if (!seen) keys.push_back(k);
-        lt_plan(&k, NULL);
+        lt_plan(t.L.lt, &k, NULL);
     }
     size_t planned = 0;
     for (const LtKey &k : keys)
-        for (const LtPlan *p = lt_plans; p; p = p->next) planned += !memcmp(&p->key, &k, sizeof k);
+        for (const LtPlan *p = t.lt.plans; p; p = p->next) planned += !memcmp(&p->key, &k, sizeof k);
     CHECK(planned == keys.size() && keys.size() > 64,
           "the full group's %zu products: %zu distinct plans, %zu of them made (%d plans in all)", cases.size(),
-          keys.size(), planned, lt_nplans);
-    lt_workspace_n = saved_ws;
+          keys.size(), planned, t.lt.n);
+    test_launch_free(&t);
 }
 
 // cuBLASLt's bias has D's type, so an FP16 output with the FP32 master bias goes through the FP32
@@ -1044,36 +1096,32 @@ static void test_lt_fp16_bias(void) {
     std::vector<float> hb(N);
     for (int c = 0; c < N; c++) hb[c] = hval(3, c) * 4;
     cudaCheck(cudaMemcpy(bias, hb.data(), sizeof(float) * N, cudaMemcpyHostToDevice));
-    void *ws;
-    cudaCheck(cudaMalloc(&ws, LT_WORKSPACE_BYTES));
-    const Switches saved_sw = sw;
-    const long launches = lt_launches;
+    TestLaunch t;
+    test_launch_init(&t);
+    t.L.lt_scratch = scratch;
+    t.L.lt_scratch_n = (size_t)M * N;
     for (int k = 0; k < 2; k++) {  // hand-written, then cuBLASLt
         cudaCheck(cudaMalloc(&C[k], sizeof(floatX) * M * N));
         cudaCheck(cudaMalloc(&out[k], sizeof(float) * M * N));
-        sw.cublaslt = k;
-        lt_workspace = ws; lt_workspace_n = LT_WORKSPACE_BYTES;
-        lt_scratch = scratch; lt_scratch_n = (size_t)M * N;
+        t.L.sw.cublaslt = k;
         Epilogue e = epi_x(C[k], N);
         e.bias = bias;
-        matmul(MM_NT, M, N, K, A, Bm, e);
-        to_f32(out[k], C[k], (size_t)M * N);
+        matmul(&t.L, MM_NT, M, N, K, A, Bm, e);
+        to_f32(&t.L, out[k], C[k], (size_t)M * N);
     }
-    sw = saved_sw;
     cudaCheck(cudaDeviceSynchronize());
     float *h0 = d2h(out[0], (size_t)M * N), *h1 = d2h(out[1], (size_t)M * N);
     double err = max_rel_err(h1, h0, (size_t)M * N);
-    CHECK(lt_launches == launches + 1 && err <= 1.0 / 1024,
+    CHECK(t.seam.cublaslt == 1 && err <= 1.0 / 1024,
           "an FP16 output with a bias: cuBLASLt's product plus the epilogue kernel's bias match the hand-written "
           "kernel within one FP16 unit (rel err %.2e)", err);
     free(h0); free(h1);
     for (int k = 0; k < 2; k++) { cudaCheck(cudaFree(C[k])); cudaCheck(cudaFree(out[k])); }
     cudaCheck(cudaFree(A)); cudaCheck(cudaFree(Bm)); cudaCheck(cudaFree(bias)); cudaCheck(cudaFree(scratch));
-    cudaCheck(cudaFree(ws));
-    lt_workspace = NULL; lt_workspace_n = 0; lt_scratch = NULL; lt_scratch_n = 0;
+    test_launch_free(&t);
 }
 
-// A bounded grid (grid_bound: switch overlap's weight gradients beside the backward loop): fewer
+// A bounded grid (Launch.grid_bound: switch overlap's weight gradients beside the backward loop): fewer
 // blocks than tiles, which walk the tiles in turn, in the weight gradients' layout (TN; the others
 // launch their whole grid), both tiles, a split product; against the exact sums and cuBLASLt as the
 // other products, and the launches counted as walking.
@@ -1082,41 +1130,32 @@ static void test_bounded_grid(void) {
     printf("skip  the bounded grid: the FP32 build's SIMT kernel is not bounded\n");
 #else
     printf("-- matmul on a bounded grid: 2 blocks walk the tiles (%s)\n", precision_name);
-    const int sms = num_sms, saved_min_k = split_min_k;
-    const long before = walking_launches;
+    TestLaunch t;
+    test_launch_init(&t);
     const int tiles[][3] = {{256, 384, 64}, {192, 128, 96}};  // 128x128: 6 tiles; 64x64: 6 tiles
     int n = 0;
+    t.L.grid_bound = 2;
     for (int i = 0; i < 2; i++)
         for (int L = 0; L < 3; L++) {
-            num_sms = i ? 64 : 1;  // the 128x128 tile for the first, the 64x64 for the second
+            t.L.sms = i ? 64 : 1;  // the 128x128 tile for the first, the 64x64 for the second
             Shape s = {"bounded", L, tiles[i][0], tiles[i][1], tiles[i][2]};
-            grid_bound = 2;
-            matmul_shape(&s, 0);
-            grid_bound = 0;
+            matmul_shape(&t.L, &s, 0);
             n += L == MM_TN;
         }
     // a split product on a bounded grid: 1 block per split walks the tiles of its split
-    sw.splitk = 1;
-    split_min_k = 32;
-    num_sms = 4;
-    float *ws;
-    cudaCheck(cudaMalloc(&ws, sizeof(float) * splitk_ws_floats()));
-    splitk_ws = ws;
-    splitk_ws_n = splitk_ws_floats();
-    const long splits_before = splitk_launches;
+    t.L.sw.splitk = 1;
+    t.seam.split_min_k = 32;
+    t.L.sms = 4;
+    t.L.splitk_ws_n = splitk_ws_floats(t.L.sms);
+    cudaCheck(cudaMalloc(&t.L.splitk_ws, sizeof(float) * t.L.splitk_ws_n));
     Shape s = {"bounded", MM_TN, 256, 128, 256};
-    grid_bound = 2;
-    matmul_shape(&s, 0);
-    grid_bound = 0;
+    matmul_shape(&t.L, &s, 0);
     n++;
-    CHECK(splitk_launches > splits_before, "the split product split (%ld)", splitk_launches - splits_before);
-    sw.splitk = 0;
-    splitk_ws = NULL; splitk_ws_n = 0;
-    cudaCheck(cudaFree(ws));
-    split_min_k = saved_min_k;
-    num_sms = sms;
-    CHECK(walking_launches - before == n, "the %d products ran on at most 2 blocks walking their tiles (%ld launches)", n,
-          walking_launches - before);
+    CHECK(t.seam.splitk > 0, "the split product split (%ld)", t.seam.splitk);
+    CHECK(t.seam.walking == n, "the %d products ran on at most 2 blocks walking their tiles (%ld launches)", n,
+          t.seam.walking);
+    cudaCheck(cudaFree(t.L.splitk_ws));
+    test_launch_free(&t);
 #endif
 }
 
@@ -1126,6 +1165,8 @@ static void test_bounded_grid(void) {
 // for every SM several times over and few rows a thread.
 static void test_colsum(void) {
     printf("-- colsum: bias gradients' column sums (%s)\n", precision_name);
+    TestLaunch t;
+    test_launch_init(&t);
     const int shapes[][2] = {{1, 5}, {37, 300}, {1000, 256}, {70001, 3}};  // rows, cols
     for (int i = 0; i < 4; i++) {
         const int rows = shapes[i][0], cols = shapes[i][1];
@@ -1136,7 +1177,7 @@ static void test_colsum(void) {
         cudaCheck(cudaMalloc(&out, sizeof(float) * cols));
         fill_kernel<<<64, 256>>>(x, (size_t)rows * cols, 7 + i);
         launchCheck();
-        colsum(out, part, x, rows, cols, 0.5f);
+        colsum(&t.L, out, part, x, rows, cols, 0.5f);
         float *got = d2h(out, cols);
         double worst = 0;
         for (int c = 0; c < cols; c++) {
@@ -1158,6 +1199,7 @@ static void test_colsum(void) {
     const int blocks = ceil_div(V, BLOCK_THREADS) * chunks, rows_per_thread = ceil_div(N, chunks);
     CHECK(blocks >= 1024 && rows_per_thread <= 64,
           "b_out at B = 256, T = 256: %d blocks (an H200 has 132 SMs), %d rows a thread", blocks, rows_per_thread);
+    test_launch_free(&t);
 }
 
 // ----------------------------------------------------------------------------
@@ -1167,9 +1209,7 @@ static void test_colsum(void) {
 static double start_scale(void) {
     LossScaler ls;
     loss_scaler_init(&ls, GPU_FP16);
-#if GPU_FP16
-    loss_scaler_cap(&ls);
-#endif
+    loss_scaler_cap(&ls, trainer_max_loss_scale());
     return ls.scale;
 }
 
@@ -1182,42 +1222,47 @@ static int is_per_step(const char *what) {
 }
 #endif
 static void bench_matmul(int B, int H, int D, int T, int reps) {
+    TestLaunch t;
+    test_launch_init(&t);
     Shape shapes[MAX_SHAPES] = {};
     int n = step_shapes(shapes, H, D, B, T);
-    for (int i = 0; i < n; i++) matmul_shape(&shapes[i], reps);
+    for (int i = 0; i < n; i++) matmul_shape(&t.L, &shapes[i], reps);
 #if GPU_FP16
     for (int st = 2; st <= 4; st += 2) {
         if (!depth_offered(st, "bench_matmul")) continue;
-        wmma_stages = st;
+        t.seam.wmma_stages = st;
         for (int i = 0; i < n; i++)
-            if (is_per_step(shapes[i].what)) matmul_shape(&shapes[i], reps);
-        wmma_stages = WMMA_STAGES;
+            if (is_per_step(shapes[i].what)) matmul_shape(&t.L, &shapes[i], reps);
+        t.seam.wmma_stages = WMMA_STAGES;
     }
 #endif
+    test_launch_free(&t);
 }
 
 // The kernels of one forward and one backward time step (mh, z, cell_fwd; cell_bwd, dm, dh),
-// each timed by events around its launch, the mean over `steps` consecutive time steps from the
+// each timed by events around its launch (the seam's step_events), the mean over `steps` consecutive time
+// steps from the
 // middle of the sequence, after one training step has filled the activations. In the step's own
 // order, so that W_mh and W_h come from DRAM as in training (timed alone and repeated, W_mh's
 // 33.5 MB would stay in L2). Prints bench_kernel lines (gpu_check.sh sets them beside
 // perf_model.py's predict_kernel lines); returns the forward + backward time step in us.
 static double bench_kernels(MlstmConfig cfg, int B, int T, int steps) {
     const int N = B * T, H = cfg.H;
-    Model *md = model_create(cfg, B, T, 1);
+    Model *md = model_for(cfg, B, T, 1);
     uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
     random_batch(in, tg, rs, B, T, 77);
     memset(rs, 0, N);
     model_step(md, in, tg, rs, start_scale());
     cudaEvent_t ev[4];
     for (int i = 0; i < 4; i++) cudaCheck(cudaEventCreate(&ev[i]));
+    md->seam.step_events = ev;
     double us[2][3] = {{0}};
     int t0 = T / 2 - steps / 2 > 0 ? T / 2 - steps / 2 : 0;
     if (t0 + steps > T) steps = T - t0;
     for (int dir = 0; dir < 2; dir++)
         for (int i = 0; i < steps; i++) {
-            if (dir == 0) forward_step(md, t0 + i, ev);
-            else backward_step(md, t0 + steps - 1 - i, ev);
+            if (dir == 0) forward_step(md, t0 + i);
+            else backward_step(md, t0 + steps - 1 - i);
             cudaCheck(cudaEventSynchronize(ev[3]));
             for (int k = 0; k < 3; k++) {
                 float ms;
@@ -1226,8 +1271,10 @@ static double bench_kernels(MlstmConfig cfg, int B, int T, int steps) {
             }
         }
     const char *names[2][3] = {{"mh", "z", "cell_fwd"}, {"cell_bwd", "dm", "dh"}};
-    const int plans[2][3] = {{matmul_plan(B, H, H, NULL, NULL), matmul_plan(B, 4 * H, H, NULL, NULL), -1},
-                             {-1, matmul_plan(B, H, 4 * H, NULL, NULL), matmul_plan(B, H, H, NULL, NULL)}};
+    md->seam.step_events = NULL;
+    const Launch *L = &md->launch;
+    const int plans[2][3] = {{matmul_plan(L, B, H, H, NULL, NULL), matmul_plan(L, B, 4 * H, H, NULL, NULL), -1},
+                             {-1, matmul_plan(L, B, H, 4 * H, NULL, NULL), matmul_plan(L, B, H, H, NULL, NULL)}};
     double total = 0;
     for (int dir = 0; dir < 2; dir++)
         for (int k = 0; k < 3; k++) {
@@ -1263,7 +1310,7 @@ static double bench_copy(size_t dram_bytes, size_t l2_bytes, int reps) {
         cudaCheck(cudaMalloc(&a, n * sizeof(uint4)));
         cudaCheck(cudaMalloc(&b, n * sizeof(uint4)));
         cudaCheck(cudaMemset(a, 0x3c, n * sizeof(uint4)));
-        const int blocks = (int)std::min<size_t>(8L * num_sms, (n + 255) / 256);
+        const int blocks = (int)std::min<size_t>(8L * gpu_setup()->prop.multiProcessorCount, (n + 255) / 256);
         cudaEvent_t e0, e1;
         cudaCheck(cudaEventCreate(&e0));
         cudaCheck(cudaEventCreate(&e1));
@@ -1288,18 +1335,31 @@ static double bench_copy(size_t dram_bytes, size_t l2_bytes, int reps) {
     return gbs;
 }
 
+// The switches that are on, by the names dev/gpu_check.sh's report gives the benchmark's variants:
+// as-is, splitk, overlap, l2, warp64, cublaslt, all-wmma (the four of the hand-written matmul), all
+// (splitk, overlap, l2 and cublaslt, which leaves warp64 nothing to change); other sets joined by '+'.
+static void switches_name(const Switches *s, char *out, size_t n) {
+    int k = s->splitk + s->overlap + s->l2;
+    if (k == 3 && (s->cublaslt || s->warp64)) {
+        snprintf(out, n, "%s", s->cublaslt ? "all" : "all-wmma");
+        return;
+    }
+    snprintf(out, n, "%s%s%s%s%s", s->splitk ? "+splitk" : "", s->overlap ? "+overlap" : "", s->l2 ? "+l2" : "",
+             s->warp64 ? "+warp64" : "", s->cublaslt ? "+cublaslt" : "");
+    if (!out[0]) snprintf(out, n, "as-is");
+    else memmove(out, out + 1, strlen(out));
+}
+
 // Returns 0, or 1 when a loss was not finite or every timed step was skipped: a fast
 // step that computes nothing is not a result.
 static int bench_step(int B, int steps) {
     MlstmConfig cfg = {256, 64, 4096, 1};
     const int T = 256, N = B * T;
-    Model *md = model_create(cfg, B, T, 1);
+    Model *md = model_for(cfg, B, T, 1);
     uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
     LossScaler ls;
     loss_scaler_init(&ls, GPU_FP16);
-#if GPU_FP16
-    loss_scaler_cap(&ls);  // as the trainer
-#endif
+    loss_scaler_cap(&ls, trainer_max_loss_scale());  // as the trainer
     LrSettings lrs = lr_settings_default();
     lrs.rule = LR_CONSTANT; lrs.decay = DECAY_NONE; lrs.warmup = 0;
     long applied = 0;
@@ -1320,9 +1380,9 @@ static int bench_step(int B, int steps) {
     cudaCheck(cudaDeviceSynchronize());
     double dt = now_seconds() - t0, cps = (double)N * steps / dt;
     char variant[64];
-    switches_name(&md->sw, variant, sizeof variant);
+    switches_name(&md->launch.sw, variant, sizeof variant);
     // direct: MLSTM_NO_GRAPH=1
-    const char *kind = md->sw.cublaslt ? "cublaslt" : md->use_graphs ? "ours" : "ours-direct";
+    const char *kind = md->launch.sw.cublaslt ? "cublaslt" : md->use_graphs ? "ours" : "ours-direct";
     printf("bench_step precision=%s matmul=%s variant=%s B=%d T=%d H=4096 steps=%d seconds=%.3f chars_per_s=%.0f "
            "tflops=%.2f skipped=%d\n", precision_name, kind, variant, B, T, steps, dt, cps,
            3 * flops_per_char(&cfg) * cps / 1e12, skipped);
@@ -1337,14 +1397,15 @@ static int bench_step(int B, int steps) {
 }
 
 // ----------------------------------------------------------------------------
-// The switches of issue 24 (train.cu's Switches, dev/gpu-perf.md), each on alone and all together,
-// set as a user sets them (the environment), against mlstm.h: one step of the tile model from a
-// carried-in state, every tensor as test_model checks it, and what each switch must have done. The
-// dispatcher sees 4 SMs and split-K's minimum depth is 32, so that split-K splits these small
-// products as it splits the paper's (test-only settings).
+// The run-time switches (train.cu's Switches, doc/gpu.md), each on alone and all together, set as
+// a user sets them (the environment, --matmul), against mlstm.h: one step of the tile model from a
+// carried-in state, every tensor as test_model checks it, and what each switch must have done
+// (the model's seam counts the paths its products took). The products are planned for 4 SMs and
+// split-K's minimum depth is 32 (the seam's knob), so that split-K splits these small products as
+// it splits the paper's.
 
 static void test_switches(void) {
-    printf("-- the switches of issue 24 against mlstm.h (%s)\n", precision_name);
+    printf("-- the run-time switches against mlstm.h (%s)\n", precision_name);
     MlstmConfig cfg = {256, 32, 64, 1};  // every product on a tensor-core tile, T a multiple of the overlap's 4 chunks
     const int B = 64, T = 4, H = cfg.H;
     StepCase sc;
@@ -1363,46 +1424,47 @@ static void test_switches(void) {
     const std::vector<SwitchRun> runs(few, few + sizeof few / sizeof few[0]);
     (void)all;
 #endif
-    // the streams' priorities (select_device): the loop's the device's highest, switch overlap's lowest
-    int least, greatest, p_main, p_wgrad;
-    cudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    cudaCheck(cudaStreamGetPriority(stream, &p_main));
-    cudaCheck(cudaStreamGetPriority(stream2, &p_wgrad));
-    CHECK(p_main == greatest && p_wgrad == least && greatest < least,
-          "the main stream at the highest priority (%d), the weight gradients' stream at the lowest (%d)", p_main,
-          p_wgrad);
     float *ref_grads = NULL;
     double ref_loss = 0;
-    const int saved_min_k = split_min_k;
     for (const SwitchRun &r : runs) {
         set_switch_env(&r);
-        Model *md = model_create(cfg, B, T, 41);
-        num_sms = 4;
-        split_min_k = 32;
+        Model *md = model_for(cfg, B, T, 41);
+        plan_for_sms(md, 4);
+        md->seam.split_min_k = 32;
         char label[48];
         snprintf(label, sizeof label, "[%s] ", r.name);
-        long splits_before = splitk_launches, lt_before = lt_launches, bounded_before = bounded_launches;
-        long wmma_before[2] = {wmma128_launches[0], wmma128_launches[1]};
+        if (&r == &runs[0]) {  // the streams' priorities: the loop's the device's highest, switch overlap's lowest
+            int least, greatest, p_main, p_wgrad;
+            cudaCheck(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+            cudaCheck(cudaStreamGetPriority(md->launch.stream, &p_main));
+            cudaCheck(cudaStreamGetPriority(md->stream2, &p_wgrad));
+            CHECK(p_main == greatest && p_wgrad == least && greatest < least,
+                  "the main stream at the highest priority (%d), the weight gradients' stream at the lowest (%d)",
+                  p_main, p_wgrad);
+        }
         check_step(&sc, md, label);
+        const Seam &seen = md->seam;
         // Switch overlap: chunks 0-2 of the 4 run beside the loop on a bounded grid, dW_h and dW_mh each (4 SMs
         // seen: ours 4 blocks, cuBLASLt planned for 2 SMs); the last after it on the whole GPU
-        const long bounded = bounded_launches - bounded_before, want = r.overlap ? 6 : 0;
-        CHECK(bounded == want, "[%s] %ld products on a bounded grid (%ld expected)", r.name, bounded, want);
+        const long want = r.overlap ? 6 : 0;
+        CHECK(seen.bounded == want, "[%s] %ld products on a bounded grid (%ld expected)", r.name, seen.bounded, want);
         if (r.overlap && r.cublaslt) {
             int targeted = 0;
-            for (const LtPlan *p = lt_plans; p; p = p->next) targeted += p->key.sm_target == num_sms / 2;
+            for (const LtPlan *p = md->lt.plans; p; p = p->next) targeted += p->key.sm_target == md->launch.sms / 2;
             CHECK(targeted >= 2, "[%s] cuBLASLt planned the weight gradients beside the loop for %d SMs (%d plans)",
-                  r.name, num_sms / 2, targeted);
+                  r.name, md->launch.sms / 2, targeted);
         }
+        const long splits = seen.splitk, lt_launched = seen.cublaslt, wmma128[2] = {seen.wmma128[0], seen.wmma128[1]};
         float *grads = d2h(md->grads, md->np);
         double loss = model_eval(md, sc.in, sc.tg, sc.rs, 1);  // (the validation path, with the switches too)
         if (r.l2) {
+            const cudaDeviceProp &prop = gpu_setup()->prop;
             cudaStreamAttrValue a;
-            cudaCheck(cudaStreamGetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &a));
+            cudaCheck(cudaStreamGetAttribute(md->launch.stream, cudaStreamAttributeAccessPolicyWindow, &a));
             size_t limit = 0;
             cudaCheck(cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize));
             const cudaAccessPolicyWindow &w = a.accessPolicyWindow;
-            if (device_prop.persistingL2CacheMaxSize > 0)
+            if (prop.persistingL2CacheMaxSize > 0)
                 CHECK(w.base_ptr == (void *)md->W[WN_MH] && w.num_bytes == (size_t)H * H * sizeof(floatX) &&
                           w.hitProp == cudaAccessPropertyPersisting && w.hitRatio == 1.f && limit >= w.num_bytes,
                       "[%s] the stream's L2 window is W_mh (%zu bytes, persisting, hit ratio %g), %zu bytes set aside "
@@ -1410,34 +1472,34 @@ static void test_switches(void) {
                       limit);
             else
                 CHECK(w.num_bytes == 0, "[%s] no persisting L2 on this device (sm_%d): no window", r.name,
-                      device_prop.major * 10 + device_prop.minor);
+                      prop.major * 10 + prop.minor);
         }
         if (!ref_grads) {
             ref_grads = grads;
             ref_loss = loss;
         } else {
             if (r.splitk && GPU_FP16 && !r.cublaslt)
-                CHECK(splitk_launches > splits_before, "[%s] split-K split %ld products of the step", r.name,
-                      splitk_launches - splits_before);
+                CHECK(splits > 0, "[%s] split-K split %ld products of the step", r.name, splits);
             if (r.cublaslt)
-                CHECK(lt_launches - lt_before >= 13 && splitk_launches == splits_before,
+                CHECK(lt_launched >= 13 && splits == 0,
                       "[%s] every product of the step through cuBLASLt (%ld launches), none split by ours", r.name,
-                      lt_launches - lt_before);
+                      lt_launched);
             // l2 and warp64 move no bits (a warp of 64x64 runs each fragment's mma in the same k order); the
             // others sum in another order
             if (!r.splitk && !r.overlap && !r.cublaslt)
                 CHECK(!memcmp(grads, ref_grads, sizeof(float) * md->np) && loss == ref_loss,
                       "[%s] gradients and validation loss bit for bit those of as-is", r.name);
             if (r.warp64 && GPU_FP16 && !r.cublaslt)
-                CHECK(wmma128_launches[1] > wmma_before[1] && wmma128_launches[0] == wmma_before[0],
+                CHECK(wmma128[1] > 0 && wmma128[0] == 0,
                       "[%s] every 128x128 product of the step as 4 warps of 64x64 (%ld launches), none as 8 of 64x32",
-                      r.name, wmma128_launches[1] - wmma_before[1]);
+                      r.name, wmma128[1]);
             if (r.overlap && md->use_graphs) {
                 // the graph's fork and join, replayed in an order the dependencies allow (the reverse
                 // schedule runs the latest-captured ready node first), against the direct path
                 setenv("MLSTM_NO_GRAPH", "1", 1);
-                Model *direct = model_create(cfg, B, T, 41);
-                num_sms = 4;  // (model_create read the device's)
+                Model *direct = model_for(cfg, B, T, 41);
+                plan_for_sms(direct, 4);
+                direct->seam.split_min_k = 32;
                 unsetenv("MLSTM_NO_GRAPH");
                 check_step(&sc, direct, "[overlap, direct] ");
                 float *dg = d2h(direct->grads, direct->np);
@@ -1450,7 +1512,6 @@ static void test_switches(void) {
         }
         model_free(md);
     }
-    split_min_k = saved_min_k;
     free(ref_grads);
     step_case_free(&sc);
     // cuBLASLt on odd shapes, whose per-step operands are not 256-byte aligned (B H % 128 != 0: row t B
@@ -1462,13 +1523,12 @@ static void test_switches(void) {
     for (int i = 0; i < 2; i++) {
         StepCase oc;
         step_case_init(&oc, odd[i].cfg, odd[i].B, odd[i].T, 61 + i, BIAS_RANDOM);
-        Model *md = model_create(odd[i].cfg, odd[i].B, odd[i].T, 61 + i);
+        Model *md = model_for(odd[i].cfg, odd[i].B, odd[i].T, 61 + i);
         char label[64];
         snprintf(label, sizeof label, "[cublaslt, H=%d B=%d] ", odd[i].cfg.H, odd[i].B);
-        const int plans_before = lt_nplans;
         check_step(&oc, md, label);
         int below = 0, made = 0;
-        for (const LtPlan *p = lt_plans; made < lt_nplans - plans_before; p = p->next, made++)
+        for (const LtPlan *p = md->lt.plans; p; p = p->next, made++)
             below += p->key.align[0] < 256 || p->key.align[1] < 256 || p->key.align[3] < 256;
         CHECK(below > 0, "%s%d of its %d new plans for operands aligned to less than 256 bytes", label, below, made);
         model_free(md);
@@ -1476,6 +1536,76 @@ static void test_switches(void) {
     }
     SwitchRun off = {"as-is", 0, 0, 0, 0, 0};
     set_switch_env(&off);
+}
+
+// Two models in one process, as the trainer's training and validation models (--val-batch gives
+// the validation model its own B): each launches through its own context, so neither's settings,
+// streams, workspaces, plans or L2 window reach the other's launches. Model a runs switches splitk
+// and overlap planned for 4 SMs with split-K's depth lowered to 32; model b, at twice the rows,
+// switch l2 on the device's SMs. Their calls interleaved (a's step, b's validation, a's update,
+// b's validation, a's step) give what each gives alone, bit for bit, and each seam counts only its
+// own model's products.
+static void test_two_models(void) {
+    printf("-- two models with different settings, interleaved (%s)\n", precision_name);
+    const MlstmConfig cfg = {256, 32, 64, 1};
+    const int T = 4, Ba = 64, Bb = 128;
+    uint8_t *in = (uint8_t *)mallocCheck(Bb * T), *tg = (uint8_t *)mallocCheck(Bb * T);
+    uint8_t *rs = (uint8_t *)mallocCheck(Bb * T);
+    const SwitchRun a_sw = {"splitk+overlap", 1, 1, 0, 0, 0}, b_sw = {"l2", 0, 0, 1, 0, 0};
+    const SwitchRun off = {"as-is", 0, 0, 0, 0, 0};
+    Model *m[2][2];  // [alone, interleaved][a, b]
+    for (int k = 0; k < 2; k++) {
+        set_switch_env(&a_sw);
+        m[k][0] = model_for(cfg, Ba, T, 71);
+        plan_for_sms(m[k][0], 4);
+        m[k][0]->seam.split_min_k = 32;
+        set_switch_env(&b_sw);
+        m[k][1] = model_for(cfg, Bb, T, 72);
+    }
+    set_switch_env(&off);
+    // the calls: (model, what) with what 0 a step, 1 Adam's update, 2 a validation forward
+    const int calls[][2] = {{0, 0}, {1, 2}, {0, 1}, {1, 2}, {0, 0}};
+    const int ncalls = (int)(sizeof calls / sizeof calls[0]);
+    double got[2][5] = {{0}};
+    for (int k = 0; k < 2; k++) {
+        int order[5];
+        for (int i = 0; i < ncalls; i++) order[i] = i;
+        if (k == 0) std::stable_sort(order, order + ncalls, [&](int x, int y) { return calls[x][0] < calls[y][0]; });
+        for (int q = 0; q < ncalls; q++) {  // alone: a's calls, then b's; interleaved: in the list's order
+            const int i = order[q], which = calls[i][0], what = calls[i][1], B = which ? Bb : Ba;
+            Model *md = m[k][which];
+            random_batch(in, tg, rs, B, T, 500 + i);
+            if (what == 0) got[k][i] = model_step(md, in, tg, rs, start_scale());
+            else if (what == 1) model_apply(md, 1.0 / start_scale(), 1e-3, 1);
+            else got[k][i] = model_eval(md, in, tg, rs, 1);
+        }
+    }
+    for (int which = 0; which < 2; which++) {
+        float *g0 = d2h(m[0][which]->grads, m[0][which]->np), *g1 = d2h(m[1][which]->grads, m[1][which]->np);
+        float *p0 = d2h(m[0][which]->params, m[0][which]->np), *p1 = d2h(m[1][which]->params, m[1][which]->np);
+        const size_t bytes = sizeof(float) * m[0][which]->np;
+        int same = !memcmp(g0, g1, bytes) && !memcmp(p0, p1, bytes);
+        for (int i = 0; i < ncalls; i++) same &= calls[i][0] != which || got[0][i] == got[1][i];
+        CHECK(same, "model %c (%s) interleaved with the other: losses, gradients and weights bit for bit its own "
+              "alone", "ab"[which], which ? b_sw.name : a_sw.name);
+        free(g0); free(g1); free(p0); free(p1);
+    }
+    const Seam &sa = m[1][0]->seam, &sb = m[1][1]->seam;
+    CHECK(sb.splitk == 0 && sb.bounded == 0 && (!GPU_FP16 || sa.splitk > 0) && sa.bounded > 0,
+          "each seam counts its own model's products: a split %ld and bounded %ld, b split %ld and bounded %ld",
+          sa.splitk, sa.bounded, sb.splitk, sb.bounded);
+    cudaStreamAttrValue wa, wb;
+    cudaCheck(cudaStreamGetAttribute(m[1][0]->launch.stream, cudaStreamAttributeAccessPolicyWindow, &wa));
+    cudaCheck(cudaStreamGetAttribute(m[1][1]->launch.stream, cudaStreamAttributeAccessPolicyWindow, &wb));
+    const bool persisting = gpu_setup()->prop.persistingL2CacheMaxSize > 0;
+    CHECK(m[1][0]->launch.stream != m[1][1]->launch.stream && wa.accessPolicyWindow.num_bytes == 0 &&
+              (!persisting || wb.accessPolicyWindow.base_ptr == (void *)m[1][1]->W[WN_MH]),
+          "each model launches on its own stream, b's with b's W_mh in its L2 window, a's with none");
+    for (int k = 0; k < 2; k++) {
+        model_free(m[k][0]);
+        model_free(m[k][1]);
+    }
+    free(in); free(tg); free(rs);
 }
 
 // The benchmarks' own paths (per-kernel events around the step functions, the matmul at every
@@ -1513,8 +1643,14 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--matmul") && i + 1 < argc)
-            matmul_cublaslt_default = matmul_kind_from_name("--matmul", argv[++i]);
+        else if (!strcmp(argv[i], "--matmul") && i + 1 < argc) {
+            const char *kind = argv[++i];
+            if (strcmp(kind, "wmma") && strcmp(kind, "cublaslt")) {
+                fprintf(stderr, "error: --matmul %s: expected wmma or cublaslt\n", kind);
+                return 2;
+            }
+            matmul_kind = strcmp(kind, "cublaslt") ? MATMUL_WMMA : MATMUL_CUBLASLT;
+        }
         else if (!strcmp(argv[i], "--bench-step") && i + 2 < argc) {
             bench_b = atoi(argv[++i]);
             bench_steps = atoi(argv[++i]);
@@ -1528,14 +1664,14 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    select_device();
+    gpu_setup();
     if (bench_b > 0) return bench_step(bench_b, bench_steps > 0 ? bench_steps : 5);
     if (bench_mm > 0) {
         bench_matmul(bench_mm, 4096, 64, 256, 5);
         return 0;
     }
     if (bench_c) {
-        bench_copy((size_t)1 << 30, (size_t)device_prop.l2CacheSize / 4, 200);
+        bench_copy((size_t)1 << 30, (size_t)gpu_setup()->prop.l2CacheSize / 4, 200);
         return 0;
     }
     if (bench_k > 0) {
@@ -1581,7 +1717,7 @@ int main(int argc, char **argv) {
     GROUP("simt", test_simt_warning());
     GROUP("resume", test_resume());
     GROUP("bench", test_bench_paths());
-    GROUP("switches", test_switches());
+    GROUP("switches", test_switches(); test_two_models());
 #undef GROUP
     return test_summary("test_gpu");
 }

@@ -578,6 +578,9 @@ static void test_capture_rules(void) {
 
 // ---- NCCL via MPI: the emulated GPU trainer, 2 ranks x 4 rows against 1 rank x 8 rows
 
+static const char *mpirun_cmd = "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                                "OMPI_MCA_rmaps_base_oversubscribe=1 mpirun";
+
 static double rel_diff(const real *a, const real *b, size_t n) {
     double d = 0, s = 0;
     for (size_t i = 0; i < n; i++) { d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]); s += (double)b[i] * b[i]; }
@@ -586,8 +589,7 @@ static double rel_diff(const real *a, const real *b, size_t n) {
 static void test_mpi(const char *trainer, const char *what, double tol) {
     char dir[] = "/tmp/test_cudacpu_XXXXXX";
     if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
-    const char *mpirun = "ASAN_OPTIONS=detect_leaks=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                         "OMPI_MCA_rmaps_base_oversubscribe=1 mpirun";
+    const char *mpirun = mpirun_cmd;
     // step 2 overflows on rank 0 only: every rank must see it after the all-reduce and skip
 #define GPU_TINY "--hidden 64 --embed 32 --seq-len 8 --steps 4 --inject-overflow 2 --corpus-bytes 60000 --val-every 0 --val-steps 1 --sample-len 0 " \
                  "--print-every 1000 --threads 1 --lr-schedule constant --lr 3e-3"
@@ -614,6 +616,46 @@ static void test_mpi(const char *trainer, const char *what, double tol) {
     test_system("rm -rf %s", dir);
 }
 
+// ---- The GPU trainer's --matmul: a flag of run.h's one table that only train_gpu takes. In its
+// --help, not in the CPU trainer's (which refuses it by name); a bad value refused by name; not in
+// the run record (it picks how the products are summed: a resume may change it, as it may move a
+// run between the trainers); compared across ranks like every flag.
+#define MATMUL_TINY "--hidden 64 --embed 32 --seq-len 8 --batch 8 --corpus-bytes 60000 --val-every 0 --val-steps 1 " \
+                    "--sample-len 0 --print-every 1000 --threads 1"
+static void test_matmul_flag(const char *self, int have_mpirun) {
+    char dir[] = "/tmp/test_cudacpu_XXXXXX";
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
+    char gpu[4200], cpu[4200];
+    snprintf(gpu, sizeof gpu, "%s/train_gpu", self);
+    snprintf(cpu, sizeof cpu, "%s/../train", self);
+    int help = test_system("%s --help | grep -q -- '--matmul wmma|cublaslt' && %s --help | grep -q -- '--hidden'", gpu,
+                           gpu);
+    int cpu_help = test_system("%s --help | grep -q -- 'matmul'", cpu);
+    CHECK(help == 0 && cpu_help == 1, "--matmul wmma|cublaslt in train_gpu's --help beside the shared flags, not "
+          "in the CPU trainer's (%d %d)", help, cpu_help);
+    int bad = test_system("%s --matmul cublas --steps 1 > %s/bad.out 2>&1", gpu, dir);
+    int bad_said = test_system("grep -q -- '--matmul: expected one of wmma|cublaslt, got \"cublas\"' %s/bad.out", dir);
+    int cpu_rc = test_system("%s --matmul wmma --steps 1 > %s/cpu.out 2>&1", cpu, dir);
+    int cpu_said = test_system("grep -q -- '--matmul: a flag of the GPU trainer' %s/cpu.out", dir);
+    CHECK(bad == 2 && bad_said == 0 && cpu_rc == 2 && cpu_said == 0,
+          "train_gpu --matmul cublas and the CPU trainer's --matmul wmma exit 2, naming the flag (%d %d)", bad, cpu_rc);
+    int r1 = test_system("%s " MATMUL_TINY " --steps 2 --matmul cublaslt --out %s/a > %s/a.out 2>&1", gpu, dir, dir);
+    int r2 = test_system("%s " MATMUL_TINY " --steps 3 --resume %s/a > %s/b.out 2>&1", gpu, dir, dir);
+    int recorded = test_system("grep -aq matmul %s/a/latest.ckpt", dir);
+    CHECK(r1 == 0 && r2 == 0 && recorded == 1,
+          "a run with --matmul cublaslt resumes with the hand-written matmuls; its checkpoint's record holds no "
+          "--matmul (exit %d, %d; grep %d)", r1, r2, recorded);
+    if (have_mpirun) {
+        int rc = test_system("cd %s && %s -np 1 %s " MATMUL_TINY " --steps 2 --matmul cublaslt --out mp : -np 1 %s "
+                             MATMUL_TINY " --steps 2 --out mp > mp.out 2>&1", dir, mpirun_cmd, gpu, gpu);
+        int said = test_system("grep -q -- 'rank 1 has --matmul wmma, rank 0 --matmul cublaslt' %s/mp.out", dir);
+        int none = test_system("test -e %s/mp/latest.ckpt", dir);
+        CHECK(rc != 0 && said == 0 && none != 0, "ranks started with another --matmul stop before any step, naming it "
+              "(exit %d)", rc);
+    }
+    test_system("rm -rf %s", dir);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     test_collectives();
@@ -636,14 +678,9 @@ int main(void) {
     test_cublaslt_rules();
     const char *self = test_bin_dir();
     char trainer[4200];
-    // train_gpu's own flag is in its --help beside the shared ones, and a bad value is refused by name
-    snprintf(trainer, sizeof trainer, "%s/train_gpu", self);
-    int help = test_system("%s --help 2>&1 | grep -q -- '--matmul KIND' && %s --help | grep -q -- '--hidden'", trainer,
-                           trainer);
-    int bad = test_system("%s --matmul cublas --steps 1 > /dev/null 2>&1", trainer);
-    CHECK(help == 0 && bad == 2,
-          "train_gpu --help lists --matmul with the shared flags; --matmul cublas exits 2 (got %d)", bad);
-    if (test_system("command -v mpirun > /dev/null") != 0 && !getenv("REQUIRE_MPI"))
+    const int have_mpirun = test_system("command -v mpirun > /dev/null") == 0;
+    test_matmul_flag(self, have_mpirun);
+    if (!have_mpirun && !getenv("REQUIRE_MPI"))
         SKIP("mpi: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)");
     else {
         // FP32: the two runs differ only in the order of FP32 sums, as the CPU trainer's test
