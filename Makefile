@@ -25,13 +25,18 @@ TRAIN_HEADERS := train.h run.h util.h mlstm.h fast.h gemm.h data.h corpus.h sche
 TOOL_LDLIBS_prepare := -ljansson -lz
 TOOL_LDLIBS_transfer := -ljansson -llinear
 HEADERS := util.h mlstm.h fast.h gemm.h data.h corpus.h schedule.h test/test.h
+# the system's tests (test/): C programs, and test/test_*.py run by python3 from the repository root
 TESTS   := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/test_*.c))
-# test/test_*.py: run by python3 from the repository root (the performance and scaling models)
 PY_TESTS := $(wildcard test/test_*.py)
+# the lab's tests (dev/test/): the GPU performance and scaling models, gpu_check.sh's bookkeeping,
+# the PyTorch baseline of the benchmarks, the large-batch sweep's harness; make test runs them
+# after the system's, make test-lab alone
+LAB_TESTS := $(patsubst dev/test/%.c,$(BUILD)/%,$(wildcard dev/test/test_*.c))
+LAB_PY_TESTS := $(wildcard dev/test/test_*.py)
 TOOLS   := $(patsubst tools/%.c,$(BUILD)/%,$(wildcard tools/*.c))
 
-.PHONY: all test test-san clean probe run
-all: probe train $(TESTS) $(TOOLS)
+.PHONY: all test test-san test-lab clean probe run
+all: probe train $(TESTS) $(LAB_TESTS) $(TOOLS)
 
 train: $(BUILD)/train
 	cp $< $@.tmp && mv -f $@.tmp $@  # a new file, so a running ./train is not disturbed
@@ -56,6 +61,9 @@ $(BUILD)/test_generate: tools/generate.c
 $(BUILD)/%: tools/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS) $(TOOL_LDLIBS_$*)
 
+$(BUILD)/%: dev/test/%.c $(HEADERS) | $(BUILD)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
 $(BUILD):
 	mkdir -p $@
 
@@ -66,9 +74,13 @@ $(BUILD):
 RUN_HOSTS ?= $(if $(filter 1,$(SAN)),,$(BUILD)/test_hosts)
 # test-build: what `make test` runs, built and not run (.ci/run builds it with -j first)
 .PHONY: test test-build
-test test-build: $(BUILD)/train $(TESTS) $(TOOLS)
+test test-build: $(BUILD)/train $(TESTS) $(TOOLS) $(LAB_TESTS)
 test:
-	@test/run.sh $(filter-out $(BUILD)/test_hosts,$(TESTS)) $(RUN_HOSTS) $(PY_TESTS) $(CUDACPU_TESTS)
+	@test/run.sh $(filter-out $(BUILD)/test_hosts,$(TESTS)) $(RUN_HOSTS) $(PY_TESTS) $(CUDACPU_TESTS) \
+	    $(LAB_TESTS) $(LAB_PY_TESTS)
+
+test-lab: $(BUILD)/train $(TOOLS) $(LAB_TESTS)
+	@test/run.sh $(LAB_TESTS) $(LAB_PY_TESTS)
 
 test-san:
 	$(MAKE) SAN=1 test

@@ -22,8 +22,8 @@
 # 4. benchmarks: the DRAM and the L2 bandwidth by device copies (the model's constants); FP16:
 #    each kernel of one forward and one backward time step timed by events
 #    (B = 128, 256); the training step at H=4096 D=64 T=256, B = 128, 256, 512, at B=128
-#    also without CUDA graphs, at B=256 with each switch of train.cu on (dev/gpu-perf.md:
-#    the changes of issue 24; --matmul cublaslt is one); the hand-written matmul against
+#    also without CUDA graphs, at B=256 with each run-time switch of train.cu on (doc/gpu.md,
+#    dev/gpu-perf.md; --matmul cublaslt is one); the hand-written matmul against
 #    cuBLASLt on every shape of the model, the per-step products at 2, 3 and 4 cp.async
 #    stages. (The FP32 SIMT and cuBLASLt-FP32 step runs are left out: they buy little and
 #    cost a minute.)
@@ -437,7 +437,7 @@ say "benchmark: hand-written matmul vs cuBLASLt on the model's shapes (FP16; the
 for B in 128 256 512; do
     run bench "bench matmul B=$B" 90 build/test_gpu --bench-matmul "$B" | tee -a "$BENCH"
 done
-# the switches of train.cu (dev/gpu-perf.md, issue 24), each on alone and all together, at B=256;
+# the run-time switches of train.cu (doc/gpu.md, dev/gpu-perf.md), each on alone and all together, at B=256;
 # the as-is run above is the off side
 say "benchmark: the switches of train.cu at B=256, each on (the as-is run above is off)"
 for sw in MLSTM_SPLITK MLSTM_OVERLAP MLSTM_L2 MLSTM_WARP64; do

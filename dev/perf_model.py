@@ -15,11 +15,45 @@ predictions next to what the benchmark measures.
   python3 dev/perf_model.py --gpu h200 --predict     # machine-readable lines for gpu_check.sh
   python3 dev/perf_model.py --gpu h200 --set eff64=0.4 --set lat_ns=800   # change a constant
 
-Python 3 standard library only. Times are microseconds inside, milliseconds printed.
+Python 3 standard library only. Times are microseconds inside, milliseconds printed. The
+constants of train.cu's decisions (tiles, split-K, overlap, colsum) are read from train.cu.
 """
 import argparse
 import math
+import os
+import re
 import sys
+
+# ---------------------------------------------------------------------------
+# train.cu's constants, from its #define lines: the trainer is the one place they are written, and
+# a change there moves the model with it. The rules that use them are written out below, each
+# naming the train.cu function it follows.
+TRAIN_CU = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "train.cu")
+TRAIN_CU_NAMES = ("TILE_BIG", "TILE_SMALL", "TILE_BIG_MIN_FILL", "WMMA_K_MULTIPLE", "SPLIT_MAX", "SPLIT_MIN_K",
+                  "OVERLAP_CHUNKS", "OVERLAP_LT_SM_DIVISOR", "BLOCK_THREADS", "COLSUM_MIN_CHUNKS", "COLSUM_THREADS")
+
+
+def train_cu_constants(path=TRAIN_CU, names=TRAIN_CU_NAMES):
+    """{name: int} of `#define NAME value` in the source at path, value a whole number or an expression
+    of them (digits, + - * << ( )); exits with one line naming the file and the constant when one is
+    missing or not such a number."""
+    try:
+        text = open(path).read()
+    except OSError as e:
+        sys.exit("error: %s: %s (perf_model.py reads train.cu's constants from it)" % (path, e.strerror))
+    out = {}
+    for name in names:
+        m = re.search(r"^#define %s +([^/\n]+?)\s*(//.*)?$" % name, text, re.M)
+        value = m.group(1) if m else None
+        if value and re.fullmatch(r"[0-9 ()+*<-]+", value):
+            out[name] = int(eval(value, {"__builtins__": {}}))
+        else:
+            sys.exit("error: %s: no `#define %s N` with N a whole number (perf_model.py models it)%s"
+                     % (path, name, " (it says: %s)" % value if value else ""))
+    return out
+
+
+CU = train_cu_constants()
 
 # ---------------------------------------------------------------------------
 # The model (mlstm.h): H hidden units, D embedding width, V bytes, T steps per batch.
@@ -106,7 +140,7 @@ GPUS = {
 RANGE = dict(fast=dict(pipe_overlap=0.75, bar_clk=50.0, lat_ns=500.0, eff_lt=0.8),
              slow=dict(pipe_overlap=0.25, bar_clk=200.0, lat_ns=700.0, eff_lt=0.6))
 
-# The changes of issue 24, each a switch of train.cu that gpu_check.sh measures on and off.
+# The run-time switches of train.cu (doc/gpu.md), each a change gpu_check.sh measures on and off.
 VARIANTS = {
     "as-is": "train.cu's default (the T-step loops as CUDA graphs, the 128x128 tile at >= 90% of a wave)",
     "direct": "the T-step loops launched one by one (MLSTM_NO_GRAPH=1): gap {gap_us:g} us instead of {graph_gap_us:g}",
@@ -135,13 +169,13 @@ def variant_flags(variant):
 # ---------------------------------------------------------------------------
 # One matmul of train.cu: C (M,N) = A . B, K deep, through matmul_plan()'s tile choice.
 
-SPLIT_MAX, SPLIT_MIN_K = 8, 512  # train.cu's split_factor(): at most 8 splits of at least 512 (16 slabs)
+SPLIT_MAX, SPLIT_MIN_K = CU["SPLIT_MAX"], CU["SPLIT_MIN_K"]  # split_factor(): at most 8 splits of at least 512
 
 
 def split_factor(blocks, K, cap):
     """train.cu's split_factor(): double the splits while the blocks fit in `cap` and each split keeps 16 slabs."""
-    s = 1
-    while s < SPLIT_MAX and blocks * 2 * s <= cap and K % (32 * 2 * s) == 0 and K // (2 * s) >= SPLIT_MIN_K:
+    s, k_slab = 1, CU["WMMA_K_MULTIPLE"]
+    while s < SPLIT_MAX and blocks * 2 * s <= cap and K % (k_slab * 2 * s) == 0 and K // (2 * s) >= SPLIT_MIN_K:
         s *= 2
     return s
 
@@ -149,17 +183,25 @@ def split_factor(blocks, K, cap):
 def tile_plan(M, N, K, g, fp16, splitk=False):
     """train.cu's matmul_plan(): 128x128 if its blocks (x splits) fill >= 90% of a wave, else 64x64, else SIMT.
     Returns (plan, splits)."""
-    if not fp16 or K % 32:
+    big, small = CU["TILE_BIG"], CU["TILE_SMALL"]
+    if not fp16 or K % CU["WMMA_K_MULTIPLE"]:
         return "simt", 1
-    if M % 128 == 0 and N % 128 == 0:
-        b = (M // 128) * (N // 128)
+    if M % big == 0 and N % big == 0:
+        b = (M // big) * (N // big)
         s = split_factor(b, K, 2 * g["sms"]) if splitk else 1
-        if b * s * 10 >= g["sms"] * 9:
+        if b * s * 100 >= g["sms"] * CU["TILE_BIG_MIN_FILL"]:
             return "wmma128", s
-    if M % 64 == 0 and N % 64 == 0:
-        b = (M // 64) * (N // 64)
+    if M % small == 0 and N % small == 0:
+        b = (M // small) * (N // small)
         return "wmma64", split_factor(b, K, 4 * g["sms"]) if splitk else 1
     return "simt", 1
+
+
+def colsum_chunks(rows, cols):
+    """train.cu's colsum_chunks: the chunks of rows a column sum is split in."""
+    per_block = CU["BLOCK_THREADS"]
+    chunks = max(CU["COLSUM_THREADS"] // (-(-cols // per_block) * per_block), CU["COLSUM_MIN_CHUNKS"])
+    return chunks if chunks < rows else max(rows, 1)
 
 
 TILES = {  # BM, BN, WM, WN (a warp's tile), threads; train.cu's WmmaTile and matmul_simt_kernel
@@ -335,8 +377,8 @@ def host(name, t, n=1):
 # ---------------------------------------------------------------------------
 # One training step of train.cu (model_step, model_check, model_apply), world = 1.
 
-OVERLAP_CHUNKS = 4  # train.cu's backward loop in 4 chunks of T/4 steps; dW_h, dW_mh of each finished one on stream 2
-OVERLAP_LT_SM_DIVISOR = 2  # train.cu's: beside the loop, ours runs one block an SM, cuBLASLt plans for 1/2 the SMs
+OVERLAP_CHUNKS = CU["OVERLAP_CHUNKS"]  # the backward loop in 4 chunks of T/4 steps; dW_h, dW_mh of each on stream 2
+OVERLAP_LT_SM_DIVISOR = CU["OVERLAP_LT_SM_DIVISOR"]  # beside the loop: ours 1 block an SM, cuBLASLt 1/2 the SMs
 
 
 def step_kernels(g, B, T=T_DEFAULT, fp16=True, variant="as-is"):
@@ -375,7 +417,7 @@ def step_kernels(g, B, T=T_DEFAULT, fp16=True, variant="as-is"):
     # ---- backward
     add(stream("memset grads", 0, np_ * F, g))
     add(mm("dW_out = dlogits^T h", V, H, N, g, fp16, flags))
-    chunks = min(N, max(64, 2 ** 18 // V))  # train.cu's colsum_chunks
+    chunks = colsum_chunks(N, V)
     add(stream("colsum b_out (2 kernels)", N * V * X + chunks * V * F, chunks * V * F + V * F, g, launches=2))
     add(mm("dhs = dlogits W_out", N, H, V, g, fp16, flags, out_bytes=X))
     add(stream("memset dh, dc", 0, 2 * BH * F, g, launches=2))
@@ -389,7 +431,7 @@ def step_kernels(g, B, T=T_DEFAULT, fp16=True, variant="as-is"):
     add(mm("dW_x = dz^T e", 4 * H, D, N, g, fp16, flags))
     add(mm("dW_mx = dmx^T e", H, D, N, g, fp16, flags))
     add(mm("dW_mh = dmh^T h", H, H, N, g, fp16, flags))
-    add(stream("colsum b (2 kernels)", N * 4 * H * X, 64 * 4 * H * F, g, launches=2))
+    add(stream("colsum b (2 kernels)", N * 4 * H * X, colsum_chunks(N, 4 * H) * 4 * H * F, g, launches=2))
     add(mm("dxe = dz W_x", N, D, 4 * H, g, fp16, flags))
     add(mm("dxe += dmx W_mx", N, D, H, g, fp16, flags, extra_read=N * D * F))
     # embed_bwd: V blocks of 32x32 threads scan all N positions, D/32 times: instruction-bound

@@ -37,7 +37,7 @@ PAPER = dict(
     corpus_bytes=40e9,    # abstract: the 40 GB Amazon Reviews dataset; byte-level model: 1 byte = 1 char
     epochs=3,             # abstract: 3 epochs
     hours=4.0,            # abstract: "in four hours"
-    speedup=109.0,        # 109x over one GPU at 128 GPUs (as the project's issue states it; see dev/scaling.md)
+    speedup=109.0,        # 109x over one GPU at 128 GPUs (cited for the paper, its body unchecked: dev/scaling.md)
     grad_bytes=2,         # FP16 gradients all-reduced (the authors' code documentation)
 )
 

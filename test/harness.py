@@ -1,6 +1,7 @@
 """The Python tests' harness, as test/test.h is the C tests': one line per check, "ok" or "FAIL"
 with what was compared, and the summary line "name: N passed, N failed" that test/run.sh adds up.
-The tests run as `python3 test/NAME.py`, so this directory is on their import path."""
+The system's tests run as `python3 test/NAME.py`, so this directory is on their import path; the
+lab's (dev/test/) put it there."""
 import sys
 
 counts = {"passed": 0, "failed": 0}

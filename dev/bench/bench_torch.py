@@ -13,7 +13,7 @@ autograd write a full-size zero gradient for every t and add them up: O(T^2) mem
 traffic); addmm for the recurrent product; one sigmoid over the three gates; the
 output layer over all T steps as one product; autograd for the backward; clipping
 and Adam (fused or foreach where this PyTorch has it) under no_grad.
-test/test_bench_torch.py checks it against tools/mlstm_torch.py's reference model.
+dev/test/test_bench_torch.py checks it against tools/mlstm_torch.py's reference model.
 
 Both modes print which PyTorch and BLAS run: PyPI's x86 wheels link Intel MKL
 (statically: BLAS_INFO=mkl, one OpenMP pool for PyTorch and MKL), Debian's

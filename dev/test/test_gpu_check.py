@@ -3,7 +3,7 @@
 scratch copy of the tools with stand-ins for nvidia-smi, nvcc, make and the test programs
 on PATH, so what is checked is the script's own logic:
   1. a benchmark cut off by the deadline is reported as timed out, the ones after it as not
-     run, and neither is a failure (exit 0) -- issue 12 item 2;
+     run, and neither is a failure (exit 0): a slow benchmark cannot take the tests' results with it;
   2. a benchmark that crashes, or a failing test program, is a failure (exit 1);
   3. a driver older than nvcc's CUDA release, or no cuBLASLt for nvcc, stops the run first, with
      one line, before any build or test;
@@ -20,10 +20,11 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "test"))  # (harness.py)
 sys.path.insert(0, os.path.join(ROOT, "dev"))
 import perf_model  # noqa: E402  (the predictions the report puts beside the measurements)
-from harness import check, summary  # noqa: E402  (test/harness.py)
+from harness import check, summary  # noqa: E402
 
 
 def script(path, text):
@@ -108,6 +109,7 @@ with tempfile.TemporaryDirectory() as tmp:
     os.makedirs(os.path.join(tmp, "bin"))
     for t in ("gpu_check.sh", "perf_model.py", "scaling.py"):
         shutil.copy(os.path.join(ROOT, "dev", t), os.path.join(tmp, "repo", "dev", t))
+    shutil.copy(os.path.join(ROOT, "train.cu"), os.path.join(tmp, "repo", "train.cu"))  # (perf_model.py reads its constants)
     script(os.path.join(tmp, "bin", "test_prog"), FAKE_TEST)
     script(os.path.join(tmp, "bin", "make"), FAKE_MAKE)
     script(os.path.join(tmp, "bin", "nvidia-smi"), FAKE_SMI)

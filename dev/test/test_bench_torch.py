@@ -11,17 +11,18 @@ as a performance-aware user writes it.
 
 Needs PyTorch (Debian's python3-torch is enough): with this interpreter, $PYTHON, or /usr/bin/python3.
 Without it the test says SKIPPED loudly; with REQUIRE_TORCH set (CI) that is a failure.
-Run from the repository root (make test does). Ends with 'test_bench_torch: N passed, N failed'."""
+Run from the repository root (make test and make test-lab do). Ends with 'test_bench_torch: N passed, N failed'."""
 import os
 import re
 import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "test"))  # (harness.py)
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.join(ROOT, "dev", "bench"))
 
-from harness import check, summary  # noqa: E402  (test/harness.py)
+from harness import check, summary  # noqa: E402
 
 
 def finish():

@@ -2,7 +2,7 @@
 """test_perf_model.py: the arithmetic of dev/perf_model.py and dev/scaling.py on cases
 worked by hand, the scaling model's check against the paper's figures (dev/scaling.md),
 and dev/gpu_check.sh's report of measured beside predicted (on made-up bench lines).
-Run from the repository root (make test does). Ends with 'test_perf_model: N passed, N failed'."""
+Run from the repository root (make test and make test-lab do). Ends with 'test_perf_model: N passed, N failed'."""
 import io
 import math
 import os
@@ -13,12 +13,13 @@ import tempfile
 from contextlib import redirect_stdout
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "test"))  # (harness.py)
 sys.path.insert(0, os.path.join(ROOT, "dev"))
 import perf_model  # noqa: E402
 import scaling  # noqa: E402
 
-from harness import check, summary  # noqa: E402  (test/harness.py)
+from harness import check, summary  # noqa: E402
 
 
 def close(got, want, rel, what):
@@ -33,7 +34,7 @@ check(perf_model.param_count() == 86319360, "parameters at H=4096 D=64 V=256 wit
 check(perf_model.flops_per_char() == 2 * (5 * 4096 * 64 + 5 * 4096 ** 2 + 256 * 4096) == 172490752,
       "forward FLOPs per char: 172,490,752")
 
-# ---- the WMMA kernel's instruction mix (issue 24's reading of the sm_90 disassembly): per warp per
+# ---- the WMMA kernel's instruction mix (the sm_90 disassembly, dev/sass_mix.py): per warp per
 # 32-deep slab, the 128x128 tile issues 32 HMMA.16816, 12 LDSM.x4, 4 LDGSTS.128; 48 KB of fragment
 # reads + a 16 KB fill per block per slab
 g = perf_model.GPUS["h200"]
@@ -53,7 +54,7 @@ check(perf_model.blocks_per_sm("wmma128", g) == 2 and perf_model.blocks_per_sm("
 eff = 256 * 256 / (256 * (512 + 0.5 * 512 + 100 / 2) + 1024 + 3072)
 close(perf_model.wmma_eff("wmma128", 8192, g, 2), eff, 1e-12, "128x128 tile at K=8192: fraction of peak")
 check(0.30 < eff < 0.32 and 0.22 < perf_model.wmma_eff("wmma64", 8192, g, 7) < 0.25,
-      "the derived efficiencies: 128x128 %.3f, 64x64 %.3f (issue 24: about 0.33 and 0.22 are defensible)"
+      "the derived efficiencies: 128x128 %.3f, 64x64 %.3f (about 0.33 and 0.22 are defensible)"
       % (eff, perf_model.wmma_eff("wmma64", 8192, g, 7)))
 # switch warp64, the 128x128 tile as 4 warps of 64x64 (128 threads): a warp's 4 + 4 fragment loads feed
 # 16 mma per 16-deep step instead of 4 + 2 feeding 8, so 64 HMMA, 16 LDSM, 8 LDGSTS and 32 KB of fragment
@@ -138,13 +139,29 @@ check(perf_model.tile_plan(256, 4096, 16384, g, True, splitk=True) == ("wmma128"
 check(perf_model.tile_plan(256, 4096, 65536, g, True, splitk=True) == ("wmma128", 4), "split-K: dW_out at B=256 -> 128x128 / 4")
 check(perf_model.tile_plan(4096, 64, 65536, g, True, splitk=True) == ("wmma64", 8), "split-K: dW_mx -> 64x64 / 8")
 check(perf_model.tile_plan(16384, 4096, 65536, g, True, splitk=True) == ("wmma128", 1), "split-K: dW_h (4096 blocks) unsplit")
-# the rule above is a copy: train.cu must still say the same
-src = open(os.path.join(ROOT, "train.cu")).read()
-check("big_blocks * splits_big * 10 >= (long)num_sms * 9" in src and "K % WMMA_K_MULTIPLE" in src
-      and "s < SPLIT_MAX && blocks * 2 * s <= cap && K % (WMMA_K_MULTIPLE * 2 * s) == 0 && K / (2 * s) >= split_min_k" in src
-      and "#define SPLIT_MAX 8" in src and "#define SPLIT_MIN_K 512" in src and "split_factor(big_blocks, K, 2L * num_sms)" in src
-      and "K, 4L * num_sms)" in src,
-      "train.cu's matmul_plan() and split_factor() still have the rules tile_plan() and split_factor() copy")
+# colsum's chunks (train.cu's colsum_chunks): 2^18 threads over the columns' blocks, at least 64, at most the rows
+check(perf_model.colsum_chunks(65536, 256) == 1024 and perf_model.colsum_chunks(65536, 16384) == 64
+      and perf_model.colsum_chunks(10, 256) == 10, "colsum: b_out 1024 chunks, b 64, 10 rows 10")
+
+# ---- train.cu's constants are read from train.cu (its #define lines), the one place they are written
+cu = perf_model.train_cu_constants()
+check(set(cu) == set(perf_model.TRAIN_CU_NAMES) and cu == perf_model.CU and all(v > 0 for v in cu.values()),
+      "train.cu's %d constants read: %s" % (len(cu), ", ".join("%s %d" % kv for kv in sorted(cu.items()))))
+with tempfile.TemporaryDirectory() as d:
+    fake = os.path.join(d, "train.cu")
+    with open(fake, "w") as f:
+        f.write("#define SPLIT_MAX 16  // a comment\n#define COLSUM_THREADS (1 << 10)\n#define SPLIT_MIN_K split_min\n")
+    got = perf_model.train_cu_constants(fake, ("SPLIT_MAX", "COLSUM_THREADS"))
+    check(got == {"SPLIT_MAX": 16, "COLSUM_THREADS": 1024}, "a #define's value, its comment left out, (1 << 10) as 1024: %s"
+          % got)
+    for names, says in ((("TILE_BIG",), "no `#define TILE_BIG N`"), (("SPLIT_MIN_K",), "(it says: split_min)")):
+        try:
+            perf_model.train_cu_constants(fake, names)
+            msg = None
+        except SystemExit as e:
+            msg = str(e.code)
+        check(msg is not None and fake in msg and says in msg and "\n" not in msg,
+              "a constant missing or not a number: one line naming the file and it: %s" % msg)
 
 # ---- the step: the time loops move >= 336 MB per time step (W_mh + W_h forward and backward, FP16)
 for B in (128, 256, 512):
