@@ -3,7 +3,8 @@
 // build/generate run as a user runs it (no shell between: prompts are passed byte for
 // byte): seeds, prompt echo, argmax and top-k/top-p checked by replaying the text
 // through mlstm_forward, NaN and broken checkpoints, bad flags. Also the trainer's
-// sample at a tiny temperature (issue 12 item 8: it printed NUL bytes).
+// sample at a tiny temperature (no NUL byte: the argmax of a finite softmax is a byte the model
+// can produce, never the zeroed tail of a buffer).
 #define GENERATE_NO_MAIN
 #include "tools/generate.c"  // defines: Gen, gen_load, gen_step, gen_free and all of mlstm.h
 #include "test/test.h"
@@ -500,7 +501,7 @@ static void test_bad_flags(void) {
     free(r.out);
 }
 
-// The trainer's sample at temperature 1e-5 printed NUL bytes (issue 12 item 8).
+// The trainer's sample at temperature 1e-5: the argmax, and no NUL byte among it.
 static void test_trainer_sample(void) {
     char out[700];
     snprintf(out, sizeof out, "%s/sample.out", dir);

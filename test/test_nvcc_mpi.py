@@ -2,7 +2,7 @@
 """test_nvcc_mpi.py: the GPU build takes the flags of an MPI wrapper that emits -pthread and
 -Wl,... (Open MPI built from source, HPC-X; Debian's wrapper emits neither). nvcc refuses both
 ("nvcc fatal: Unknown option '-pthread'"), so the Makefile passes them through -Xcompiler and
--Xlinker (issue 24 item 2). A stand-in mpicc in a scratch folder answers -showme:compile and
+-Xlinker (the Makefile's nvcc_host_flags). A stand-in mpicc in a scratch folder answers -showme:compile and
 -showme:link with such flags and builds the Makefile's MPI probe against a stand-in libmpi (so
 no MPI installation is needed). Then:
   1. `make -n -B` prints the nvcc lines of train_gpu, train_gpu_fp32 and build/test_gpu: each has

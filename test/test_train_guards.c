@@ -79,7 +79,7 @@ static void make_shard(const char *name, size_t n, uint64_t seed) {
 
 // 1. A diverged model is never saved, and a worse model never replaces the best one.
 static void test_best(void) {
-    // the run: validation 3.38 at step 20, then a resume at a rate that climbs to divergence
+    // a run that validates at 3.38 at step 20, then a resume at a rate that climbs to divergence
     const char *run = "--hidden 64 --batch 16 --seq-len 32 --corpus-bytes 400000 --val-every 10 --ckpt-every 10 "
                       "--lr-schedule constant --lr 3 --warmup-steps 120 --threads 1 --sample-len 0";
     int r1 = train("b1.out", "%s --steps 20 --out e", run);

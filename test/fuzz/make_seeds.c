@@ -114,7 +114,7 @@ static void npy_seeds(void) {
         save("npy", name);
     }
     // D = 2^62 + 64: 256 x D and 4 x D wrap to a few KB in 64 bits, so every size check
-    // on those products passes (issue 12, item 3; a heap overflow before the fix)
+    // on those products passes unless it is checked for overflow (without that check, a heap overflow)
     put8(0); put8(0x80); put64le((1ULL << 62) + 64); put8(1);
     for (int k = 0; k < 15; k++) put8(0);
     save("npy", "wrapping_D");
