@@ -1448,6 +1448,16 @@ static void test_switches(void) {
         // seen: ours 4 blocks, cuBLASLt planned for 2 SMs); the last after it on the whole GPU
         const long want = r.overlap ? 6 : 0;
         CHECK(seen.bounded == want, "[%s] %ld products on a bounded grid (%ld expected)", r.name, seen.bounded, want);
+        // beside the loop, on the second stream: a workspace the loop's products also used would be
+        // overwritten under them on a GPU (the layer replays the two branches without interleaving them)
+        if (r.overlap) {
+            const Launch w = wgrad_launch(md, 0), &m = md->launch;
+            CHECK(w.stream == md->stream2 && w.stream != m.stream &&
+                      (!r.splitk || (w.splitk_ws && w.splitk_ws != m.splitk_ws)) &&
+                      (!r.cublaslt || (w.lt_ws && w.lt_ws != m.lt_ws)),
+                  "[%s] the weight gradients beside the loop launch on the second stream, with its own workspaces",
+                  r.name);
+        }
         if (r.overlap && r.cublaslt) {
             int targeted = 0;
             for (const LtPlan *p = md->lt.plans; p; p = p->next) targeted += p->key.sm_target == md->launch.sms / 2;

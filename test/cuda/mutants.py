@@ -78,7 +78,7 @@ MUTANTS = [
     ("the second stream never joined back (switch overlap)", "train.cu",
      "        cudaCheck(cudaStreamWaitEvent(md->launch.stream, md->ev_join, 0));\n", "", [FP16], SWITCHES),
     ("the overlapped weight gradients share the main stream's split-K workspace (switch overlap)", "train.cu",
-     "    L.splitk_ws = md->splitk_ws2;\n", "", [SM75], SWITCHES),
+     "    L.splitk_ws = md->splitk_ws2;\n", "", [FP16], SWITCHES),
     ("every chunk overwrites dW_h instead of adding to it (switch overlap)", "train.cu",
      "    Epilogue e = epi_grad(md->dW[WN_H], H, N);\n    e.accumulate = j > 0;",
      "    Epilogue e = epi_grad(md->dW[WN_H], H, N);\n    e.accumulate = 0;", [FP16], SWITCHES),
