@@ -16,6 +16,56 @@
 
 _Static_assert(sizeof(real) == sizeof(float), "fast.h is the FP32 path: include it without MLSTM_REAL");
 
+// ----------------------------------------------------------------------------
+// The step's phases, for dev/bench/step_vs_sgemm.c's breakdown. That benchmark defines
+// FAST_PHASES and FAST_PHASE(phase, work) then adds the work's wall time to
+// fast_phase_seconds[phase] (inside a parallel region each thread adds its share, so a
+// phase of the time loops counts its mean thread time, and the loop's own entry minus
+// those is the time threads spent waiting for each other). Everywhere else, the trainer
+// included, FAST_PHASE(phase, work) is the work alone: no clock is read.
+enum {
+    FP_WNORM_EMBED,  // forward_begin: weight norm forward, the embedding gather, the state in
+    FP_IN_PROJ,      // e W_x^T + b, e W_mx^T over all T*B rows
+    FP_PACK,         // W_h, W_mh packed for the time loops, forward and backward
+    FP_LOOP_FWD,     // the forward time loop as a whole (its three phases and the waiting)
+    FP_REC_FWD,      // h W_mh^T, m W_h^T at every step
+    FP_MT_FWD,       // m_t = mx * mh
+    FP_CELL_FWD,     // gates, c_t, h_t
+    FP_OUT_FWD,      // the logits h W_out^T + b_out
+    FP_SOFTMAX,      // softmax and the loss
+    FP_DLOGITS,      // backward_begin: the gradients zeroed, dlogits from the probabilities
+    FP_OUT_BWD,      // dW_out, db_out, dh from the output layer
+    FP_LOOP_BWD,     // the backward time loop as a whole
+    FP_CELL_BWD,     // dz, dc at every step
+    FP_REC_BWD,      // dz W_h, dmh W_mh at every step
+    FP_MT_BWD,       // dmx, dmh
+    FP_WGRAD,        // dz^T m, dz^T e, dmx^T e, dmh^T h
+    FP_IN_BWD,       // db, dxe = dz W_x + dmx W_mx
+    FP_WNORM_BWD,    // backward_end: the embedding's gradient, weight norm backward
+    FP_COUNT
+};
+#ifdef FAST_PHASES
+#include <time.h>
+static double fast_phase_seconds[FP_COUNT];
+static inline double fast_phase_clock(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+static inline void fast_phase_add(int phase, double t0) {
+#ifdef _OPENMP
+    double share = (fast_phase_clock() - t0) / omp_get_num_threads();
+#else
+    double share = fast_phase_clock() - t0;
+#endif
+    #pragma omp atomic
+    fast_phase_seconds[phase] += share;
+}
+#define FAST_PHASE(phase, ...) do { double t0_ = fast_phase_clock(); __VA_ARGS__; fast_phase_add(phase, t0_); } while (0)
+#else
+#define FAST_PHASE(phase, ...) do { __VA_ARGS__; } while (0)
+#endif
+
 #define FAST_INLINE __attribute__((always_inline))  // clang vectorises the cell loops only with these inlined
 
 // ----------------------------------------------------------------------------
@@ -121,28 +171,35 @@ static inline void fast_cells_forward(Mlstm *m, int t, int b0, int b1) {
     }
 }
 
-static inline double fast_forward(Mlstm *m, FastPacks *pk, const uint8_t *inputs, const uint8_t *targets,
-                                  const uint8_t *reset, const float *h0, const float *c0, int B, int T) {
-    forward_begin(m, inputs, targets, reset, h0, c0, B, T);
-    const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, N = B * T;
-    gemm_nt(m->gates, m->xe, m->W[WN_X], m->p.t[P_B], N, D, 4 * H, 0);
-    gemm_nt(m->mx, m->xe, m->W[WN_MX], NULL, N, D, H, 0);
-    gemm_pack_nt(pk->W_mh, m->W[WN_MH], H, H);
-    gemm_pack_nt(pk->W_h, m->W[WN_H], 4 * H, H);
+// The time loop: each thread all T steps of its rows of the batch.
+static inline void fast_forward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
+    const int H = m->cfg.H;
     #pragma omp parallel
     {
         int b0, b1;
         thread_rows(B, &b0, &b1);
         for (int t = 0; t < T; t++) {
             const size_t s = (size_t)t * B * H;
-            gemm_nt_rows_packed(m->mh + s, m->hs + s, pk->W_mh, b0, b1, H, H, 0);
-            mt_product(m, t, b0, b1);
-            gemm_nt_rows_packed(m->gates + 4 * s, m->mt + s, pk->W_h, b0, b1, H, 4 * H, 1);
-            fast_cells_forward(m, t, b0, b1);
+            FAST_PHASE(FP_REC_FWD, gemm_nt_rows_packed(m->mh + s, m->hs + s, pk->W_mh, b0, b1, H, H, 0));
+            FAST_PHASE(FP_MT_FWD, mt_product(m, t, b0, b1));
+            FAST_PHASE(FP_REC_FWD, gemm_nt_rows_packed(m->gates + 4 * s, m->mt + s, pk->W_h, b0, b1, H, 4 * H, 1));
+            FAST_PHASE(FP_CELL_FWD, fast_cells_forward(m, t, b0, b1));
         }
     }
-    gemm_nt(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0);
-    return softmax_xent(m);
+}
+
+static inline double fast_forward(Mlstm *m, FastPacks *pk, const uint8_t *inputs, const uint8_t *targets,
+                                  const uint8_t *reset, const float *h0, const float *c0, int B, int T) {
+    FAST_PHASE(FP_WNORM_EMBED, forward_begin(m, inputs, targets, reset, h0, c0, B, T));
+    const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, N = B * T;
+    FAST_PHASE(FP_IN_PROJ, gemm_nt(m->gates, m->xe, m->W[WN_X], m->p.t[P_B], N, D, 4 * H, 0);
+                           gemm_nt(m->mx, m->xe, m->W[WN_MX], NULL, N, D, H, 0));
+    FAST_PHASE(FP_PACK, gemm_pack_nt(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nt(pk->W_h, m->W[WN_H], 4 * H, H));
+    FAST_PHASE(FP_LOOP_FWD, fast_forward_steps(m, pk, B, T));
+    FAST_PHASE(FP_OUT_FWD, gemm_nt(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0));
+    double loss;
+    FAST_PHASE(FP_SOFTMAX, loss = softmax_xent(m));
+    return loss;
 }
 
 // ----------------------------------------------------------------------------
@@ -166,32 +223,37 @@ static inline void fast_cells_backward(Mlstm *m, int t, int b0, int b1) {
     }
 }
 
-static inline void fast_backward(Mlstm *m, FastPacks *pk, float scale) {
-    const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, B = m->b, T = m->t, N = B * T;
-    backward_begin(m, scale);
-    gemm_tn(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);
-    bias_grad(m->g.t[P_BOUT], m->probs, N, V);
-    gemm_nn(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0);
-    gemm_pack_nn(pk->W_mh, m->W[WN_MH], H, H);
-    gemm_pack_nn(pk->W_h, m->W[WN_H], 4 * H, H);
+// The time loop, last step first, each thread on its rows.
+static inline void fast_backward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
+    const int H = m->cfg.H;
     #pragma omp parallel
     {
         int b0, b1;
         thread_rows(B, &b0, &b1);
         for (int t = T - 1; t >= 0; t--) {
             const size_t s = (size_t)t * B * H;
-            fast_cells_backward(m, t, b0, b1);
-            gemm_nn_rows_packed(m->dm, m->dz + 4 * s, pk->W_h, b0, b1, 4 * H, H, 0);
-            mt_backward(m, t, b0, b1);
-            gemm_nn_rows_packed(m->dh, m->dmh + s, pk->W_mh, b0, b1, H, H, 0);
+            FAST_PHASE(FP_CELL_BWD, fast_cells_backward(m, t, b0, b1));
+            FAST_PHASE(FP_REC_BWD, gemm_nn_rows_packed(m->dm, m->dz + 4 * s, pk->W_h, b0, b1, 4 * H, H, 0));
+            FAST_PHASE(FP_MT_BWD, mt_backward(m, t, b0, b1));
+            FAST_PHASE(FP_REC_BWD, gemm_nn_rows_packed(m->dh, m->dmh + s, pk->W_mh, b0, b1, H, H, 0));
         }
     }
-    gemm_tn(m->dW[WN_H], m->dz, m->mt, N, 4 * H, H);
-    gemm_tn(m->dW[WN_X], m->dz, m->xe, N, 4 * H, D);
-    gemm_tn(m->dW[WN_MX], m->dmx, m->xe, N, H, D);
-    gemm_tn(m->dW[WN_MH], m->dmh, m->hs, N, H, H);
-    bias_grad(m->g.t[P_B], m->dz, N, 4 * H);
-    gemm_nn(m->dxe, m->dz, m->W[WN_X], N, 4 * H, D, 0);
-    gemm_nn(m->dxe, m->dmx, m->W[WN_MX], N, H, D, 1);
-    backward_end(m);
+}
+
+static inline void fast_backward(Mlstm *m, FastPacks *pk, float scale) {
+    const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, B = m->b, T = m->t, N = B * T;
+    FAST_PHASE(FP_DLOGITS, backward_begin(m, scale));
+    FAST_PHASE(FP_OUT_BWD, gemm_tn(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);
+                           bias_grad(m->g.t[P_BOUT], m->probs, N, V);
+                           gemm_nn(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0));
+    FAST_PHASE(FP_PACK, gemm_pack_nn(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nn(pk->W_h, m->W[WN_H], 4 * H, H));
+    FAST_PHASE(FP_LOOP_BWD, fast_backward_steps(m, pk, B, T));
+    FAST_PHASE(FP_WGRAD, gemm_tn(m->dW[WN_H], m->dz, m->mt, N, 4 * H, H);
+                         gemm_tn(m->dW[WN_X], m->dz, m->xe, N, 4 * H, D);
+                         gemm_tn(m->dW[WN_MX], m->dmx, m->xe, N, H, D);
+                         gemm_tn(m->dW[WN_MH], m->dmh, m->hs, N, H, H));
+    FAST_PHASE(FP_IN_BWD, bias_grad(m->g.t[P_B], m->dz, N, 4 * H);
+                          gemm_nn(m->dxe, m->dz, m->W[WN_X], N, 4 * H, D, 0);
+                          gemm_nn(m->dxe, m->dmx, m->W[WN_MX], N, H, D, 1));
+    FAST_PHASE(FP_WNORM_BWD, backward_end(m));
 }
