@@ -25,18 +25,23 @@
 #include <omp.h>
 #endif
 
+// The tile: MR rows x NV vectors. MR = 4 or 8 divides the rows a thread owns in the time
+// loops (fast.h splits the batch on multiples of 4), so no row of a tile is wasted there.
 #if defined(__AVX512F__)
-#define GEMM_VB 64   // bytes per vector: 32 registers hold 8x2 accumulators, B and A
+#define GEMM_VB 64   // bytes per vector: 32 registers hold 8x2 accumulators, 2 for B, 1 for A
 #define GEMM_MR 8
-#elif defined(__AVX__)
-#define GEMM_VB 32   // 16 registers: 6x2 accumulators, 2 for B, 1 for A
-#define GEMM_MR 6
+#define GEMM_NV 2
 #else
-#define GEMM_VB 16
-#define GEMM_MR 6
+#if defined(__AVX__)
+#define GEMM_VB 32   // 16 registers: 4x3 accumulators, 3 for B, 1 for A
+#else
+#define GEMM_VB 16   // SSE: 16 registers too
 #endif
-#define GEMM_VL (GEMM_VB / 4)   // floats per vector
-#define GEMM_NR (2 * GEMM_VL)   // columns per tile
+#define GEMM_MR 4
+#define GEMM_NV 3
+#endif
+#define GEMM_VL (GEMM_VB / 4)         // floats per vector
+#define GEMM_NR (GEMM_NV * GEMM_VL)   // columns per tile
 #define GEMM_KC 256             // k per packed block: an A sliver (MR x KC) stays in L1
 #define GEMM_NC 256             // columns per block of packed B that a thread keeps in L2
 
@@ -95,10 +100,11 @@ static void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float 
         if (init == GEMM_BIAS)
             for (int i = 0; i < mr; i++) memcpy(tmp + i * GEMM_NR, bias, sizeof(float) * nr);
     }
-    gemm_vec acc[GEMM_MR][2];
+    gemm_vec acc[GEMM_MR][GEMM_NV];
     #pragma GCC unroll 16
     for (int i = 0; i < GEMM_MR; i++)
-        for (int v = 0; v < 2; v++) {
+        #pragma GCC unroll 4
+        for (int v = 0; v < GEMM_NV; v++) {
             if (init == GEMM_ZERO) acc[i][v] = (gemm_vec){0};
             else if (init == GEMM_BIAS && full) acc[i][v] = *(const gemm_vec *)(bias + v * GEMM_VL);
             else acc[i][v] = *(const gemm_vec *)(t + i * ld + v * GEMM_VL);
@@ -106,19 +112,21 @@ static void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float 
     const float *ar[GEMM_MR];
     for (int i = 0; i < GEMM_MR; i++) ar[i] = a[i < mr ? i : mr - 1];
     for (int k = 0; k < kc; k++) {
-        const gemm_vec b0 = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR);
-        const gemm_vec b1 = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR + GEMM_VL);
+        gemm_vec b[GEMM_NV];
+        #pragma GCC unroll 4
+        for (int v = 0; v < GEMM_NV; v++) b[v] = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR + v * GEMM_VL);
         const ptrdiff_t o = k * csa;
         #pragma GCC unroll 16
         for (int i = 0; i < GEMM_MR; i++) {
             const float x = ar[i][o];
-            acc[i][0] += x * b0;
-            acc[i][1] += x * b1;
+            #pragma GCC unroll 4
+            for (int v = 0; v < GEMM_NV; v++) acc[i][v] += x * b[v];
         }
     }
     #pragma GCC unroll 16
     for (int i = 0; i < GEMM_MR; i++)
-        for (int v = 0; v < 2; v++) *(gemm_vec *)(t + i * ld + v * GEMM_VL) = acc[i][v];
+        #pragma GCC unroll 4
+        for (int v = 0; v < GEMM_NV; v++) *(gemm_vec *)(t + i * ld + v * GEMM_VL) = acc[i][v];
     if (!full)
         for (int i = 0; i < mr; i++) memcpy(c + i * ldc, tmp + i * GEMM_NR, sizeof(float) * nr);
 }
