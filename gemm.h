@@ -43,7 +43,8 @@
 #define GEMM_VL (GEMM_VB / 4)         // floats per vector
 #define GEMM_NR (GEMM_NV * GEMM_VL)   // columns per tile
 #define GEMM_KC 256             // k per packed block: an A sliver (MR x KC) stays in L1
-#define GEMM_NC 256             // columns per block of packed B that a thread keeps in L2
+#define GEMM_NC (256 / GEMM_NR * GEMM_NR)  // columns per block of packed B that a thread keeps in L2: whole panels
+_Static_assert(GEMM_NC % GEMM_NR == 0, "a block of B is whole panels: its packed size is KC x NC");
 
 typedef float gemm_vec __attribute__((vector_size(GEMM_VB), aligned(4), may_alias));
 
