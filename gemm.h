@@ -139,6 +139,10 @@ static inline void gemm_rows_block(float *c, ptrdiff_t ldc, const float *a, ptrd
     for (int i = 0; i < mr; i++) rows[i] = a + (size_t)(i0 + i) * rsa + (size_t)k0 * csa;
     for (int p = p0; p < p1; p++) {
         int n0 = p * GEMM_NR, nr = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
+        if (p + 1 < p1)  // the next tile's C on its way while this one computes: from L3, where a large C waits
+            for (int i = 0; i < mr; i++)
+                for (int j = 0; j < GEMM_NR && n0 + GEMM_NR + j < N; j += 64 / (int)sizeof(float))
+                    __builtin_prefetch(c + (size_t)(i0 + i) * ldc + n0 + GEMM_NR + j);
         gemm_tile(kc, rows, csa, blk + (size_t)p * kc * GEMM_NR, c + (size_t)i0 * ldc + n0, ldc, mr, nr, init,
                   bias ? bias + n0 : NULL);
     }
