@@ -11,7 +11,7 @@
 // tools/generate.c its cell; everything else, the tests against PyTorch and finite
 // differences included, runs mlstm.h.
 #pragma once
-#include "mlstm.h"  // defines: Mlstm, forward_begin, mt_product, softmax_xent, backward_begin, ...
+#include "mlstm.h"  // defines: Mlstm, forward_begin, mt_product, backward_begin, ...
 #include "gemm.h"   // defines: gemm_nt/nn/tn, gemm_pack_nt/nn, gemm_nt/nn_rows_packed
 
 _Static_assert(sizeof(real) == sizeof(float), "fast.h is the FP32 path: include it without MLSTM_REAL");
@@ -130,6 +130,34 @@ static inline FAST_INLINE float fast_cell_forward(float *z, size_t H, float c_pr
     return c;
 }
 
+// mlstm.h's softmax_xent with fast_exp: the same softmax and losses, each row's loops
+// vectorised (libm's expf is a call per logit: a twentieth of the step at H=256). The
+// row's maximum and sum are vector reductions, so their order follows the vector width:
+// like fused multiply-adds, it changes rounding between machines, never between runs
+// or thread counts. The mean loss is summed in order, in double, as there.
+static inline FAST_SELECTS_VECTORISE double fast_softmax_xent(Mlstm *m) {
+    const int B = m->b, T = m->t, N = B * T, V = m->cfg.V;
+    #pragma omp parallel for schedule(static) if (worth_threads((double)N * V))
+    for (int n = 0; n < N; n++) {
+        float *p = m->probs + (size_t)n * V, mx = p[0], sum = 0;
+        int t = n / B, b = n % B;
+        #pragma omp simd reduction(max : mx)
+        for (int v = 1; v < V; v++) mx = p[v] > mx ? p[v] : mx;
+        float target_logit = p[m->targets[b * T + t]];
+        #pragma omp simd reduction(+ : sum)
+        for (int v = 0; v < V; v++) {
+            p[v] = fast_exp(p[v] - mx);
+            sum += p[v];
+        }
+        #pragma omp simd
+        for (int v = 0; v < V; v++) p[v] /= sum;
+        m->losses[n] = (double)mx + log((double)sum) - (double)target_logit;  // -log softmax, without log(0)
+    }
+    double loss = 0;
+    for (int n = 0; n < N; n++) loss += m->losses[n];
+    return loss / N;
+}
+
 // ----------------------------------------------------------------------------
 // W_h and W_mh in gemm.h's packed layout, for the time loops: packed once per forward
 // (for m_t W_h^T) and once per backward (the other way round, for dz W_h).
@@ -211,7 +239,7 @@ static inline double fast_forward(Mlstm *m, FastPacks *pk, const uint8_t *inputs
     FAST_PHASE(FP_LOOP_FWD, fast_forward_steps(m, pk, B, T));
     FAST_PHASE(FP_OUT_FWD, gemm_nt(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0));
     double loss;
-    FAST_PHASE(FP_SOFTMAX, loss = softmax_xent(m));
+    FAST_PHASE(FP_SOFTMAX, loss = fast_softmax_xent(m));
     return loss;
 }
 
