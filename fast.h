@@ -3,9 +3,10 @@
 //  - gemm.h's packed, register-blocked matmuls in place of mlstm.h's plain loops;
 //  - W_h and W_mh packed once per pass, and every time step reusing them;
 //  - each thread runs all T steps of its own rows of the batch, with no barrier per step;
-//  - the cell as a vectorised loop, with exp and tanh as inline arithmetic.
-// Everything else (weight norm, the embedding, m_t, softmax and the loss, the gradients
-// of the cell, the bias and embedding gradients) is mlstm.h's own code, called from here.
+//  - the cell, softmax and the loss as vectorised loops, with exp and tanh as inline arithmetic;
+//  - the bias gradients with their columns split between the threads.
+// Everything else (weight norm, the embedding, m_t, the gradients of the cell, the
+// embedding's gradient) is mlstm.h's own code, called from here.
 // The results differ from mlstm.h's only by FP32 rounding, and test_gemm holds them to a
 // tolerance argued from it. train.c (the CPU trainer) and tools/transfer.c run this path,
 // tools/generate.c its cell; everything else, the tests against PyTorch and finite
@@ -176,22 +177,39 @@ static inline void fast_packs_free(FastPacks *pk) {
     free(pk->W_mh);
 }
 
-// The rows [b0, b1) of B that this thread owns inside a parallel region. The time
-// loops split the batch by rows: rows are independent through time, so each thread
-// runs all T steps of its rows with no barrier per step. Splits fall on multiples
-// of 4 rows; a row's values do not depend on them (gemm.h computes each element as
-// one chain, whatever tile it falls in).
-static inline void thread_rows(int B, int *b0, int *b1) {
+// This thread's share [i0, i1) of n items inside a parallel region, in whole units
+// (the last share ends at n). A fixed split: the same work goes to the same thread.
+static inline void thread_share(int n, int unit, int *i0, int *i1) {
 #ifdef _OPENMP
     int nt = omp_get_num_threads(), id = omp_get_thread_num();
 #else
     int nt = 1, id = 0;
 #endif
-    int groups = (B + 3) / 4;
-    *b0 = (int)((long)groups * id / nt) * 4;
-    *b1 = (int)((long)groups * (id + 1) / nt) * 4;
-    if (*b1 > B) *b1 = B;
-    if (*b0 > B) *b0 = B;
+    int units = (n + unit - 1) / unit;
+    *i0 = (int)((long)units * id / nt) * unit;
+    *i1 = (int)((long)units * (id + 1) / nt) * unit;
+    if (*i1 > n) *i1 = n;
+    if (*i0 > n) *i0 = n;
+}
+
+// The rows [b0, b1) of B that this thread owns inside a parallel region. The time
+// loops split the batch by rows: rows are independent through time, so each thread
+// runs all T steps of its rows with no barrier per step. Splits fall on multiples
+// of 4 rows; a row's values do not depend on them (gemm.h computes each element as
+// one chain, whatever tile it falls in).
+static inline void thread_rows(int B, int *b0, int *b1) { thread_share(B, 4, b0, b1); }
+
+// mlstm.h's bias_grad with the columns split between the threads: each column is still
+// summed over the rows in order, so the same bits whatever the split.
+static inline void fast_bias_grad(float *db, const float *d, int N, int O) {
+    #pragma omp parallel if (worth_threads((double)N * O))
+    {
+        int o0, o1;
+        thread_share(O, 16, &o0, &o1);  // 16 floats: a cache line of db each
+        for (int n = 0; n < N; n++)
+            #pragma omp simd
+            for (int o = o0; o < o1; o++) db[o] += d[(size_t)n * O + o];
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -285,7 +303,7 @@ static inline void fast_backward(Mlstm *m, FastPacks *pk, float scale) {
     const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, B = m->b, T = m->t, N = B * T;
     FAST_PHASE(FP_DLOGITS, backward_begin(m, scale));
     FAST_PHASE(FP_OUT_BWD, gemm_tn(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);
-                           bias_grad(m->g.t[P_BOUT], m->probs, N, V);
+                           fast_bias_grad(m->g.t[P_BOUT], m->probs, N, V);
                            gemm_nn(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0));
     FAST_PHASE(FP_PACK, gemm_pack_nn(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nn(pk->W_h, m->W[WN_H], 4 * H, H));
     FAST_PHASE(FP_LOOP_BWD, fast_backward_steps(m, pk, B, T));
@@ -293,7 +311,7 @@ static inline void fast_backward(Mlstm *m, FastPacks *pk, float scale) {
                          gemm_tn(m->dW[WN_X], m->dz, m->xe, N, 4 * H, D);
                          gemm_tn(m->dW[WN_MX], m->dmx, m->xe, N, H, D);
                          gemm_tn(m->dW[WN_MH], m->dmh, m->hs, N, H, H));
-    FAST_PHASE(FP_IN_BWD, bias_grad(m->g.t[P_B], m->dz, N, 4 * H);
+    FAST_PHASE(FP_IN_BWD, fast_bias_grad(m->g.t[P_B], m->dz, N, 4 * H);
                           gemm_nn(m->dxe, m->dz, m->W[WN_X], N, 4 * H, D, 0);
                           gemm_nn(m->dxe, m->dmx, m->W[WN_MX], N, H, D, 1));
     FAST_PHASE(FP_WNORM_BWD, backward_end(m));
