@@ -133,16 +133,22 @@ static void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float 
 }
 
 // Rows [i0, i0+mr) of C against panels [p0, p1) of one packed block (k0, kc).
+// The next tile's C, on its way while a tile computes: rows [i0, i0+mr), columns
+// [n0, n0+NR) within N. A large C (a weight gradient's, 1 MB for dW_h at H=256; the
+// gates the time loop adds to) waits in L3, and each tile would begin with its loads'
+// latency.
+static inline void gemm_prefetch_c(const float *c, ptrdiff_t ldc, int i0, int mr, int n0, int N) {
+    for (int i = 0; i < mr; i++)
+        for (int j = n0; j < n0 + GEMM_NR && j < N; j += 64 / (int)sizeof(float)) __builtin_prefetch(c + (size_t)(i0 + i) * ldc + j);
+}
+
 static inline void gemm_rows_block(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0, int mr,
                                    const float *blk, int kc, int k0, int N, int p0, int p1, int init, const float *bias) {
     const float *rows[GEMM_MR];
     for (int i = 0; i < mr; i++) rows[i] = a + (size_t)(i0 + i) * rsa + (size_t)k0 * csa;
     for (int p = p0; p < p1; p++) {
         int n0 = p * GEMM_NR, nr = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
-        if (p + 1 < p1)  // the next tile's C on its way while this one computes: from L3, where a large C waits
-            for (int i = 0; i < mr; i++)
-                for (int j = 0; j < GEMM_NR && n0 + GEMM_NR + j < N; j += 64 / (int)sizeof(float))
-                    __builtin_prefetch(c + (size_t)(i0 + i) * ldc + n0 + GEMM_NR + j);
+        if (p + 1 < p1) gemm_prefetch_c(c, ldc, i0, mr, n0 + GEMM_NR, N);
         gemm_tile(kc, rows, csa, blk + (size_t)p * kc * GEMM_NR, c + (size_t)i0 * ldc + n0, ldc, mr, nr, init,
                   bias ? bias + n0 : NULL);
     }
@@ -159,8 +165,11 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
         int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, init = k0 > 0 || accumulate ? GEMM_LOAD : GEMM_ZERO;
         const float *blk = bp + (size_t)k0 * np * GEMM_NR;
         for (int p = 0; p < np; p++)
-            for (int i0 = 0; i0 < M; i0 += GEMM_MR)
+            for (int i0 = 0; i0 < M; i0 += GEMM_MR) {
+                int next = i0 + GEMM_MR < M ? i0 + GEMM_MR : 0, pn = next ? p : p + 1;  // the next tile: rows, then panel
+                if (pn < np) gemm_prefetch_c(c, ldc, next, M - next < GEMM_MR ? M - next : GEMM_MR, pn * GEMM_NR, N);
                 gemm_rows_block(c, ldc, a, rsa, csa, i0, M - i0 < GEMM_MR ? M - i0 : GEMM_MR, blk, kc, k0, N, p, p + 1, init, NULL);
+            }
     }
 }
 
