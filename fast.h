@@ -133,24 +133,29 @@ static inline FAST_INLINE float fast_cell_forward(float *z, size_t H, float c_pr
 
 // mlstm.h's softmax_xent with fast_exp: the same softmax and losses, each row's loops
 // vectorised (libm's expf is a call per logit: a twentieth of the step at H=256). The
-// row's maximum and sum are vector reductions, so their order follows the vector width:
-// like fused multiply-adds, it changes rounding between machines, never between runs
-// or thread counts. The mean loss is summed in order, in double, as there.
+// row's maximum and sum run in FAST_LANES partial results, lane j taking the logits
+// v = j mod FAST_LANES in order, then the lanes in order: loops any vector unit runs
+// whole, in an order that is the same on every machine (a reduction left to the
+// compiler would follow its vector width). The mean loss is summed in order, in
+// double, as there.
+#define FAST_LANES 16
 static inline FAST_SELECTS_VECTORISE double fast_softmax_xent(Mlstm *m) {
-    const int B = m->b, T = m->t, N = B * T, V = m->cfg.V;
+    const int B = m->b, T = m->t, N = B * T, V = m->cfg.V, Vl = V / FAST_LANES * FAST_LANES;
     #pragma omp parallel for schedule(static) if (worth_threads((double)N * V))
     for (int n = 0; n < N; n++) {
-        float *p = m->probs + (size_t)n * V, mx = p[0], sum = 0;
+        float *p = m->probs + (size_t)n * V, top[FAST_LANES], part[FAST_LANES], mx = p[0], sum = 0;
         int t = n / B, b = n % B;
-        #pragma omp simd reduction(max : mx)
-        for (int v = 1; v < V; v++) mx = p[v] > mx ? p[v] : mx;
+        for (int j = 0; j < FAST_LANES; j++) top[j] = p[0], part[j] = 0;
+        for (int v0 = 0; v0 < Vl; v0 += FAST_LANES)
+            for (int j = 0; j < FAST_LANES; j++) top[j] = p[v0 + j] > top[j] ? p[v0 + j] : top[j];
+        for (int j = 0; j < FAST_LANES; j++) mx = top[j] > mx ? top[j] : mx;
+        for (int v = Vl; v < V; v++) mx = p[v] > mx ? p[v] : mx;
         float target_logit = p[m->targets[b * T + t]];
-        #pragma omp simd reduction(+ : sum)
-        for (int v = 0; v < V; v++) {
-            p[v] = fast_exp(p[v] - mx);
-            sum += p[v];
-        }
-        #pragma omp simd
+        for (int v = 0; v < V; v++) p[v] = fast_exp(p[v] - mx);
+        for (int v0 = 0; v0 < Vl; v0 += FAST_LANES)
+            for (int j = 0; j < FAST_LANES; j++) part[j] += p[v0 + j];
+        for (int j = 0; j < FAST_LANES; j++) sum += part[j];
+        for (int v = Vl; v < V; v++) sum += p[v];
         for (int v = 0; v < V; v++) p[v] /= sum;
         m->losses[n] = (double)mx + log((double)sum) - (double)target_logit;  // -log softmax, without log(0)
     }
