@@ -65,7 +65,8 @@ static inline void fast_phase_add(int phase, double t0) {
     #pragma omp atomic
     fast_phase_seconds[phase] += share;
 }
-#define FAST_PHASE(phase, ...) do { double t0_ = fast_phase_clock(); __VA_ARGS__; fast_phase_add(phase, t0_); } while (0)
+#define FAST_PHASE(phase, ...) \
+    do { double t0_ = fast_phase_clock(); __VA_ARGS__; fast_phase_add(phase, t0_); } while (0)
 #else
 #define FAST_PHASE(phase, ...) do { __VA_ARGS__; } while (0)
 #endif

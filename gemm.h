@@ -132,15 +132,17 @@ static void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float 
         for (int i = 0; i < mr; i++) memcpy(c + i * ldc, tmp + i * GEMM_NR, sizeof(float) * nr);
 }
 
-// Rows [i0, i0+mr) of C against panels [p0, p1) of one packed block (k0, kc).
 // The next tile's C, on its way while a tile computes: rows [i0, i0+mr), columns
 // [n0, n0+NR) within N. A large C (a weight gradient's, 1 MB for dW_h at H=256; the
 // gates the time loop adds to) waits in L3, and each tile would begin with its loads'
 // latency.
 static inline void gemm_prefetch_c(const float *c, ptrdiff_t ldc, int i0, int mr, int n0, int N) {
     for (int i = 0; i < mr; i++)
-        for (int j = n0; j < n0 + GEMM_NR && j < N; j += 64 / (int)sizeof(float)) __builtin_prefetch(c + (size_t)(i0 + i) * ldc + j);
+        for (int j = n0; j < n0 + GEMM_NR && j < N; j += 64 / (int)sizeof(float))
+            __builtin_prefetch(c + (size_t)(i0 + i) * ldc + j);
 }
+
+// Rows [i0, i0+mr) of C against panels [p0, p1) of one packed block (k0, kc).
 
 static inline void gemm_rows_block(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0, int mr,
                                    const float *blk, int kc, int k0, int N, int p0, int p1, int init, const float *bias) {
@@ -166,9 +168,10 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
         const float *blk = bp + (size_t)k0 * np * GEMM_NR;
         for (int p = 0; p < np; p++)
             for (int i0 = 0; i0 < M; i0 += GEMM_MR) {
-                int next = i0 + GEMM_MR < M ? i0 + GEMM_MR : 0, pn = next ? p : p + 1;  // the next tile: rows, then panel
+                int mr = M - i0 < GEMM_MR ? M - i0 : GEMM_MR;
+                int next = i0 + GEMM_MR < M ? i0 + GEMM_MR : 0, pn = next ? p : p + 1;  // next tile: rows, then panel
                 if (pn < np) gemm_prefetch_c(c, ldc, next, M - next < GEMM_MR ? M - next : GEMM_MR, pn * GEMM_NR, N);
-                gemm_rows_block(c, ldc, a, rsa, csa, i0, M - i0 < GEMM_MR ? M - i0 : GEMM_MR, blk, kc, k0, N, p, p + 1, init, NULL);
+                gemm_rows_block(c, ldc, a, rsa, csa, i0, mr, blk, kc, k0, N, p, p + 1, init, NULL);
             }
     }
 }

@@ -105,7 +105,8 @@ static void model_apply(Model *md, double grad_factor, double lr, long applied) 
     const AdamStep s = adam_step(a, applied);
     const real f = (real)grad_factor;
     #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < m->nparams; i++) adam_element(&m->params[i], &m->adam_m[i], &m->adam_v[i], m->grads[i] * f, s);
+    for (size_t i = 0; i < m->nparams; i++)
+        adam_element(&m->params[i], &m->adam_m[i], &m->adam_v[i], m->grads[i] * f, s);
 }
 
 // Validation: forward only, on the validation state (first = 1 zeroes it).

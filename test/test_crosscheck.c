@@ -36,7 +36,8 @@ static double rel_err(const float *a, const double *b, size_t n) {
 static const char *path_name = "";  // which path the checks below are on
 static void check_tensor(const char *what, const float *a, const double *b, size_t n, double tol) {
     double e = rel_err(a, b, n);
-    CHECK(e <= tol, "crosscheck %s %-14s rel err %.2e = %5.1f%% of tolerance %.0e", path_name, what, e, 100 * e / tol, tol);
+    CHECK(e <= tol, "crosscheck %s %-14s rel err %.2e = %5.1f%% of tolerance %.0e", path_name, what, e, 100 * e / tol,
+          tol);
 }
 
 int main(void) {
@@ -63,7 +64,8 @@ int main(void) {
     fclose(f);
 
     uint8_t *in = (uint8_t *)mallocCheck(B * T), *tg = (uint8_t *)mallocCheck(B * T);
-    float *params0 = (float *)mallocCheck(m.nparams * 4), *h0 = (float *)mallocCheck(B * H * 4), *c0 = (float *)mallocCheck(B * H * 4);
+    float *params0 = (float *)mallocCheck(m.nparams * 4);
+    float *h0 = (float *)mallocCheck(B * H * 4), *c0 = (float *)mallocCheck(B * H * 4);
     memcpy(params0, m.params, m.nparams * 4), memcpy(h0, h, B * H * 4), memcpy(c0, c, B * H * 4);
     FastPacks pk;
     fast_packs_build(&pk, &cfg);
@@ -73,13 +75,18 @@ int main(void) {
         memset(m.adam_m, 0, m.nparams * 4), memset(m.adam_v, 0, m.nparams * 4);
         for (int k = 0; k < nsteps; k++) {
             const uint8_t *batch = data + (size_t)k * B * (T + 1);  // (B, T+1)
-            for (int b = 0; b < B; b++) { memcpy(in + b * T, batch + b * (T + 1), T); memcpy(tg + b * T, batch + b * (T + 1) + 1, T); }
-            double loss = fast ? fast_forward(&m, &pk, in, tg, NULL, h, c, B, T) : mlstm_forward(&m, in, tg, NULL, h, c, B, T);
+            for (int b = 0; b < B; b++) {
+                memcpy(in + b * T, batch + b * (T + 1), T);
+                memcpy(tg + b * T, batch + b * (T + 1) + 1, T);
+            }
+            double loss = fast ? fast_forward(&m, &pk, in, tg, NULL, h, c, B, T)
+                               : mlstm_forward(&m, in, tg, NULL, h, c, B, T);
             if (fast) fast_backward(&m, &pk, 1.0f);
             else mlstm_backward(&m, 1.0f);
             if (k == 0) {
                 double e = fabs(loss - loss_ref) / fabs(loss_ref);
-                CHECK(e <= 1e-5, "crosscheck %s %-14s rel err %.2e = %5.1f%% of tolerance 1e-05", path_name, "loss", e, 100 * e / 1e-5);
+                CHECK(e <= 1e-5, "crosscheck %s %-14s rel err %.2e = %5.1f%% of tolerance 1e-05", path_name, "loss", e,
+                      100 * e / 1e-5);
                 for (int p = 0; p < NPARAM; p++) {  // the reference is float64 at the same offsets
                     if (m.g.n[p] == 0) continue;
                     char name[32];
@@ -94,8 +101,8 @@ int main(void) {
             double e = fabs(loss - losses[k]) / fabs(losses[k]);
             char what[32];
             snprintf(what, sizeof what, "adam loss %d", k);
-            CHECK(e <= 1e-4, "crosscheck %s %-14s %.6f vs %.6f rel err %.2e = %5.1f%% of tolerance 1e-04", path_name, what, loss,
-                  losses[k], e, 100 * e / 1e-4);
+            CHECK(e <= 1e-4, "crosscheck %s %-14s %.6f vs %.6f rel err %.2e = %5.1f%% of tolerance 1e-04", path_name,
+                  what, loss, losses[k], e, 100 * e / 1e-4);
             // carry the state, then one Adam step with the fixture's settings
             memcpy(h, mlstm_h_out(&m), B * H * 4);
             memcpy(c, mlstm_c_out(&m), B * H * 4);

@@ -158,8 +158,8 @@ static void test_bias_grad(int N, int O, uint64_t *s) {
         fast_bias_grad(fast, d, N, O);
         same &= memcmp(fast, ref, sizeof(float) * O) == 0;
     }
-    CHECK(same && worth_threads((double)N * O), "bias gradient N=%d O=%d: fast_bias_grad gives bias_grad's bits on 1 and 2 threads",
-          N, O);
+    CHECK(same && worth_threads((double)N * O),
+          "bias gradient N=%d O=%d: fast_bias_grad gives bias_grad's bits on 1 and 2 threads", N, O);
     free(d); free(init); free(ref); free(fast);
 }
 

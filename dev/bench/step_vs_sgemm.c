@@ -104,7 +104,8 @@ static void phase_work(PhaseWork w[PH_COUNT], const MlstmConfig *c, int B, int T
 }
 
 static int phase_in_time_loop(int p) {
-    return p == FP_REC_FWD || p == FP_MT_FWD || p == FP_CELL_FWD || p == FP_REC_BWD || p == FP_MT_BWD || p == FP_CELL_BWD;
+    return p == FP_REC_FWD || p == FP_MT_FWD || p == FP_CELL_FWD ||
+           p == FP_REC_BWD || p == FP_MT_BWD || p == FP_CELL_BWD;
 }
 
 // The wall time of fast.h's phases so far: the time loops as wholes (their phases are inside them).
@@ -138,7 +139,8 @@ int main(int argc, char **argv) {
     uint8_t *x = (uint8_t *)mallocCheck((size_t)B * T), *y = (uint8_t *)mallocCheck((size_t)B * T);
     uint64_t s = 5;
     for (int i = 0; i < B * T; i++) { x[i] = (uint8_t)rng_next(&s); y[i] = (uint8_t)rng_next(&s); }
-    float *a = mlstm_alloc((size_t)SG_M * SG_K), *b = mlstm_alloc((size_t)SG_K * SG_N), *o = mlstm_alloc((size_t)SG_M * SG_N);
+    float *a = mlstm_alloc((size_t)SG_M * SG_K), *b = mlstm_alloc((size_t)SG_K * SG_N);
+    float *o = mlstm_alloc((size_t)SG_M * SG_N);
     for (size_t i = 0; i < (size_t)SG_M * SG_K; i++) a[i] = (float)(rng_uniform(&s) - 0.5);
     for (size_t i = 0; i < (size_t)SG_K * SG_N; i++) b[i] = (float)(rng_uniform(&s) - 0.5);
     const double step_flops = 3 * flops_per_char(&cfg) * B * T;
@@ -215,7 +217,8 @@ int main(int argc, char **argv) {
             printf("%.3f GFLOP | %.1f GFLOP/s | %.2f |\n", w[p].flops / 1e9, w[p].flops / sec / 1e9,
                    w[p].flops / sec / 1e9 / sg);
         else if (w[p].bytes > 0)
-            printf("%.1f MB | %.1f GB/s | %.2f |\n", w[p].bytes / 1e6, w[p].bytes / sec / 1e9, w[p].bytes / sec / 1e9 / bw);
+            printf("%.1f MB | %.1f GB/s | %.2f |\n", w[p].bytes / 1e6, w[p].bytes / sec / 1e9,
+                   w[p].bytes / sec / 1e9 / bw);
         else
             printf("- | - | - |\n");
     }
