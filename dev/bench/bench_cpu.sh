@@ -19,7 +19,8 @@
 # here). Debian's: apt-get install python3-torch libopenblas0-pthread (run on OpenBLAS whatever libblas.so.3
 # the system selects).
 #   dev/bench/bench_cpu.sh            (33 minutes on 2 cores shared with other work, 2026-12-01)
-#   dev/bench/bench_cpu.sh --quick    (H = 256 and 1024 only: no H=4096 rows, no peak RSS)
+#   dev/bench/bench_cpu.sh --quick    (H = 256 and 1024 only: no H=4096 rows, no peak RSS; with the breakdowns,
+#                                      34 minutes on 2 cores shared with other work and a test suite, 2026-12-01)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 main() {  # all of it in one function: bash reads it whole, so editing the file mid-run is harmless
