@@ -667,7 +667,8 @@ def _same_file(a, b):
 
 
 def main(argv):
-    usage = "usage: mlstm_ckpt.py info CKPT | export CKPT OUT.npz | import IN.npz OUT.ckpt"
+    usage = ("usage: mlstm_ckpt.py info CKPT | export CKPT OUT.npz | import IN.npz OUT.ckpt\n"
+             f"CKPT: a checkpoint file, or a run directory (its best model, DIR/{RUN_BEST_CKPT})")
     cmds = {"info": 1, "export": 2, "import": 2}
     if len(argv) < 1 or argv[0] not in cmds or len(argv) != 1 + cmds[argv[0]]:
         print(usage, file=sys.stderr)
@@ -686,6 +687,9 @@ def main(argv):
     except CheckpointError as e:
         print("error: " + " ".join(str(e).splitlines()), file=sys.stderr)  # one line, whatever a message quotes
         return 2
+    except BrokenPipeError:  # `info CKPT | head`: the reader stopped; no traceback, SIGPIPE's status as other tools
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # and no second error when Python flushes
+        return 128 + 13
     return 0
 
 
