@@ -161,7 +161,8 @@ static inline void shard_open_fd(Shard *sh, int fd, const char *path, int verify
     }
 }
 static inline void shard_open(Shard *sh, const char *path, int verify) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // O_NONBLOCK: a FIFO must not hang the open; no effect on files
+    // O_NONBLOCK: a FIFO must not hang the open; no effect on files
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) fail("cannot open shard %s: %s", path, strerror(errno));
     shard_open_fd(sh, fd, path, verify);
 }

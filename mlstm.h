@@ -821,7 +821,8 @@ static inline const char *checkpoint_file(const char *path, char *file, size_t c
     if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return path;
     size_t n = strlen(path);
     const char *sep = n && path[n - 1] == '/' ? "" : "/";
-    if ((size_t)snprintf(file, cap, "%s%s%s", path, sep, RUN_BEST_CKPT) >= cap) fail("checkpoint path too long: %s", path);
+    if ((size_t)snprintf(file, cap, "%s%s%s", path, sep, RUN_BEST_CKPT) >= cap)
+        fail("checkpoint path too long: %s", path);
     if (lstat(file, &sb) == 0 || errno != ENOENT) return file;  // there (checkpoint_open checks what it is)
     char latest[4200];
     snprintf(latest, sizeof latest, "%s%s%s", path, sep, RUN_LATEST_CKPT);

@@ -412,8 +412,9 @@ static inline void atomic_open(AtomicFile *af, const char *path) {
     snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld", af->target, (long)getpid());
     // O_EXCL: never through a link or file put at the temporary name; one left there by
     // a process with this pid before is stale, and replaced
-    int fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno == EEXIST && unlink(af->tmp) == 0) fd = open(af->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    const int create = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+    int fd = open(af->tmp, create, 0666);
+    if (fd < 0 && errno == EEXIST && unlink(af->tmp) == 0) fd = open(af->tmp, create, 0666);
     if (fd < 0) fail("cannot write %s: %s", path, strerror(errno));
     af->f = output_keep_attributes(fd, &old) == 0 ? fdopen(fd, "wb") : NULL;
     if (!af->f) {

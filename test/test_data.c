@@ -769,9 +769,9 @@ static void test_prepare_stdin_and_output(void) {
     test_system("cd '%s' && p=$(sh -c 'echo $$') && mkdir sw.prepare.tmp.$p && touch sw.prepare.tmp.$p/train_000.bin "
                 "sw.prepare.tmp.$p/val_labels.tsv.tmp.12 && mkdir sw.prepare.tmp.1 sw.prepare.tmp.7x", tmp_dir);
     rc = prepare("--shard-mb 0.004 new.txt", "sw");
-    CHECK(test_system("cd '%s' && [ \"$(ls -d sw.prepare.tmp.* | tr '\\n' ' ')\" = 'sw.prepare.tmp.1 sw.prepare.tmp.7x ' ]",
-                      tmp_dir) == 0, "a dead prepare's temporary directory is removed; a live process's and another "
-          "name's are not");
+    CHECK(test_system("cd '%s' && [ \"$(ls -d sw.prepare.tmp.* | tr '\\n' ' ')\" = "
+                      "'sw.prepare.tmp.1 sw.prepare.tmp.7x ' ]", tmp_dir) == 0,
+          "a dead prepare's temporary directory is removed; a live process's and another name's are not");
     test_system("cd '%s' && rmdir sw.prepare.tmp.1 sw.prepare.tmp.7x", tmp_dir);
     CHECK(rc == 0 && test_system("cd '%s' && ! diff -r sw sw_before >/dev/null && grep -q 'long document' sw/train_*.bin", tmp_dir) == 0,
           "without the limit the new set replaces the old (exit %d)", rc);
@@ -785,7 +785,8 @@ static void test_prepare_stdin_and_output(void) {
         snprintf(said, sizeof said, "interrupted (signal %d)", sigs[k]);
         CHECK(rc == 2 && file_contains(tmp_path("sig.log"), said) && !file_exists(tmp_path("sig/train_000.bin")) &&
               test_system("cd '%s' && ! ls -a | grep -q sig.prepare.tmp", tmp_dir) == 0,
-              "signal %d while writing: exit %d (want 2), says so, no shard and no temporary directory left", sigs[k], rc);
+              "signal %d while writing: exit %d (want 2), says so, no shard and no temporary directory left", sigs[k],
+              rc);
     }
 }
 
@@ -800,7 +801,8 @@ static void test_prepare_kill_anywhere(void) {
         else SKIP("strace with fault injection not usable here: a prepare killed mid-switch is not tried");
         return;
     }
-    int rc = prepare("--builtin 30000 --shard-mb 0.004 --seed 1", "ka") | prepare("--builtin 45000 --shard-mb 0.004 --seed 2", "kb");
+    int rc = prepare("--builtin 30000 --shard-mb 0.004 --seed 1", "ka");
+    rc |= prepare("--builtin 45000 --shard-mb 0.004 --seed 2", "kb");
     CHECK(rc == 0 && file_exists(tmp_path("ka/train_005.bin")) && file_exists(tmp_path("kb/train_008.bin")),
           "two sets to switch between, of 7 and 10 train shards (exit %d)", rc);
     // strace counts each system call apart: when=N is the N-th call of that one
@@ -810,19 +812,20 @@ static void test_prepare_kill_anywhere(void) {
         for (n = 1; n <= 80 && !completed; n++) {
             test_system("cd '%s' && rm -rf kd && cp -r ka kd", tmp_dir);
             rc = test_system("cd '%s' && strace -f -o /dev/null -e trace=%s -e inject=%s:signal=KILL:when=%d "
-                             "'%s/prepare' --builtin 45000 --shard-mb 0.004 --seed 2 -o kd > log.txt 2>&1", tmp_dir, calls[c],
-                             calls[c], n, tool_dir);
+                             "'%s/prepare' --builtin 45000 --shard-mb 0.004 --seed 2 -o kd > log.txt 2>&1", tmp_dir,
+                             calls[c], calls[c], n, tool_dir);
             completed = rc == 0;
             int is_a = test_system("cd '%s' && diff -r kd ka > /dev/null 2>&1", tmp_dir) == 0;
             int is_b = test_system("cd '%s' && diff -r kd kb > /dev/null 2>&1", tmp_dir) == 0;
             whole += is_a || is_b;
-            if (!is_a && !is_b) CHECK(0, "killed at its %d-th %s (exit %d): kd is neither the old set nor the new", n, calls[c], rc);
+            if (!is_a && !is_b)
+                CHECK(0, "killed at its %d-th %s (exit %d): kd is neither the old set nor the new", n, calls[c], rc);
             rc = prepare("--format text nothing.txt", "kd");  // fails reading; first removes what the killed one left
             cleaned += rc == 2 && test_system("cd '%s' && ! ls -a | grep -q '^kd\\.prepare\\.'", tmp_dir) == 0;
         }
-        CHECK(completed && whole == n - 1 && cleaned == n - 1, "killed at each of its %d calls of %s, and let finish: kd "
-              "whole after %d of %d runs, and the next prepare removed what each left (%d)", n - 2, calls[c], whole, n - 1,
-              cleaned);
+        CHECK(completed && whole == n - 1 && cleaned == n - 1,
+              "killed at each of its %d calls of %s, and let finish: kd whole after %d of %d runs, and the next "
+              "prepare removed what each left (%d)", n - 2, calls[c], whole, n - 1, cleaned);
     }
     // where the file system has no RENAME_EXCHANGE: kd is renamed aside, the new set in; a
     // kill between the two leaves no kd, and the next prepare renames the old set back
@@ -834,8 +837,10 @@ static void test_prepare_kill_anywhere(void) {
     int restored = 0, n;
     for (n = 1; n <= 40 && !restored; n++) {  // the kill that lands between the two renames
         test_system("cd '%s' && rm -rf kd kd.prepare.* && cp -r ka kd", tmp_dir);
-        test_system("cd '%s' && strace -f -o /dev/null -e inject=renameat2:error=EINVAL -e inject=rename,renameat:signal=KILL:when=%d "
-                    "'%s/prepare' --builtin 45000 --shard-mb 0.004 --seed 2 -o kd > log.txt 2>&1", tmp_dir, n, tool_dir);
+        test_system("cd '%s' && strace -f -o /dev/null -e inject=renameat2:error=EINVAL "
+                    "-e inject=rename,renameat:signal=KILL:when=%d "
+                    "'%s/prepare' --builtin 45000 --shard-mb 0.004 --seed 2 -o kd > log.txt 2>&1", tmp_dir, n,
+                    tool_dir);
         if (file_exists(tmp_path("kd"))) continue;
         rc = prepare("--format text nothing.txt", "kd");
         restored = 1;
@@ -874,16 +879,18 @@ static void test_prepare_out_dir(void) {
           file_contains(tmp_path("od/notes.txt"), "mine"), "a file of the user's in DIR: refused, kept (exit %d)", rc);
     rc = prepare("od2/sub/in.txt", "od2");
     CHECK(rc == 2 && file_contains(log, "input od2/sub/in.txt lies inside -o od2"), "an input inside DIR: exit %d", rc);
-    test_system("cd '%s' && rm od/notes.txt && mkdir -p real && mv od real/od && ln -s real/od od && chmod 750 real/od", tmp_dir);
+    test_system("cd '%s' && rm od/notes.txt && mkdir -p real && mv od real/od && ln -s real/od od && chmod 750 real/od",
+                tmp_dir);
     rc = prepare("--val-fraction 0 od.txt", "od");
     int ok;
     char all[256];
     int64_t docs = read_split(tmp_path("od"), "train", all, sizeof all, &ok);
     struct stat ls, ds;
     int link = lstat(tmp_path("od"), &ls) == 0 && S_ISLNK(ls.st_mode), there = stat(tmp_path("real/od"), &ds) == 0;
-    CHECK(rc == 0 && ok && docs == 2 && link && there && (ds.st_mode & 0777) == 0750 && !file_exists(tmp_path("od/val_000.bin")),
-          "-o od, a symbolic link to real/od (mode 750): exit %d, the link kept, real/od holds the new set (%lld documents), "
-          "mode %o", rc, (long long)docs, (unsigned)(ds.st_mode & 0777));
+    CHECK(rc == 0 && ok && docs == 2 && link && there && (ds.st_mode & 0777) == 0750 &&
+              !file_exists(tmp_path("od/val_000.bin")),
+          "-o od, a symbolic link to real/od (mode 750): exit %d, the link kept, real/od holds the new set "
+          "(%lld documents), mode %o", rc, (long long)docs, (unsigned)(ds.st_mode & 0777));
     rc = test_system("cd '%s' && ! ls -a . real | grep -q prepare", tmp_dir);
     CHECK(rc == 0, "no temporary directory left beside od or real/od");
 }
@@ -903,20 +910,24 @@ static void test_prepare_formats(void) {
             write_file(tmp_path(j == 2 ? "c.bin" : names[j]), formats[k].bytes, formats[k].n);
             char args[200], want[200];
             snprintf(args, sizeof args, j == 2 ? "--format text - < c.bin" : "%s", names[j]);
-            if (j == 0) snprintf(want, sizeof want, "error: c.txt.gz: named .gz but not gzip data: %s data", formats[k].name);
-            else snprintf(want, sizeof want, "error: %s: %s data, which prepare does not read", j == 2 ? "<stdin>" : names[j],
-                          formats[k].name);
+            if (j == 0)
+                snprintf(want, sizeof want, "error: c.txt.gz: named .gz but not gzip data: %s data", formats[k].name);
+            else
+                snprintf(want, sizeof want, "error: %s: %s data, which prepare does not read",
+                         j == 2 ? "<stdin>" : names[j], formats[k].name);
             int rc = prepare(args, "cf");
             CHECK(rc == 2 && file_contains(log, want) && !file_exists(tmp_path("cf")), "%s data as %s: exit %d, \"%s\"",
                   formats[k].name, names[j], rc, want);
         }
     }
-    test_system("cd '%s' && cp plain.txt plain.txt.gz && : > empty.txt.gz && bzip2 -c plain.txt | gzip -c > twice.txt.gz", tmp_dir);
+    test_system("cd '%s' && cp plain.txt plain.txt.gz && : > empty.txt.gz && "
+                "bzip2 -c plain.txt | gzip -c > twice.txt.gz", tmp_dir);
     int rc = prepare("plain.txt.gz", "cf");
-    CHECK(rc == 2 && file_contains(log, "error: plain.txt.gz: named .gz but not gzip data: it does not start with the gzip "
-                                   "bytes 1f 8b"), "text named .gz: exit %d", rc);
+    CHECK(rc == 2 && file_contains(log, "error: plain.txt.gz: named .gz but not gzip data: it does not start with the "
+                                   "gzip bytes 1f 8b"), "text named .gz: exit %d", rc);
     rc = prepare("empty.txt.gz", "cf");
-    CHECK(rc == 2 && file_contains(log, "error: empty.txt.gz: named .gz but not gzip data: it is empty"), "an empty .gz: exit %d", rc);
+    CHECK(rc == 2 && file_contains(log, "error: empty.txt.gz: named .gz but not gzip data: it is empty"),
+          "an empty .gz: exit %d", rc);
     if (test_system("command -v bzip2 > /dev/null") == 0) {
         rc = prepare("twice.txt.gz", "cf");
         CHECK(rc == 2 && file_contains(log, "error: twice.txt.gz: bzip2 data inside gzip, which prepare does not read"),
@@ -948,13 +959,15 @@ static void test_prepare_labels(void) {
     CHECK(tsv && strstr(tsv, "\t0.123456789\n") && strstr(tsv, "\t5\n"), "a real label is written as the shortest text "
           "that reads back as it: 0.123456789, and 5.0 as 5");
     CHECK(tsv && strstr(tsv, "\t4\n"), "a document with an integer beyond 64 bits in another field is kept, label 4");
-    CHECK(file_contains(tmp_path("log.txt"), "lab.jsonl:5: malformed JSON: label \"overall\" is an integer beyond 2^53"),
+    CHECK(file_contains(tmp_path("log.txt"),
+                        "lab.jsonl:5: malformed JSON: label \"overall\" is an integer beyond 2^53"),
           "a label beyond 64 bits (so decoded as a real, not exact) is reported with its line, not changed");
     free(tsv);
     snprintf(text, sizeof text, "label,sentence\n%s,long label\n", long_label);
     write_text(tmp_path("lab.csv"), text);
     rc = prepare("--val-fraction 0 lab.csv", "labc");
-    CHECK(rc == 0 && file_contains(tmp_path("labc/train_labels.tsv"), want), "a CSV label of 300 bytes is kept whole (exit %d)", rc);
+    CHECK(rc == 0 && file_contains(tmp_path("labc/train_labels.tsv"), want),
+          "a CSV label of 300 bytes is kept whole (exit %d)", rc);
 }
 
 // A directory switched for another while its shards are being opened (prepare's
@@ -1016,7 +1029,8 @@ static void test_stream_switched(void) {
     char got[16] = {0};
     if (s.size > 0 && s.size < 16) stream_read(&s, 0, s.size, (uint8_t *)got);
     CHECK(!switch_armed && s.n_shards == 2 && s.size == 10 && !strcmp(got, "xxxxxyyyyy"),
-          "a directory switched while its shards open: the stream is the new set whole (%d shards, \"%s\")", s.n_shards, got);
+          "a directory switched while its shards open: the stream is the new set whole (%d shards, \"%s\")",
+          s.n_shards, got);
     stream_free(&s);
 }
 

@@ -458,7 +458,8 @@ static void test_bad_checkpoints(void) {
     test_system("cp %s %s && printf 'X' | dd of=%s bs=1 seek=0 conv=notrunc 2>/dev/null", trained, p, p);
     expect_error(a1, "not an mlstm checkpoint", "bad magic");
     snprintf(p, sizeof p, "%s", dir);
-    expect_error(a1, "is a directory without best.ckpt or latest.ckpt: not a run directory", "a directory (not a run's)");
+    expect_error(a1, "is a directory without best.ckpt or latest.ckpt: not a run directory",
+                 "a directory (not a run's)");
     snprintf(p, sizeof p, "%s/fifo", dir);
     test_system("mkfifo %s", p);
     expect_error(a1, "is not a regular file (a FIFO)", "a FIFO (no hang)");
@@ -479,7 +480,8 @@ static void test_run_directory(void) {
     const char *a1[] = {run, "--length", "100", "--temperature", "1", "--seed", "7", NULL};
     const char *a2[] = {best, "--length", "100", "--temperature", "1", "--seed", "7", NULL};
     Run r1 = run_generate(a1), r2 = run_generate(a2);
-    CHECK(r1.rc == 0 && r1.n == 100 && r2.n == 100 && !memcmp(r1.out, r2.out, 100) && !strncmp(r1.err, best, strlen(best)),
+    CHECK(r1.rc == 0 && r1.n == 100 && r2.n == 100 && !memcmp(r1.out, r2.out, 100) &&
+              !strncmp(r1.err, best, strlen(best)),
           "generate DIR: the text of DIR/best.ckpt (exit %d, %zu bytes), stderr names it: %.80s", r1.rc, r1.n, r1.err);
     free(r1.out), free(r2.out);
     test_system("mv %s %s", best, latest);
@@ -495,8 +497,8 @@ static void test_run_directory(void) {
     test_system("cp %s %s", trained, best);
     const char *a3[] = {slash, "--length", "10", NULL};
     Run r3 = run_generate(a3);
-    CHECK(r3.rc == 0 && r3.n == 10 && strstr(r3.err, "run/best.ckpt: mLSTM"), "generate DIR/ (a trailing slash): exit %d, "
-          "reads DIR/best.ckpt: %.80s", r3.rc, r3.err);
+    CHECK(r3.rc == 0 && r3.n == 10 && strstr(r3.err, "run/best.ckpt: mLSTM"),
+          "generate DIR/ (a trailing slash): exit %d, reads DIR/best.ckpt: %.80s", r3.rc, r3.err);
     free(r3.out);
 }
 

@@ -91,11 +91,12 @@ static void write_wrapping(const char *p) {
     put32(hd + CKPT_AT_V, 256); put32(hd + CKPT_AT_D, (uint32_t)D); put32(hd + CKPT_AT_H, (uint32_t)H);
     put32(hd + CKPT_AT_WNORM, 1); put64(hd + CKPT_AT_NPARAMS, np); put32(hd + CKPT_AT_G, (uint32_t)G);
     put64(hd + CKPT_AT_PAYLOAD, bytes);
-    uint64_t sum = checksum_update(checksum_update(CHECKSUM_INIT, hd, sizeof hd), payload, bytes < sizeof payload ? bytes : 0);
+    size_t n = bytes < sizeof payload ? (size_t)bytes : 0;
+    uint64_t sum = checksum_update(checksum_update(CHECKSUM_INIT, hd, sizeof hd), payload, n);
     put64(hd + CKPT_AT_CHECKSUM, checksum_final(sum));
     FILE *f = fopen(p, "wb");
     fwrite(hd, 1, sizeof hd, f);
-    fwrite(payload, 1, bytes < sizeof payload ? bytes : 0, f);
+    fwrite(payload, 1, n, f);
     fclose(f);
 }
 
@@ -228,17 +229,20 @@ int main(void) {
         MlstmConfig wc = {256, 2, 1 << 30, 1};
         uint64_t wnp = ckpt_param_count(&wc);
         CHECK(wnp > 0 && ckpt_payload_bytes(&wc, wnp, (1 << 29) - 420) == 0,
-              "D=2 H=2^30 G=2^29-420: %llu parameters, a payload size that does not fit 64 bits (0)", (unsigned long long)wnp);
+              "D=2 H=2^30 G=2^29-420: %llu parameters, a payload size that does not fit 64 bits (0)",
+              (unsigned long long)wnp);
         MlstmConfig huge = {256, 1, INT_MAX, 1};
         CHECK(ckpt_param_count(&huge) == 0, "H=2^31-1: the parameter count does not fit 64 bits (0)");
-        EXPECT_EXIT(open_header, bad, 2, "D=2 H=1073741824, beyond this build's limits (D at most 65536, H at most 65536)",
+        EXPECT_EXIT(open_header, bad, 2,
+                    "D=2 H=1073741824, beyond this build's limits (D at most 65536, H at most 65536)",
                     "a header whose payload size wraps to 9216 bytes, under a valid checksum");
         copy_file(path, p2, -1);
         { uint8_t v[4]; put32(v, MAX_HIDDEN + 1); poke(p2, CKPT_AT_H, v, 4); }
         EXPECT_EXIT(open_header, p2, 2, "H=65537, beyond this build's limits", "H = MAX_HIDDEN + 1");
         copy_file(path, p2, -1);
         { uint8_t v[4]; put32(v, 0xffffffffu); poke(p2, CKPT_AT_D, v, 4); }
-        EXPECT_EXIT(open_header, p2, 2, "D=4294967295 H=12, beyond this build's limits", "D = 2^32 - 1 (negative as an int)");
+        EXPECT_EXIT(open_header, p2, 2, "D=4294967295 H=12, beyond this build's limits",
+                    "D = 2^32 - 1 (negative as an int)");
         copy_file(path, p2, -1);
         { uint8_t v[4]; put32(v, 0x80000000u); poke(p2, CKPT_AT_G, v, 4); }
         EXPECT_EXIT(open_header, p2, 2, "inconsistent header", "G = 2^31 (negative as an int)");
@@ -254,8 +258,9 @@ int main(void) {
         test_system("mkdir -p %s && cp %s %s/best.ckpt", run, path, run);
         EXPECT_EXIT(load_as, run, 0, "", "a run directory loads as its best.ckpt");
         test_system("mv %s/best.ckpt %s/latest.ckpt", run, run);
-        snprintf(want, sizeof want, "%s is a run directory without best.ckpt (its best model); it has latest.ckpt: give "
-                 "%s/latest.ckpt to read that", run, run);
+        snprintf(want, sizeof want,
+                 "%s is a run directory without best.ckpt (its best model); it has latest.ckpt: give %s/latest.ckpt "
+                 "to read that", run, run);
         EXPECT_EXIT(load_as, run, 2, want, "a run directory without best.ckpt but with latest.ckpt");
         test_system("rm %s/latest.ckpt", run);
         snprintf(want, sizeof want, "%s is a directory without best.ckpt or latest.ckpt: not a run directory", run);
@@ -272,14 +277,15 @@ int main(void) {
         checkpoint_save(ref, &m1, &s1, h1, c1);
         snprintf(real, sizeof real, "%s/store/real.ckpt", dir);
         snprintf(link, sizeof link, "%s/latest.ckpt", dir);
-        test_system("mkdir -p %s/store && echo old > %s && chmod 600 %s && ln -sf store/real.ckpt %s", dir, real, real, link);
+        test_system("mkdir -p %s/store && echo old > %s && chmod 600 %s && ln -sf store/real.ckpt %s", dir, real, real,
+                    link);
         checkpoint_save(link, &m1, &s1, h1, c1);
         struct stat ls, rs;
         memset(&rs, 0, sizeof rs);
         int is_link = lstat(link, &ls) == 0 && S_ISLNK(ls.st_mode), there = stat(real, &rs) == 0;
         CHECK(is_link && there && files_equal(real, ref) && (rs.st_mode & 0777) == 0600,
-              "save through a link: the link stays a link (%d), the file it names is the checkpoint, mode 0600 kept (%o)",
-              is_link, (unsigned)(rs.st_mode & 0777));
+              "save through a link: the link stays a link (%d), the file it names is the checkpoint, "
+              "mode 0600 kept (%o)", is_link, (unsigned)(rs.st_mode & 0777));
         snprintf(p3, sizeof p3, "%s/chain.ckpt", dir);  // a link to a link to a file not written yet
         test_system("ln -sf latest2.ckpt %s && ln -sf store/new.ckpt %s/latest2.ckpt", p3, dir);
         checkpoint_save(p3, &m1, &s1, h1, c1);
@@ -289,7 +295,8 @@ int main(void) {
         CHECK(test_system("[ $(find %s -name '*.tmp.*' | wc -l) -eq 0 ]", dir) == 0, "no temporary file left anywhere");
         snprintf(p3, sizeof p3, "%s/out.fifo", dir);
         test_system("mkfifo %s", p3);
-        EXPECT_EXIT(save_to, p3, 2, "out.fifo: it is a FIFO; an output replaces only a regular file", "saving onto a FIFO");
+        EXPECT_EXIT(save_to, p3, 2, "out.fifo: it is a FIFO; an output replaces only a regular file",
+                    "saving onto a FIFO");
         CHECK(lstat(p3, &ls) == 0 && S_ISFIFO(ls.st_mode), "and the FIFO is still a FIFO");
         snprintf(p3, sizeof p3, "%s/store", dir);
         EXPECT_EXIT(save_to, p3, 2, "store: it is a directory", "saving onto a directory");
@@ -301,7 +308,8 @@ int main(void) {
     // 11. out of memory names the size asked for (was 9223372036854775807 bytes whatever it was)
     {
         size_t n = (size_t)1 << 60;
-        EXPECT_EXIT(alloc_huge, &n, 1, "out of memory allocating 4611686018427387904 bytes", "mlstm_alloc of 2^60 floats");
+        EXPECT_EXIT(alloc_huge, &n, 1, "out of memory allocating 4611686018427387904 bytes",
+                    "mlstm_alloc of 2^60 floats");
         n = SIZE_MAX / 2;
         EXPECT_EXIT(alloc_huge, &n, 1, "elements of 4 bytes at", "mlstm_alloc of more floats than the address space");
     }

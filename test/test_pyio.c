@@ -371,13 +371,14 @@ static void test_files(void) {
     expect_refused_by("a run directory without best.ckpt", "run is a run directory without best.ckpt (its best model); "
                       "it has latest.ckpt: give", NULL, path("never.x"), cmd);
     // outputs: through a link, the mode kept; a FIFO or a directory refused
-    test_system("mkdir -p %s && cp %s %s/real.ckpt && chmod 600 %s/real.ckpt && ln -sf store/real.ckpt %s", path("store"),
-                path("n.ckpt"), path("store"), path("store"), path("link.ckpt"));
+    test_system("mkdir -p %s && cp %s %s/real.ckpt && chmod 600 %s/real.ckpt && ln -sf store/real.ckpt %s",
+                path("store"), path("n.ckpt"), path("store"), path("store"), path("link.ckpt"));
     rc = test_system("%s tools/mlstm_ckpt.py import %s %s > /dev/null 2>&1", python, path("a.npz"), path("link.ckpt"));
     CHECK(rc == 0 && test_system("[ -L %s ] && cmp -s %s/real.ckpt %s && [ $(stat -c %%a %s/real.ckpt) = 600 ]",
                                  path("link.ckpt"), path("store"), path("a.ckpt"), path("store")) == 0 &&
           test_system("! ls %s %s | grep -q '\\.tmp\\.'", dir, path("store")) == 0,
-          "import onto a symbolic link (exit %d): the link kept, the file it names written, mode 600, no temporary left", rc);
+          "import onto a symbolic link (exit %d): the link kept, the file it names written, mode 600, "
+          "no temporary left", rc);
     snprintf(cmd, sizeof cmd, "tools/mlstm_ckpt.py import %s %s", path("a.npz"), path("in.fifo"));
     expect_refused_by("import onto a FIFO", "in.fifo: it is a FIFO; an output replaces only a regular file", NULL,
                       path("never.x"), cmd);

@@ -7,6 +7,7 @@
 // error is one write, a range names its bounds, OMP_NUM_THREADS is checked like a flag
 // by train, generate and transfer, and every reader of checkpoints refuses the same files.
 #include "mlstm.h"
+#include "data.h"
 #include "test/test.h"
 #include <sys/socket.h>
 
@@ -31,17 +32,20 @@ static void test_plot_refusals(void) {
     if (!f) { perror(p); exit(1); }
     fputs(log_text, f);
     fclose(f);
-    test_system("cd %s && cp r.log r.keep && ln -sf r.log r_link.png && ln -f r.log r_hard.png && mkdir -p r_dir.png", tmp);
+    test_system("cd %s && cp r.log r.keep && ln -sf r.log r_link.png && ln -f r.log r_hard.png && mkdir -p r_dir.png",
+                tmp);
     const char *pngs[][2] = {{"r.log", "the log itself"}, {"./r.log", "the log by another path"},
                              {"r_link.png", "a symbolic link to the log"}, {"r_hard.png", "a hard link to the log"}};
     for (int k = 0; k < 4; k++) {
         int rc = test_system("cd %s && %s/tools/plot_log.sh r.log %s > pr.out 2>&1", tmp, root, pngs[k][0]);
-        int said = test_system("cd %s && [ $(wc -l < pr.out) -eq 1 ] && grep -q 'is the log r.log itself' pr.out", tmp) == 0;
+        int said = test_system("cd %s && [ $(wc -l < pr.out) -eq 1 ] && grep -q 'is the log r.log itself' pr.out",
+                               tmp) == 0;
         CHECK(rc == 2 && said && test_system("cd %s && cmp -s r.log r.keep", tmp) == 0,
               "plot_log.sh r.log %s (%s): exit %d, refused in one line, the log intact", pngs[k][0], pngs[k][1], rc);
     }
     int rc = test_system("cd %s && %s/tools/plot_log.sh r.log r_dir.png > pr.out 2>&1", tmp, root);
-    CHECK(rc == 2 && test_system("cd %s && grep -q 'cannot write r_dir.png: it is not a regular file' pr.out", tmp) == 0,
+    CHECK(rc == 2 && test_system("cd %s && grep -q 'cannot write r_dir.png: it is not a regular file' pr.out",
+                                 tmp) == 0,
           "plot_log.sh with a directory as the PNG: exit %d, refused", rc);
 }
 
@@ -79,8 +83,8 @@ static void test_plots(void) {
     snprintf(p, sizeof p, "%s/-x.png", tmp);
     CHECK(rc == 0 && file_size(p) > 1000, "plot_log.sh -x.log: exit %d, -x.png drawn (%ld bytes)", rc, file_size(p));
     // a PNG that is a symbolic link: written through, the link kept, the file's mode kept
-    test_system("cd %s && mkdir -p store && echo old > store/p.png && chmod 640 store/p.png && ln -sf store/p.png lp.png",
-                tmp);
+    test_system("cd %s && mkdir -p store && echo old > store/p.png && chmod 640 store/p.png && "
+                "ln -sf store/p.png lp.png", tmp);
     rc = test_system("cd %s && %s/tools/plot_log.sh r.log lp.png > lp.out 2>&1", tmp, root);
     CHECK(rc == 0 && test_system("cd %s && [ -L lp.png ] && [ $(stat -c %%a store/p.png) = 640 ] && "
                                  "[ $(stat -c %%s store/p.png) -gt 1000 ]", tmp) == 0,
@@ -110,9 +114,10 @@ static void test_transfer_eval_runs(void) {
     CHECK(rc == 0 && exists("-dash/summary.txt") && exists("-dash/heatmap.html"),
           "transfer_eval.sh -o -dash: exit %d, the results in ./-dash", rc);
     test_system("cd %s && mkdir -p run && cp m.ckpt run/" RUN_BEST_CKPT, tmp);
-    rc = test_system("cd %s && BUILD=%s %s/tools/transfer_eval.sh -o ev -- run builtin --docs 40 > ev2.out 2>&1", tmp, bin,
-                     root);
-    CHECK(rc == 0 && exists("ev/summary.txt") && test_system("cd %s && cmp -s ev/train.feat ./-dash/train.feat", tmp) == 0,
+    rc = test_system("cd %s && BUILD=%s %s/tools/transfer_eval.sh -o ev -- run builtin --docs 40 > ev2.out 2>&1",
+                     tmp, bin, root);
+    CHECK(rc == 0 && exists("ev/summary.txt") &&
+              test_system("cd %s && cmp -s ev/train.feat ./-dash/train.feat", tmp) == 0,
           "transfer_eval.sh -o ev -- run (a run directory): exit %d, the features of run/best.ckpt", rc);
 }
 
@@ -183,6 +188,16 @@ static void fail_long(void *arg) {
     memset(path, 'p', 10000);
     fail("cannot open %s", path);
 }
+static void sigbus_on_rank(void *arg) {  // a shard truncated under its mapping: data.h's SIGBUS handler reports it
+    snprintf(fail_where, sizeof fail_where, "rank 1 on node2: ");
+    const char *p = (const char *)arg;
+    uint8_t *big = (uint8_t *)mallocCheck(1 << 16), buf[16];
+    shard_write(p, big, 1 << 16, 0);
+    Stream s;
+    stream_open(&s, &p, 1, 1);
+    if (truncate(p, 100) != 0) exit(99);
+    stream_read(&s, 60000, 16, buf);
+}
 typedef struct { const char *text; long long min, max; } WholeCase;
 static void parse_whole_case(void *arg) {
     const WholeCase *c = (const WholeCase *)arg;
@@ -202,22 +217,30 @@ static void test_util(void) {
                        "HINT: make shards with build/prepare\n";
     CHECK(w == 1 && status == 2 && !strcmp(out, want), "fail(): the whole error, two lines, in one write (%d writes, "
           "exit %d): the lines of several ranks cannot interleave", w, status);
+    char shard[4300];
+    snprintf(shard, sizeof shard, "%s/bus.bin", tmp);
+    w = writes_of(sigbus_on_rank, shard, out, sizeof out, &status);
+    CHECK(w == 1 && status == 2 && strstr(out, "error: rank 1 on node2: ") == out &&
+              strstr(out, "bus.bin was truncated") && strstr(out, "\nHINT: do not rewrite shards"),
+          "a shard truncated under a rank: its two lines in one write (%d writes, exit %d)", w, status);
     w = writes_of(fail_long, NULL, out, sizeof out, &status);
-    CHECK(w == 1 && status == 2 && strlen(out) == 10020 && out[10019] == '\n', "fail(): a 10,020-byte message, whole, in "
-          "one write (%d writes, %zu bytes)", w, strlen(out));
+    CHECK(w == 1 && status == 2 && strlen(out) == 10020 && out[10019] == '\n',
+          "fail(): a 10,020-byte message, whole, in one write (%d writes, %zu bytes)", w, strlen(out));
     // a value beyond a large bound says the range (it said "must be at least 1")
     WholeCase whole[] = {{"2000000000000000", 1, 1LL << 50}, {"99999999999999999999", 1, 1LL << 50},
                          {"0", 1, 1LL << 50}, {"-99999999999999999999", 1, 1LL << 50}, {"70000", 1, 65536}};
     const char *says[] = {"--steps: must be between 1 and 1125899906842624, got 2000000000000000",
                           "--steps: must be between 1 and 1125899906842624, got 99999999999999999999",
-                          "--steps: must be at least 1, got 0", "--steps: must be at least 1, got -99999999999999999999",
+                          "--steps: must be at least 1, got 0",
+                          "--steps: must be at least 1, got -99999999999999999999",
                           "--steps: must be between 1 and 65536, got 70000"};
     for (int k = 0; k < 5; k++) {
         char what[200];
         snprintf(what, sizeof what, "parse_whole %s in [%lld, %lld]", whole[k].text, whole[k].min, whole[k].max);
         EXPECT_EXIT(parse_whole_case, &whole[k], 2, says[k], what);
     }
-    EXPECT_EXIT(parse_real_case, "1e31", 2, "--temperature: must be between 0 and 1e+30, got 1e31", "parse_real above 1e30");
+    EXPECT_EXIT(parse_real_case, "1e31", 2, "--temperature: must be between 0 and 1e+30, got 1e31",
+                "parse_real above 1e30");
     EXPECT_EXIT(parse_real_case, "-1", 2, "--temperature: must be at least 0, got -1", "parse_real below 0");
     // OMP_NUM_THREADS as libgomp reads it: a list of whole numbers, blanks around them
     const char *omp_ok[] = {"1", "4", " 4 ", "1024", "4,2"};
@@ -247,7 +270,8 @@ static void test_omp_num_threads(void) {
             {"generate", "generate m.ckpt --length 5"},
             {"transfer", "transfer featurize -m m.ckpt -o omp.feat --docs 4 builtin:test"}};
         for (int k = 0; k < 3; k++) {
-            int rc = test_system("cd %s && OMP_NUM_THREADS='%s' %s/%s > omp.out 2> omp.err", tmp, values[v], bin, cmds[k][1]);
+            int rc = test_system("cd %s && OMP_NUM_THREADS='%s' %s/%s > omp.out 2> omp.err", tmp, values[v], bin,
+                                 cmds[k][1]);
             int one = test_system("cd %s && [ $(grep -cv -e '^libgomp: Invalid value for environment variable "
                                   "OMP_NUM_THREADS$' -e '^$' omp.err) -eq 1 ] && [ $(wc -l < omp.err) -le %d ] && "
                                   "tail -n 1 omp.err | grep -q \"^error: OMP_NUM_THREADS=%s: expected a whole number "
@@ -282,7 +306,8 @@ static void test_readers_agree(void) {
         rc = test_system("cd %s && %s > rd.out 2> rd.err", tmp, cmd);
         int said = test_system("cd %s && [ $(wc -l < rd.err) -eq 1 ] && grep -q 'wide.ckpt: D=4 H=65537, beyond this "
                                "build.s limits (D at most 65536, H at most 65536)' rd.err", tmp) == 0;
-        CHECK(rc == 2 && said, "%s refuses H = 65537 as the trainer does: exit %d, one line naming the file and the limits",
+        CHECK(rc == 2 && said,
+              "%s refuses H = 65537 as the trainer does: exit %d, one line naming the file and the limits",
               readers[k][0], rc);
     }
 }

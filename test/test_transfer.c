@@ -428,7 +428,8 @@ static void test_import(void) {
     test_system("rm -rf %s && cp -r %s %s && rm %s/3.npy && mkdir %s/3.npy", dir2, dir, dir2, dir2, dir2);
     expect_fail("3.npy: not a regular file", "import_npy with 3.npy a directory", "%s/import_npy -o %s/x.ckpt %s", bin, tmp, dir2);
     expect_fail("--hidden: expected a whole number, got \"abc\"", "import_npy --hidden abc", "%s/import_npy --hidden abc -o %s/x.ckpt %s", bin, tmp, dir);
-    expect_fail("--embed: must be between 1 and 65536, got 4294967301", "import_npy --embed 2^32 + 5", "%s/import_npy --embed 4294967301 -o %s/x.ckpt %s", bin, tmp, dir);
+    expect_fail("--embed: must be between 1 and 65536, got 4294967301", "import_npy --embed 2^32 + 5",
+                "%s/import_npy --embed 4294967301 -o %s/x.ckpt %s", bin, tmp, dir);
     struct stat sb;
     snprintf(ck, sizeof ck, "%s/x.ckpt", tmp);
     CHECK(stat(ck, &sb) != 0, "a failed import leaves no checkpoint behind");
@@ -618,27 +619,30 @@ static void test_files_and_names(void) {
     // a label string longer than any buffer is read whole: 0.000...01 (300 digits) is above --threshold 0
     char label[400], line[1200];
     snprintf(label, sizeof label, "0.%0299d1", 0);
-    snprintf(line, sizeof line, "{\"text\": \"tiny but positive\", \"label\": \"%s\"}\n{\"text\": \"zero\", \"label\": -1}\n"
-                                "{\"text\": \"big id\", \"label\": 1, \"id\": 123456789012345678901234567890}\n", label);
+    snprintf(line, sizeof line,
+             "{\"text\": \"tiny but positive\", \"label\": \"%s\"}\n{\"text\": \"zero\", \"label\": -1}\n"
+             "{\"text\": \"big id\", \"label\": 1, \"id\": 123456789012345678901234567890}\n", label);
     write_text("long.jsonl", line);
-    int rc = test_system("%s/%s %s %s -o %s/long.feat --threshold 0 %s/long.jsonl > /dev/null 2>&1", bin, T, m, ck, tmp, tmp);
+    int rc = test_system("%s/%s %s %s -o %s/long.feat --threshold 0 %s/long.jsonl > /dev/null 2>&1", bin, T, m, ck, tmp,
+                         tmp);
     int pos = 0, n = feats_count("long.feat", &pos);
-    CHECK(rc == 0 && n == 3 && pos == 2, "a 302-byte label above the threshold, and a line with an integer beyond 64 bits "
-          "in another field: exit %d, %d documents, %d positive (want 0, 3, 2)", rc, n, pos);
+    CHECK(rc == 0 && n == 3 && pos == 2, "a 302-byte label above the threshold, and a line with an integer beyond 64 "
+          "bits in another field: exit %d, %d documents, %d positive (want 0, 3, 2)", rc, n, pos);
     // a run directory is its best model
     test_system("mkdir -p %s/run && cp %s %s/run/best.ckpt", tmp, ck, tmp);
-    rc = test_system("%s/%s %s %s/run -o %s/run.feat %s/ok.csv > /dev/null 2>&1 && cmp -s %s/run.feat %s/ok.feat", bin, T, m,
-                     tmp, tmp, tmp, tmp, tmp);
+    rc = test_system("%s/%s %s %s/run -o %s/run.feat %s/ok.csv > /dev/null 2>&1 && cmp -s %s/run.feat %s/ok.feat", bin,
+                     T, m, tmp, tmp, tmp, tmp, tmp);
     CHECK(rc == 0, "-m DIR: the features of DIR/best.ckpt");
     test_system("mv %s/run/best.ckpt %s/run/latest.ckpt", tmp, tmp);
     expect_fail("run is a run directory without best.ckpt (its best model); it has latest.ckpt: give",
-                "-m a run directory without best.ckpt", "%s/%s %s %s/run -o %s/x.feat %s/ok.csv", bin, T, m, tmp, tmp, tmp);
+                "-m a run directory without best.ckpt", "%s/%s %s %s/run -o %s/x.feat %s/ok.csv", bin, T, m, tmp, tmp,
+                tmp);
     // names that start with '-' after "--"
     rc = test_system("cd %s && cp ok.csv ./-dash.csv && %s/%s %s %s -o -dash.feat -- -dash.csv > /dev/null 2>&1 && "
                      "cmp -s ./-dash.feat ok.feat", tmp, bin, T, m, ck);
     CHECK(rc == 0, "featurize -o -dash.feat -- -dash.csv: the input named -dash.csv read (exit %d)", rc);
-    rc = test_system("cd %s && %s/transfer classify --summary -s.txt -- ok.feat ok.feat ./-dash.feat > /dev/null 2>&1 && "
-                     "[ -s ./-s.txt ]", tmp, bin);
+    rc = test_system("cd %s && %s/transfer classify --summary -s.txt -- ok.feat ok.feat ./-dash.feat > /dev/null 2>&1 "
+                     "&& [ -s ./-s.txt ]", tmp, bin);
     CHECK(rc == 0, "classify --summary -s.txt -- ...: exit %d", rc);
     CHECK(test_system("ls -a %s | grep -q '\\.tmp\\.'", tmp) != 0, "no temporary file left behind");
 }
@@ -684,17 +688,21 @@ static void test_heatmap(void) {
           "heatmap whose HTML cannot be written whole: exit %d (want 2), no hbig.html, the message names it", rc);
     CHECK(test_system("ls %s | grep -q '\\.tmp\\.'", tmp) != 0, "no temporary file left behind");
     // the page and the PNG written through symbolic links, their modes kept
-    test_system("cd %s && mkdir -p store && echo x > store/l.html && echo x > store/l.png && chmod 640 store/l.html store/l.png "
-                "&& ln -sf store/l.html l.html && ln -sf store/l.png l.png", tmp);
-    rc = test_system("cd %s && %s/transfer heatmap -m %s --unit 0 --reviews 4 -o l many.csv > /dev/null 2>&1", tmp, bin, ck);
-    CHECK(rc == 0 && test_system("cd %s && [ -L l.html ] && [ -L l.png ] && [ $(stat -c %%a store/l.html) = 640 ] && "
-                                 "[ $(stat -c %%s store/l.html) -gt 500 ] && [ $(stat -c %%a store/l.png) = 640 ]", tmp) == 0 &&
+    test_system("cd %s && mkdir -p store && echo x > store/l.html && echo x > store/l.png && "
+                "chmod 640 store/l.html store/l.png && ln -sf store/l.html l.html && ln -sf store/l.png l.png", tmp);
+    rc = test_system("cd %s && %s/transfer heatmap -m %s --unit 0 --reviews 4 -o l many.csv > /dev/null 2>&1", tmp, bin,
+                     ck);
+    CHECK(rc == 0 &&
+              test_system("cd %s && [ -L l.html ] && [ -L l.png ] && [ $(stat -c %%a store/l.html) = 640 ] && "
+                          "[ $(stat -c %%s store/l.html) -gt 500 ] && [ $(stat -c %%a store/l.png) = 640 ]",
+                          tmp) == 0 &&
           (!gnuplot || test_system("cd %s && [ $(stat -c %%s store/l.png) -gt 1000 ]", tmp) == 0),
           "heatmap -o l with l.html and l.png links into store/ (mode 640): exit %d, the links kept, the files written "
           "there, modes kept", rc);
     test_system("cd %s && rm -f l.png && mkfifo l.png", tmp);
-    expect_fail("l.png: it is a FIFO; an output replaces only a regular file", "heatmap whose PNG is a FIFO: refused "
-                "before any work", "cd %s && timeout 20 %s/transfer heatmap -m %s --unit 0 -o l many.csv", tmp, bin, ck);
+    expect_fail("l.png: it is a FIFO; an output replaces only a regular file",
+                "heatmap whose PNG is a FIFO: refused before any work",
+                "cd %s && timeout 20 %s/transfer heatmap -m %s --unit 0 -o l many.csv", tmp, bin, ck);
 }
 
 int main(void) {

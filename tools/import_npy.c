@@ -50,7 +50,9 @@ static void npy_load(Npy *a, const char *dir, int index) {
     memset(a, 0, sizeof *a);
     snprintf(a->path, sizeof a->path, "%s/%d.npy", dir, index);
     int fd = open(a->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // O_NONBLOCK: a FIFO must not hang the open
-    if (fd < 0) fail("cannot open %s: %s\nHINT: DIR must hold 0.npy ... 14.npy (model/ of openai/generating-reviews-discovering-sentiment)", a->path, strerror(errno));
+    if (fd < 0)
+        fail("cannot open %s: %s\nHINT: DIR must hold 0.npy ... 14.npy (model/ of "
+             "openai/generating-reviews-discovering-sentiment)", a->path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) fail("cannot read %s: %s", a->path, strerror(errno));
     if (!S_ISREG(sb.st_mode)) fail("%s: not a regular file (%s)", a->path, file_kind(sb.st_mode));
@@ -146,8 +148,9 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(); return 0; }
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) want_h = parse_whole(argv[i], argv[i + 1], 1, MAX_HIDDEN), i++;
-        else if (!strcmp(argv[i], "--embed") && i + 1 < argc) want_d = parse_whole(argv[i], argv[i + 1], 1, MAX_EMBED), i++;
+        else if (!strcmp(argv[i], "--hidden") && i + 1 < argc)
+            want_h = parse_whole("--hidden", argv[++i], 1, MAX_HIDDEN);
+        else if (!strcmp(argv[i], "--embed") && i + 1 < argc) want_d = parse_whole("--embed", argv[++i], 1, MAX_EMBED);
         else if (argv[i][0] == '-') { usage(); fail("unknown flag or missing value: %s", argv[i]); }
         else if (!dir) dir = argv[i];
         else { usage(); fail("more than one input directory: %s and %s", dir, argv[i]); }
@@ -167,7 +170,8 @@ int main(int argc, char **argv) {
     if (a[1].ndim != 2 || a[1].shape[0] != D || a[1].shape[1] % 4 != 0 || a[1].shape[1] == 0)
         expect_shape(&a[1], 1, D, 4 * (a[1].ndim == 2 && a[1].shape[1] >= 4 ? a[1].shape[1] / 4 : 1), "(D from 0.npy x 4H)");
     long H = a[1].shape[1] / 4;
-    if (H > MAX_HIDDEN) fail("%s (W_x) has shape (%ld, %ld): H = %ld is more than %d", a[1].path, D, a[1].shape[1], H, MAX_HIDDEN);
+    if (H > MAX_HIDDEN)
+        fail("%s (W_x) has shape (%ld, %ld): H = %ld is more than %d", a[1].path, D, a[1].shape[1], H, MAX_HIDDEN);
     if (want_d && want_d != D) fail("%s holds a model with D=%ld; --embed asks for %ld", dir, D, want_d);
     if (want_h && want_h != H) fail("%s holds a model with H=%ld (from 1.npy); --hidden asks for %ld", dir, H, want_h);
     char why[128];

@@ -356,8 +356,8 @@ def _check(ck, where):
 def save(path, ck):
     """Writes ck as a checkpoint of format version 2, with ck.run as its run record, whole or
     not at all (_write_whole: through a symbolic link, keeping the replaced file's mode), so a
-    failure leaves the previous file or the new one, never a torn one. Arrays are converted to float32 (round to nearest); a
-    wrong shape is an error naming it."""
+    failure leaves the previous file or the new one, never a torn one. Arrays are converted
+    to float32 (round to nearest); a wrong shape is an error naming it."""
     checked = _check(ck, path)
     if checked is None:
         raise CheckpointError(f"{path}: a checkpoint needs adam_m, adam_v, h and c (mlstm_ckpt.new makes them)")
@@ -667,8 +667,8 @@ def _same_file(a, b):
 
 
 def main(argv):
-    usage = ("usage: mlstm_ckpt.py info CKPT | export CKPT OUT.npz | import IN.npz OUT.ckpt\n"
-             f"CKPT: a checkpoint file, or a run directory (its best model, DIR/{RUN_BEST_CKPT})")
+    usage = ("usage: mlstm_ckpt.py info CKPT | export CKPT OUT.npz | import IN.npz OUT.ckpt "
+             f"(CKPT: a checkpoint file, or a run directory for its {RUN_BEST_CKPT})")
     cmds = {"info": 1, "export": 2, "import": 2}
     if len(argv) < 1 or argv[0] not in cmds or len(argv) != 1 + cmds[argv[0]]:
         print(usage, file=sys.stderr)

@@ -554,7 +554,8 @@ static void out_dir_resolve(const char *given) {
             *slash = '/';
         }
         char parent[4096];
-        snprintf(parent, sizeof parent, "%.*s", slash ? (slash == path ? 1 : (int)(slash - path)) : 1, slash ? path : ".");
+        int parent_len = slash ? (slash == path ? 1 : (int)(slash - path)) : 1;  // "/x": "/"; "x": "."
+        snprintf(parent, sizeof parent, "%.*s", parent_len, slash ? path : ".");
         char *rp = realpath(parent, NULL);
         if (!rp) fail("output directory %s: %s", given, strerror(errno));
         const char *base = slash ? slash + 1 : path;
@@ -590,11 +591,12 @@ static void remove_stale_temporaries(void) {
     size_t nb = strlen(out_dir.base);
     while (d && (e = readdir(d))) {
         const char *s = e->d_name, *pid = s + nb + 13;
-        if (strncmp(s, out_dir.base, nb) || (strncmp(s + nb, ".prepare.tmp.", 13) && strncmp(s + nb, ".prepare.old.", 13)))
-            continue;
+        int ours = !strncmp(s, out_dir.base, nb) && (!strncmp(s + nb, ".prepare.tmp.", 13) ||
+                                                     !strncmp(s + nb, ".prepare.old.", 13));
+        if (!ours) continue;
         if (!*pid || strspn(pid, "0123456789") != strlen(pid) || strlen(pid) > 9) continue;
         long p = atol(pid);
-        if (p <= 0 || p == (long)getpid() || kill((pid_t)p, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+        if (p <= 0 || p == (long)getpid() || kill((pid_t)p, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours
         char path[8400];
         snprintf(path, sizeof path, "%s/%s", out_dir.parent, s);
         struct stat sb;
@@ -603,7 +605,8 @@ static void remove_stale_temporaries(void) {
             fprintf(stderr, "prepare: %s: the set a killed prepare had moved aside is back\n", out_dir.out);
             continue;
         }
-        if (!remove_set_dir(path)) fprintf(stderr, "warning: %s holds files prepare does not write: left there\n", path);
+        if (!remove_set_dir(path))
+            fprintf(stderr, "warning: %s holds files prepare does not write: left there\n", path);
     }
     if (d) closedir(d);
 }
@@ -710,7 +713,8 @@ static void switch_in(const char *given) {
     }
     if (rename(out_dir.tmp, out_dir.out) != 0) {
         int e = errno;
-        if (rename(out_dir.old, out_dir.out) != 0) fail("cannot rename %s back to %s: %s", out_dir.old, given, strerror(errno));
+        if (rename(out_dir.old, out_dir.out) != 0)
+            fail("cannot rename %s back to %s: %s", out_dir.old, given, strerror(errno));
         fail("cannot switch the new set in as %s: %s (%s keeps the old set)", given, strerror(e), given);
     }
     staging_made = 0;

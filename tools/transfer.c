@@ -947,7 +947,7 @@ int main(int argc, char **argv) {
     }
     if ((long)B * T > 1L << 24) fail("--batch %d x --seq-len %d = %ld steps at once: at most %ld", B, T, (long)B * T, 1L << 24);
     char ckpt_file[4200];
-    if (ckpt) ckpt = checkpoint_file(ckpt, ckpt_file, sizeof ckpt_file);  // a run directory: its best model, by that name
+    if (ckpt) ckpt = checkpoint_file(ckpt, ckpt_file, sizeof ckpt_file);  // a run directory: its best.ckpt, so named
     if (!strcmp(cmd, "featurize")) {
         if (!ckpt || !out || npos != 1) { usage(); fail("featurize needs -m CKPT, -o OUT.feat and one INPUT"); }
         featurize(ckpt, pos[0], out, &o, B, T);

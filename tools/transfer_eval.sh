@@ -36,7 +36,7 @@ fi
 for p in transfer; do
     [ -x "$bin/$p" ] || { echo "error: $bin/$p not found (HINT: run make)" >&2; exit 2; }
 done
-[ -e "$ckpt" ] || { echo "error: cannot open checkpoint $ckpt" >&2; exit 2; }  # a file or a run directory: transfer reads it
+[ -e "$ckpt" ] || { echo "error: cannot open checkpoint $ckpt" >&2; exit 2; }  # a file or a run directory
 
 declare -A input
 for s in train val test; do

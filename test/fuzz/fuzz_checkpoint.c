@@ -59,7 +59,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (n >= CKPT_HEADER_BYTES) {
         MlstmConfig cfg = {(int)get32(file + 16), (int)get32(file + 20), (int)get32(file + 24), (int)get32(file + 28)};
         int G = (int)get32(file + 40);
-        if ((mode & 1) && cfg.D > 0 && cfg.H > 0 && G > 0) {  // the sizes as a writer whose arithmetic wraps computes them
+        if ((mode & 1) && cfg.D > 0 && cfg.H > 0 && G > 0) {  // the sizes a writer computes whose products wrap
             uint64_t np = param_count(&cfg);
             put64(file + 32, np);
             put64(file + 120, 4 * (3 * np + 2 * (uint64_t)G * (uint64_t)cfg.H));
@@ -81,8 +81,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (ok) {
         // the header as read agrees with itself, and survives a save
         FUZZ_CHECK(x.hd.cfg.V == 256 && x.hd.cfg.D >= 1 && x.hd.cfg.H >= 1 && x.hd.st.G >= 1, "accepted a bad config");
-        FUZZ_CHECK(x.hd.cfg.D <= MAX_EMBED && x.hd.cfg.H <= MAX_HIDDEN, "accepted D=%d H=%d, beyond the limits", x.hd.cfg.D,
-                   x.hd.cfg.H);
+        FUZZ_CHECK(x.hd.cfg.D <= MAX_EMBED && x.hd.cfg.H <= MAX_HIDDEN, "accepted D=%d H=%d, beyond the limits",
+                   x.hd.cfg.D, x.hd.cfg.H);
         FUZZ_CHECK(n == CKPT_HEADER_BYTES + x.hd.payload_bytes + x.hd.run_bytes, "file %zu bytes, payload %llu, record %llu", n,
                    (unsigned long long)x.hd.payload_bytes, (unsigned long long)x.hd.run_bytes);
         FUZZ_CHECK(!memcmp(&x.hd.cfg, &x.hd2.cfg, sizeof x.hd.cfg) && x.hd.nparams == x.hd2.nparams &&
