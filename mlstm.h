@@ -160,8 +160,8 @@ typedef struct {
 // whatever else the process allocated first, so results repeat bit for bit.
 static inline real *mlstm_alloc(size_t n) {
     void *p = NULL;
-    size_t bytes = (n * sizeof(real) + 63) / 64 * 64;
     if (n > (SIZE_MAX - 63) / sizeof(real)) alloc_failed(n, sizeof(real), __FILE__, __LINE__);
+    size_t bytes = (n * sizeof(real) + 63) / 64 * 64;
     if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) alloc_failed(bytes, 1, __FILE__, __LINE__);
     memset(p, 0, bytes);
     return (real *)p;
@@ -707,12 +707,13 @@ typedef struct {
 
 // Limits of the model's sizes: far beyond the paper's (H=4096, D=64), small enough that
 // every size product fits its type with room to spare (4H x H is 2^34 elements). The
-// trainers' --hidden and --embed stop there, and checkpoint_open refuses a file beyond
-// them, so the trainers, generate, transfer and import_npy all refuse the same files.
+// trainers' --hidden and --embed stop there, checkpoint_open refuses a file beyond them
+// (so the trainers, generate, transfer and tools/mlstm_ckpt.py refuse the same files),
+// and tools/import_npy writes none.
 #define MAX_HIDDEN 65536
 #define MAX_EMBED 65536
 
-// A run directory (doc/training.md) holds its checkpoints under these names; a reader
+// A run directory (doc/formats.md) holds its checkpoints under these names; a reader
 // given the directory reads its best model (checkpoint_file).
 #define RUN_BEST_CKPT "best.ckpt"      // the best model of a run directory (the readers' default)
 #define RUN_LATEST_CKPT "latest.ckpt"  // where a resume continues

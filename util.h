@@ -1,7 +1,8 @@
 // util.h: what every part of the project needs and none of it is about the model:
 // one-line errors (fail, exit 2) and the allocation check, the 64-bit checksum of
-// checkpoints and shards, little-endian file fields, the seeded RNG, whole-or-nothing
-// output files, and the process-level OpenMP setup a program's main() may call.
+// checkpoints and shards, overflow-checked sizes and little-endian fields of files, the
+// seeded RNG, whole-or-nothing output files, and the process-level OpenMP setup (and
+// check) a program's main() calls.
 // data.h, schedule.h and mlstm.h include it; it includes nothing of the project.
 #pragma once
 #include <stdio.h>
@@ -241,8 +242,8 @@ static inline uint64_t checksum_final(uint64_t h) {  // murmur3's finaliser spre
 #define MAX_THREADS 1024
 
 // OMP_NUM_THREADS is read by the OpenMP runtime, which no flag parser sees: beyond
-// MAX_THREADS the first parallel region crashed (segfault), and a value libgomp cannot
-// parse (empty, 0, "abc") it ignores with a warning and runs on all cores. Checked as a
+// MAX_THREADS the first parallel region would crash (segfault), and a value libgomp
+// cannot parse (empty, 0, "abc") it ignores with a warning and runs on all cores. Checked as a
 // flag is: each number of the list (one per nesting level, "4,2"; blanks around a
 // number allowed, as libgomp allows them) within 1..MAX_THREADS, else one line naming
 // it, exit 2, before any file is opened.
