@@ -354,37 +354,44 @@ static inline const char *file_kind(mode_t mode) {
          : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a regular file";
 }
 
-// The file writing `path` replaces, into target (4096 bytes); *old: its status, st_mode 0 when it does not exist yet.
-static inline void output_target(const char *path, char *target, struct stat *old) {
-    memset(old, 0, sizeof *old);
-    if (stat(path, old) == 0 && !S_ISREG(old->st_mode))
-        fail("cannot write %s: it is %s; an output replaces only a regular file", path, file_kind(old->st_mode));
-    memset(old, 0, sizeof *old);
-    if (snprintf(target, 4096, "%s", path) >= 4096) fail("output path too long: %s", path);
+// The file `path` names once its symbolic links are followed, link by link (a relative
+// link is relative to the link's directory), into target (4096 bytes), even when that
+// file does not exist yet; *st: its lstat, st_mode 0 when it does not exist. Fails
+// ("<doing> <path>: why") on a loop of links or one that cannot be read.
+static inline void path_follow_links(const char *doing, const char *path, char *target, struct stat *st) {
+    memset(st, 0, sizeof *st);
+    if (snprintf(target, 4096, "%s", path) >= 4096) fail("path too long: %s", path);
     for (int links = 0;; links++) {
-        struct stat ls;
-        if (lstat(target, &ls) != 0) {
-            if (errno == ENOENT) return;  // a new file (its directory is checked when it is created)
-            fail("cannot write %s: %s", path, strerror(errno));
+        if (lstat(target, st) != 0) {
+            if (errno == ENOENT) {  // not there yet (its directory is checked when it is made)
+                memset(st, 0, sizeof *st);
+                return;
+            }
+            fail("%s %s: %s", doing, path, strerror(errno));
         }
-        if (!S_ISLNK(ls.st_mode)) {
-            if (!S_ISREG(ls.st_mode))
-                fail("cannot write %s: it is %s; an output replaces only a regular file", path, file_kind(ls.st_mode));
-            *old = ls;
-            return;
-        }
+        if (!S_ISLNK(st->st_mode)) return;
         char link[4096], next[8200];
         ssize_t k = readlink(target, link, sizeof link - 1);
         if (links == 40 || k < 0 || (size_t)k == sizeof link - 1)
-            fail("cannot write %s: cannot follow its symbolic link %s (%s)", path, target,
+            fail("%s %s: cannot follow its symbolic link %s (%s)", doing, path, target,
                  links == 40 ? "too many levels of links" : k < 0 ? strerror(errno) : "the link is too long");
         link[k] = 0;
-        const char *slash = strrchr(target, '/');  // a relative link is relative to the link's directory
+        const char *slash = strrchr(target, '/');
         if (link[0] == '/' || !slash) snprintf(next, sizeof next, "%s", link);
         else snprintf(next, sizeof next, "%.*s/%s", (int)(slash - target), target, link);
-        if (strlen(next) >= 4096) fail("output path too long: %s (the file its link names)", path);
+        if (strlen(next) >= 4096) fail("path too long: %s (the file its link names)", path);
         memcpy(target, next, strlen(next) + 1);
     }
+}
+
+// The file writing `path` replaces, into target (4096 bytes): path_follow_links's, which
+// must be a regular file if it exists; *old: its status, st_mode 0 when it does not exist.
+static inline void output_target(const char *path, char *target, struct stat *old) {
+    if (stat(path, old) == 0 && !S_ISREG(old->st_mode))
+        fail("cannot write %s: it is %s; an output replaces only a regular file", path, file_kind(old->st_mode));
+    path_follow_links("cannot write", path, target, old);
+    if (old->st_mode && !S_ISREG(old->st_mode))
+        fail("cannot write %s: it is %s; an output replaces only a regular file", path, file_kind(old->st_mode));
 }
 
 // The checks atomic_open makes, made ahead of minutes of work that a refusal at the end would waste.

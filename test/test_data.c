@@ -893,6 +893,19 @@ static void test_prepare_out_dir(void) {
           "(%lld documents), mode %o", rc, (long long)docs, (unsigned)(ds.st_mode & 0777));
     rc = test_system("cd '%s' && ! ls -a . real | grep -q prepare", tmp_dir);
     CHECK(rc == 0, "no temporary directory left beside od or real/od");
+    // a link to a directory not made yet: made where the link leads, the link kept (the
+    // switch swapped the link itself for the directory)
+    test_system("cd '%s' && ln -s real/later later", tmp_dir);
+    rc = prepare("--val-fraction 0 od.txt", "later");
+    CHECK(rc == 0 && lstat(tmp_path("later"), &ls) == 0 && S_ISLNK(ls.st_mode) &&
+              file_exists(tmp_path("real/later/train_000.bin")) && test_system("cd '%s' && ! ls -a | grep -q "
+              "'^later\\.'", tmp_dir) == 0,
+          "-o later, a link to real/later not made yet: exit %d, real/later made and written, the link kept", rc);
+    // -o holding the current directory: the switch would leave the shell in the removed old one
+    rc = test_system("cd '%s/od' && '%s/prepare' --val-fraction 0 -o . ../od.txt > '%s' 2>&1", tmp_dir, tool_dir, log);
+    CHECK(rc == 2 && file_contains(log, "-o . holds the current directory") &&
+              file_exists(tmp_path("od/train_000.bin")),
+          "-o . (the current directory): refused, the set kept (exit %d)", rc);
 }
 
 // The compressed formats zlib does not read are refused by their magic bytes, whatever

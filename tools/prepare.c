@@ -533,43 +533,51 @@ static void make_dirs(const char *dir) {
     }
 }
 
-// Resolves -o DIR into out_dir, creating DIR's parents (not DIR: the switch puts it there).
+// Resolves -o DIR into out_dir, creating DIR's parents (not DIR: the switch puts it
+// there). A symbolic link is followed to where it leads (util.h, path_follow_links),
+// even to a directory not made yet, so the link stays a link. A DIR that holds the
+// current directory is refused: the switch would leave this shell in the removed old one.
 static void out_dir_resolve(const char *given) {
-    char path[4096];
+    char path[4096], target[4096];
     size_t n = strlen(given);
     while (n > 1 && given[n - 1] == '/') n--;  // "d/" is d
     if (n == 0 || n >= sizeof path) fail("-o \"%s\": not a usable directory name", given);
     memcpy(path, given, n);
     path[n] = 0;
-    struct stat sb;
-    char *real = realpath(path, NULL);
-    if (real) {
-        if (stat(real, &sb) != 0 || !S_ISDIR(sb.st_mode)) fail("output directory %s is not a directory", given);
-    } else {
-        if (errno != ENOENT) fail("cannot create output directory %s: %s", given, strerror(errno));
-        char *slash = strrchr(path, '/');
-        if (slash && slash != path) {
+    struct stat st;
+    path_follow_links("cannot create output directory", path, target, &st);
+    if (st.st_mode && !S_ISDIR(st.st_mode)) fail("output directory %s is not a directory", given);
+    char *slash = strrchr(target, '/'), *real = NULL;
+    const char *base = slash ? slash + 1 : target;
+    if (st.st_mode) real = realpath(target, NULL);
+    else if (strcmp(base, ".") && strcmp(base, "..")) {  // a new directory: its parent, made, resolved, then its name
+        if (slash && slash != target) {
             *slash = 0;
-            make_dirs(path);
+            make_dirs(target);
             *slash = '/';
         }
+        int parent_len = slash ? (slash == target ? 1 : (int)(slash - target)) : 1;  // "/x": "/"; "x": "."
         char parent[4096];
-        int parent_len = slash ? (slash == path ? 1 : (int)(slash - path)) : 1;  // "/x": "/"; "x": "."
-        snprintf(parent, sizeof parent, "%.*s", parent_len, slash ? path : ".");
+        snprintf(parent, sizeof parent, "%.*s", parent_len, slash ? target : ".");
         char *rp = realpath(parent, NULL);
-        if (!rp) fail("output directory %s: %s", given, strerror(errno));
-        const char *base = slash ? slash + 1 : path;
-        if (!strcmp(base, ".") || !strcmp(base, ".."))
-            fail("output directory %s: %s", given, strerror(ENOENT));
-        real = (char *)mallocCheck(strlen(rp) + strlen(base) + 2);
-        sprintf(real, "%s%s%s", rp, strcmp(rp, "/") ? "/" : "", base);
-        free(rp);
+        if (rp) {
+            real = (char *)mallocCheck(strlen(rp) + strlen(base) + 2);
+            sprintf(real, "%s%s%s", rp, strcmp(rp, "/") ? "/" : "", base);
+            free(rp);
+        }
     }
+    if (!real) fail("cannot create output directory %s: %s", given, strerror(errno ? errno : ENOENT));
     if (!strcmp(real, "/")) fail("output directory %s: the root directory cannot be switched for another", given);
     if (strlen(real) >= sizeof out_dir.out) fail("output directory name too long: %s", given);
     strcpy(out_dir.out, real);
     free(real);
-    char *slash = strrchr(out_dir.out, '/');
+    char *cwd = realpath(".", NULL);
+    size_t no = strlen(out_dir.out);
+    if (cwd && !strncmp(cwd, out_dir.out, no) && (cwd[no] == '/' || !cwd[no]))
+        fail("-o %s holds the current directory, which the switch would leave removed: run prepare from outside it",
+             given);
+    free(cwd);
+    slash = strrchr(out_dir.out, '/');
     snprintf(out_dir.parent, sizeof out_dir.parent, "%.*s", slash == out_dir.out ? 1 : (int)(slash - out_dir.out),
              out_dir.out);
     if (strlen(slash + 1) >= sizeof out_dir.base) fail("output directory name too long: %s", given);

@@ -12,10 +12,10 @@
 // Clean-up. A jump out of a reader skips its clean-up, and a million leaked buffers,
 // descriptors or mappings would stop the fuzzer, so the same renaming tracks what the
 // code under test acquires during one input (malloc and friends, posix_memalign,
-// jansson's allocations, FILE* (fopen, fdopen), descriptors (open, openat), gzFile,
-// mmap) and fuzz_end() releases
-// what is left. What is still held after a reader *returned* normally (and the
-// harness freed what the reader handed it) is a leak: that aborts too.
+// jansson's allocations, FILE* from fopen and fdopen, descriptors from open and openat,
+// gzFile, mmap) and fuzz_end() releases what is left. What is still held after a
+// reader *returned* normally (and the harness freed what the reader handed it) is a
+// leak: that aborts too.
 //
 // Files. fuzz_path() names a file in a private temporary directory (under $TMPDIR,
 // else /dev/shm, else /tmp), created at start-up and removed at exit (after a
