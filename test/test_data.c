@@ -795,6 +795,7 @@ static void test_prepare_stdin_and_output(void) {
 // exactly the new one; the next prepare removes what the killed one left. Before, the
 // shards were renamed into DIR one at a time, and a kill between two left a mix the
 // trainer accepted.
+#define NO_LSAN "ASAN_OPTIONS=detect_leaks=0 "  // LeakSanitizer refuses to run under ptrace (SAN=1 builds)
 static void test_prepare_kill_anywhere(void) {
     if (test_system("strace -f -o /dev/null -e inject=getpid:error=ENOSYS:when=1000 true 2>/dev/null") != 0) {
         if (getenv("REQUIRE_STRACE")) CHECK(0, "strace with fault injection not usable, but REQUIRE_STRACE is set");
@@ -811,9 +812,9 @@ static void test_prepare_kill_anywhere(void) {
         int n, whole = 0, cleaned = 0, completed = 0;
         for (n = 1; n <= 80 && !completed; n++) {
             test_system("cd '%s' && rm -rf kd && cp -r ka kd", tmp_dir);
-            rc = test_system("cd '%s' && strace -f -o /dev/null -e trace=%s -e inject=%s:signal=KILL:when=%d "
-                             "'%s/prepare' --builtin 45000 --shard-mb 0.004 --seed 2 -o kd > log.txt 2>&1", tmp_dir,
-                             calls[c], calls[c], n, tool_dir);
+            rc = test_system("cd '%s' && " NO_LSAN "strace -f -o /dev/null -e trace=%s "
+                             "-e inject=%s:signal=KILL:when=%d '%s/prepare' --builtin 45000 --shard-mb 0.004 --seed 2 "
+                             "-o kd > log.txt 2>&1", tmp_dir, calls[c], calls[c], n, tool_dir);
             completed = rc == 0;
             int is_a = test_system("cd '%s' && diff -r kd ka > /dev/null 2>&1", tmp_dir) == 0;
             int is_b = test_system("cd '%s' && diff -r kd kb > /dev/null 2>&1", tmp_dir) == 0;
@@ -830,14 +831,14 @@ static void test_prepare_kill_anywhere(void) {
     // where the file system has no RENAME_EXCHANGE: kd is renamed aside, the new set in; a
     // kill between the two leaves no kd, and the next prepare renames the old set back
     test_system("cd '%s' && rm -rf kd && cp -r ka kd", tmp_dir);
-    rc = test_system("cd '%s' && strace -f -o /dev/null -e inject=renameat2:error=EINVAL "
+    rc = test_system("cd '%s' && " NO_LSAN "strace -f -o /dev/null -e inject=renameat2:error=EINVAL "
                      "'%s/prepare' --builtin 45000 --shard-mb 0.004 --seed 2 -o kd > log.txt 2>&1", tmp_dir, tool_dir);
     CHECK(rc == 0 && test_system("cd '%s' && diff -r kd kb > /dev/null", tmp_dir) == 0,
           "without RENAME_EXCHANGE (EINVAL): the new set switched in by two renames (exit %d)", rc);
     int restored = 0, n;
     for (n = 1; n <= 40 && !restored; n++) {  // the kill that lands between the two renames
         test_system("cd '%s' && rm -rf kd kd.prepare.* && cp -r ka kd", tmp_dir);
-        test_system("cd '%s' && strace -f -o /dev/null -e inject=renameat2:error=EINVAL "
+        test_system("cd '%s' && " NO_LSAN "strace -f -o /dev/null -e inject=renameat2:error=EINVAL "
                     "-e inject=rename,renameat:signal=KILL:when=%d "
                     "'%s/prepare' --builtin 45000 --shard-mb 0.004 --seed 2 -o kd > log.txt 2>&1", tmp_dir, n,
                     tool_dir);

@@ -39,6 +39,7 @@ static void load_as(void *arg) {
     Mlstm m; real h[G * 12], c[G * 12]; TrainState st;
     mlstm_build(&m, cfg, G, 4);
     checkpoint_load(p, &m, &st, h, c, G);
+    mlstm_free(&m);
 }
 static void load_other_config(void *arg) {
     Mlstm m; real h[G * 16], c[G * 16]; TrainState st;
