@@ -49,13 +49,6 @@ static inline void write_all(int fd, const char *s, size_t n) {
     }
 }
 
-// The exit of fail(), called through a pointer the compiler cannot see through: a
-// function it knows never returns need not save the registers its callers keep values
-// in, and a buffer a caller held only in one (the list of paths it was opening) would
-// be reported as a leak by LeakSanitizer at the exit (SAN=1: exit status 1, not 2).
-static void fail_exit(int status) { exit(status); }
-static void (*volatile fail_exit_through)(int) = fail_exit;
-
 // "error: <fail_where><message>\n", formatted whole and handed to stderr in one write:
 // stderr is unbuffered, so printed piece by piece each piece would be a write of its
 // own, and the errors of several ranks sharing a terminal or a log would interleave
@@ -80,7 +73,7 @@ static inline void fail_with_status(int status, const char *fmt, va_list ap) {
     va_end(again);
     msg[n] = '\n';
     write_all(2, msg, n + 1);
-    fail_exit_through(status);
+    exit(status);
 }
 static inline void fail(const char *fmt, ...) {
     va_list ap;

@@ -1004,21 +1004,24 @@ static void switch_now(const char *path) {
     }
     rmdir(old);
 }
+static int open_switching(int dfd, const char *path, int flags, va_list ap) {
+    mode_t mode = (flags & O_CREAT) ? (mode_t)va_arg(ap, int) : 0;
+    switch_now(path);
+    return (int)syscall(SYS_openat, dfd, path, flags, mode);
+}
 int open(const char *path, int flags, ...) {
     va_list ap;
     va_start(ap, flags);
-    mode_t mode = (flags & O_CREAT) ? (mode_t)va_arg(ap, int) : 0;
+    int fd = open_switching(AT_FDCWD, path, flags, ap);
     va_end(ap);
-    switch_now(path);
-    return (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
+    return fd;
 }
 int openat(int dfd, const char *path, int flags, ...) {
     va_list ap;
     va_start(ap, flags);
-    mode_t mode = (flags & O_CREAT) ? (mode_t)va_arg(ap, int) : 0;
+    int fd = open_switching(dfd, path, flags, ap);
     va_end(ap);
-    switch_now(path);
-    return (int)syscall(SYS_openat, dfd, path, flags, mode);
+    return fd;
 }
 static void test_stream_switched(void) {
     const char *d = tmp_path("sd");

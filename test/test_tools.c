@@ -23,15 +23,19 @@ static const char log_text[] = "# step epoch lr loss bpc scale skipped gnorm cha
                                "train 1 0.01 0.001 5.5 7.9 1 0 1.0 100\ntrain 2 0.02 0.002 5.0 7.2 1 0 1.0 100\n"
                                "val 2 0.02 5.1 7.3\ntrain 3 0.03 0.002 4.5 6.5 1 0 1.0 100\n";
 
-// plot_log.sh never writes its PNG over the log (by name, symbolic or hard link), nor
-// over anything but a regular file; this part needs no gnuplot (refused before it runs)
-static void test_plot_refusals(void) {
+static void write_log(const char *name) {  // tmp/name: a training log of three steps
     char p[8400];
-    snprintf(p, sizeof p, "%s/r.log", tmp);
+    snprintf(p, sizeof p, "%s/%s", tmp, name);
     FILE *f = fopen(p, "w");
     if (!f) { perror(p); exit(1); }
     fputs(log_text, f);
     fclose(f);
+}
+
+// plot_log.sh never writes its PNG over the log (by name, symbolic or hard link), nor
+// over anything but a regular file; this part needs no gnuplot (refused before it runs)
+static void test_plot_refusals(void) {
+    write_log("r.log");
     test_system("cd %s && cp r.log r.keep && ln -sf r.log r_link.png && ln -f r.log r_hard.png && mkdir -p r_dir.png",
                 tmp);
     const char *pngs[][2] = {{"r.log", "the log itself"}, {"./r.log", "the log by another path"},
@@ -57,11 +61,7 @@ static void test_plots(void) {
     }
     // a log named x`touch P1`"q.log: the name is the plot's title and the PNG's stem
     char p[8400];
-    snprintf(p, sizeof p, "%s/x`touch P1`\"q.log", tmp);
-    FILE *f = fopen(p, "w");
-    if (!f) { perror(p); exit(1); }
-    fputs(log_text, f);
-    fclose(f);
+    write_log("x`touch P1`\"q.log");
     int rc = test_system("cd %s && %s/tools/plot_log.sh 'x`touch P1`\"q.log' >plot.out 2>&1", tmp, root);
     CHECK(rc == 0 && !exists("P1"), "plot_log.sh 'x`touch P1`\"q.log': exit %d, the backquoted command did not run (P1 %s)",
           rc, exists("P1") ? "exists" : "absent");
