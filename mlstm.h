@@ -160,8 +160,9 @@ typedef struct {
 // whatever else the process allocated first, so results repeat bit for bit.
 static inline real *mlstm_alloc(size_t n) {
     void *p = NULL;
+    if (n > (SIZE_MAX - 63) / sizeof(real)) alloc_failed(n, sizeof(real), __FILE__, __LINE__);
     size_t bytes = (n * sizeof(real) + 63) / 64 * 64;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) p = mallocCheck((size_t)-1 / 2);  // reports and exits
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) alloc_failed(bytes, 1, __FILE__, __LINE__);
     memset(p, 0, bytes);
     return (real *)p;
 }
@@ -717,8 +718,38 @@ typedef struct {
     TrainState st;
 } CkptHeader;
 
+// Limits of the model's sizes: far beyond the paper's (H=4096, D=64), small enough that
+// every size product fits its type with room to spare (4H x H is 2^34 elements). The
+// trainers' --hidden and --embed stop there, checkpoint_open refuses a file beyond them
+// (so the trainers, generate, transfer and tools/mlstm_ckpt.py refuse the same files),
+// and tools/import_npy writes none.
+#define MAX_HIDDEN 65536
+#define MAX_EMBED 65536
+
+// A run directory (doc/formats.md) holds its checkpoints under these names; a reader
+// given the directory reads its best model (checkpoint_file).
+#define RUN_BEST_CKPT "best.ckpt"      // the best model of a run directory (the readers' default)
+#define RUN_LATEST_CKPT "latest.ckpt"  // where a resume continues
+
+// The parameter count and payload size of a header's model, computed from the file's
+// fields and so overflow-checked: 0 when they do not fit 64 bits (no valid file has 0).
+// The payload is the weights and both Adam moments (3 nparams) and the carried h and c
+// (G x H each), as FP32.
+static inline uint64_t ckpt_param_count(const MlstmConfig *c) {
+    if (c->V < 0 || c->D < 0 || c->H < 0) return 0;
+    size_t rows[NPARAM], cols[NPARAM];
+    param_shapes(c, rows, cols);  // each at most 4H, V or D: no product yet
+    uint64_t n = 0, k;
+    for (int i = 0; i < NPARAM; i++)
+        if (!mul_u64(rows[i], cols[i], &k) || !add_u64(n, k, &n)) return 0;
+    return n;
+}
 static inline uint64_t ckpt_payload_bytes(const MlstmConfig *c, uint64_t nparams, int G) {
-    return 4 * (3 * nparams + 2 * (uint64_t)G * c->H);
+    uint64_t state, weights, floats, bytes;
+    if (G < 0 || c->H < 0 || !mul_u64(2 * (uint64_t)G, (uint64_t)c->H, &state) || !mul_u64(3, nparams, &weights) ||
+        !add_u64(weights, state, &floats) || !mul_u64(4, floats, &bytes))
+        return 0;
+    return bytes;
 }
 
 // The checksum runs over the file's 8-byte words (checksum_update's chunks other than
@@ -798,12 +829,49 @@ static inline void checkpoint_save(const char *path, const Mlstm *m, const Train
     checkpoint_save_run(path, m, st, h, c, NULL, 0);
 }
 
+// A checkpoint argument (generate, transfer, the trainers' --init-from,
+// tools/mlstm_ckpt.py) names a checkpoint file or a run directory, which stands for
+// its best model, DIR/best.ckpt. Returns the file to read: path itself, or that name
+// written into `file` (cap bytes). A directory without best.ckpt is an error naming it
+// and saying whether its latest.ckpt is there to be given instead.
+static inline const char *checkpoint_file(const char *path, char *file, size_t cap) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return path;
+    size_t n = strlen(path);
+    const char *sep = n && path[n - 1] == '/' ? "" : "/";
+    if ((size_t)snprintf(file, cap, "%s%s%s", path, sep, RUN_BEST_CKPT) >= cap)
+        fail("checkpoint path too long: %s", path);
+    if (lstat(file, &sb) == 0 || errno != ENOENT) return file;  // there (checkpoint_open checks what it is)
+    char latest[4200];
+    snprintf(latest, sizeof latest, "%s%s%s", path, sep, RUN_LATEST_CKPT);
+    if (lstat(latest, &sb) == 0)
+        fail("%s is a run directory without %s (its best model); it has %s: give %s to read that", path,
+             RUN_BEST_CKPT, RUN_LATEST_CKPT, latest);
+    fail("%s is a directory without %s or %s: not a run directory (give a checkpoint file)", path, RUN_BEST_CKPT,
+         RUN_LATEST_CKPT);
+    return NULL;
+}
+
 // Opens a checkpoint and validates its header and checksum (the whole file is read
-// once). Any problem is fatal with a message naming the file. The weights are then
-// read from the returned file (checkpoint_read), never from the path again: a file
-// put in its place meanwhile is not read unverified.
-static inline FILE *checkpoint_open(const char *path, CkptHeader *out) {
-    FILE *f = fopen(path, "rb");
+// once). Any problem is fatal with a message naming the file (DIR/best.ckpt for a run
+// directory, checkpoint_file). The weights are then read from the returned file
+// (checkpoint_read), never from the path again: a file put in its place meanwhile is
+// not read unverified. The sizes are checked against this build's limits before any
+// size is computed from them, and the computed ones against overflow, so a header
+// cannot make a payload size wrap to the size of a small file.
+static inline FILE *checkpoint_open(const char *path_given, CkptHeader *out) {
+    char resolved[4200];
+    const char *path = checkpoint_file(path_given, resolved, sizeof resolved);
+    // O_NONBLOCK: opening a FIFO would wait for a writer forever; on a file it changes nothing
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) fail("cannot open checkpoint %s: %s", path, strerror(errno));
+    struct stat sb;
+    memset(&sb, 0, sizeof sb);
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        fail("checkpoint %s is not a regular file (%s)", path, file_kind(sb.st_mode));
+    }
+    FILE *f = fdopen(fd, "rb");
     if (!f) fail("cannot open checkpoint %s: %s", path, strerror(errno));
     uint8_t hd[CKPT_HEADER_BYTES];
     size_t got = fread(hd, 1, CKPT_HEADER_BYTES, f);
@@ -820,9 +888,15 @@ static inline FILE *checkpoint_open(const char *path, CkptHeader *out) {
         fclose(f);
         fail("checkpoint %s has format version %u; this build reads versions 1 to %d", path, version, CKPT_VERSION);
     }
+    uint32_t D = get32(hd + CKPT_AT_D), H = get32(hd + CKPT_AT_H);
+    if (D > MAX_EMBED || H > MAX_HIDDEN) {
+        fclose(f);
+        fail("checkpoint %s: D=%u H=%u, beyond this build's limits (D at most %d, H at most %d)", path, D, H,
+             MAX_EMBED, MAX_HIDDEN);
+    }
     out->cfg.V = (int)get32(hd + CKPT_AT_V);
-    out->cfg.D = (int)get32(hd + CKPT_AT_D);
-    out->cfg.H = (int)get32(hd + CKPT_AT_H);
+    out->cfg.D = (int)D;
+    out->cfg.H = (int)H;
     out->cfg.wnorm = (int)get32(hd + CKPT_AT_WNORM);
     out->nparams = get64(hd + CKPT_AT_NPARAMS);
     out->st.G = (int)get32(hd + CKPT_AT_G);
@@ -839,9 +913,10 @@ static inline FILE *checkpoint_open(const char *path, CkptHeader *out) {
     out->st.loss_ema = version >= 3 ? f64_from_bits(get64(hd + CKPT_AT_LOSS_EMA)) : 0;
     uint64_t want_sum = get64(hd + CKPT_AT_CHECKSUM);
     out->checksum = want_sum;
-    int sane = best_by <= CKPT_BEST_BY_TRAIN && isfinite(out->st.loss_ema) && out->cfg.V == 256 && out->cfg.D >= 1 && out->cfg.H >= 1 && out->st.G >= 1 && !(out->cfg.wnorm & ~1);
-    sane = sane && out->nparams == param_count(&out->cfg);
-    sane = sane && out->payload_bytes == ckpt_payload_bytes(&out->cfg, out->nparams, out->st.G);
+    int sane = best_by <= CKPT_BEST_BY_TRAIN && isfinite(out->st.loss_ema) && out->cfg.V == 256 &&
+               out->cfg.D >= 1 && out->cfg.H >= 1 && out->st.G >= 1 && !(out->cfg.wnorm & ~1);
+    sane = sane && out->nparams == ckpt_param_count(&out->cfg) && out->nparams;
+    sane = sane && out->payload_bytes == ckpt_payload_bytes(&out->cfg, out->nparams, out->st.G) && out->payload_bytes;
     sane = sane && out->run_bytes <= (version == 1 ? 0 : CKPT_MAX_RUN_BYTES);
     if (!sane) {
         fclose(f);
@@ -913,7 +988,9 @@ static inline void checkpoint_read(FILE *f, const char *path, const CkptHeader *
     *st = hd.st;
 }
 // Opens, verifies and reads in one go.
-static inline void checkpoint_load(const char *path, Mlstm *m, TrainState *st, real *h, real *c, int G) {
+static inline void checkpoint_load(const char *path_given, Mlstm *m, TrainState *st, real *h, real *c, int G) {
+    char resolved[4200];
+    const char *path = checkpoint_file(path_given, resolved, sizeof resolved);
     CkptHeader hd;
     FILE *f = checkpoint_open(path, &hd);
     checkpoint_read(f, path, &hd, m, st, h, c, G);

@@ -7,7 +7,9 @@
 // and in the trainer; the loss of tools/mlstm_torch.py on a fixed batch equals
 // mlstm_forward's here; bad checkpoints, damaged .npz files (test/pyio_npz.py: named
 // damages and random ones) and wrong weights given to new() and from_state_dict
-// (test/pyio_refuse.py) are refused in one line naming the file or tensor, exit 2.
+// (test/pyio_refuse.py) are refused in one line naming the file or tensor, exit 2;
+// FIFOs are refused without a hang, a run directory reads as its best.ckpt, and outputs
+// are written through symbolic links.
 // Both with weight norm on and off. Run from the repository root, as `make test` does.
 //
 // Python: $PYTHON, else the first of python3 and /usr/bin/python3 that has NumPy.
@@ -273,7 +275,7 @@ static void test_resume(const char *tag, const char *model_flags) {
 // the file `named` (unless NULL), nothing written at `out`. cmd: the script and its arguments.
 static void expect_refused_by(const char *what, const char *needle, const char *named, const char *out,
                               const char *cmd) {
-    int r = test_system("%s %s 2> %s", python, cmd, path("err.txt"));
+    int r = test_system("timeout 60 %s %s 2> %s", python, cmd, path("err.txt"));  // a hang ends, exit 124
     long lines = 0;
     FILE *f = fopen(path("err.txt"), "r");
     for (int ch; f && (ch = fgetc(f)) != EOF;) lines += ch == '\n';
@@ -338,6 +340,50 @@ static void test_bad_input(void) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "tools/mlstm_ckpt.py convert %s %s", path("a.ckpt"), path("x"));
     expect_refused_by("an unknown command", "usage: mlstm_ckpt.py", NULL, path("x"), cmd);
+}
+
+// What mlstm_ckpt.py reads and writes are files: a FIFO is refused at once (it hung,
+// waiting for a writer), a run directory stands for its best.ckpt, and an output is
+// written through a symbolic link, keeping the replaced file's mode, never over a FIFO
+// or a directory.
+static void test_files(void) {
+    test_system("mkfifo %s %s", path("in.fifo"), path("in_npz.fifo"));
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "tools/mlstm_ckpt.py info %s", path("in.fifo"));
+    expect_refused_by("info on a FIFO (no hang)", "in.fifo is not a regular file (a FIFO)", NULL, path("never.x"), cmd);
+    snprintf(cmd, sizeof cmd, "tools/mlstm_ckpt.py import %s %s", path("in_npz.fifo"), path("never.ckpt"));
+    expect_refused_by("import from a FIFO (no hang)", "in_npz.fifo is not a regular file (a FIFO)", NULL,
+                      path("never.ckpt"), cmd);
+    // info into a pipe whose reader has gone (`| head -1`): no traceback
+    test_system("(sleep 1; %s tools/mlstm_ckpt.py info %s 2> %s) | true", python, path("a.ckpt"), path("pipe.err"));
+    CHECK(file_size(path("pipe.err")) == 0, "info into a closed pipe: nothing on stderr (%ld bytes; was a traceback)",
+          file_size(path("pipe.err")));
+    // a run directory
+    test_system("mkdir -p %s && cp %s %s/best.ckpt", path("run"), path("a.ckpt"), path("run"));
+    int rc = test_system("%s tools/mlstm_ckpt.py info %s > %s 2>&1", python, path("run"), path("run.out"));
+    CHECK(rc == 0 && file_contains(path("run.out"), "run/best.ckpt: mLSTM V=256 D=16 H=32"),
+          "info DIR: the run directory's best.ckpt, named so (exit %d)", rc);
+    rc = test_system("%s tools/mlstm_ckpt.py export %s %s > /dev/null 2>&1 && cmp -s %s %s", python, path("run"),
+                     path("run.npz"), path("run.npz"), path("a.npz"));
+    CHECK(rc == 0, "export DIR: the .npz of its best.ckpt");
+    test_system("mv %s/best.ckpt %s/latest.ckpt", path("run"), path("run"));
+    snprintf(cmd, sizeof cmd, "tools/mlstm_ckpt.py info %s", path("run"));
+    expect_refused_by("a run directory without best.ckpt", "run is a run directory without best.ckpt (its best model); "
+                      "it has latest.ckpt: give", NULL, path("never.x"), cmd);
+    // outputs: through a link, the mode kept; a FIFO or a directory refused
+    test_system("mkdir -p %s && cp %s %s/real.ckpt && chmod 600 %s/real.ckpt && ln -sf store/real.ckpt %s",
+                path("store"), path("n.ckpt"), path("store"), path("store"), path("link.ckpt"));
+    rc = test_system("%s tools/mlstm_ckpt.py import %s %s > /dev/null 2>&1", python, path("a.npz"), path("link.ckpt"));
+    CHECK(rc == 0 && test_system("[ -L %s ] && cmp -s %s/real.ckpt %s && [ $(stat -c %%a %s/real.ckpt) = 600 ]",
+                                 path("link.ckpt"), path("store"), path("a.ckpt"), path("store")) == 0 &&
+          test_system("! ls %s %s | grep -q '\\.tmp\\.'", dir, path("store")) == 0,
+          "import onto a symbolic link (exit %d): the link kept, the file it names written, mode 600, "
+          "no temporary left", rc);
+    snprintf(cmd, sizeof cmd, "tools/mlstm_ckpt.py import %s %s", path("a.npz"), path("in.fifo"));
+    expect_refused_by("import onto a FIFO", "in.fifo: it is a FIFO; an output replaces only a regular file", NULL,
+                      path("never.x"), cmd);
+    snprintf(cmd, sizeof cmd, "tools/mlstm_ckpt.py export %s %s", path("a.ckpt"), path("store"));
+    expect_refused_by("export onto a directory", "store: it is a directory", NULL, path("never.x"), cmd);
 }
 
 // One case's line from test/pyio_npz.py import or test/pyio_refuse.py in `file`:
@@ -602,6 +648,7 @@ int main(void) {
     test_resume("a", "");
     test_resume("n", "--no-weight-norm");
     test_bad_input();
+    test_files();
     test_npz_damage();
     test_refuse_api(0);
 
