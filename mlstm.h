@@ -13,6 +13,8 @@
 // precision (the gradient check does).
 #pragma once
 #include "util.h"     // defines: fail, mallocCheck, checksum_*, put32/get32, rng_*, AtomicFile
+#include <assert.h>  // static_assert
+#include <stddef.h>  // offsetof
 #ifdef __cplusplus
 #include <cmath>
 #else
@@ -712,11 +714,98 @@ typedef struct {
 } TrainState;
 
 typedef struct {
+    char magic[8];
+    uint32_t version, header_bytes;
     MlstmConfig cfg;
     uint64_t nparams, payload_bytes, run_bytes;
     uint64_t checksum;  // the file's: two ranks that read the same checkpoint have the same
     TrainState st;
 } CkptHeader;
+
+// The header's fields, one row each, walked both ways: by the writer (ckpt_header_pack) and
+// the reader (ckpt_header_unpack). doc/formats.md's header table and tools/mlstm_ckpt.py's
+// _FIELDS are the same rows (test_pyio checks that the three agree). `member`: where the
+// value lives in a CkptHeader; `since`: the format version that added the field, which an
+// older file reads as 0. A U32 field's member is a 4-byte int, enum or uint32_t.
+typedef enum { CKPT_U32, CKPT_U64, CKPT_F64, CKPT_BYTES } CkptFieldType;
+typedef struct {
+    const char *name;
+    int at, bytes;
+    CkptFieldType type;
+    uint32_t since;
+    size_t member;
+} CkptField;
+#define CKPT_FIELD(name, at, bytes, type, since, member) {name, at, bytes, type, since, offsetof(CkptHeader, member)}
+static const CkptField ckpt_fields[] = {
+    CKPT_FIELD("magic", CKPT_AT_MAGIC, 8, CKPT_BYTES, 1, magic),
+    CKPT_FIELD("version", CKPT_AT_VERSION, 4, CKPT_U32, 1, version),
+    CKPT_FIELD("header size", CKPT_AT_HEADER_SIZE, 4, CKPT_U32, 1, header_bytes),
+    CKPT_FIELD("V", CKPT_AT_V, 4, CKPT_U32, 1, cfg.V),
+    CKPT_FIELD("D", CKPT_AT_D, 4, CKPT_U32, 1, cfg.D),
+    CKPT_FIELD("H", CKPT_AT_H, 4, CKPT_U32, 1, cfg.H),
+    CKPT_FIELD("weight norm", CKPT_AT_WNORM, 4, CKPT_U32, 1, cfg.wnorm),
+    CKPT_FIELD("nparams", CKPT_AT_NPARAMS, 8, CKPT_U64, 1, nparams),
+    CKPT_FIELD("G", CKPT_AT_G, 4, CKPT_U32, 1, st.G),
+    CKPT_FIELD("step", CKPT_AT_STEP, 8, CKPT_U64, 1, st.step),
+    CKPT_FIELD("data step", CKPT_AT_DATA_STEP, 8, CKPT_U64, 1, st.data_step),
+    CKPT_FIELD("rng", CKPT_AT_RNG, 8, CKPT_U64, 1, st.rng),
+    CKPT_FIELD("loss scaler", CKPT_AT_SCALER, CKPT_SCALER_BYTES, CKPT_BYTES, 1, st.scaler),
+    CKPT_FIELD("payload bytes", CKPT_AT_PAYLOAD, 8, CKPT_U64, 1, payload_bytes),
+    CKPT_FIELD("checksum", CKPT_AT_CHECKSUM, 8, CKPT_U64, 1, checksum),
+    CKPT_FIELD("run record bytes", CKPT_AT_RUN_BYTES, 8, CKPT_U64, 2, run_bytes),
+    CKPT_FIELD("run", CKPT_AT_RUN_ID, 8, CKPT_U64, 3, st.run_id),
+    CKPT_FIELD("best by", CKPT_AT_BEST_BY, 4, CKPT_U32, 3, st.best_by),
+    CKPT_FIELD("score", CKPT_AT_SCORE, 8, CKPT_F64, 3, st.score),
+    CKPT_FIELD("loss mean state", CKPT_AT_LOSS_EMA, 8, CKPT_F64, 3, st.loss_ema),
+};
+#undef CKPT_FIELD
+enum { CKPT_NFIELDS = sizeof ckpt_fields / sizeof ckpt_fields[0] };
+static_assert(sizeof(int) == 4 && sizeof(CkptBestBy) == 4, "the header's U32 fields are 4-byte members");
+
+static inline void ckpt_header_pack(const CkptHeader *h, uint8_t out[CKPT_HEADER_BYTES]) {
+    memset(out, 0, CKPT_HEADER_BYTES);
+    for (int i = 0; i < CKPT_NFIELDS; i++) {
+        const CkptField *f = &ckpt_fields[i];
+        const char *p = (const char *)h + f->member;
+        uint32_t u32;
+        uint64_t u64;
+        double x;
+        switch (f->type) {
+        case CKPT_U32: memcpy(&u32, p, 4); put32(out + f->at, u32); break;
+        case CKPT_U64: memcpy(&u64, p, 8); put64(out + f->at, u64); break;
+        case CKPT_F64: memcpy(&x, p, 8); put64(out + f->at, f64_bits(x)); break;
+        case CKPT_BYTES: memcpy(out + f->at, p, (size_t)f->bytes); break;
+        }
+    }
+}
+// Whether every byte of the header outside the fields of its version is 0, as the format
+// says: a byte set there is a corrupt file, or a newer version under an older number.
+static inline int ckpt_header_unused_zero(const uint8_t in[CKPT_HEADER_BYTES], uint32_t version) {
+    uint8_t used[CKPT_HEADER_BYTES] = {0};
+    for (int i = 0; i < CKPT_NFIELDS; i++)
+        if (version >= ckpt_fields[i].since) memset(used + ckpt_fields[i].at, 1, (size_t)ckpt_fields[i].bytes);
+    for (int i = 0; i < CKPT_HEADER_BYTES; i++)
+        if (!used[i] && in[i]) return 0;
+    return 1;
+}
+// The fields of a header whose version is known to be one this build reads.
+static inline void ckpt_header_unpack(const uint8_t in[CKPT_HEADER_BYTES], CkptHeader *h) {
+    uint32_t version = get32(in + CKPT_AT_VERSION);
+    memset(h, 0, sizeof *h);
+    for (int i = 0; i < CKPT_NFIELDS; i++) {
+        const CkptField *f = &ckpt_fields[i];
+        char *p = (char *)h + f->member;
+        uint32_t u32 = version >= f->since ? get32(in + f->at) : 0;
+        uint64_t u64 = version >= f->since ? get64(in + f->at) : 0;
+        double x = f64_from_bits(u64);
+        switch (f->type) {
+        case CKPT_U32: memcpy(p, &u32, 4); break;
+        case CKPT_U64: memcpy(p, &u64, 8); break;
+        case CKPT_F64: memcpy(p, &x, 8); break;
+        case CKPT_BYTES: memcpy(p, in + f->at, (size_t)f->bytes); break;
+        }
+    }
+}
 
 // Limits of the model's sizes: far beyond the paper's (H=4096, D=64), small enough that
 // every size product fits its type with room to spare (4H x H is 2^34 elements). The
@@ -778,26 +867,11 @@ static inline void ckpt_write_f32(AtomicFile *af, CkptSum *s, const real *x, siz
 static inline void checkpoint_save_run(const char *path, const Mlstm *m, const TrainState *st, const real *h,
                                        const real *c, const uint8_t *run, size_t run_bytes) {
     if (run_bytes > CKPT_MAX_RUN_BYTES) fail("cannot write %s: a run record of %zu bytes (a bug)", path, run_bytes);
-    uint8_t hd[CKPT_HEADER_BYTES] = {0};
-    memcpy(hd + CKPT_AT_MAGIC, CKPT_MAGIC, 8);
-    put32(hd + CKPT_AT_VERSION, CKPT_VERSION);
-    put32(hd + CKPT_AT_HEADER_SIZE, CKPT_HEADER_BYTES);
-    put32(hd + CKPT_AT_V, m->cfg.V);
-    put32(hd + CKPT_AT_D, m->cfg.D);
-    put32(hd + CKPT_AT_H, m->cfg.H);
-    put32(hd + CKPT_AT_WNORM, m->cfg.wnorm);
-    put64(hd + CKPT_AT_NPARAMS, m->nparams);
-    put32(hd + CKPT_AT_G, st->G);
-    put64(hd + CKPT_AT_STEP, st->step);
-    put64(hd + CKPT_AT_DATA_STEP, st->data_step);
-    put64(hd + CKPT_AT_RNG, st->rng);
-    memcpy(hd + CKPT_AT_SCALER, st->scaler, CKPT_SCALER_BYTES);
-    put64(hd + CKPT_AT_PAYLOAD, ckpt_payload_bytes(&m->cfg, m->nparams, st->G));
-    put64(hd + CKPT_AT_RUN_BYTES, run_bytes);
-    put64(hd + CKPT_AT_RUN_ID, st->run_id);
-    put32(hd + CKPT_AT_BEST_BY, st->best_by);
-    put64(hd + CKPT_AT_SCORE, f64_bits(st->score));
-    put64(hd + CKPT_AT_LOSS_EMA, f64_bits(st->loss_ema));
+    CkptHeader header = {{0}, CKPT_VERSION, CKPT_HEADER_BYTES, m->cfg, m->nparams, 0, run_bytes, 0, *st};
+    memcpy(header.magic, CKPT_MAGIC, 8);
+    header.payload_bytes = ckpt_payload_bytes(&m->cfg, m->nparams, st->G);
+    uint8_t hd[CKPT_HEADER_BYTES];
+    ckpt_header_pack(&header, hd);
     // the checksum is computed with its own field zero, then patched in
     AtomicFile af;
     atomic_open(&af, path);
@@ -894,30 +968,14 @@ static inline FILE *checkpoint_open(const char *path_given, CkptHeader *out) {
         fail("checkpoint %s: D=%u H=%u, beyond this build's limits (D at most %d, H at most %d)", path, D, H,
              MAX_EMBED, MAX_HIDDEN);
     }
-    out->cfg.V = (int)get32(hd + CKPT_AT_V);
-    out->cfg.D = (int)D;
-    out->cfg.H = (int)H;
-    out->cfg.wnorm = (int)get32(hd + CKPT_AT_WNORM);
-    out->nparams = get64(hd + CKPT_AT_NPARAMS);
-    out->st.G = (int)get32(hd + CKPT_AT_G);
-    out->st.step = get64(hd + CKPT_AT_STEP);
-    out->st.data_step = get64(hd + CKPT_AT_DATA_STEP);
-    out->st.rng = get64(hd + CKPT_AT_RNG);
-    memcpy(out->st.scaler, hd + CKPT_AT_SCALER, CKPT_SCALER_BYTES);
-    out->payload_bytes = get64(hd + CKPT_AT_PAYLOAD);
-    out->run_bytes = get64(hd + CKPT_AT_RUN_BYTES);
-    out->st.run_id = version >= 3 ? get64(hd + CKPT_AT_RUN_ID) : 0;
-    uint32_t best_by = version >= 3 ? get32(hd + CKPT_AT_BEST_BY) : (uint32_t)CKPT_BEST_BY_NONE;
-    out->st.best_by = best_by <= CKPT_BEST_BY_TRAIN ? (CkptBestBy)best_by : CKPT_BEST_BY_NONE;
-    out->st.score = version >= 3 ? f64_from_bits(get64(hd + CKPT_AT_SCORE)) : NAN;
-    out->st.loss_ema = version >= 3 ? f64_from_bits(get64(hd + CKPT_AT_LOSS_EMA)) : 0;
-    uint64_t want_sum = get64(hd + CKPT_AT_CHECKSUM);
-    out->checksum = want_sum;
+    ckpt_header_unpack(hd, out);
+    uint32_t best_by = out->st.best_by;
+    uint64_t want_sum = out->checksum;
     int sane = best_by <= CKPT_BEST_BY_TRAIN && isfinite(out->st.loss_ema) && out->cfg.V == 256 &&
                out->cfg.D >= 1 && out->cfg.H >= 1 && out->st.G >= 1 && !(out->cfg.wnorm & ~1);
     sane = sane && out->nparams == ckpt_param_count(&out->cfg) && out->nparams;
     sane = sane && out->payload_bytes == ckpt_payload_bytes(&out->cfg, out->nparams, out->st.G) && out->payload_bytes;
-    sane = sane && out->run_bytes <= (version == 1 ? 0 : CKPT_MAX_RUN_BYTES);
+    sane = sane && out->run_bytes <= CKPT_MAX_RUN_BYTES && ckpt_header_unused_zero(hd, version);
     if (!sane) {
         fclose(f);
         fail("checkpoint %s has an inconsistent header (corrupt file)", path);

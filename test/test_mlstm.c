@@ -203,7 +203,9 @@ int main(void) {
         copy_file(path, p2, -1); { uint8_t v[4] = {1, 0, 0, 0}, n[8] = {5}; poke(p2, 8, v, 4); poke(p2, CKPT_AT_RUN_BYTES, n, 8); }
         EXPECT_EXIT(load_as, p2, 2, "inconsistent header", "a version-1 file with a run record size");
         copy_file(path, p2, -1); { uint8_t v[4] = {1, 0, 0, 0}; poke(p2, 8, v, 4); }
-        EXPECT_EXIT(load_as, p2, 2, "fails its checksum", "a version-1 header under a version-2 checksum");
+        EXPECT_EXIT(load_as, p2, 2, "fails its checksum", "a version-1 header under a version-3 checksum");
+        copy_file(path, p2, -1); { uint8_t x = 1; poke(p2, 200, &x, 1); }
+        EXPECT_EXIT(load_as, p2, 2, "inconsistent header", "a reserved header byte set (byte 200)");
     }
     // 7. what was verified is what is read: a checkpoint put in the file's place between
     // checkpoint_open and checkpoint_read is not read (tools/generate and the trainer read so)

@@ -169,6 +169,43 @@ static long make_version1(const char *from, const char *to) {
     return ok ? payload : -1;
 }
 
+// One header table, three places: mlstm.h's ckpt_fields (what C reads and writes),
+// tools/mlstm_ckpt.py's _FIELDS (what Python reads and writes) and doc/formats.md's header
+// table (what a port reads): the same names, offsets and sizes, and in C and Python the
+// same types and the versions that added them.
+static void test_header_table(void) {
+    FILE *f = fopen(path("fields.txt"), "w");
+    static const char *type[] = {"u32", "u64", "f64", "bytes"};
+    for (int i = 0; f && i < CKPT_NFIELDS; i++)
+        fprintf(f, "%s\t%d\t%d\t%s\t%u\n", ckpt_fields[i].name, ckpt_fields[i].at, ckpt_fields[i].bytes,
+                type[ckpt_fields[i].type], ckpt_fields[i].since);
+    if (f) fclose(f);
+    int rc = test_system(
+        "PYTHONPATH=%s/notorch %s - %s doc/formats.md > %s 2>&1 <<'EOF'\n"
+        "import re, struct, sys\n"
+        "sys.path.insert(0, 'tools')\n"
+        "import mlstm_ckpt\n"
+        "kind = {'I': 'u32', 'Q': 'u64', 'd': 'f64'}\n"
+        "c = [(n, int(a), int(b), t, int(v)) for n, a, b, t, v in (l.rstrip('\\n').split('\\t') for l in open(sys.argv[1]))]\n"
+        "py = [(n, a, struct.calcsize('<' + f), kind.get(f, 'bytes'), v) for n, a, f, v in mlstm_ckpt._FIELDS]\n"
+        "doc, on = [], False\n"
+        "for line in open(sys.argv[2]):\n"
+        "    on = on or line.startswith('Header, 256 bytes')\n"
+        "    m = re.match(r'\\|\\s*(\\d+)\\s*\\|\\s*(\\d+)\\s*\\|\\s*([^|]+?)\\s*\\|', line) if on else None\n"
+        "    if m and m.group(3) != 'reserved': doc.append((m.group(3), int(m.group(1)), int(m.group(2))))\n"
+        "    if on and doc and not line.strip(): break\n"
+        "bad = [('python', a, b) for a, b in zip(c, py) if a != b] + [('doc', a[:3], b) for a, b in zip(c, doc) if a[:3] != b]\n"
+        "if len(c) != len(py) or len(c) != len(doc) or bad:\n"
+        "    print('C %%d rows, Python %%d, formats.md %%d; differing: %%s' %% (len(c), len(py), len(doc), bad)); sys.exit(1)\n"
+        "print('%%d fields agree' %% len(c))\n"
+        "EOF", dir, python, path("fields.txt"), path("fields.out"));
+    char line[300] = "";
+    FILE *o = fopen(path("fields.out"), "r");
+    if (o) { if (!fgets(line, sizeof line, o)) line[0] = 0; fclose(o); }
+    line[strcspn(line, "\n")] = 0;
+    CHECK(rc == 0, "the checkpoint header's table: mlstm.h, mlstm_ckpt.py and doc/formats.md agree (%s)", line);
+}
+
 // Version 1 files read (and come back as version 3 with no record); version 4 refused.
 static void test_versions(void) {
     long payload = make_version1(path("a.ckpt"), path("v1.ckpt"));
@@ -203,6 +240,9 @@ static void test_versions(void) {
     copy_file(path("a.ckpt"), path("v1run.ckpt"), -1, -1);
     patch32(path("v1run.ckpt"), CKPT_AT_VERSION, 1);
     expect_refused("version 1 with a run record", "inconsistent header", out, "export %s %s", path("v1run.ckpt"), out);
+    copy_file(path("a.ckpt"), path("reserved.ckpt"), -1, -1);
+    patch32(path("reserved.ckpt"), 200, 1);
+    expect_refused("a reserved header byte set", "inconsistent header", out, "export %s %s", path("reserved.ckpt"), out);
     copy_file(path("a.ckpt"), path("bigrun.ckpt"), -1, -1);
     patch64(path("bigrun.ckpt"), CKPT_AT_RUN_BYTES, (uint64_t)CKPT_MAX_RUN_BYTES + 1);
     expect_refused("a run record over the limit", "inconsistent header", out, "export %s %s", path("bigrun.ckpt"), out);
@@ -643,6 +683,7 @@ int main(void) {
     CHECK(ra == 0 && rn == 0, "./train writes 5-step checkpoints with and without weight norm (exit %d %d)", ra, rn);
     test_numpy_roundtrip("a");
     test_numpy_roundtrip("n");
+    test_header_table();
     test_versions();
     test_record_edit();
     test_resume("a", "");

@@ -93,8 +93,9 @@ class Checkpoint:
     value pairs as the trainer wrote them (doc/formats.md), b"" for none (a version 1
     file, or weights from new()). run_settings(ck.run) decodes it. run_id: the run's
     identity (0: unknown); best_by: what the run scores checkpoints by (0 nothing, 1 the
-    validation loss, 2 the training loss's moving mean); score: this checkpoint's (NaN:
-    not scored); loss_ema: the moving mean's state (train.h)."""
+    validation loss, 2 the training loss's moving mean); score: this checkpoint's under
+    best_by (NaN: not scored; meaningless when best_by is 0); loss_ema: the moving mean's
+    state (train.h)."""
     D: int
     H: int
     wnorm: int
@@ -110,7 +111,7 @@ class Checkpoint:
     run: bytes = b""
     run_id: int = 0
     best_by: int = 0
-    score: float = math.nan
+    score: float = 0.0
     loss_ema: float = 0.0
 
     @property
@@ -191,7 +192,38 @@ def _progress(path, total):
 
 # ---- reading
 
-_HDR = struct.Struct("<8sIIIIIIQII QQQ 48s QQQ QIIdd")  # fields at offsets 0..175; 176..255 reserved
+# The header's fields: (name, offset, struct format, the version that added it), the rows of
+# mlstm.h's ckpt_fields and doc/formats.md's table (test_pyio checks the three agree). A field
+# newer than a file's version reads as 0; every byte not in a field is 0.
+_FIELDS = (("magic", 0, "8s", 1), ("version", 8, "I", 1), ("header size", 12, "I", 1), ("V", 16, "I", 1),
+           ("D", 20, "I", 1), ("H", 24, "I", 1), ("weight norm", 28, "I", 1), ("nparams", 32, "Q", 1),
+           ("G", 40, "I", 1), ("step", 48, "Q", 1), ("data step", 56, "Q", 1), ("rng", 64, "Q", 1),
+           ("loss scaler", 72, "48s", 1), ("payload bytes", 120, "Q", 1), ("checksum", 128, "Q", 1),
+           ("run record bytes", 136, "Q", 2), ("run", 144, "Q", 3), ("best by", 152, "I", 3), ("score", 160, "d", 3),
+           ("loss mean state", 168, "d", 3))
+
+
+def _header_unpack(hd):
+    """The header's fields as {name: value}, those its version predates as 0."""
+    version = struct.unpack_from("<I", hd, 8)[0]
+    return {name: struct.unpack_from("<" + fmt, hd, at)[0] if version >= since else
+            (b"" if fmt.endswith("s") else 0) for name, at, fmt, since in _FIELDS}
+
+
+def _header_unused_zero(hd, version):
+    """Whether every header byte outside the fields of its version is 0 (mlstm.h's ckpt_header_unused_zero)."""
+    used = bytearray(HEADER_BYTES)
+    for _, at, fmt, since in _FIELDS:
+        if version >= since:
+            used[at:at + struct.calcsize("<" + fmt)] = b"\1" * struct.calcsize("<" + fmt)
+    return all(u or not b for u, b in zip(used, hd))
+
+
+def _header_pack(values):
+    hd = bytearray(HEADER_BYTES)
+    for name, at, fmt, _ in _FIELDS:
+        struct.pack_into("<" + fmt, hd, at, values[name])
+    return hd
 
 
 def checkpoint_file(path):
@@ -242,10 +274,13 @@ def load(path, verify=True):
             if len(hd) < HEADER_BYTES:
                 raise CheckpointError(f"checkpoint {path} is truncated: {len(hd)} bytes, "
                                       f"the header alone is {HEADER_BYTES}")
-            (_, version, _, v, D, H, wnorm, nparams, G, _, step, data_step, rng, scaler, payload,
-             want, run_bytes, run_id, best_by, _, score, loss_ema) = _HDR.unpack_from(hd)
-            if version < 3:  # the run's identity and score came with version 3
-                run_id, best_by, score, loss_ema = 0, 0, math.nan, 0.0
+            h = _header_unpack(hd)
+            version, v, D, H, wnorm, nparams, G = (h[k] for k in ("version", "V", "D", "H", "weight norm", "nparams",
+                                                                  "G"))
+            step, data_step, rng, scaler, payload, want, run_bytes = (
+                h[k] for k in ("step", "data step", "rng", "loss scaler", "payload bytes", "checksum",
+                               "run record bytes"))
+            run_id, best_by, score, loss_ema = (h[k] for k in ("run", "best by", "score", "loss mean state"))
             if not 1 <= version <= VERSION:
                 raise CheckpointError(f"checkpoint {path} has format version {version}; "
                                       f"this build reads versions 1 to {VERSION}")
@@ -255,7 +290,8 @@ def load(path, verify=True):
             G = G if G < 1 << 31 else 0  # the C reader's int: a larger count is no count of rows
             if v != V or D < 1 or H < 1 or G < 1 or wnorm not in (0, 1) or nparams != param_count(D, H, wnorm) \
                     or best_by > 2 or not math.isfinite(loss_ema) \
-                    or payload != 4 * (3 * nparams + 2 * G * H) or run_bytes > (0 if version == 1 else MAX_RUN_BYTES):
+                    or payload != 4 * (3 * nparams + 2 * G * H) or run_bytes > MAX_RUN_BYTES \
+                    or not _header_unused_zero(hd, version):
                 raise CheckpointError(f"checkpoint {path} has an inconsistent header (corrupt file)")
             size = os.fstat(f.fileno()).st_size - HEADER_BYTES  # checked before allocating from the header
             total = payload + run_bytes
@@ -359,10 +395,12 @@ def _check(ck, where):
     except CheckpointError as e:
         raise CheckpointError(f"{where}: {e}") from None
     nparams = param_count(D, H, wnorm)
-    hd = bytearray(HEADER_BYTES)
-    _HDR.pack_into(hd, 0, MAGIC, VERSION, HEADER_BYTES, V, D, H, wnorm, nparams, G, 0, int(ck.step),
-                   int(ck.data_step), int(ck.rng), scaler, 4 * (3 * nparams + 2 * G * H), 0, len(run),
-                   int(ck.run_id), int(ck.best_by), 0, float(ck.score), float(ck.loss_ema))
+    hd = _header_pack({"magic": MAGIC, "version": VERSION, "header size": HEADER_BYTES, "V": V, "D": D, "H": H,
+                       "weight norm": wnorm, "nparams": nparams, "G": G, "step": int(ck.step),
+                       "data step": int(ck.data_step), "rng": int(ck.rng), "loss scaler": scaler,
+                       "payload bytes": 4 * (3 * nparams + 2 * G * H), "checksum": 0, "run record bytes": len(run),
+                       "run": int(ck.run_id), "best by": int(ck.best_by), "score": float(ck.score),
+                       "loss mean state": float(ck.loss_ema)})
     return hd, arrays + [run]
 
 
@@ -652,8 +690,7 @@ def _import(path):
         scaler = z.read("scaler", _byte_array("scaler", size=SCALER_BYTES)).tobytes()
         run = z.read("run", _byte_array("run", most=MAX_RUN_BYTES)).tobytes() if "run" in z.members else b""  # none: v1
         run_fields = {k: z.read(k, _integer_scalar(k))[()] if k in z.members else 0 for k in ("run_id", "best_by")}
-        real_fields = {k: z.read(k, _real_scalar(k))[()] if k in z.members else d
-                       for k, d in (("score", math.nan), ("loss_ema", 0.0))}
+        real_fields = {k: z.read(k, _real_scalar(k))[()] if k in z.members else 0.0 for k in ("score", "loss_ema")}
     finally:
         z.close()
     ck = Checkpoint(f["D"], f["H"], f["wnorm"], groups["params"], groups["adam_m"], groups["adam_v"], h, c, f["step"],
