@@ -3,20 +3,85 @@
 //  - gemm.h's packed, register-blocked matmuls in place of mlstm.h's plain loops;
 //  - W_h and W_mh packed once per pass, and every time step reusing them;
 //  - each thread runs all T steps of its own rows of the batch, with no barrier per step;
-//  - the cell as a vectorised loop, with exp and tanh as inline arithmetic.
-// Everything else (weight norm, the embedding, m_t, softmax and the loss, the gradients
-// of the cell, the bias and embedding gradients) is mlstm.h's own code, called from here.
+//  - the cell, softmax and the loss as vectorised loops, with exp and tanh as inline arithmetic;
+//  - the bias gradients with their columns split between the threads.
+// Everything else (weight norm, the embedding, m_t, the gradients of the cell, the
+// embedding's gradient) is mlstm.h's own code, called from here.
 // The results differ from mlstm.h's only by FP32 rounding, and test_gemm holds them to a
 // tolerance argued from it. train.c (the CPU trainer) and tools/transfer.c run this path,
 // tools/generate.c its cell; everything else, the tests against PyTorch and finite
 // differences included, runs mlstm.h.
 #pragma once
-#include "mlstm.h"  // defines: Mlstm, forward_begin, mt_product, softmax_xent, backward_begin, ...
+#include "mlstm.h"  // defines: Mlstm, forward_begin, mt_product, backward_begin, ...
 #include "gemm.h"   // defines: gemm_nt/nn/tn, gemm_pack_nt/nn, gemm_nt/nn_rows_packed
 
 _Static_assert(sizeof(real) == sizeof(float), "fast.h is the FP32 path: include it without MLSTM_REAL");
 
+// ----------------------------------------------------------------------------
+// The step's phases, for dev/bench/step_vs_sgemm.c's breakdown. That benchmark defines
+// FAST_PHASES and FAST_PHASE(phase, work) then adds the work's wall time to
+// fast_phase_seconds[phase] (inside a parallel region each thread adds its share, so a
+// phase of the time loops counts its mean thread time, and the loop's own entry minus
+// those is the time threads spent waiting for each other). Everywhere else, the trainer
+// included, FAST_PHASE(phase, work) is the work alone: no clock is read.
+enum {
+    FP_WNORM_EMBED,  // forward_begin: weight norm forward, the embedding gather, the state in
+    FP_IN_PROJ,      // e W_x^T + b, e W_mx^T over all T*B rows
+    FP_PACK,         // W_h, W_mh packed for the time loops, forward and backward
+    FP_LOOP_FWD,     // the forward time loop as a whole (its three phases and the waiting)
+    FP_REC_FWD,      // h W_mh^T, m W_h^T at every step
+    FP_MT_FWD,       // m_t = mx * mh
+    FP_CELL_FWD,     // gates, c_t, h_t
+    FP_OUT_FWD,      // the logits h W_out^T + b_out
+    FP_SOFTMAX,      // softmax and the loss
+    FP_DLOGITS,      // backward_begin: the gradients zeroed, dlogits from the probabilities
+    FP_OUT_BWD,      // dW_out, db_out, dh from the output layer
+    FP_LOOP_BWD,     // the backward time loop as a whole
+    FP_CELL_BWD,     // dz, dc at every step
+    FP_REC_BWD,      // dz W_h, dmh W_mh at every step
+    FP_MT_BWD,       // dmx, dmh
+    FP_WGRAD,        // dz^T m, dz^T e, dmx^T e, dmh^T h
+    FP_IN_BWD,       // db, dxe = dz W_x + dmx W_mx
+    FP_WNORM_BWD,    // backward_end: the embedding's gradient, weight norm backward
+    FP_COUNT
+};
+#ifdef FAST_PHASES
+#include <time.h>
+#ifndef FAST_PHASE_CLOCK  // CLOCK_THREAD_CPUTIME_ID on one thread: CPU time, which other work moves less
+#define FAST_PHASE_CLOCK CLOCK_MONOTONIC
+#endif
+static double fast_phase_seconds[FP_COUNT];
+static inline double fast_phase_clock(void) {
+    struct timespec t;
+    clock_gettime(FAST_PHASE_CLOCK, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+static inline void fast_phase_add(int phase, double t0) {
+#ifdef _OPENMP
+    double share = (fast_phase_clock() - t0) / omp_get_num_threads();
+#else
+    double share = fast_phase_clock() - t0;
+#endif
+    #pragma omp atomic
+    fast_phase_seconds[phase] += share;
+}
+#define FAST_PHASE(phase, ...) \
+    do { double t0_ = fast_phase_clock(); __VA_ARGS__; fast_phase_add(phase, t0_); } while (0)
+#else
+#define FAST_PHASE(phase, ...) do { __VA_ARGS__; } while (0)
+#endif
+
 #define FAST_INLINE __attribute__((always_inline))  // clang vectorises the cell loops only with these inlined
+// The cell loops choose between values (the clamp in fast_exp, the two halves of fast_tanh,
+// a reset's zero) with conditionals. GCC turns those into vector selects only where no
+// floating-point exception could be raised by computing both sides, which its default
+// -ftrapping-math assumes possible: without AVX-512's masked operations the loops then
+// stay scalar, 6 times slower. Nothing here reads the FP exception flags.
+#if defined(__GNUC__) && !defined(__clang__)
+#define FAST_SELECTS_VECTORISE __attribute__((optimize("no-trapping-math")))
+#else
+#define FAST_SELECTS_VECTORISE  // clang vectorises them as they are
+#endif
 
 // ----------------------------------------------------------------------------
 // exp and tanh as plain arithmetic, so the cell loops vectorise (glibc's expf and
@@ -67,6 +132,39 @@ static inline FAST_INLINE float fast_cell_forward(float *z, size_t H, float c_pr
     return c;
 }
 
+// mlstm.h's softmax_xent with fast_exp: the same softmax and losses, each row's loops
+// vectorised (libm's expf is a call per logit: a twentieth of the step at H=256). The
+// row's maximum and sum run in FAST_LANES partial results, lane j taking the logits
+// v = j mod FAST_LANES in order, then the lanes in order: loops any vector unit runs
+// whole, in an order that is the same on every machine (a reduction left to the
+// compiler would follow its vector width). The mean loss is summed in order, in
+// double, as there.
+#define FAST_LANES 16
+static inline FAST_SELECTS_VECTORISE double fast_softmax_xent(Mlstm *m) {
+    const int B = m->b, T = m->t, N = B * T, V = m->cfg.V, Vl = V / FAST_LANES * FAST_LANES;
+    #pragma omp parallel for schedule(static) if (worth_threads((double)N * V))
+    for (int n = 0; n < N; n++) {
+        float *p = m->probs + (size_t)n * V, top[FAST_LANES], part[FAST_LANES], mx = p[0], sum = 0;
+        int t = n / B, b = n % B;
+        for (int j = 0; j < FAST_LANES; j++) top[j] = p[0], part[j] = 0;
+        for (int v0 = 0; v0 < Vl; v0 += FAST_LANES)
+            for (int j = 0; j < FAST_LANES; j++) top[j] = p[v0 + j] > top[j] ? p[v0 + j] : top[j];
+        for (int j = 0; j < FAST_LANES; j++) mx = top[j] > mx ? top[j] : mx;
+        for (int v = Vl; v < V; v++) mx = p[v] > mx ? p[v] : mx;
+        float target_logit = p[m->targets[b * T + t]];
+        for (int v = 0; v < V; v++) p[v] = fast_exp(p[v] - mx);
+        for (int v0 = 0; v0 < Vl; v0 += FAST_LANES)
+            for (int j = 0; j < FAST_LANES; j++) part[j] += p[v0 + j];
+        for (int j = 0; j < FAST_LANES; j++) sum += part[j];
+        for (int v = Vl; v < V; v++) sum += p[v];
+        for (int v = 0; v < V; v++) p[v] /= sum;
+        m->losses[n] = (double)mx + log((double)sum) - (double)target_logit;  // -log softmax, without log(0)
+    }
+    double loss = 0;
+    for (int n = 0; n < N; n++) loss += m->losses[n];
+    return loss / N;
+}
+
 // ----------------------------------------------------------------------------
 // W_h and W_mh in gemm.h's packed layout, for the time loops: packed once per forward
 // (for m_t W_h^T) and once per backward (the other way round, for dz W_h).
@@ -85,29 +183,46 @@ static inline void fast_packs_free(FastPacks *pk) {
     free(pk->W_mh);
 }
 
-// The rows [b0, b1) of B that this thread owns inside a parallel region. The time
-// loops split the batch by rows: rows are independent through time, so each thread
-// runs all T steps of its rows with no barrier per step. Splits fall on multiples
-// of 4 rows; a row's values do not depend on them (gemm.h computes each element as
-// one chain, whatever tile it falls in).
-static inline void thread_rows(int B, int *b0, int *b1) {
+// This thread's share [i0, i1) of n items inside a parallel region, in whole units
+// (the last share ends at n). A fixed split: the same work goes to the same thread.
+static inline void thread_share(int n, int unit, int *i0, int *i1) {
 #ifdef _OPENMP
     int nt = omp_get_num_threads(), id = omp_get_thread_num();
 #else
     int nt = 1, id = 0;
 #endif
-    int groups = (B + 3) / 4;
-    *b0 = (int)((long)groups * id / nt) * 4;
-    *b1 = (int)((long)groups * (id + 1) / nt) * 4;
-    if (*b1 > B) *b1 = B;
-    if (*b0 > B) *b0 = B;
+    int units = (n + unit - 1) / unit;
+    *i0 = (int)((long)units * id / nt) * unit;
+    *i1 = (int)((long)units * (id + 1) / nt) * unit;
+    if (*i1 > n) *i1 = n;
+    if (*i0 > n) *i0 = n;
+}
+
+// The rows [b0, b1) of B that this thread owns inside a parallel region. The time
+// loops split the batch by rows: rows are independent through time, so each thread
+// runs all T steps of its rows with no barrier per step. Splits fall on multiples
+// of 4 rows; a row's values do not depend on them (gemm.h computes each element as
+// one chain, whatever tile it falls in).
+static inline void thread_rows(int B, int *b0, int *b1) { thread_share(B, 4, b0, b1); }
+
+// mlstm.h's bias_grad with the columns split between the threads: each column is still
+// summed over the rows in order, so the same bits whatever the split.
+static inline void fast_bias_grad(float *db, const float *d, int N, int O) {
+    #pragma omp parallel if (worth_threads((double)N * O))
+    {
+        int o0, o1;
+        thread_share(O, 16, &o0, &o1);  // 16 floats: a cache line of db each
+        for (int n = 0; n < N; n++)
+            #pragma omp simd
+            for (int o = o0; o < o1; o++) db[o] += d[(size_t)n * O + o];
+    }
 }
 
 // ----------------------------------------------------------------------------
 // The forward: mlstm_forward's steps, in its order, for the same arguments and result.
 
 // Step t's cell on rows [b0, b1): row pointers and an `omp simd` loop over the units.
-static inline void fast_cells_forward(Mlstm *m, int t, int b0, int b1) {
+static inline FAST_SELECTS_VECTORISE void fast_cells_forward(Mlstm *m, int t, int b0, int b1) {
     const size_t H = m->cfg.H, s = (size_t)t * m->b * H, BH = (size_t)m->b * H;
     for (int b = b0; b < b1; b++) {
         const int keep = !is_reset(m, b, t);
@@ -121,35 +236,42 @@ static inline void fast_cells_forward(Mlstm *m, int t, int b0, int b1) {
     }
 }
 
-static inline double fast_forward(Mlstm *m, FastPacks *pk, const uint8_t *inputs, const uint8_t *targets,
-                                  const uint8_t *reset, const float *h0, const float *c0, int B, int T) {
-    forward_begin(m, inputs, targets, reset, h0, c0, B, T);
-    const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, N = B * T;
-    gemm_nt(m->gates, m->xe, m->W[WN_X], m->p.t[P_B], N, D, 4 * H, 0);
-    gemm_nt(m->mx, m->xe, m->W[WN_MX], NULL, N, D, H, 0);
-    gemm_pack_nt(pk->W_mh, m->W[WN_MH], H, H);
-    gemm_pack_nt(pk->W_h, m->W[WN_H], 4 * H, H);
+// The time loop: each thread all T steps of its rows of the batch.
+static inline void fast_forward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
+    const int H = m->cfg.H;
     #pragma omp parallel
     {
         int b0, b1;
         thread_rows(B, &b0, &b1);
         for (int t = 0; t < T; t++) {
             const size_t s = (size_t)t * B * H;
-            gemm_nt_rows_packed(m->mh + s, m->hs + s, pk->W_mh, b0, b1, H, H, 0);
-            mt_product(m, t, b0, b1);
-            gemm_nt_rows_packed(m->gates + 4 * s, m->mt + s, pk->W_h, b0, b1, H, 4 * H, 1);
-            fast_cells_forward(m, t, b0, b1);
+            FAST_PHASE(FP_REC_FWD, gemm_nt_rows_packed(m->mh + s, m->hs + s, pk->W_mh, b0, b1, H, H, 0));
+            FAST_PHASE(FP_MT_FWD, mt_product(m, t, b0, b1));
+            FAST_PHASE(FP_REC_FWD, gemm_nt_rows_packed(m->gates + 4 * s, m->mt + s, pk->W_h, b0, b1, H, 4 * H, 1));
+            FAST_PHASE(FP_CELL_FWD, fast_cells_forward(m, t, b0, b1));
         }
     }
-    gemm_nt(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0);
-    return softmax_xent(m);
+}
+
+static inline double fast_forward(Mlstm *m, FastPacks *pk, const uint8_t *inputs, const uint8_t *targets,
+                                  const uint8_t *reset, const float *h0, const float *c0, int B, int T) {
+    FAST_PHASE(FP_WNORM_EMBED, forward_begin(m, inputs, targets, reset, h0, c0, B, T));
+    const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, N = B * T;
+    FAST_PHASE(FP_IN_PROJ, gemm_nt(m->gates, m->xe, m->W[WN_X], m->p.t[P_B], N, D, 4 * H, 0);
+                           gemm_nt(m->mx, m->xe, m->W[WN_MX], NULL, N, D, H, 0));
+    FAST_PHASE(FP_PACK, gemm_pack_nt(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nt(pk->W_h, m->W[WN_H], 4 * H, H));
+    FAST_PHASE(FP_LOOP_FWD, fast_forward_steps(m, pk, B, T));
+    FAST_PHASE(FP_OUT_FWD, gemm_nt(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0));
+    double loss;
+    FAST_PHASE(FP_SOFTMAX, loss = fast_softmax_xent(m));
+    return loss;
 }
 
 // ----------------------------------------------------------------------------
 // The backward: mlstm_backward's steps, in its order.
 
 // Step t's cell gradients on rows [b0, b1), as fast_cells_forward.
-static inline void fast_cells_backward(Mlstm *m, int t, int b0, int b1) {
+static inline FAST_SELECTS_VECTORISE void fast_cells_backward(Mlstm *m, int t, int b0, int b1) {
     const size_t H = m->cfg.H, s = (size_t)t * m->b * H, BH = (size_t)m->b * H;
     for (int b = b0; b < b1; b++) {
         const int keep = !is_reset(m, b, t);
@@ -166,32 +288,37 @@ static inline void fast_cells_backward(Mlstm *m, int t, int b0, int b1) {
     }
 }
 
-static inline void fast_backward(Mlstm *m, FastPacks *pk, float scale) {
-    const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, B = m->b, T = m->t, N = B * T;
-    backward_begin(m, scale);
-    gemm_tn(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);
-    bias_grad(m->g.t[P_BOUT], m->probs, N, V);
-    gemm_nn(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0);
-    gemm_pack_nn(pk->W_mh, m->W[WN_MH], H, H);
-    gemm_pack_nn(pk->W_h, m->W[WN_H], 4 * H, H);
+// The time loop, last step first, each thread on its rows.
+static inline void fast_backward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
+    const int H = m->cfg.H;
     #pragma omp parallel
     {
         int b0, b1;
         thread_rows(B, &b0, &b1);
         for (int t = T - 1; t >= 0; t--) {
             const size_t s = (size_t)t * B * H;
-            fast_cells_backward(m, t, b0, b1);
-            gemm_nn_rows_packed(m->dm, m->dz + 4 * s, pk->W_h, b0, b1, 4 * H, H, 0);
-            mt_backward(m, t, b0, b1);
-            gemm_nn_rows_packed(m->dh, m->dmh + s, pk->W_mh, b0, b1, H, H, 0);
+            FAST_PHASE(FP_CELL_BWD, fast_cells_backward(m, t, b0, b1));
+            FAST_PHASE(FP_REC_BWD, gemm_nn_rows_packed(m->dm, m->dz + 4 * s, pk->W_h, b0, b1, 4 * H, H, 0));
+            FAST_PHASE(FP_MT_BWD, mt_backward(m, t, b0, b1));
+            FAST_PHASE(FP_REC_BWD, gemm_nn_rows_packed(m->dh, m->dmh + s, pk->W_mh, b0, b1, H, H, 0));
         }
     }
-    gemm_tn(m->dW[WN_H], m->dz, m->mt, N, 4 * H, H);
-    gemm_tn(m->dW[WN_X], m->dz, m->xe, N, 4 * H, D);
-    gemm_tn(m->dW[WN_MX], m->dmx, m->xe, N, H, D);
-    gemm_tn(m->dW[WN_MH], m->dmh, m->hs, N, H, H);
-    bias_grad(m->g.t[P_B], m->dz, N, 4 * H);
-    gemm_nn(m->dxe, m->dz, m->W[WN_X], N, 4 * H, D, 0);
-    gemm_nn(m->dxe, m->dmx, m->W[WN_MX], N, H, D, 1);
-    backward_end(m);
+}
+
+static inline void fast_backward(Mlstm *m, FastPacks *pk, float scale) {
+    const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, B = m->b, T = m->t, N = B * T;
+    FAST_PHASE(FP_DLOGITS, backward_begin(m, scale));
+    FAST_PHASE(FP_OUT_BWD, gemm_tn(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);
+                           fast_bias_grad(m->g.t[P_BOUT], m->probs, N, V);
+                           gemm_nn(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0));
+    FAST_PHASE(FP_PACK, gemm_pack_nn(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nn(pk->W_h, m->W[WN_H], 4 * H, H));
+    FAST_PHASE(FP_LOOP_BWD, fast_backward_steps(m, pk, B, T));
+    FAST_PHASE(FP_WGRAD, gemm_tn(m->dW[WN_H], m->dz, m->mt, N, 4 * H, H);
+                         gemm_tn(m->dW[WN_X], m->dz, m->xe, N, 4 * H, D);
+                         gemm_tn(m->dW[WN_MX], m->dmx, m->xe, N, H, D);
+                         gemm_tn(m->dW[WN_MH], m->dmh, m->hs, N, H, H));
+    FAST_PHASE(FP_IN_BWD, fast_bias_grad(m->g.t[P_B], m->dz, N, 4 * H);
+                          gemm_nn(m->dxe, m->dz, m->W[WN_X], N, 4 * H, D, 0);
+                          gemm_nn(m->dxe, m->dmx, m->W[WN_MX], N, H, D, 1));
+    FAST_PHASE(FP_WNORM_BWD, backward_end(m));
 }

@@ -25,20 +25,26 @@
 #include <omp.h>
 #endif
 
+// The tile: MR rows x NV vectors. MR = 4 or 8 divides the rows a thread owns in the time
+// loops (fast.h splits the batch on multiples of 4), so no row of a tile is wasted there.
 #if defined(__AVX512F__)
-#define GEMM_VB 64   // bytes per vector: 32 registers hold 8x2 accumulators, B and A
+#define GEMM_VB 64   // bytes per vector: 32 registers hold 8x2 accumulators, 2 for B, 1 for A
 #define GEMM_MR 8
-#elif defined(__AVX__)
-#define GEMM_VB 32   // 16 registers: 6x2 accumulators, 2 for B, 1 for A
-#define GEMM_MR 6
+#define GEMM_NV 2
 #else
-#define GEMM_VB 16
-#define GEMM_MR 6
+#if defined(__AVX__)
+#define GEMM_VB 32   // 16 registers: 4x3 accumulators, 3 for B, 1 for A
+#else
+#define GEMM_VB 16   // SSE: 16 registers too
 #endif
-#define GEMM_VL (GEMM_VB / 4)   // floats per vector
-#define GEMM_NR (2 * GEMM_VL)   // columns per tile
+#define GEMM_MR 4
+#define GEMM_NV 3
+#endif
+#define GEMM_VL (GEMM_VB / 4)         // floats per vector
+#define GEMM_NR (GEMM_NV * GEMM_VL)   // columns per tile
 #define GEMM_KC 256             // k per packed block: an A sliver (MR x KC) stays in L1
-#define GEMM_NC 256             // columns per block of packed B that a thread keeps in L2
+#define GEMM_NC (256 / GEMM_NR * GEMM_NR)  // columns per block of packed B that a thread keeps in L2: whole panels
+_Static_assert(GEMM_NC % GEMM_NR == 0, "a block of B is whole panels: its packed size is KC x NC");
 
 typedef float gemm_vec __attribute__((vector_size(GEMM_VB), aligned(4), may_alias));
 
@@ -95,10 +101,11 @@ static void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float 
         if (init == GEMM_BIAS)
             for (int i = 0; i < mr; i++) memcpy(tmp + i * GEMM_NR, bias, sizeof(float) * nr);
     }
-    gemm_vec acc[GEMM_MR][2];
+    gemm_vec acc[GEMM_MR][GEMM_NV];
     #pragma GCC unroll 16
     for (int i = 0; i < GEMM_MR; i++)
-        for (int v = 0; v < 2; v++) {
+        #pragma GCC unroll 4
+        for (int v = 0; v < GEMM_NV; v++) {
             if (init == GEMM_ZERO) acc[i][v] = (gemm_vec){0};
             else if (init == GEMM_BIAS && full) acc[i][v] = *(const gemm_vec *)(bias + v * GEMM_VL);
             else acc[i][v] = *(const gemm_vec *)(t + i * ld + v * GEMM_VL);
@@ -106,30 +113,44 @@ static void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float 
     const float *ar[GEMM_MR];
     for (int i = 0; i < GEMM_MR; i++) ar[i] = a[i < mr ? i : mr - 1];
     for (int k = 0; k < kc; k++) {
-        const gemm_vec b0 = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR);
-        const gemm_vec b1 = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR + GEMM_VL);
+        gemm_vec b[GEMM_NV];
+        #pragma GCC unroll 4
+        for (int v = 0; v < GEMM_NV; v++) b[v] = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR + v * GEMM_VL);
         const ptrdiff_t o = k * csa;
         #pragma GCC unroll 16
         for (int i = 0; i < GEMM_MR; i++) {
             const float x = ar[i][o];
-            acc[i][0] += x * b0;
-            acc[i][1] += x * b1;
+            #pragma GCC unroll 4
+            for (int v = 0; v < GEMM_NV; v++) acc[i][v] += x * b[v];
         }
     }
     #pragma GCC unroll 16
     for (int i = 0; i < GEMM_MR; i++)
-        for (int v = 0; v < 2; v++) *(gemm_vec *)(t + i * ld + v * GEMM_VL) = acc[i][v];
+        #pragma GCC unroll 4
+        for (int v = 0; v < GEMM_NV; v++) *(gemm_vec *)(t + i * ld + v * GEMM_VL) = acc[i][v];
     if (!full)
         for (int i = 0; i < mr; i++) memcpy(c + i * ldc, tmp + i * GEMM_NR, sizeof(float) * nr);
 }
 
+// The next tile's C, on its way while a tile computes: rows [i0, i0+mr), columns
+// [n0, n0+NR) within N. A large C (a weight gradient's, 1 MB for dW_h at H=256; the
+// gates the time loop adds to) waits in L3, and each tile would begin with its loads'
+// latency.
+static inline void gemm_prefetch_c(const float *c, ptrdiff_t ldc, int i0, int mr, int n0, int N) {
+    for (int i = 0; i < mr; i++)
+        for (int j = n0; j < n0 + GEMM_NR && j < N; j += 64 / (int)sizeof(float))
+            __builtin_prefetch(c + (size_t)(i0 + i) * ldc + j);
+}
+
 // Rows [i0, i0+mr) of C against panels [p0, p1) of one packed block (k0, kc).
+
 static inline void gemm_rows_block(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0, int mr,
                                    const float *blk, int kc, int k0, int N, int p0, int p1, int init, const float *bias) {
     const float *rows[GEMM_MR];
     for (int i = 0; i < mr; i++) rows[i] = a + (size_t)(i0 + i) * rsa + (size_t)k0 * csa;
     for (int p = p0; p < p1; p++) {
         int n0 = p * GEMM_NR, nr = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
+        if (p + 1 < p1) gemm_prefetch_c(c, ldc, i0, mr, n0 + GEMM_NR, N);
         gemm_tile(kc, rows, csa, blk + (size_t)p * kc * GEMM_NR, c + (size_t)i0 * ldc + n0, ldc, mr, nr, init,
                   bias ? bias + n0 : NULL);
     }
@@ -146,8 +167,12 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
         int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, init = k0 > 0 || accumulate ? GEMM_LOAD : GEMM_ZERO;
         const float *blk = bp + (size_t)k0 * np * GEMM_NR;
         for (int p = 0; p < np; p++)
-            for (int i0 = 0; i0 < M; i0 += GEMM_MR)
-                gemm_rows_block(c, ldc, a, rsa, csa, i0, M - i0 < GEMM_MR ? M - i0 : GEMM_MR, blk, kc, k0, N, p, p + 1, init, NULL);
+            for (int i0 = 0; i0 < M; i0 += GEMM_MR) {
+                int mr = M - i0 < GEMM_MR ? M - i0 : GEMM_MR;
+                int next = i0 + GEMM_MR < M ? i0 + GEMM_MR : 0, pn = next ? p : p + 1;  // next tile: rows, then panel
+                if (pn < np) gemm_prefetch_c(c, ldc, next, M - next < GEMM_MR ? M - next : GEMM_MR, pn * GEMM_NR, N);
+                gemm_rows_block(c, ldc, a, rsa, csa, i0, mr, blk, kc, k0, N, p, p + 1, init, NULL);
+            }
     }
 }
 

@@ -13,6 +13,8 @@
 // precision (the gradient check does).
 #pragma once
 #include "util.h"     // defines: fail, mallocCheck, checksum_*, put32/get32, rng_*, AtomicFile
+#include <assert.h>  // static_assert
+#include <stddef.h>  // offsetof
 #ifdef __cplusplus
 #include <cmath>
 #else
@@ -160,8 +162,9 @@ typedef struct {
 // whatever else the process allocated first, so results repeat bit for bit.
 static inline real *mlstm_alloc(size_t n) {
     void *p = NULL;
+    if (n > (SIZE_MAX - 63) / sizeof(real)) alloc_failed(n, sizeof(real), __FILE__, __LINE__);
     size_t bytes = (n * sizeof(real) + 63) / 64 * 64;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) p = mallocCheck((size_t)-1 / 2);  // reports and exits
+    if (posix_memalign(&p, 64, bytes ? bytes : 64) != 0) alloc_failed(bytes, 1, __FILE__, __LINE__);
     memset(p, 0, bytes);
     return (real *)p;
 }
@@ -711,14 +714,131 @@ typedef struct {
 } TrainState;
 
 typedef struct {
+    char magic[8];
+    uint32_t version, header_bytes;
     MlstmConfig cfg;
     uint64_t nparams, payload_bytes, run_bytes;
     uint64_t checksum;  // the file's: two ranks that read the same checkpoint have the same
     TrainState st;
 } CkptHeader;
 
+// The header's fields, one row each, walked both ways: by the writer (ckpt_header_pack) and
+// the reader (ckpt_header_unpack). doc/formats.md's header table and tools/mlstm_ckpt.py's
+// _FIELDS are the same rows (test_pyio checks that the three agree). `member`: where the
+// value lives in a CkptHeader; `since`: the format version that added the field, which an
+// older file reads as 0. A U32 field's member is a 4-byte int, enum or uint32_t.
+typedef enum { CKPT_U32, CKPT_U64, CKPT_F64, CKPT_BYTES } CkptFieldType;
+typedef struct {
+    const char *name;
+    int at, bytes;
+    CkptFieldType type;
+    uint32_t since;
+    size_t member;
+} CkptField;
+#define CKPT_FIELD(name, at, bytes, type, since, member) {name, at, bytes, type, since, offsetof(CkptHeader, member)}
+static const CkptField ckpt_fields[] = {
+    CKPT_FIELD("magic", CKPT_AT_MAGIC, 8, CKPT_BYTES, 1, magic),
+    CKPT_FIELD("version", CKPT_AT_VERSION, 4, CKPT_U32, 1, version),
+    CKPT_FIELD("header size", CKPT_AT_HEADER_SIZE, 4, CKPT_U32, 1, header_bytes),
+    CKPT_FIELD("V", CKPT_AT_V, 4, CKPT_U32, 1, cfg.V),
+    CKPT_FIELD("D", CKPT_AT_D, 4, CKPT_U32, 1, cfg.D),
+    CKPT_FIELD("H", CKPT_AT_H, 4, CKPT_U32, 1, cfg.H),
+    CKPT_FIELD("weight norm", CKPT_AT_WNORM, 4, CKPT_U32, 1, cfg.wnorm),
+    CKPT_FIELD("nparams", CKPT_AT_NPARAMS, 8, CKPT_U64, 1, nparams),
+    CKPT_FIELD("G", CKPT_AT_G, 4, CKPT_U32, 1, st.G),
+    CKPT_FIELD("step", CKPT_AT_STEP, 8, CKPT_U64, 1, st.step),
+    CKPT_FIELD("data step", CKPT_AT_DATA_STEP, 8, CKPT_U64, 1, st.data_step),
+    CKPT_FIELD("rng", CKPT_AT_RNG, 8, CKPT_U64, 1, st.rng),
+    CKPT_FIELD("loss scaler", CKPT_AT_SCALER, CKPT_SCALER_BYTES, CKPT_BYTES, 1, st.scaler),
+    CKPT_FIELD("payload bytes", CKPT_AT_PAYLOAD, 8, CKPT_U64, 1, payload_bytes),
+    CKPT_FIELD("checksum", CKPT_AT_CHECKSUM, 8, CKPT_U64, 1, checksum),
+    CKPT_FIELD("run record bytes", CKPT_AT_RUN_BYTES, 8, CKPT_U64, 2, run_bytes),
+    CKPT_FIELD("run", CKPT_AT_RUN_ID, 8, CKPT_U64, 3, st.run_id),
+    CKPT_FIELD("best by", CKPT_AT_BEST_BY, 4, CKPT_U32, 3, st.best_by),
+    CKPT_FIELD("score", CKPT_AT_SCORE, 8, CKPT_F64, 3, st.score),
+    CKPT_FIELD("loss mean state", CKPT_AT_LOSS_EMA, 8, CKPT_F64, 3, st.loss_ema),
+};
+#undef CKPT_FIELD
+enum { CKPT_NFIELDS = sizeof ckpt_fields / sizeof ckpt_fields[0] };
+static_assert(sizeof(int) == 4 && sizeof(CkptBestBy) == 4, "the header's U32 fields are 4-byte members");
+
+static inline void ckpt_header_pack(const CkptHeader *h, uint8_t out[CKPT_HEADER_BYTES]) {
+    memset(out, 0, CKPT_HEADER_BYTES);
+    for (int i = 0; i < CKPT_NFIELDS; i++) {
+        const CkptField *f = &ckpt_fields[i];
+        const char *p = (const char *)h + f->member;
+        uint32_t u32;
+        uint64_t u64;
+        double x;
+        switch (f->type) {
+        case CKPT_U32: memcpy(&u32, p, 4); put32(out + f->at, u32); break;
+        case CKPT_U64: memcpy(&u64, p, 8); put64(out + f->at, u64); break;
+        case CKPT_F64: memcpy(&x, p, 8); put64(out + f->at, f64_bits(x)); break;
+        case CKPT_BYTES: memcpy(out + f->at, p, (size_t)f->bytes); break;
+        }
+    }
+}
+// Whether every byte of the header outside the fields of its version is 0, as the format
+// says: a byte set there is a corrupt file, or a newer version under an older number.
+static inline int ckpt_header_unused_zero(const uint8_t in[CKPT_HEADER_BYTES], uint32_t version) {
+    uint8_t used[CKPT_HEADER_BYTES] = {0};
+    for (int i = 0; i < CKPT_NFIELDS; i++)
+        if (version >= ckpt_fields[i].since) memset(used + ckpt_fields[i].at, 1, (size_t)ckpt_fields[i].bytes);
+    for (int i = 0; i < CKPT_HEADER_BYTES; i++)
+        if (!used[i] && in[i]) return 0;
+    return 1;
+}
+// The fields of a header whose version is known to be one this build reads.
+static inline void ckpt_header_unpack(const uint8_t in[CKPT_HEADER_BYTES], CkptHeader *h) {
+    uint32_t version = get32(in + CKPT_AT_VERSION);
+    memset(h, 0, sizeof *h);
+    for (int i = 0; i < CKPT_NFIELDS; i++) {
+        const CkptField *f = &ckpt_fields[i];
+        char *p = (char *)h + f->member;
+        uint32_t u32 = version >= f->since ? get32(in + f->at) : 0;
+        uint64_t u64 = version >= f->since ? get64(in + f->at) : 0;
+        double x = f64_from_bits(u64);
+        switch (f->type) {
+        case CKPT_U32: memcpy(p, &u32, 4); break;
+        case CKPT_U64: memcpy(p, &u64, 8); break;
+        case CKPT_F64: memcpy(p, &x, 8); break;
+        case CKPT_BYTES: memcpy(p, in + f->at, (size_t)f->bytes); break;
+        }
+    }
+}
+
+// Limits of the model's sizes: far beyond the paper's (H=4096, D=64), small enough that
+// every size product fits its type with room to spare (4H x H is 2^34 elements). The
+// trainers' --hidden and --embed stop there, checkpoint_open refuses a file beyond them
+// (so the trainers, generate, transfer and tools/mlstm_ckpt.py refuse the same files),
+// and tools/import_npy writes none.
+#define MAX_HIDDEN 65536
+#define MAX_EMBED 65536
+
+// A run directory (doc/formats.md) holds its checkpoints under these names; a reader
+// given the directory reads its best model (checkpoint_file).
+#define RUN_BEST_CKPT "best.ckpt"      // the best model of a run directory (the readers' default)
+#define RUN_LATEST_CKPT "latest.ckpt"  // where a resume continues
+
+// The parameter count and payload size of a header's model, computed from the file's
+// fields and so overflow-checked: 0 when they do not fit 64 bits (no valid file has 0).
+// The payload is the weights and both Adam moments (3 nparams) and the carried h and c
+// (G x H each), as FP32.
+static inline uint64_t ckpt_param_count(const MlstmConfig *c) {
+    if (c->V < 0 || c->D < 0 || c->H < 0) return 0;
+    size_t rows[NPARAM], cols[NPARAM];
+    param_shapes(c, rows, cols);  // each at most 4H, V or D: no product yet
+    uint64_t n = 0, k;
+    for (int i = 0; i < NPARAM; i++)
+        if (!mul_u64(rows[i], cols[i], &k) || !add_u64(n, k, &n)) return 0;
+    return n;
+}
 static inline uint64_t ckpt_payload_bytes(const MlstmConfig *c, uint64_t nparams, int G) {
-    return 4 * (3 * nparams + 2 * (uint64_t)G * c->H);
+    uint64_t state, weights, floats, bytes;
+    if (G < 0 || c->H < 0 || !mul_u64(2 * (uint64_t)G, (uint64_t)c->H, &state) || !mul_u64(3, nparams, &weights) ||
+        !add_u64(weights, state, &floats) || !mul_u64(4, floats, &bytes))
+        return 0;
+    return bytes;
 }
 
 // The checksum runs over the file's 8-byte words (checksum_update's chunks other than
@@ -747,26 +867,11 @@ static inline void ckpt_write_f32(AtomicFile *af, CkptSum *s, const real *x, siz
 static inline void checkpoint_save_run(const char *path, const Mlstm *m, const TrainState *st, const real *h,
                                        const real *c, const uint8_t *run, size_t run_bytes) {
     if (run_bytes > CKPT_MAX_RUN_BYTES) fail("cannot write %s: a run record of %zu bytes (a bug)", path, run_bytes);
-    uint8_t hd[CKPT_HEADER_BYTES] = {0};
-    memcpy(hd + CKPT_AT_MAGIC, CKPT_MAGIC, 8);
-    put32(hd + CKPT_AT_VERSION, CKPT_VERSION);
-    put32(hd + CKPT_AT_HEADER_SIZE, CKPT_HEADER_BYTES);
-    put32(hd + CKPT_AT_V, m->cfg.V);
-    put32(hd + CKPT_AT_D, m->cfg.D);
-    put32(hd + CKPT_AT_H, m->cfg.H);
-    put32(hd + CKPT_AT_WNORM, m->cfg.wnorm);
-    put64(hd + CKPT_AT_NPARAMS, m->nparams);
-    put32(hd + CKPT_AT_G, st->G);
-    put64(hd + CKPT_AT_STEP, st->step);
-    put64(hd + CKPT_AT_DATA_STEP, st->data_step);
-    put64(hd + CKPT_AT_RNG, st->rng);
-    memcpy(hd + CKPT_AT_SCALER, st->scaler, CKPT_SCALER_BYTES);
-    put64(hd + CKPT_AT_PAYLOAD, ckpt_payload_bytes(&m->cfg, m->nparams, st->G));
-    put64(hd + CKPT_AT_RUN_BYTES, run_bytes);
-    put64(hd + CKPT_AT_RUN_ID, st->run_id);
-    put32(hd + CKPT_AT_BEST_BY, st->best_by);
-    put64(hd + CKPT_AT_SCORE, f64_bits(st->score));
-    put64(hd + CKPT_AT_LOSS_EMA, f64_bits(st->loss_ema));
+    CkptHeader header = {{0}, CKPT_VERSION, CKPT_HEADER_BYTES, m->cfg, m->nparams, 0, run_bytes, 0, *st};
+    memcpy(header.magic, CKPT_MAGIC, 8);
+    header.payload_bytes = ckpt_payload_bytes(&m->cfg, m->nparams, st->G);
+    uint8_t hd[CKPT_HEADER_BYTES];
+    ckpt_header_pack(&header, hd);
     // the checksum is computed with its own field zero, then patched in
     AtomicFile af;
     atomic_open(&af, path);
@@ -798,12 +903,49 @@ static inline void checkpoint_save(const char *path, const Mlstm *m, const Train
     checkpoint_save_run(path, m, st, h, c, NULL, 0);
 }
 
+// A checkpoint argument (generate, transfer, the trainers' --init-from,
+// tools/mlstm_ckpt.py) names a checkpoint file or a run directory, which stands for
+// its best model, DIR/best.ckpt. Returns the file to read: path itself, or that name
+// written into `file` (cap bytes). A directory without best.ckpt is an error naming it
+// and saying whether its latest.ckpt is there to be given instead.
+static inline const char *checkpoint_file(const char *path, char *file, size_t cap) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return path;
+    size_t n = strlen(path);
+    const char *sep = n && path[n - 1] == '/' ? "" : "/";
+    if ((size_t)snprintf(file, cap, "%s%s%s", path, sep, RUN_BEST_CKPT) >= cap)
+        fail("checkpoint path too long: %s", path);
+    if (lstat(file, &sb) == 0 || errno != ENOENT) return file;  // there (checkpoint_open checks what it is)
+    char latest[4200];
+    snprintf(latest, sizeof latest, "%s%s%s", path, sep, RUN_LATEST_CKPT);
+    if (lstat(latest, &sb) == 0)
+        fail("%s is a run directory without %s (its best model); it has %s: give %s to read that", path,
+             RUN_BEST_CKPT, RUN_LATEST_CKPT, latest);
+    fail("%s is a directory without %s or %s: not a run directory (give a checkpoint file)", path, RUN_BEST_CKPT,
+         RUN_LATEST_CKPT);
+    return NULL;
+}
+
 // Opens a checkpoint and validates its header and checksum (the whole file is read
-// once). Any problem is fatal with a message naming the file. The weights are then
-// read from the returned file (checkpoint_read), never from the path again: a file
-// put in its place meanwhile is not read unverified.
-static inline FILE *checkpoint_open(const char *path, CkptHeader *out) {
-    FILE *f = fopen(path, "rb");
+// once). Any problem is fatal with a message naming the file (DIR/best.ckpt for a run
+// directory, checkpoint_file). The weights are then read from the returned file
+// (checkpoint_read), never from the path again: a file put in its place meanwhile is
+// not read unverified. The sizes are checked against this build's limits before any
+// size is computed from them, and the computed ones against overflow, so a header
+// cannot make a payload size wrap to the size of a small file.
+static inline FILE *checkpoint_open(const char *path_given, CkptHeader *out) {
+    char resolved[4200];
+    const char *path = checkpoint_file(path_given, resolved, sizeof resolved);
+    // O_NONBLOCK: opening a FIFO would wait for a writer forever; on a file it changes nothing
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) fail("cannot open checkpoint %s: %s", path, strerror(errno));
+    struct stat sb;
+    memset(&sb, 0, sizeof sb);
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        fail("checkpoint %s is not a regular file (%s)", path, file_kind(sb.st_mode));
+    }
+    FILE *f = fdopen(fd, "rb");
     if (!f) fail("cannot open checkpoint %s: %s", path, strerror(errno));
     uint8_t hd[CKPT_HEADER_BYTES];
     size_t got = fread(hd, 1, CKPT_HEADER_BYTES, f);
@@ -820,29 +962,20 @@ static inline FILE *checkpoint_open(const char *path, CkptHeader *out) {
         fclose(f);
         fail("checkpoint %s has format version %u; this build reads versions 1 to %d", path, version, CKPT_VERSION);
     }
-    out->cfg.V = (int)get32(hd + CKPT_AT_V);
-    out->cfg.D = (int)get32(hd + CKPT_AT_D);
-    out->cfg.H = (int)get32(hd + CKPT_AT_H);
-    out->cfg.wnorm = (int)get32(hd + CKPT_AT_WNORM);
-    out->nparams = get64(hd + CKPT_AT_NPARAMS);
-    out->st.G = (int)get32(hd + CKPT_AT_G);
-    out->st.step = get64(hd + CKPT_AT_STEP);
-    out->st.data_step = get64(hd + CKPT_AT_DATA_STEP);
-    out->st.rng = get64(hd + CKPT_AT_RNG);
-    memcpy(out->st.scaler, hd + CKPT_AT_SCALER, CKPT_SCALER_BYTES);
-    out->payload_bytes = get64(hd + CKPT_AT_PAYLOAD);
-    out->run_bytes = get64(hd + CKPT_AT_RUN_BYTES);
-    out->st.run_id = version >= 3 ? get64(hd + CKPT_AT_RUN_ID) : 0;
-    uint32_t best_by = version >= 3 ? get32(hd + CKPT_AT_BEST_BY) : (uint32_t)CKPT_BEST_BY_NONE;
-    out->st.best_by = best_by <= CKPT_BEST_BY_TRAIN ? (CkptBestBy)best_by : CKPT_BEST_BY_NONE;
-    out->st.score = version >= 3 ? f64_from_bits(get64(hd + CKPT_AT_SCORE)) : NAN;
-    out->st.loss_ema = version >= 3 ? f64_from_bits(get64(hd + CKPT_AT_LOSS_EMA)) : 0;
-    uint64_t want_sum = get64(hd + CKPT_AT_CHECKSUM);
-    out->checksum = want_sum;
-    int sane = best_by <= CKPT_BEST_BY_TRAIN && isfinite(out->st.loss_ema) && out->cfg.V == 256 && out->cfg.D >= 1 && out->cfg.H >= 1 && out->st.G >= 1 && !(out->cfg.wnorm & ~1);
-    sane = sane && out->nparams == param_count(&out->cfg);
-    sane = sane && out->payload_bytes == ckpt_payload_bytes(&out->cfg, out->nparams, out->st.G);
-    sane = sane && out->run_bytes <= (version == 1 ? 0 : CKPT_MAX_RUN_BYTES);
+    uint32_t D = get32(hd + CKPT_AT_D), H = get32(hd + CKPT_AT_H);
+    if (D > MAX_EMBED || H > MAX_HIDDEN) {
+        fclose(f);
+        fail("checkpoint %s: D=%u H=%u, beyond this build's limits (D at most %d, H at most %d)", path, D, H,
+             MAX_EMBED, MAX_HIDDEN);
+    }
+    ckpt_header_unpack(hd, out);
+    uint32_t best_by = out->st.best_by;
+    uint64_t want_sum = out->checksum;
+    int sane = best_by <= CKPT_BEST_BY_TRAIN && isfinite(out->st.loss_ema) && out->cfg.V == 256 &&
+               out->cfg.D >= 1 && out->cfg.H >= 1 && out->st.G >= 1 && !(out->cfg.wnorm & ~1);
+    sane = sane && out->nparams == ckpt_param_count(&out->cfg) && out->nparams;
+    sane = sane && out->payload_bytes == ckpt_payload_bytes(&out->cfg, out->nparams, out->st.G) && out->payload_bytes;
+    sane = sane && out->run_bytes <= CKPT_MAX_RUN_BYTES && ckpt_header_unused_zero(hd, version);
     if (!sane) {
         fclose(f);
         fail("checkpoint %s has an inconsistent header (corrupt file)", path);
@@ -913,7 +1046,9 @@ static inline void checkpoint_read(FILE *f, const char *path, const CkptHeader *
     *st = hd.st;
 }
 // Opens, verifies and reads in one go.
-static inline void checkpoint_load(const char *path, Mlstm *m, TrainState *st, real *h, real *c, int G) {
+static inline void checkpoint_load(const char *path_given, Mlstm *m, TrainState *st, real *h, real *c, int G) {
+    char resolved[4200];
+    const char *path = checkpoint_file(path_given, resolved, sizeof resolved);
     CkptHeader hd;
     FILE *f = checkpoint_open(path, &hd);
     checkpoint_read(f, path, &hd, m, st, h, c, G);

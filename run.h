@@ -57,11 +57,9 @@ typedef struct {
 
 // Limits of the sizes: far beyond the paper's (H=4096, D=64, T=256, 128 rows per GPU),
 // small enough that every size product below fits its type with room to spare.
-#define MAX_HIDDEN 65536
-#define MAX_EMBED 65536
+// (MAX_HIDDEN, MAX_EMBED: mlstm.h, which every checkpoint reader applies; MAX_THREADS: util.h)
 #define MAX_ROWS (1 << 20)
 #define MAX_SEQ_LEN (1 << 20)
-#define MAX_THREADS 1024   // beyond this libgomp fails to create its thread stacks
 #define MAX_STEPS (1L << 50)
 
 // How a flag's value is read and where it goes: a whole number or a number within
@@ -648,10 +646,6 @@ static void usage_resume(FILE *f, Backend backend) {
 // A resume of DIR's own latest.ckpt into DIR continues the run; any other start writes
 // into a directory that holds no run, or replaces the run there with --overwrite.
 
-#ifndef RUN_BEST_CKPT
-#define RUN_BEST_CKPT "best.ckpt"     // the best model of a run directory (the readers' default)
-#define RUN_LATEST_CKPT "latest.ckpt" // where a resume continues
-#endif
 #define RUN_LOG "train.log"
 #define RUN_LOCK "lock"
 // The log's first line: what it is, and whose. A file that does not start so is not a
@@ -740,26 +734,32 @@ static void log_truncate(RunDir *d, long data_step) {
         fail("%s: cannot write: %s", d->log_path, strerror(errno));
 }
 
-// Removes <name>.tmp.<pid> files a killed trainer left beside the run's checkpoints (whole
-// checkpoints' worth of bytes each). Only a trainer holding the run's lock writes them.
+// Removes <file>.tmp.<pid> files a killed trainer left beside the run's checkpoints (whole
+// checkpoints' worth of bytes each): beside the file each name leads to, since a checkpoint
+// that is a symbolic link is written through it (util.h, atomic_open). Only a trainer holding
+// the run's lock writes them.
 static void remove_stale_temps(const RunDir *d) {
-    DIR *dd = opendir(d->dir);
-    if (!dd) return;
-    struct dirent *e;
-    const char *names[2] = {RUN_LATEST_CKPT, RUN_BEST_CKPT};
-    while ((e = readdir(dd))) {
-        for (int k = 0; k < 2; k++) {
-            size_t nb = strlen(names[k]);
+    const char *names[2] = {d->latest, d->best};
+    for (int k = 0; k < 2; k++) {
+        char target[4096], dir[4096];
+        struct stat st;
+        path_follow_links("--out", names[k], target, &st);
+        const char *slash = strrchr(target, '/'), *base = slash ? slash + 1 : target;
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - target) : 1, slash ? target : ".");
+        if (slash == target) snprintf(dir, sizeof dir, "/");
+        DIR *dd = opendir(dir);
+        if (!dd) continue;
+        size_t nb = strlen(base);
+        for (struct dirent *e; (e = readdir(dd));) {
             const char *s = e->d_name, *pid = s + nb + 5;
-            if (strncmp(s, names[k], nb) || strncmp(s + nb, ".tmp.", 5) || !*pid ||
-                strspn(pid, "0123456789") != strlen(pid))
+            if (strncmp(s, base, nb) || strncmp(s + nb, ".tmp.", 5) || !*pid || strspn(pid, "0123456789") != strlen(pid))
                 continue;
             char p[8300];
-            snprintf(p, sizeof p, "%s/%s", d->dir, s);
+            snprintf(p, sizeof p, "%s/%s", dir, s);
             if (unlink(p) == 0) printf("removed %s, left by a trainer that was killed while writing a checkpoint\n", p);
         }
+        closedir(dd);
     }
-    closedir(dd);
 }
 
 // No output may be an input: a checkpoint written over a shard, or over the checkpoint a

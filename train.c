@@ -91,24 +91,28 @@ static void model_allreduce(Model *md) {
     for (size_t i = 0; i < md->m.nparams; i++) md->m.grads[i] /= world;
 }
 
-// Step 5: inf/NaN in the reduced gradients (the GPU's rule too, train.cu), and their norm.
+// Step 5: inf/NaN in the reduced gradients (the GPU's rule too, train.cu), and their norm,
+// in one pass: the norm's sum of squares is in double, where no square of a finite float
+// (at most 1.2e77) nor a sum of fewer than 1e231 of them overflows, so the norm is finite
+// exactly when every gradient is.
 static GradientCheck model_check(Model *md) {
-    const real *g = md->m.grads;
-    double limit = DBL_MAX;  // finite: with HUGE_VAL, !(inf <= inf) would let inf through
-    int bad = 0;
-    #pragma omp parallel for schedule(static) reduction(| : bad)
-    for (size_t i = 0; i < md->m.nparams; i++) bad |= !(fabs((double)g[i]) <= limit);
-    GradientCheck c = {bad, bad ? 0 : grad_norm(g, md->m.nparams)};
+    double norm = grad_norm(md->m.grads, md->m.nparams);
+    int overflow = !(norm <= DBL_MAX);  // true for inf and NaN alike
+    GradientCheck c = {overflow, overflow ? 0 : norm};
     return c;
 }
 
-// Step 7: unscale and clip (grad_factor, in FP32), then Adam.
+// Step 7: unscale and clip (grad_factor, in FP32), then Adam: one pass over the weights
+// (as train.cu's adam_kernel), each gradient times the factor rounded as a stored one would be.
 static void model_apply(Model *md, double grad_factor, double lr, long applied) {
     Mlstm *m = &md->m;
-    for (size_t i = 0; i < m->nparams; i++) m->grads[i] *= (real)grad_factor;
     AdamConfig a = adam_defaults;
     a.lr = lr;
-    adam_update(m->params, m->grads, m->adam_m, m->adam_v, m->nparams, a, applied);
+    const AdamStep s = adam_step(a, applied);
+    const real f = (real)grad_factor;
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < m->nparams; i++)
+        adam_element(&m->params[i], &m->adam_m[i], &m->adam_v[i], m->grads[i] * f, s);
 }
 
 // Validation: forward only, on the validation state (first = 1 zeroes it).

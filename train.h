@@ -282,24 +282,6 @@ static double now_seconds(void) {
 // ----------------------------------------------------------------------------
 // Data: shards from --train/--val, or the built-in corpus generated in memory.
 
-static void open_stream(Stream *s, const char *spec, const char *split) {
-    struct stat sb;
-
-    if (stat(spec, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        stream_open_dir(s, spec, split, 1);
-        return;
-    }
-    char *copy = strdup(spec), *save = NULL;
-    size_t n = 0, cap = 1;  // as many paths as there are commas, plus one
-    for (const char *c = spec; *c; c++) cap += *c == ',';
-    if (!copy || cap > INT_MAX) fail("%s: %zu paths, more than this trainer takes", spec, cap);
-    const char **paths = (const char **)mallocCheck(cap * sizeof *paths);
-    for (char *p = strtok_r(copy, ",", &save); p; p = strtok_r(NULL, ",", &save)) paths[n++] = p;
-    stream_open(s, paths, (int)n, 1);
-    free(paths);
-    free(copy);
-}
-
 static double machine_memory_bytes(void) { return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE); }
 
 static void open_data(const Options *o, Stream *train, Stream *val) {
@@ -315,10 +297,10 @@ static void open_data(const Options *o, Stream *train, Stream *val) {
     }
     if (!*o->train) fail("--train: empty path");
     if (o->val && !*o->val) fail("--val: empty path");
-    open_stream(train, o->train, "train");
+    stream_open_spec(train, "--train", o->train, "train", 1);
     struct stat sb;
-    if (o->val) open_stream(val, o->val, "val");
-    else if (stat(o->train, &sb) == 0 && S_ISDIR(sb.st_mode)) open_stream(val, o->train, "val");
+    if (o->val) stream_open_spec(val, "--val", o->val, "val", 1);
+    else if (stat(o->train, &sb) == 0 && S_ISDIR(sb.st_mode)) stream_open_spec(val, "--train", o->train, "val", 1);
     else fail("--train names shard files: give the validation shards with --val");
 }
 
@@ -445,13 +427,14 @@ static void check_input_file(const char *flag, const char *path) {
 // its latest.ckpt (--resume: where the run continues) or best.ckpt (--init-from). out[4200].
 static const char *checkpoint_named(const char *flag, const char *path, char *out) {
     struct stat sb;
-    const char *inside = !strcmp(flag, "resume") ? RUN_LATEST_CKPT : RUN_BEST_CKPT;
     snprintf(out, 4200, "%s", path);
-    if (*path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        snprintf(out, 4200, "%s/%s", path, inside);
+    char best[4200];
+    if (strcmp(flag, "resume")) snprintf(out, 4200, "%s", checkpoint_file(path, best, sizeof best));  // its best.ckpt
+    else if (*path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        snprintf(out, 4200, "%s/%s", path, RUN_LATEST_CKPT);
         if (stat(out, &sb) != 0)
-            fail("--%s %s: no %s there (not a run directory, or a run that has not written one yet)", flag, path,
-                 inside);
+            fail("--resume %s: no %s there (not a run directory, or a run that has not written one yet)", path,
+                 RUN_LATEST_CKPT);
     }
     check_input_file(flag, out);
     return out;
@@ -472,10 +455,7 @@ static const char *run_dir_of(const char *ckpt, char *dir) {
 // vouch for what its writer put under it, so the fields the loop trusts are checked here.
 static FILE *open_checkpoint(const char *path, CkptHeader *out) {
     CkptHeader hd;
-    FILE *f = checkpoint_open(path, &hd);
-    if (hd.cfg.H > MAX_HIDDEN || hd.cfg.D > MAX_EMBED)
-        fail("checkpoint %s: D=%d H=%d, beyond this build's limits (%d, %d)", path, hd.cfg.D, hd.cfg.H, MAX_EMBED,
-             MAX_HIDDEN);
+    FILE *f = checkpoint_open(path, &hd);  // D and H within MAX_EMBED and MAX_HIDDEN, the sizes without overflow
     if (hd.st.data_step > (uint64_t)MAX_STEPS)
         fail("checkpoint %s: data step %llu is beyond any run (at most %ld): a corrupt file", path,
              (unsigned long long)hd.st.data_step, MAX_STEPS);

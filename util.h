@@ -1,7 +1,8 @@
 // util.h: what every part of the project needs and none of it is about the model:
 // one-line errors (fail, exit 2) and the allocation check, the 64-bit checksum of
-// checkpoints and shards, little-endian file fields, the seeded RNG, whole-or-nothing
-// output files, and the process-level OpenMP setup a program's main() may call.
+// checkpoints and shards, overflow-checked sizes and little-endian fields of files, the
+// seeded RNG, whole-or-nothing output files, and the process-level OpenMP setup (and
+// check) a program's main() calls.
 // data.h, schedule.h and mlstm.h include it; it includes nothing of the project.
 #pragma once
 #include <stdio.h>
@@ -37,25 +38,66 @@ using std::isnan;
 // since on a cluster a file can be missing or different on one host only.
 static char fail_where[320];
 
+// All n bytes to fd, after a short write or a signal too.
+static inline void write_all(int fd, const char *s, size_t n) {
+    while (n > 0) {
+        ssize_t k = write(fd, s, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return;
+        s += k;
+        n -= (size_t)k;
+    }
+}
+
+// "error: <fail_where><message>\n", formatted whole and handed to stderr in one write:
+// stderr is unbuffered, so printed piece by piece each piece would be a write of its
+// own, and the errors of several ranks sharing a terminal or a log would interleave
+// mid-line. Exits with `status` (EXIT_BAD_INPUT, or 1 for an internal failure).
+static inline void fail_with_status(int status, const char *fmt, va_list ap) {
+    va_list again;
+    va_copy(again, ap);
+    char small[4096], *msg = small;
+    size_t head = (size_t)snprintf(small, sizeof small, "error: %s", fail_where);  // < 330 bytes
+    int body = vsnprintf(small + head, sizeof small - head, fmt, ap);
+    size_t n = head + (body > 0 ? (size_t)body : 0);
+    if (n + 1 >= sizeof small) {  // a long message: formatted again into a buffer that holds it
+        msg = (char *)malloc(n + 2);
+        if (msg) {
+            memcpy(msg, small, head);
+            vsnprintf(msg + head, n - head + 1, fmt, again);
+        } else {
+            msg = small;  // no memory for it either: what fits
+            n = sizeof small - 2;
+        }
+    }
+    va_end(again);
+    msg[n] = '\n';
+    write_all(2, msg, n + 1);
+    exit(status);
+}
 static inline void fail(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "error: %s", fail_where);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    exit(EXIT_BAD_INPUT);
+    fail_with_status(EXIT_BAD_INPUT, fmt, ap);
+}
+static inline void fail_internal(const char *fmt, ...) {  // not the user's to fix: exit 1
+    va_list ap;
+    va_start(ap, fmt);
+    fail_with_status(1, fmt, ap);
 }
 
 // The sizes a user chooses are checked against the machine's memory where they are read,
 // naming the flag; what is left here is an internal failure, and it names no flag it
-// cannot know was the cause.
+// cannot know was the cause, only the size asked for: count elements of elem bytes.
+static inline void alloc_failed(size_t count, size_t elem, const char *file, int line) {
+    if (elem && count > SIZE_MAX / elem)
+        fail_internal("out of memory: %zu elements of %zu bytes at %s:%d are more than the address space", count,
+                      elem, file, line);
+    fail_internal("out of memory allocating %zu bytes at %s:%d", count * elem, file, line);
+}
 static inline void *malloc_check(size_t size, const char *file, int line) {
     void *p = calloc(1, size ? size : 1);
-    if (!p) {
-        fprintf(stderr, "error: out of memory allocating %zu bytes at %s:%d\n", size, file, line);
-        exit(1);
-    }
+    if (!p) alloc_failed(size, 1, file, line);
     return p;
 }
 
@@ -116,7 +158,8 @@ static inline long long parse_whole(const char *flag, const char *text, long lon
     if (!digits || text[(text[0] == '-') + digits] || end == text)
         fail("%s: expected a whole number, got \"%s\"", flag, text);
     if (errno == ERANGE || x < min || x > max) {
-        if (max >= 1000000000000000LL)  // no real bound above
+        int below = errno == ERANGE ? text[0] == '-' : x < min;
+        if (below && max >= 1000000000000000LL)  // no bound above that a user would meet
             fail("%s: must be at least %lld, got %s", flag, min, text);
         fail("%s: must be between %lld and %lld, got %s", flag, min, max, text);
     }
@@ -129,7 +172,7 @@ static inline double parse_real(const char *flag, const char *text, double min, 
     if (end == text || *end || errno == ERANGE || !(fabs(x) <= DBL_MAX))
         fail("%s: expected a number, got \"%s\"", flag, text);
     if (x < min || x > max) {
-        if (max >= 1e15) fail("%s: must be at least %g, got %s", flag, min, text);
+        if (x < min && max >= 1e15) fail("%s: must be at least %g, got %s", flag, min, text);
         fail("%s: must be between %g and %g, got %s", flag, min, max, text);
     }
     return x;
@@ -194,16 +237,50 @@ static inline uint64_t checksum_final(uint64_t h) {  // murmur3's finaliser spre
     return h ^ (h >> 33);
 }
 
+// The most OpenMP threads a program runs (--threads, OMP_NUM_THREADS): beyond this
+// libgomp fails to create its thread stacks.
+#define MAX_THREADS 1024
+
+// OMP_NUM_THREADS is read by the OpenMP runtime, which no flag parser sees: beyond
+// MAX_THREADS the first parallel region would crash (segfault), and a value libgomp
+// cannot parse (empty, 0, "abc") it ignores with a warning and runs on all cores. Checked as a
+// flag is: each number of the list (one per nesting level, "4,2"; blanks around a
+// number allowed, as libgomp allows them) within 1..MAX_THREADS, else one line naming
+// it, exit 2, before any file is opened.
+static inline void omp_num_threads_check(void) {
+    const char *v = getenv("OMP_NUM_THREADS");
+    if (!v) return;
+    char item[64];
+    for (const char *p = v;; p++) {
+        size_t n = strcspn(p, ",");
+        while (n && (*p == ' ' || *p == '\t')) p++, n--;
+        while (n && (p[n - 1] == ' ' || p[n - 1] == '\t')) n--;
+        if (n >= sizeof item) fail("OMP_NUM_THREADS=%s: expected whole numbers from 1 to %d", v, MAX_THREADS);
+        memcpy(item, p, n);
+        item[n] = 0;
+        char *end;
+        errno = 0;
+        long long x = strtoll(item, &end, 10);
+        if (!n || strspn(item, "0123456789") != n || errno || x < 1 || x > MAX_THREADS)
+            fail("OMP_NUM_THREADS=%s: expected %s from 1 to %d (the threads per nesting level)", v,
+                 strchr(v, ',') ? "whole numbers" : "a whole number", MAX_THREADS);
+        p = strchr(p, ',');
+        if (!p) break;
+    }
+}
+
 // OpenMP threads that wait spin by default (libgomp), and when another process
 // shares the cores a spinning thread steals the time its partner needs: seen here,
 // 2 threads at 780 chars/s against 6,100 with passive waiting, with one other busy
 // process on 2 cores. Passive waiting costs little because the time loops have no
 // per-step barrier. The runtime reads the policy when it loads, before main, so a
 // program that has not been given one sets it and executes itself again, once.
-// Process-level: only a program's main() calls it (train.c, train.cu, tools/transfer.c),
-// never a library function, so a test or tool that includes these headers is never
-// restarted behind its back.
+// Process-level: only a program's main() calls it (train.c, train.cu, tools/generate.c,
+// tools/transfer.c), never a library function, so a test or tool that includes these
+// headers is never restarted behind its back. It checks OMP_NUM_THREADS first
+// (omp_num_threads_check), so every program that runs parallel loops checks it.
 static inline void openmp_prefer_passive_wait(char **argv) {
+    omp_num_threads_check();
 #ifdef _OPENMP
     if (getenv("OMP_WAIT_POLICY")) return;
     setenv("OMP_WAIT_POLICY", "passive", 1);
@@ -211,6 +288,20 @@ static inline void openmp_prefer_passive_wait(char **argv) {
 #else
     (void)argv;
 #endif
+}
+
+// Sizes computed from a file's fields, where a product can wrap: a * b (a + b) into *out,
+// or 0 when it does not fit 64 bits. A wrapped size would match a small file and be read
+// (or allocated) as the small number it wrapped to.
+static inline int mul_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    if (a && b > UINT64_MAX / a) return 0;
+    *out = a * b;
+    return 1;
+}
+static inline int add_u64(uint64_t a, uint64_t b, uint64_t *out) {
+    if (b > UINT64_MAX - a) return 0;
+    *out = a + b;
+    return 1;
 }
 
 // Little-endian fields of the file formats (doc/formats.md), whatever the host.
@@ -258,19 +349,99 @@ static inline double rng_normal(uint64_t *s) {  // Box-Muller; one draw per call
 }
 
 // ----------------------------------------------------------------------------
-// Whole-or-nothing output files: write to "<path>.tmp.<pid>", then flush, fsync
-// and rename over the final name. A crash or kill -9 at any point leaves either
-// the previous file or the new one, never a torn file.
+// Whole-or-nothing output files: write to "<target>.tmp.<pid>", then flush, fsync
+// and rename over the target. A crash or kill -9 at any point leaves either the
+// previous file or the new one, never a torn file. The target is the file the path
+// names: a symbolic link is written through (followed link by link to the file it
+// names, which need not exist yet), so the link stays a link and the file it names is
+// the one replaced, with its permission bits; renaming over the link itself would
+// leave that file stale. Only a regular file is replaced: a directory, a FIFO or a
+// device (/dev/stdin) is refused, exit 2, naming the path.
 
-typedef struct { FILE *f; char path[4096], tmp[4200]; } AtomicFile;
+typedef struct { FILE *f; char path[4096], target[4096], tmp[4200]; } AtomicFile;
+
+static inline const char *file_kind(mode_t mode) {
+    return S_ISDIR(mode) ? "a directory" : S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device"
+         : S_ISBLK(mode) ? "a block device" : S_ISSOCK(mode) ? "a socket" : "not a regular file";
+}
+
+// The file `path` names once its symbolic links are followed, link by link (a relative
+// link is relative to the link's directory), into target (4096 bytes), even when that
+// file does not exist yet; *st: its lstat, st_mode 0 when it does not exist. Fails
+// ("<doing> <path>: why") on a loop of links or one that cannot be read.
+static inline void path_follow_links(const char *doing, const char *path, char *target, struct stat *st) {
+    memset(st, 0, sizeof *st);
+    if (snprintf(target, 4096, "%s", path) >= 4096) fail("path too long: %s", path);
+    for (int links = 0;; links++) {
+        if (lstat(target, st) != 0) {
+            if (errno == ENOENT) {  // not there yet (its directory is checked when it is made)
+                memset(st, 0, sizeof *st);
+                return;
+            }
+            fail("%s %s: %s", doing, path, strerror(errno));
+        }
+        if (!S_ISLNK(st->st_mode)) return;
+        char link[4096], next[8200];
+        ssize_t k = readlink(target, link, sizeof link - 1);
+        if (links == 40 || k < 0 || (size_t)k == sizeof link - 1)
+            fail("%s %s: cannot follow its symbolic link %s (%s)", doing, path, target,
+                 links == 40 ? "too many levels of links" : k < 0 ? strerror(errno) : "the link is too long");
+        link[k] = 0;
+        const char *slash = strrchr(target, '/');
+        if (link[0] == '/' || !slash) snprintf(next, sizeof next, "%s", link);
+        else snprintf(next, sizeof next, "%.*s/%s", (int)(slash - target), target, link);
+        if (strlen(next) >= 4096) fail("path too long: %s (the file its link names)", path);
+        memcpy(target, next, strlen(next) + 1);
+    }
+}
+
+// The file writing `path` replaces, into target (4096 bytes): path_follow_links's, which
+// must be a regular file if it exists; *old: its status, st_mode 0 when it does not exist.
+static inline void output_target(const char *path, char *target, struct stat *old) {
+    if (stat(path, old) == 0 && !S_ISREG(old->st_mode))
+        fail("cannot write %s: it is %s; an output replaces only a regular file", path, file_kind(old->st_mode));
+    path_follow_links("cannot write", path, target, old);
+    if (old->st_mode && !S_ISREG(old->st_mode))
+        fail("cannot write %s: it is %s; an output replaces only a regular file", path, file_kind(old->st_mode));
+}
+
+// The checks atomic_open makes, made ahead of minutes of work that a refusal at the end would waste.
+static inline void output_check(const char *path) {
+    char target[4096];
+    struct stat old;
+    output_target(path, target, &old);
+}
+
+// A new file about to replace `old` (from output_target) takes its owner and group
+// where this process may give them (root; a member of the group) and its permission
+// bits (0600 stays 0600). Returns 0, or -1 with errno when the bits cannot be set.
+static inline int output_keep_attributes(int fd, const struct stat *old) {
+    if (!old->st_mode) return 0;  // nothing replaced
+    if (fchown(fd, old->st_uid, (gid_t)-1) != 0) {}
+    if (fchown(fd, (uid_t)-1, old->st_gid) != 0) {}
+    return fchmod(fd, old->st_mode & 0777);
+}
 
 static inline void atomic_open(AtomicFile *af, const char *path) {
     size_t n = strlen(path);
     if (n >= sizeof af->path) fail("output path too long: %s", path);
     memcpy(af->path, path, n + 1);
-    snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld", af->path, (long)getpid());
-    af->f = fopen(af->tmp, "wb");
-    if (!af->f) fail("cannot write %s: %s", path, strerror(errno));
+    struct stat old;
+    output_target(path, af->target, &old);
+    snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld", af->target, (long)getpid());
+    // O_EXCL: never through a link or file put at the temporary name; one left there by
+    // a process with this pid before is stale, and replaced
+    const int create = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+    int fd = open(af->tmp, create, 0666);
+    if (fd < 0 && errno == EEXIST && unlink(af->tmp) == 0) fd = open(af->tmp, create, 0666);
+    if (fd < 0) fail("cannot write %s: %s", path, strerror(errno));
+    af->f = output_keep_attributes(fd, &old) == 0 ? fdopen(fd, "wb") : NULL;
+    if (!af->f) {
+        int e = errno;
+        close(fd);
+        unlink(af->tmp);
+        fail("cannot write %s: %s", path, strerror(e));
+    }
 }
 static inline void atomic_write(AtomicFile *af, const void *p, size_t n) {
     if (n && fwrite(p, 1, n, af->f) != n) {
@@ -291,9 +462,9 @@ static inline void atomic_commit(AtomicFile *af) {
         fail("cannot write %s: %s", af->path, strerror(e));
     }
     fclose(af->f);
-    if (rename(af->tmp, af->path) != 0) {
+    if (rename(af->tmp, af->target) != 0) {
         int e = errno;
         unlink(af->tmp);
-        fail("cannot rename %s to %s: %s", af->tmp, af->path, strerror(e));
+        fail("cannot rename %s to %s: %s", af->tmp, af->target, strerror(e));
     }
 }

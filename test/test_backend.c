@@ -92,6 +92,44 @@ static void test_cpu_backend(void) {
     model_free(md);
 }
 
+// model_check's one pass (the norm is finite exactly when every gradient is) and model_apply's
+// (the factor applied inside Adam's pass) against the two passes each they stand for.
+static void test_cpu_check_apply(void) {
+    MlstmConfig cfg = {256, 8, 16, 1};
+    Model *md = model_create(cfg, 2, 4, 5);
+    Mlstm *m = &md->m;
+    size_t n = m->nparams, last = n - 1;
+    uint64_t s = 9;
+    for (size_t i = 0; i < n; i++) m->grads[i] = (float)(rng_uniform(&s) - 0.5);
+    m->grads[0] = FLT_MAX, m->grads[1] = -FLT_MAX;  // finite: no inf from the squares in double
+    GradientCheck c = model_check(md);
+    CHECK(!c.overflow && c.norm == grad_norm(m->grads, n) && c.norm > FLT_MAX,
+          "CPU backend: model_check passes +-FLT_MAX gradients, norm %g = grad_norm's", c.norm);
+    const float odd[] = {NAN, INFINITY, -INFINITY};
+    for (int k = 0; k < 3; k++) {
+        float keep = m->grads[last];
+        m->grads[last] = odd[k];
+        GradientCheck o = model_check(md);
+        CHECK(o.overflow && o.norm == 0, "CPU backend: model_check flags one gradient of %g among %zu", odd[k], n);
+        m->grads[last] = keep;
+    }
+    for (size_t i = 0; i < n; i++) m->grads[i] = (float)(rng_uniform(&s) - 0.5);
+    float *p = mlstm_alloc(n), *m1 = mlstm_alloc(n), *m2 = mlstm_alloc(n), *g = mlstm_alloc(n);
+    memcpy(p, m->params, n * 4), memcpy(m1, m->adam_m, n * 4), memcpy(m2, m->adam_v, n * 4);
+    const double factor = 0.37, lr = 2e-3;
+    for (int step = 1; step <= 2; step++) {  // the second with non-zero moments
+        for (size_t i = 0; i < n; i++) g[i] = m->grads[i] * (real)factor;
+        AdamConfig a = adam_defaults;
+        a.lr = lr;
+        adam_update(p, g, m1, m2, n, a, step);
+        model_apply(md, factor, lr, step);
+    }
+    int same = !memcmp(p, m->params, n * 4) && !memcmp(m1, m->adam_m, n * 4) && !memcmp(m2, m->adam_v, n * 4);
+    CHECK(same, "CPU backend: model_apply = gradients times the factor, then adam_update, bit for bit (two steps)");
+    free(p); free(m1); free(m2); free(g);
+    model_free(md);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) {  // only a re-executed test gets arguments: the trainer's (stdout may be /dev/null here)
         fprintf(stderr, "FAIL  test_backend was re-executed with the trainer's flags (%s ...)\n", argv[1]);
@@ -110,6 +148,7 @@ int main(int argc, char **argv) {
     }
     test_no_reexec(trainer);
     test_cpu_backend();
+    test_cpu_check_apply();
     test_system("rm -rf %s", dir);
     return test_summary("test_backend");
 }

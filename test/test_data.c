@@ -2,6 +2,7 @@
 // build/prepare run as a user runs it (found next to this test program).
 #include "data.h"
 #include "test/test.h"
+#include <sys/syscall.h>
 
 static char tmp_dir[4096];   // mkdtemp, removed at the end
 static char tool_dir[4096];  // where build/prepare lives: next to argv[0]
@@ -763,19 +764,312 @@ static void test_prepare_stdin_and_output(void) {
     rc = test_system("cd '%s' && ! find . -name '*.tmp.*' | grep -q .", tmp_dir);
     CHECK(rc == 0, "no temporary files or staging directory left behind");
     // and the same run without the limit replaces the whole set, and removes the
-    // staging directory a prepare killed with -9 left (its process is gone)
-    test_system("cd '%s' && p=$(sh -c 'echo $$') && mkdir sw/.prepare.tmp.$p && touch sw/.prepare.tmp.$p/train_000.bin && echo $p > dead.pid", tmp_dir);
+    // temporary directory a prepare killed with -9 left beside sw (its process is gone),
+    // and only that: one of a live process, and one of another name, stay
+    test_system("cd '%s' && p=$(sh -c 'echo $$') && mkdir sw.prepare.tmp.$p && touch sw.prepare.tmp.$p/train_000.bin "
+                "sw.prepare.tmp.$p/val_labels.tsv.tmp.12 && mkdir sw.prepare.tmp.1 sw.prepare.tmp.7x", tmp_dir);
     rc = prepare("--shard-mb 0.004 new.txt", "sw");
-    CHECK(test_system("cd '%s' && ! ls -a sw | grep -q prepare.tmp", tmp_dir) == 0, "a dead prepare's staging directory is removed");
+    CHECK(test_system("cd '%s' && [ \"$(ls -d sw.prepare.tmp.* | tr '\\n' ' ')\" = "
+                      "'sw.prepare.tmp.1 sw.prepare.tmp.7x ' ]", tmp_dir) == 0,
+          "a dead prepare's temporary directory is removed; a live process's and another name's are not");
+    test_system("cd '%s' && rmdir sw.prepare.tmp.1 sw.prepare.tmp.7x", tmp_dir);
     CHECK(rc == 0 && test_system("cd '%s' && ! diff -r sw sw_before >/dev/null && grep -q 'long document' sw/train_*.bin", tmp_dir) == 0,
           "without the limit the new set replaces the old (exit %d)", rc);
-    // SIGTERM while the shards are being written: stops, removes what it staged, exit 2
-    rc = test_system("cd '%s' && { '%s/prepare' --builtin 60000000 --shard-mb 1 -o sig > sig.log 2>&1 & p=$!; "
-                     "for i in $(seq 1 4000); do ls -a sig 2>/dev/null | grep -q prepare.tmp && break; sleep 0.005; done; "
-                     "kill -TERM $p; wait $p; }", tmp_dir, tool_dir);
-    CHECK(rc == 2 && file_contains(tmp_path("sig.log"), "interrupted (signal 15)") && !file_exists(tmp_path("sig/train_000.bin")) &&
-          test_system("cd '%s' && ! ls -a sig | grep -q prepare.tmp", tmp_dir) == 0,
-          "SIGTERM while writing: exit %d (want 2), says so, no shard and no staging directory left", rc);
+    // SIGTERM or SIGHUP while the shards are being written: stops, removes what it wrote, exit 2
+    const int sigs[2] = {15, 1};
+    for (int k = 0; k < 2; k++) {
+        rc = test_system("cd '%s' && { '%s/prepare' --builtin 60000000 --shard-mb 1 -o sig > sig.log 2>&1 & p=$!; "
+                         "for i in $(seq 1 4000); do ls -a | grep -q sig.prepare.tmp && break; sleep 0.005; done; "
+                         "kill -%d $p; wait $p; }", tmp_dir, tool_dir, sigs[k]);
+        char said[64];
+        snprintf(said, sizeof said, "interrupted (signal %d)", sigs[k]);
+        CHECK(rc == 2 && file_contains(tmp_path("sig.log"), said) && !file_exists(tmp_path("sig/train_000.bin")) &&
+              test_system("cd '%s' && ! ls -a | grep -q sig.prepare.tmp", tmp_dir) == 0,
+              "signal %d while writing: exit %d (want 2), says so, no shard and no temporary directory left", sigs[k],
+              rc);
+    }
+}
+
+// The set in DIR is whole: a prepare killed at any rename, unlink or rmdir it makes
+// (strace's fault injection kills it at the N-th) leaves DIR exactly the old set or
+// exactly the new one; the next prepare removes what the killed one left. Before, the
+// shards were renamed into DIR one at a time, and a kill between two left a mix the
+// trainer accepted.
+#define NO_LSAN "ASAN_OPTIONS=detect_leaks=0 "  // LeakSanitizer refuses to run under ptrace (SAN=1 builds)
+static void test_prepare_kill_anywhere(void) {
+    if (test_system("strace -f -o /dev/null -e inject=getpid:error=ENOSYS:when=1000 true 2>/dev/null") != 0) {
+        if (getenv("REQUIRE_STRACE")) CHECK(0, "strace with fault injection not usable, but REQUIRE_STRACE is set");
+        else SKIP("strace with fault injection not usable here: a prepare killed mid-switch is not tried");
+        return;
+    }
+    int rc = prepare("--builtin 30000 --shard-mb 0.004 --seed 1", "ka");
+    rc |= prepare("--builtin 45000 --shard-mb 0.004 --seed 2", "kb");
+    CHECK(rc == 0 && file_exists(tmp_path("ka/train_005.bin")) && file_exists(tmp_path("kb/train_008.bin")),
+          "two sets to switch between, of 7 and 10 train shards (exit %d)", rc);
+    // strace counts each system call apart: when=N is the N-th call of that one
+    const char *calls[4] = {"rename,renameat", "renameat2", "unlink,unlinkat", "rmdir"};
+    for (int c = 0; c < 4; c++) {
+        int n, whole = 0, cleaned = 0, completed = 0;
+        for (n = 1; n <= 80 && !completed; n++) {
+            test_system("cd '%s' && rm -rf kd && cp -r ka kd", tmp_dir);
+            rc = test_system("cd '%s' && " NO_LSAN "strace -f -o /dev/null -e trace=%s "
+                             "-e inject=%s:signal=KILL:when=%d '%s/prepare' --builtin 45000 --shard-mb 0.004 --seed 2 "
+                             "-o kd > log.txt 2>&1", tmp_dir, calls[c], calls[c], n, tool_dir);
+            completed = rc == 0;
+            int is_a = test_system("cd '%s' && diff -r kd ka > /dev/null 2>&1", tmp_dir) == 0;
+            int is_b = test_system("cd '%s' && diff -r kd kb > /dev/null 2>&1", tmp_dir) == 0;
+            whole += is_a || is_b;
+            if (!is_a && !is_b)
+                CHECK(0, "killed at its %d-th %s (exit %d): kd is neither the old set nor the new", n, calls[c], rc);
+            rc = prepare("--format text nothing.txt", "kd");  // fails reading; first removes what the killed one left
+            cleaned += rc == 2 && test_system("cd '%s' && ! ls -a | grep -q '^kd\\.prepare\\.'", tmp_dir) == 0;
+        }
+        CHECK(completed && whole == n - 1 && cleaned == n - 1,
+              "killed at each of its %d calls of %s, and let finish: kd whole after %d of %d runs, and the next "
+              "prepare removed what each left (%d)", n - 2, calls[c], whole, n - 1, cleaned);
+    }
+    // where the file system has no RENAME_EXCHANGE: kd is renamed aside, the new set in; a
+    // kill between the two leaves no kd, and the next prepare renames the old set back
+    test_system("cd '%s' && rm -rf kd && cp -r ka kd", tmp_dir);
+    rc = test_system("cd '%s' && " NO_LSAN "strace -f -o /dev/null -e inject=renameat2:error=EINVAL "
+                     "'%s/prepare' --builtin 45000 --shard-mb 0.004 --seed 2 -o kd > log.txt 2>&1", tmp_dir, tool_dir);
+    CHECK(rc == 0 && test_system("cd '%s' && diff -r kd kb > /dev/null", tmp_dir) == 0,
+          "without RENAME_EXCHANGE (EINVAL): the new set switched in by two renames (exit %d)", rc);
+    int restored = 0, n;
+    for (n = 1; n <= 40 && !restored; n++) {  // the kill that lands between the two renames
+        test_system("cd '%s' && rm -rf kd kd.prepare.* && cp -r ka kd", tmp_dir);
+        test_system("cd '%s' && " NO_LSAN "strace -f -o /dev/null -e inject=renameat2:error=EINVAL "
+                    "-e inject=rename,renameat:signal=KILL:when=%d "
+                    "'%s/prepare' --builtin 45000 --shard-mb 0.004 --seed 2 -o kd > log.txt 2>&1", tmp_dir, n,
+                    tool_dir);
+        if (file_exists(tmp_path("kd"))) continue;
+        rc = prepare("--format text nothing.txt", "kd");
+        restored = 1;
+        CHECK(rc == 2 && file_contains(tmp_path("log.txt"), "the set a killed prepare had moved aside is back") &&
+              test_system("cd '%s' && diff -r kd ka > /dev/null && ! ls -a | grep -q '^kd\\.prepare\\.'", tmp_dir) == 0,
+              "killed between the two renames (no kd): the next prepare puts the old set back, whole (exit %d)", rc);
+    }
+    CHECK(restored, "a kill between the two renames was found (at the %d-th rename)", n - 1);
+}
+
+// DIR is the set and nothing else, and its name is followed: what the switch would
+// take away is refused before anything is read; a DIR that is a symbolic link stays
+// one; DIR keeps its permissions.
+static void test_prepare_out_dir(void) {
+    char log[4200];
+    snprintf(log, sizeof log, "%s", tmp_path("log.txt"));  // tmp_path's buffers rotate
+    int rc = prepare("--builtin 20000", "od");
+    test_system("cd '%s' && printf 'one\\ntwo\\n' > od.txt && cp od/train_labels.tsv od_labels.keep", tmp_dir);
+    test_system("cd '%s' && ln -sf od/train_000.bin sym.txt && ln -f od/train_labels.tsv hard.txt", tmp_dir);
+    const char *refused[][3] = {
+        {"--format text sym.txt", "input sym.txt is one of the files -o od is about to replace (train_000.bin)",
+         "an input that is a symbolic link to a shard"},
+        {"--format text hard.txt", "input hard.txt is one of the files -o od is about to replace (train_labels.tsv)",
+         "an input that is a hard link to a labels file"},
+        {"--format text od/train_labels.tsv", "input od/train_labels.tsv is one of the files -o od", "an input in DIR"},
+        {"--format text - < od/val_labels.tsv", "input <stdin> is one of the files -o od is about to replace",
+         "standard input redirected from one of DIR's files"}};
+    for (int k = 0; k < 4; k++) {
+        rc = prepare(refused[k][0], "od");
+        CHECK(rc == 2 && file_contains(log, refused[k][1]) && test_system("cd '%s' && cmp -s od/train_labels.tsv "
+              "od_labels.keep", tmp_dir) == 0, "%s: exit %d, refused, the set kept", refused[k][2], rc);
+    }
+    test_system("cd '%s' && mkdir -p od2/sub && cp od.txt od2/sub/in.txt && echo mine > od/notes.txt", tmp_dir);
+    rc = prepare("od.txt", "od");
+    CHECK(rc == 2 && file_contains(log, "-o od holds notes.txt, which is not a file build/prepare writes") &&
+          file_contains(tmp_path("od/notes.txt"), "mine"), "a file of the user's in DIR: refused, kept (exit %d)", rc);
+    rc = prepare("od2/sub/in.txt", "od2");
+    CHECK(rc == 2 && file_contains(log, "input od2/sub/in.txt lies inside -o od2"), "an input inside DIR: exit %d", rc);
+    test_system("cd '%s' && rm od/notes.txt && mkdir -p real && mv od real/od && ln -s real/od od && chmod 750 real/od",
+                tmp_dir);
+    rc = prepare("--val-fraction 0 od.txt", "od");
+    int ok;
+    char all[256];
+    int64_t docs = read_split(tmp_path("od"), "train", all, sizeof all, &ok);
+    struct stat ls, ds;
+    int link = lstat(tmp_path("od"), &ls) == 0 && S_ISLNK(ls.st_mode), there = stat(tmp_path("real/od"), &ds) == 0;
+    CHECK(rc == 0 && ok && docs == 2 && link && there && (ds.st_mode & 0777) == 0750 &&
+              !file_exists(tmp_path("od/val_000.bin")),
+          "-o od, a symbolic link to real/od (mode 750): exit %d, the link kept, real/od holds the new set "
+          "(%lld documents), mode %o", rc, (long long)docs, (unsigned)(ds.st_mode & 0777));
+    rc = test_system("cd '%s' && ! ls -a . real | grep -q prepare", tmp_dir);
+    CHECK(rc == 0, "no temporary directory left beside od or real/od");
+    // a link to a directory not made yet: made where the link leads, the link kept (the
+    // switch swapped the link itself for the directory)
+    test_system("cd '%s' && ln -s real/later later", tmp_dir);
+    rc = prepare("--val-fraction 0 od.txt", "later");
+    CHECK(rc == 0 && lstat(tmp_path("later"), &ls) == 0 && S_ISLNK(ls.st_mode) &&
+              file_exists(tmp_path("real/later/train_000.bin")) && test_system("cd '%s' && ! ls -a | grep -q "
+              "'^later\\.'", tmp_dir) == 0,
+          "-o later, a link to real/later not made yet: exit %d, real/later made and written, the link kept", rc);
+    // -o holding the current directory: the switch would leave the shell in the removed old one
+    rc = test_system("cd '%s/od' && '%s/prepare' --val-fraction 0 -o . ../od.txt > '%s' 2>&1", tmp_dir, tool_dir, log);
+    CHECK(rc == 2 && file_contains(log, "-o . holds the current directory") &&
+              file_exists(tmp_path("od/train_000.bin")),
+          "-o . (the current directory): refused, the set kept (exit %d)", rc);
+}
+
+// The compressed formats zlib does not read are refused by their magic bytes, whatever
+// the name, and a file named .gz must be gzip (bzip2 data named .gz was read as text).
+static void test_prepare_formats(void) {
+    char log[4200];
+    snprintf(log, sizeof log, "%s", tmp_path("log.txt"));  // tmp_path's buffers rotate
+    write_text(tmp_path("plain.txt"), "just text\n");
+    static const struct { const char *bytes; size_t n; const char *name; } formats[] = {
+        {"BZh91AY&SY\x01\x02garbage\n", 20, "bzip2"}, {"\xFD" "7zXZ\0\0\x04garbage\n", 15, "xz"},
+        {"\x28\xB5\x2F\xFD\x04\x58garbage\n", 14, "zstd"}, {"PK\x03\x04\x14\0garbage\n", 14, "zip"}};
+    for (int k = 0; k < 4; k++) {
+        const char *names[3] = {"c.txt.gz", "c.jsonl", "-"};
+        for (int j = 0; j < 3; j++) {
+            write_file(tmp_path(j == 2 ? "c.bin" : names[j]), formats[k].bytes, formats[k].n);
+            char args[200], want[200];
+            snprintf(args, sizeof args, j == 2 ? "--format text - < c.bin" : "%s", names[j]);
+            if (j == 0)
+                snprintf(want, sizeof want, "error: c.txt.gz: named .gz but not gzip data: %s data", formats[k].name);
+            else
+                snprintf(want, sizeof want, "error: %s: %s data, which prepare does not read",
+                         j == 2 ? "<stdin>" : names[j], formats[k].name);
+            int rc = prepare(args, "cf");
+            CHECK(rc == 2 && file_contains(log, want) && !file_exists(tmp_path("cf")), "%s data as %s: exit %d, \"%s\"",
+                  formats[k].name, names[j], rc, want);
+        }
+    }
+    test_system("cd '%s' && cp plain.txt plain.txt.gz && : > empty.txt.gz && "
+                "bzip2 -c plain.txt | gzip -c > twice.txt.gz", tmp_dir);
+    int rc = prepare("plain.txt.gz", "cf");
+    CHECK(rc == 2 && file_contains(log, "error: plain.txt.gz: named .gz but not gzip data: it does not start with the "
+                                   "gzip bytes 1f 8b"), "text named .gz: exit %d", rc);
+    rc = prepare("empty.txt.gz", "cf");
+    CHECK(rc == 2 && file_contains(log, "error: empty.txt.gz: named .gz but not gzip data: it is empty"),
+          "an empty .gz: exit %d", rc);
+    if (test_system("command -v bzip2 > /dev/null") == 0) {
+        rc = prepare("twice.txt.gz", "cf");
+        CHECK(rc == 2 && file_contains(log, "error: twice.txt.gz: bzip2 data inside gzip, which prepare does not read"),
+              "bzip2 inside gzip: exit %d", rc);
+    }
+    rc = prepare("--val-fraction 0 plain.txt", "cf");
+    CHECK(rc == 0 && file_exists(tmp_path("cf/train_000.bin")), "plain text still reads (exit %d)", rc);
+}
+
+// Labels are kept whole (a JSON label of 300 bytes was cut to 255, a real to 6 digits),
+// and a document with an integer beyond 64 bits in some field is kept (jansson refused
+// the whole line, "too big integer").
+static void test_prepare_labels(void) {
+    char long_label[301], text[1200];
+    memset(long_label, 'L', 300);
+    long_label[300] = 0;
+    snprintf(text, sizeof text, "{\"reviewText\": \"long label\", \"overall\": \"%s\"}\n"
+                                "{\"reviewText\": \"real label\", \"overall\": 0.123456789}\n"
+                                "{\"reviewText\": \"five\", \"overall\": 5.0}\n"
+                                "{\"reviewText\": \"big id\", \"overall\": 4, \"id\": 99999999999999999999999}\n"
+                                "{\"reviewText\": \"big label\", \"overall\": 99999999999999999999, \"x\": 1}\n",
+             long_label);
+    write_text(tmp_path("lab.jsonl"), text);
+    int rc = prepare("--val-fraction 0 lab.jsonl", "lab");
+    char *tsv = read_all(tmp_path("lab/train_labels.tsv"), NULL);
+    char want[400];
+    snprintf(want, sizeof want, "\t%s\n", long_label);
+    CHECK(rc == 0 && tsv && strstr(tsv, want), "a JSON label of 300 bytes is kept whole (exit %d)", rc);
+    CHECK(tsv && strstr(tsv, "\t0.123456789\n") && strstr(tsv, "\t5\n"), "a real label is written as the shortest text "
+          "that reads back as it: 0.123456789, and 5.0 as 5");
+    CHECK(tsv && strstr(tsv, "\t4\n"), "a document with an integer beyond 64 bits in another field is kept, label 4");
+    CHECK(file_contains(tmp_path("log.txt"),
+                        "lab.jsonl:5: malformed JSON: label \"overall\" is an integer beyond 2^53"),
+          "a label beyond 64 bits (so decoded as a real, not exact) is reported with its line, not changed");
+    free(tsv);
+    snprintf(text, sizeof text, "label,sentence\n%s,long label\n", long_label);
+    write_text(tmp_path("lab.csv"), text);
+    rc = prepare("--val-fraction 0 lab.csv", "labc");
+    CHECK(rc == 0 && file_contains(tmp_path("labc/train_labels.tsv"), want),
+          "a CSV label of 300 bytes is kept whole (exit %d)", rc);
+}
+
+// A directory switched for another while its shards are being opened (prepare's
+// exchange, done here when the stream reaches train_001.bin, through this program's own
+// open and openat): the stream is the new set whole, never the old set's first shard
+// followed by the new set's others.
+static const char *switch_dir;
+static int switch_armed;
+static void switch_now(const char *path) {
+    size_t n = strlen(path), k = strlen("train_001.bin");
+    if (!switch_armed || n < k || strcmp(path + n - k, "train_001.bin")) return;
+    switch_armed = 0;
+    char old[4200], fresh[4200], f[4300];
+    snprintf(old, sizeof old, "%s.old", switch_dir);
+    snprintf(fresh, sizeof fresh, "%s.new", switch_dir);
+    if (rename(switch_dir, old) != 0 || rename(fresh, switch_dir) != 0) { perror("switch"); exit(1); }
+    for (int i = 0; i < 3; i++) {  // then the old set goes, as prepare removes it
+        snprintf(f, sizeof f, "%s/train_%03d.bin", old, i);
+        unlink(f);
+    }
+    rmdir(old);
+}
+static int open_switching(int dfd, const char *path, int flags, va_list ap) {
+    mode_t mode = (flags & O_CREAT) ? (mode_t)va_arg(ap, int) : 0;
+    switch_now(path);
+    return (int)syscall(SYS_openat, dfd, path, flags, mode);
+}
+int open(const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    int fd = open_switching(AT_FDCWD, path, flags, ap);
+    va_end(ap);
+    return fd;
+}
+int openat(int dfd, const char *path, int flags, ...) {
+    va_list ap;
+    va_start(ap, flags);
+    int fd = open_switching(dfd, path, flags, ap);
+    va_end(ap);
+    return fd;
+}
+static void test_stream_switched(void) {
+    const char *d = tmp_path("sd");
+    char dir[4200], fresh[4300], p[4400];
+    snprintf(dir, sizeof dir, "%s", d);
+    snprintf(fresh, sizeof fresh, "%s.new", dir);
+    mkdir(dir, 0777);
+    mkdir(fresh, 0777);
+    const char *old_parts[3] = {"AAAA", "BBBB", "CCCC"}, *new_parts[2] = {"xxxxx", "yyyyy"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/train_%03d.bin", dir, i);
+        shard_write(p, old_parts[i], 4, 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/train_%03d.bin", fresh, i);
+        shard_write(p, new_parts[i], 5, 0);
+    }
+    switch_dir = dir;
+    switch_armed = 1;
+    Stream s;
+    stream_open_dir(&s, dir, "train", 1);
+    char got[16] = {0};
+    if (s.size > 0 && s.size < 16) stream_read(&s, 0, s.size, (uint8_t *)got);
+    CHECK(!switch_armed && s.n_shards == 2 && s.size == 10 && !strcmp(got, "xxxxxyyyyy"),
+          "a directory switched while its shards open: the stream is the new set whole (%d shards, \"%s\")",
+          s.n_shards, got);
+    stream_free(&s);
+}
+
+// The shards a user names: a directory, or files separated by commas; none is an error
+// that names the setting (the trainers' --train said "no shard files given" alone)
+static void open_spec_child(void *spec) {
+    Stream s;
+    stream_open_spec(&s, "--train", (const char *)spec, "train", 1);
+}
+static void test_stream_spec(void) {
+    EXPECT_EXIT(open_spec_child, "", 2, "--train \"\": no shard files given", "--train \"\"");
+    EXPECT_EXIT(open_spec_child, ",,", 2, "--train \",,\": no shard files given", "--train \",,\"");
+    char spec[8500];
+    snprintf(spec, sizeof spec, "%s/sd/train_000.bin,%s/sd/train_001.bin", tmp_dir, tmp_dir);
+    Stream s;
+    stream_open_spec(&s, "--train", spec, "train", 1);
+    CHECK(s.n_shards == 2 && s.size == 10, "--train A,B: two shards, %lld bytes", (long long)s.size);
+    stream_free(&s);
+    snprintf(spec, sizeof spec, "%s/sd", tmp_dir);
+    stream_open_spec(&s, "--train", spec, "train", 1);
+    CHECK(s.n_shards == 2 && s.size == 10, "--train DIR: its train shards (%d)", s.n_shards);
+    stream_free(&s);
 }
 
 int main(void) {
@@ -791,6 +1085,8 @@ int main(void) {
     test_loader_coverage();
     test_loader_resets();
     test_stream_over_4gb();
+    test_stream_switched();
+    test_stream_spec();
     test_corpus();
     char prep[4200];
     snprintf(prep, sizeof prep, "%s/prepare", tool_dir);
@@ -800,6 +1096,10 @@ int main(void) {
         test_prepare_text_and_errors();
         test_prepare_builtin();
         test_prepare_stdin_and_output();
+        test_prepare_out_dir();
+        test_prepare_formats();
+        test_prepare_labels();
+        test_prepare_kill_anywhere();
     } else {
         CHECK(0, "build/prepare not found next to this test (%s): run make", prep);
     }

@@ -143,6 +143,26 @@ static void test_splits(int N, int K, int O, uint64_t *s) {
     free(in); free(W); free(a); free(b); free(c); free(Wp);
 }
 
+// fast_bias_grad splits the columns between threads (above worth_threads' size): each
+// column's sum keeps mlstm.h's order, so its bits are bias_grad's, with 1 and 2 threads.
+static void test_bias_grad(int N, int O, uint64_t *s) {
+    float *d = rand_buf((size_t)N * O, s), *init = rand_buf(O, s), *ref = mlstm_alloc(O), *fast = mlstm_alloc(O);
+    memcpy(ref, init, sizeof(float) * O);
+    bias_grad(ref, d, N, O);
+    int same = 1;
+    for (int threads = 1; threads <= 2; threads++) {
+#ifdef _OPENMP
+        omp_set_num_threads(threads);
+#endif
+        memcpy(fast, init, sizeof(float) * O);
+        fast_bias_grad(fast, d, N, O);
+        same &= memcmp(fast, ref, sizeof(float) * O) == 0;
+    }
+    CHECK(same && worth_threads((double)N * O),
+          "bias gradient N=%d O=%d: fast_bias_grad gives bias_grad's bits on 1 and 2 threads", N, O);
+    free(d); free(init); free(ref); free(fast);
+}
+
 // |f - exact| in units of the float spacing at exact
 static double ulps(float f, double exact) {
     double sp = exact == 0 ? ldexp(1.0, -149) : fabs((double)nextafterf((float)fabs(exact), INFINITY) - (float)fabs(exact));
@@ -324,6 +344,7 @@ int main(void) {
     test_layouts(3, 5, 2, &s);
     test_splits(37, 67, 45, &s);
     test_splits(70, GEMM_KC + 31, 3 * GEMM_NR + 7, &s);
+    test_bias_grad(300, 1201, &s);  // columns not a whole number of 16-float shares
     test_pointwise();
     // H above KC (the recurrent products in two k blocks), B splitting 4 + 2 over two threads
     test_model((MlstmConfig){256, 24, 300, 1}, 6, 5, 21);

@@ -2,9 +2,9 @@
 // cuts and limits in-process, generate's fast one-row step against mlstm_forward, and
 // build/generate run as a user runs it (no shell between: prompts are passed byte for
 // byte): seeds, prompt echo, argmax and top-k/top-p checked by replaying the text
-// through mlstm_forward, NaN and broken checkpoints, bad flags. Also the trainer's
-// sample at a tiny temperature (no NUL byte: the argmax of a finite softmax is a byte the model
-// can produce, never the zeroed tail of a buffer).
+// through mlstm_forward, NaN and broken checkpoints, a run directory for its best
+// checkpoint, bad flags. Also the trainer's sample at a tiny temperature (no NUL byte: the
+// argmax of a finite softmax is a byte the model can produce, never the zeroed tail of a buffer).
 #define GENERATE_NO_MAIN
 #include "tools/generate.c"  // defines: Gen, gen_load, gen_step, gen_free and all of mlstm.h
 #include "test/test.h"
@@ -458,10 +458,48 @@ static void test_bad_checkpoints(void) {
     test_system("cp %s %s && printf 'X' | dd of=%s bs=1 seek=0 conv=notrunc 2>/dev/null", trained, p, p);
     expect_error(a1, "not an mlstm checkpoint", "bad magic");
     snprintf(p, sizeof p, "%s", dir);
-    expect_error(a1, "is not a regular file", "a directory");
+    expect_error(a1, "is a directory without best.ckpt or latest.ckpt: not a run directory",
+                 "a directory (not a run's)");
     snprintf(p, sizeof p, "%s/fifo", dir);
     test_system("mkfifo %s", p);
-    expect_error(a1, "is not a regular file", "a FIFO (no hang)");
+    expect_error(a1, "is not a regular file (a FIFO)", "a FIFO (no hang)");
+    snprintf(p, sizeof p, "%s/fifo_run", dir);
+    test_system("mkdir %s && mkfifo %s/best.ckpt", p, p);
+    expect_error(a1, "fifo_run/best.ckpt is not a regular file (a FIFO)", "a run directory whose best.ckpt is a FIFO");
+}
+
+// A run directory stands for its best model, DIR/best.ckpt: the same text as that file
+// gives, and the messages name it; without best.ckpt, one line naming the directory that
+// says whether latest.ckpt is there to be given instead.
+static void test_run_directory(void) {
+    char run[700], best[800], latest[800];
+    snprintf(run, sizeof run, "%s/run", dir);
+    snprintf(best, sizeof best, "%s/" RUN_BEST_CKPT, run);
+    snprintf(latest, sizeof latest, "%s/" RUN_LATEST_CKPT, run);
+    test_system("mkdir -p %s && cp %s %s", run, trained, best);
+    const char *a1[] = {run, "--length", "100", "--temperature", "1", "--seed", "7", NULL};
+    const char *a2[] = {best, "--length", "100", "--temperature", "1", "--seed", "7", NULL};
+    Run r1 = run_generate(a1), r2 = run_generate(a2);
+    CHECK(r1.rc == 0 && r1.n == 100 && r2.n == 100 && !memcmp(r1.out, r2.out, 100) &&
+              !strncmp(r1.err, best, strlen(best)),
+          "generate DIR: the text of DIR/best.ckpt (exit %d, %zu bytes), stderr names it: %.80s", r1.rc, r1.n, r1.err);
+    free(r1.out), free(r2.out);
+    test_system("mv %s %s", best, latest);
+    char want[2000];
+    snprintf(want, sizeof want, "%s is a run directory without best.ckpt (its best model); it has latest.ckpt: give %s "
+             "to read that", run, latest);
+    expect_error(a1, want, "a run directory with latest.ckpt and no best.ckpt");
+    test_system("mv %s %s/latest.moved", latest, run);
+    snprintf(want, sizeof want, "%s is a directory without best.ckpt or latest.ckpt: not a run directory", run);
+    expect_error(a1, want, "a directory without either");
+    char slash[800];
+    snprintf(slash, sizeof slash, "%s/", run);
+    test_system("cp %s %s", trained, best);
+    const char *a3[] = {slash, "--length", "10", NULL};
+    Run r3 = run_generate(a3);
+    CHECK(r3.rc == 0 && r3.n == 10 && strstr(r3.err, "run/best.ckpt: mLSTM"),
+          "generate DIR/ (a trailing slash): exit %d, reads DIR/best.ckpt: %.80s", r3.rc, r3.err);
+    free(r3.out);
 }
 
 static void test_bad_flags(void) {
@@ -477,6 +515,7 @@ static void test_bad_flags(void) {
         {"--top-p", "1.5", "--top-p: must be between 0 and 1"},
         {"--seed", "-3", "--seed: must be at least 0"},
         {"--seed", "abc", "--seed: expected a whole number"},
+        {"--seed", "99999999999999999999", "--seed: must be between 0 and 9223372036854775807"},  // was "at least 0"
         {"--threads", "0", "--threads: must be between 1 and 1024"},
         {"--threads", "100000", "--threads: must be between 1 and 1024"},
         {"--bogus", "1", "unknown flag --bogus"},
@@ -552,6 +591,7 @@ int main(void) {
     test_reads_what_it_verified(trained, p);
     test_cli();
     test_bad_checkpoints();
+    test_run_directory();
     test_bad_flags();
     test_trainer_sample();
     test_system("rm -rf %s", dir);

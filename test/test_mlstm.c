@@ -3,6 +3,7 @@
 // save then load reproduces every byte, and each bad file fails clearly.
 #include "mlstm.h"
 #include "test/test.h"
+#include <limits.h>
 
 static char dir[] = "/tmp/mlstm_test_XXXXXX";
 static char path[512];
@@ -38,6 +39,7 @@ static void load_as(void *arg) {
     Mlstm m; real h[G * 12], c[G * 12]; TrainState st;
     mlstm_build(&m, cfg, G, 4);
     checkpoint_load(p, &m, &st, h, c, G);
+    mlstm_free(&m);
 }
 static void load_other_config(void *arg) {
     Mlstm m; real h[G * 16], c[G * 16]; TrainState st;
@@ -62,6 +64,42 @@ static void load_odd(void *arg) {
 
 static Mlstm *saved_model; static TrainState *saved_state; static real *saved_h, *saved_c;
 static void save_to(void *arg) { checkpoint_save((const char *)arg, saved_model, saved_state, saved_h, saved_c); }
+static void save_to_pipe_stdin(void *arg) {  // standard input a pipe, as /dev/stdin is in `... | prog`
+    int fds[2];
+    if (pipe(fds) != 0 || dup2(fds[0], 0) < 0) exit(99);
+    save_to(arg);
+}
+static void open_header(void *arg) {  // checkpoint_open alone; a hang ends as SIGALRM
+    alarm(10);
+    CkptHeader hd;
+    fclose(checkpoint_open((const char *)arg, &hd));
+}
+static void alloc_huge(void *arg) { free(mlstm_alloc(*(size_t *)arg)); }
+
+// ASan would abort an allocation of 2^62 bytes instead of failing it as malloc does
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
+// A header that passes every check of a reader whose sizes wrap: D=2, H=2^30 and
+// G=2^29-420 make nparams about 5 x 2^60 and 4 (3 nparams + 2GH) = 9216 modulo 2^64;
+// then a payload of that many bytes and the checksum a writer would compute.
+static void write_wrapping(const char *p) {
+    uint8_t hd[CKPT_HEADER_BYTES] = {0}, payload[9216] = {0};
+    uint64_t H = 1ULL << 30, D = 2, G = (1ULL << 29) - 420;
+    uint64_t np = 256 * D + 4 * H * D + 4 * H + 4 * H * H + 4 * H + H * D + H + H * H + H + 4 * H + 256 * H + 256;
+    uint64_t bytes = 4 * (3 * np + 2 * G * H);  // wraps, on purpose
+    memcpy(hd, CKPT_MAGIC, 8);
+    put32(hd + CKPT_AT_VERSION, CKPT_VERSION); put32(hd + CKPT_AT_HEADER_SIZE, CKPT_HEADER_BYTES);
+    put32(hd + CKPT_AT_V, 256); put32(hd + CKPT_AT_D, (uint32_t)D); put32(hd + CKPT_AT_H, (uint32_t)H);
+    put32(hd + CKPT_AT_WNORM, 1); put64(hd + CKPT_AT_NPARAMS, np); put32(hd + CKPT_AT_G, (uint32_t)G);
+    put64(hd + CKPT_AT_PAYLOAD, bytes);
+    size_t n = bytes < sizeof payload ? (size_t)bytes : 0;
+    uint64_t sum = checksum_update(checksum_update(CHECKSUM_INIT, hd, sizeof hd), payload, n);
+    put64(hd + CKPT_AT_CHECKSUM, checksum_final(sum));
+    FILE *f = fopen(p, "wb");
+    fwrite(hd, 1, sizeof hd, f);
+    fwrite(payload, 1, n, f);
+    fclose(f);
+}
 
 int main(void) {
     // 1. the published 4096-unit model (Radford et al. 2017): 86,319,360 parameters
@@ -165,7 +203,9 @@ int main(void) {
         copy_file(path, p2, -1); { uint8_t v[4] = {1, 0, 0, 0}, n[8] = {5}; poke(p2, 8, v, 4); poke(p2, CKPT_AT_RUN_BYTES, n, 8); }
         EXPECT_EXIT(load_as, p2, 2, "inconsistent header", "a version-1 file with a run record size");
         copy_file(path, p2, -1); { uint8_t v[4] = {1, 0, 0, 0}; poke(p2, 8, v, 4); }
-        EXPECT_EXIT(load_as, p2, 2, "fails its checksum", "a version-1 header under a version-2 checksum");
+        EXPECT_EXIT(load_as, p2, 2, "fails its checksum", "a version-1 header under a version-3 checksum");
+        copy_file(path, p2, -1); { uint8_t x = 1; poke(p2, 200, &x, 1); }
+        EXPECT_EXIT(load_as, p2, 2, "inconsistent header", "a reserved header byte set (byte 200)");
     }
     // 7. what was verified is what is read: a checkpoint put in the file's place between
     // checkpoint_open and checkpoint_read is not read (tools/generate and the trainer read so)
@@ -182,6 +222,99 @@ int main(void) {
         CHECK(memcmp(m1.params, m2.params, m1.nparams * sizeof(real)) == 0,
               "checkpoint_read reads the verified file, not the one now at its path");
         mlstm_free(&m3);
+    }
+    // 8. sizes from a header: within this build's limits (every reader applies them in
+    // checkpoint_open), and computed without wrapping (the D=2, H=2^30 file was accepted,
+    // and transfer then asked for 2^63 bytes)
+    {
+        snprintf(bad, sizeof bad, "%s/wrap.ckpt", dir);
+        write_wrapping(bad);
+        MlstmConfig wc = {256, 2, 1 << 30, 1};
+        uint64_t wnp = ckpt_param_count(&wc);
+        CHECK(wnp > 0 && ckpt_payload_bytes(&wc, wnp, (1 << 29) - 420) == 0,
+              "D=2 H=2^30 G=2^29-420: %llu parameters, a payload size that does not fit 64 bits (0)",
+              (unsigned long long)wnp);
+        MlstmConfig huge = {256, 1, INT_MAX, 1};
+        CHECK(ckpt_param_count(&huge) == 0, "H=2^31-1: the parameter count does not fit 64 bits (0)");
+        EXPECT_EXIT(open_header, bad, 2,
+                    "D=2 H=1073741824, beyond this build's limits (D at most 65536, H at most 65536)",
+                    "a header whose payload size wraps to 9216 bytes, under a valid checksum");
+        copy_file(path, p2, -1);
+        { uint8_t v[4]; put32(v, MAX_HIDDEN + 1); poke(p2, CKPT_AT_H, v, 4); }
+        EXPECT_EXIT(open_header, p2, 2, "H=65537, beyond this build's limits", "H = MAX_HIDDEN + 1");
+        copy_file(path, p2, -1);
+        { uint8_t v[4]; put32(v, 0xffffffffu); poke(p2, CKPT_AT_D, v, 4); }
+        EXPECT_EXIT(open_header, p2, 2, "D=4294967295 H=12, beyond this build's limits",
+                    "D = 2^32 - 1 (negative as an int)");
+        copy_file(path, p2, -1);
+        { uint8_t v[4]; put32(v, 0x80000000u); poke(p2, CKPT_AT_G, v, 4); }
+        EXPECT_EXIT(open_header, p2, 2, "inconsistent header", "G = 2^31 (negative as an int)");
+    }
+    // 9. what is read must be a checkpoint file: a FIFO is refused at once (it would
+    // wait for a writer), and a run directory stands for its best model, DIR/best.ckpt
+    {
+        snprintf(bad, sizeof bad, "%s/fifo.ckpt", dir);
+        test_system("mkfifo %s", bad);
+        EXPECT_EXIT(open_header, bad, 2, "fifo.ckpt is not a regular file (a FIFO)", "a FIFO: refused, no hang");
+        char run[600], want[1400];
+        snprintf(run, sizeof run, "%s/run", dir);
+        test_system("mkdir -p %s && cp %s %s/best.ckpt", run, path, run);
+        EXPECT_EXIT(load_as, run, 0, "", "a run directory loads as its best.ckpt");
+        test_system("mv %s/best.ckpt %s/latest.ckpt", run, run);
+        snprintf(want, sizeof want,
+                 "%s is a run directory without best.ckpt (its best model); it has latest.ckpt: give %s/latest.ckpt "
+                 "to read that", run, run);
+        EXPECT_EXIT(load_as, run, 2, want, "a run directory without best.ckpt but with latest.ckpt");
+        test_system("rm %s/latest.ckpt", run);
+        snprintf(want, sizeof want, "%s is a directory without best.ckpt or latest.ckpt: not a run directory", run);
+        EXPECT_EXIT(load_as, run, 2, want, "a directory with neither");
+        snprintf(want, sizeof want, "checkpoint %s/best.ckpt is truncated", run);
+        test_system("head -c 1000 %s > %s/best.ckpt", path, run);
+        EXPECT_EXIT(load_as, run, 2, want, "the messages name the file read, DIR/best.ckpt");
+    }
+    // 10. an output is written through a symbolic link (the link stays, the file it names is
+    // replaced, with its mode); a FIFO, a directory or a device is never replaced
+    {
+        char real[600], link[600], p3[700], ref[600];
+        snprintf(ref, sizeof ref, "%s/ref.ckpt", dir);
+        checkpoint_save(ref, &m1, &s1, h1, c1);
+        snprintf(real, sizeof real, "%s/store/real.ckpt", dir);
+        snprintf(link, sizeof link, "%s/latest.ckpt", dir);
+        test_system("mkdir -p %s/store && echo old > %s && chmod 600 %s && ln -sf store/real.ckpt %s", dir, real, real,
+                    link);
+        checkpoint_save(link, &m1, &s1, h1, c1);
+        struct stat ls, rs;
+        memset(&rs, 0, sizeof rs);
+        int is_link = lstat(link, &ls) == 0 && S_ISLNK(ls.st_mode), there = stat(real, &rs) == 0;
+        CHECK(is_link && there && files_equal(real, ref) && (rs.st_mode & 0777) == 0600,
+              "save through a link: the link stays a link (%d), the file it names is the checkpoint, "
+              "mode 0600 kept (%o)", is_link, (unsigned)(rs.st_mode & 0777));
+        snprintf(p3, sizeof p3, "%s/chain.ckpt", dir);  // a link to a link to a file not written yet
+        test_system("ln -sf latest2.ckpt %s && ln -sf store/new.ckpt %s/latest2.ckpt", p3, dir);
+        checkpoint_save(p3, &m1, &s1, h1, c1);
+        snprintf(real, sizeof real, "%s/store/new.ckpt", dir);
+        CHECK(lstat(p3, &ls) == 0 && S_ISLNK(ls.st_mode) && files_equal(real, ref),
+              "a link to a link to a missing file: the file is created where the links lead");
+        CHECK(test_system("[ $(find %s -name '*.tmp.*' | wc -l) -eq 0 ]", dir) == 0, "no temporary file left anywhere");
+        snprintf(p3, sizeof p3, "%s/out.fifo", dir);
+        test_system("mkfifo %s", p3);
+        EXPECT_EXIT(save_to, p3, 2, "out.fifo: it is a FIFO; an output replaces only a regular file",
+                    "saving onto a FIFO");
+        CHECK(lstat(p3, &ls) == 0 && S_ISFIFO(ls.st_mode), "and the FIFO is still a FIFO");
+        snprintf(p3, sizeof p3, "%s/store", dir);
+        EXPECT_EXIT(save_to, p3, 2, "store: it is a directory", "saving onto a directory");
+        snprintf(p3, sizeof p3, "%s/stdin.ckpt", dir);  // as --ckpt /dev/stdin is, when standard input is a pipe
+        test_system("ln -sf /proc/self/fd/0 %s", p3);
+        EXPECT_EXIT(save_to_pipe_stdin, p3, 2, "stdin.ckpt: it is a FIFO", "saving onto a link to a pipe (/dev/stdin)");
+        CHECK(lstat(p3, &ls) == 0 && S_ISLNK(ls.st_mode), "and the link is still a link");
+    }
+    // 11. out of memory names the size asked for (was 9223372036854775807 bytes whatever it was)
+    {
+        size_t n = (size_t)1 << 60;
+        EXPECT_EXIT(alloc_huge, &n, 1, "out of memory allocating 4611686018427387904 bytes",
+                    "mlstm_alloc of 2^60 floats");
+        n = SIZE_MAX / 2;
+        EXPECT_EXIT(alloc_huge, &n, 1, "elements of 4 bytes at", "mlstm_alloc of more floats than the address space");
     }
     mlstm_free(&m1); mlstm_free(&m2);
     test_system("rm -rf %s", dir);

@@ -7,7 +7,9 @@
 // and in the trainer; the loss of tools/mlstm_torch.py on a fixed batch equals
 // mlstm_forward's here; bad checkpoints, damaged .npz files (test/pyio_npz.py: named
 // damages and random ones) and wrong weights given to new() and from_state_dict
-// (test/pyio_refuse.py) are refused in one line naming the file or tensor, exit 2.
+// (test/pyio_refuse.py) are refused in one line naming the file or tensor, exit 2;
+// FIFOs are refused without a hang, a run directory reads as its best.ckpt, and outputs
+// are written through symbolic links.
 // Both with weight norm on and off. Run from the repository root, as `make test` does.
 //
 // Python: $PYTHON, else the first of python3 and /usr/bin/python3 that has NumPy.
@@ -167,6 +169,43 @@ static long make_version1(const char *from, const char *to) {
     return ok ? payload : -1;
 }
 
+// One header table, three places: mlstm.h's ckpt_fields (what C reads and writes),
+// tools/mlstm_ckpt.py's _FIELDS (what Python reads and writes) and doc/formats.md's header
+// table (what a port reads): the same names, offsets and sizes, and in C and Python the
+// same types and the versions that added them.
+static void test_header_table(void) {
+    FILE *f = fopen(path("fields.txt"), "w");
+    static const char *type[] = {"u32", "u64", "f64", "bytes"};
+    for (int i = 0; f && i < CKPT_NFIELDS; i++)
+        fprintf(f, "%s\t%d\t%d\t%s\t%u\n", ckpt_fields[i].name, ckpt_fields[i].at, ckpt_fields[i].bytes,
+                type[ckpt_fields[i].type], ckpt_fields[i].since);
+    if (f) fclose(f);
+    int rc = test_system(
+        "PYTHONPATH=%s/notorch %s - %s doc/formats.md > %s 2>&1 <<'EOF'\n"
+        "import re, struct, sys\n"
+        "sys.path.insert(0, 'tools')\n"
+        "import mlstm_ckpt\n"
+        "kind = {'I': 'u32', 'Q': 'u64', 'd': 'f64'}\n"
+        "c = [(n, int(a), int(b), t, int(v)) for n, a, b, t, v in (l.rstrip('\\n').split('\\t') for l in open(sys.argv[1]))]\n"
+        "py = [(n, a, struct.calcsize('<' + f), kind.get(f, 'bytes'), v) for n, a, f, v in mlstm_ckpt._FIELDS]\n"
+        "doc, on = [], False\n"
+        "for line in open(sys.argv[2]):\n"
+        "    on = on or line.startswith('Header, 256 bytes')\n"
+        "    m = re.match(r'\\|\\s*(\\d+)\\s*\\|\\s*(\\d+)\\s*\\|\\s*([^|]+?)\\s*\\|', line) if on else None\n"
+        "    if m and m.group(3) != 'reserved': doc.append((m.group(3), int(m.group(1)), int(m.group(2))))\n"
+        "    if on and doc and not line.strip(): break\n"
+        "bad = [('python', a, b) for a, b in zip(c, py) if a != b] + [('doc', a[:3], b) for a, b in zip(c, doc) if a[:3] != b]\n"
+        "if len(c) != len(py) or len(c) != len(doc) or bad:\n"
+        "    print('C %%d rows, Python %%d, formats.md %%d; differing: %%s' %% (len(c), len(py), len(doc), bad)); sys.exit(1)\n"
+        "print('%%d fields agree' %% len(c))\n"
+        "EOF", dir, python, path("fields.txt"), path("fields.out"));
+    char line[300] = "";
+    FILE *o = fopen(path("fields.out"), "r");
+    if (o) { if (!fgets(line, sizeof line, o)) line[0] = 0; fclose(o); }
+    line[strcspn(line, "\n")] = 0;
+    CHECK(rc == 0, "the checkpoint header's table: mlstm.h, mlstm_ckpt.py and doc/formats.md agree (%s)", line);
+}
+
 // Version 1 files read (and come back as version 3 with no record); version 4 refused.
 static void test_versions(void) {
     long payload = make_version1(path("a.ckpt"), path("v1.ckpt"));
@@ -201,6 +240,9 @@ static void test_versions(void) {
     copy_file(path("a.ckpt"), path("v1run.ckpt"), -1, -1);
     patch32(path("v1run.ckpt"), CKPT_AT_VERSION, 1);
     expect_refused("version 1 with a run record", "inconsistent header", out, "export %s %s", path("v1run.ckpt"), out);
+    copy_file(path("a.ckpt"), path("reserved.ckpt"), -1, -1);
+    patch32(path("reserved.ckpt"), 200, 1);
+    expect_refused("a reserved header byte set", "inconsistent header", out, "export %s %s", path("reserved.ckpt"), out);
     copy_file(path("a.ckpt"), path("bigrun.ckpt"), -1, -1);
     patch64(path("bigrun.ckpt"), CKPT_AT_RUN_BYTES, (uint64_t)CKPT_MAX_RUN_BYTES + 1);
     expect_refused("a run record over the limit", "inconsistent header", out, "export %s %s", path("bigrun.ckpt"), out);
@@ -273,7 +315,7 @@ static void test_resume(const char *tag, const char *model_flags) {
 // the file `named` (unless NULL), nothing written at `out`. cmd: the script and its arguments.
 static void expect_refused_by(const char *what, const char *needle, const char *named, const char *out,
                               const char *cmd) {
-    int r = test_system("%s %s 2> %s", python, cmd, path("err.txt"));
+    int r = test_system("timeout 60 %s %s 2> %s", python, cmd, path("err.txt"));  // a hang ends, exit 124
     long lines = 0;
     FILE *f = fopen(path("err.txt"), "r");
     for (int ch; f && (ch = fgetc(f)) != EOF;) lines += ch == '\n';
@@ -338,6 +380,50 @@ static void test_bad_input(void) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "tools/mlstm_ckpt.py convert %s %s", path("a.ckpt"), path("x"));
     expect_refused_by("an unknown command", "usage: mlstm_ckpt.py", NULL, path("x"), cmd);
+}
+
+// What mlstm_ckpt.py reads and writes are files: a FIFO is refused at once (it hung,
+// waiting for a writer), a run directory stands for its best.ckpt, and an output is
+// written through a symbolic link, keeping the replaced file's mode, never over a FIFO
+// or a directory.
+static void test_files(void) {
+    test_system("mkfifo %s %s", path("in.fifo"), path("in_npz.fifo"));
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "tools/mlstm_ckpt.py info %s", path("in.fifo"));
+    expect_refused_by("info on a FIFO (no hang)", "in.fifo is not a regular file (a FIFO)", NULL, path("never.x"), cmd);
+    snprintf(cmd, sizeof cmd, "tools/mlstm_ckpt.py import %s %s", path("in_npz.fifo"), path("never.ckpt"));
+    expect_refused_by("import from a FIFO (no hang)", "in_npz.fifo is not a regular file (a FIFO)", NULL,
+                      path("never.ckpt"), cmd);
+    // info into a pipe whose reader has gone (`| head -1`): no traceback
+    test_system("(sleep 1; %s tools/mlstm_ckpt.py info %s 2> %s) | true", python, path("a.ckpt"), path("pipe.err"));
+    CHECK(file_size(path("pipe.err")) == 0, "info into a closed pipe: nothing on stderr (%ld bytes; was a traceback)",
+          file_size(path("pipe.err")));
+    // a run directory
+    test_system("mkdir -p %s && cp %s %s/best.ckpt", path("run"), path("a.ckpt"), path("run"));
+    int rc = test_system("%s tools/mlstm_ckpt.py info %s > %s 2>&1", python, path("run"), path("run.out"));
+    CHECK(rc == 0 && file_contains(path("run.out"), "run/best.ckpt: mLSTM V=256 D=16 H=32"),
+          "info DIR: the run directory's best.ckpt, named so (exit %d)", rc);
+    rc = test_system("%s tools/mlstm_ckpt.py export %s %s > /dev/null 2>&1 && cmp -s %s %s", python, path("run"),
+                     path("run.npz"), path("run.npz"), path("a.npz"));
+    CHECK(rc == 0, "export DIR: the .npz of its best.ckpt");
+    test_system("mv %s/best.ckpt %s/latest.ckpt", path("run"), path("run"));
+    snprintf(cmd, sizeof cmd, "tools/mlstm_ckpt.py info %s", path("run"));
+    expect_refused_by("a run directory without best.ckpt", "run is a run directory without best.ckpt (its best model); "
+                      "it has latest.ckpt: give", NULL, path("never.x"), cmd);
+    // outputs: through a link, the mode kept; a FIFO or a directory refused
+    test_system("mkdir -p %s && cp %s %s/real.ckpt && chmod 600 %s/real.ckpt && ln -sf store/real.ckpt %s",
+                path("store"), path("n.ckpt"), path("store"), path("store"), path("link.ckpt"));
+    rc = test_system("%s tools/mlstm_ckpt.py import %s %s > /dev/null 2>&1", python, path("a.npz"), path("link.ckpt"));
+    CHECK(rc == 0 && test_system("[ -L %s ] && cmp -s %s/real.ckpt %s && [ $(stat -c %%a %s/real.ckpt) = 600 ]",
+                                 path("link.ckpt"), path("store"), path("a.ckpt"), path("store")) == 0 &&
+          test_system("! ls %s %s | grep -q '\\.tmp\\.'", dir, path("store")) == 0,
+          "import onto a symbolic link (exit %d): the link kept, the file it names written, mode 600, "
+          "no temporary left", rc);
+    snprintf(cmd, sizeof cmd, "tools/mlstm_ckpt.py import %s %s", path("a.npz"), path("in.fifo"));
+    expect_refused_by("import onto a FIFO", "in.fifo: it is a FIFO; an output replaces only a regular file", NULL,
+                      path("never.x"), cmd);
+    snprintf(cmd, sizeof cmd, "tools/mlstm_ckpt.py export %s %s", path("a.ckpt"), path("store"));
+    expect_refused_by("export onto a directory", "store: it is a directory", NULL, path("never.x"), cmd);
 }
 
 // One case's line from test/pyio_npz.py import or test/pyio_refuse.py in `file`:
@@ -597,11 +683,13 @@ int main(void) {
     CHECK(ra == 0 && rn == 0, "./train writes 5-step checkpoints with and without weight norm (exit %d %d)", ra, rn);
     test_numpy_roundtrip("a");
     test_numpy_roundtrip("n");
+    test_header_table();
     test_versions();
     test_record_edit();
     test_resume("a", "");
     test_resume("n", "--no-weight-norm");
     test_bad_input();
+    test_files();
     test_npz_damage();
     test_refuse_api(0);
 

@@ -9,7 +9,8 @@
 //      weights built directly, and as an independent double-precision forward written
 //      here the way the published encoder.py computes it;
 //   3. bad input (missing columns, empty documents, labels not 0/1, shapes that
-//      disagree, missing files) exits 2 with a message that says what is wrong.
+//      disagree, missing files, FIFOs) exits 2 with a message that says what is wrong;
+//      a run directory reads as its best model; outputs go through symbolic links.
 #include "mlstm.h"  // defines: Mlstm, mlstm_build, the parameter table (models written for the tests)
 #include "data.h"   // defines: Stream, shard readers (prepared shards as input)
 #include "test/test.h"
@@ -427,7 +428,8 @@ static void test_import(void) {
     test_system("rm -rf %s && cp -r %s %s && rm %s/3.npy && mkdir %s/3.npy", dir2, dir, dir2, dir2, dir2);
     expect_fail("3.npy: not a regular file", "import_npy with 3.npy a directory", "%s/import_npy -o %s/x.ckpt %s", bin, tmp, dir2);
     expect_fail("--hidden: expected a whole number, got \"abc\"", "import_npy --hidden abc", "%s/import_npy --hidden abc -o %s/x.ckpt %s", bin, tmp, dir);
-    expect_fail("--embed: must be between 1 and 2147483647, got 4294967301", "import_npy --embed 2^32 + 5", "%s/import_npy --embed 4294967301 -o %s/x.ckpt %s", bin, tmp, dir);
+    expect_fail("--embed: must be between 1 and 65536, got 4294967301", "import_npy --embed 2^32 + 5",
+                "%s/import_npy --embed 4294967301 -o %s/x.ckpt %s", bin, tmp, dir);
     struct stat sb;
     snprintf(ck, sizeof ck, "%s/x.ckpt", tmp);
     CHECK(stat(ck, &sb) != 0, "a failed import leaves no checkpoint behind");
@@ -590,6 +592,61 @@ static void test_inputs(void) {
     }
 }
 
+// What transfer and import_npy read must be files (a FIFO hung them), and is read whole:
+// a CSV line with a field more than the header, a JSON label of any length, a JSON
+// document with an integer beyond 64 bits in another field; a run directory as the
+// model; names that start with '-' after "--".
+static void test_files_and_names(void) {
+    const char *m = "-m", *T = "transfer featurize";
+    char ck[4200];
+    snprintf(ck, sizeof ck, "%s/imported.ckpt", tmp);
+    test_system("cd %s && mkfifo fifo.ckpt fifo.csv fifo.feat && mkdir -p prep npyfifo && mkfifo prep/fifo_labels.tsv "
+                "npyfifo/0.npy", tmp);
+    expect_fail("fifo.ckpt is not a regular file (a FIFO)", "a FIFO as the model (no hang)",
+                "timeout 20 %s/%s %s %s/fifo.ckpt -o %s/x.feat %s/ok.csv", bin, T, m, tmp, tmp, tmp);
+    expect_fail("fifo.csv: not a regular file (a FIFO)", "a FIFO as the CSV input (no hang)",
+                "timeout 20 %s/%s %s %s -o %s/x.feat %s/fifo.csv", bin, T, m, ck, tmp, tmp);
+    expect_fail("fifo.feat: not a regular file (a FIFO)", "a FIFO as a features file (no hang)",
+                "timeout 20 %s/transfer classify %s/ok.feat %s/fifo.feat %s/ok.feat", bin, tmp, tmp, tmp);
+    expect_fail("fifo_labels.tsv: not a regular file (a FIFO)", "a FIFO as a labels file (no hang)",
+                "timeout 20 %s/%s %s %s -o %s/x.feat --threshold 3 %s/prep/fifo_labels.tsv", bin, T, m, ck, tmp, tmp);
+    expect_fail("0.npy: not a regular file (a FIFO)", "import_npy with 0.npy a FIFO (no hang)",
+                "timeout 20 %s/import_npy -o %s/x.ckpt %s/npyfifo", bin, tmp, tmp);
+    // a field more than the header: an error naming the line (it was dropped silently)
+    write_text("extra.csv", "label,sentence\n0,fine\n1,good,extra\n");
+    expect_fail("extra.csv:3: 3 fields, the header has 2 (an extra field: a comma in the text needs the field quoted)",
+                "a CSV line with a third field", "%s/%s %s %s -o %s/x.feat %s/extra.csv", bin, T, m, ck, tmp, tmp);
+    // a label string longer than any buffer is read whole: 0.000...01 (300 digits) is above --threshold 0
+    char label[400], line[1200];
+    snprintf(label, sizeof label, "0.%0299d1", 0);
+    snprintf(line, sizeof line,
+             "{\"text\": \"tiny but positive\", \"label\": \"%s\"}\n{\"text\": \"zero\", \"label\": -1}\n"
+             "{\"text\": \"big id\", \"label\": 1, \"id\": 123456789012345678901234567890}\n", label);
+    write_text("long.jsonl", line);
+    int rc = test_system("%s/%s %s %s -o %s/long.feat --threshold 0 %s/long.jsonl > /dev/null 2>&1", bin, T, m, ck, tmp,
+                         tmp);
+    int pos = 0, n = feats_count("long.feat", &pos);
+    CHECK(rc == 0 && n == 3 && pos == 2, "a 302-byte label above the threshold, and a line with an integer beyond 64 "
+          "bits in another field: exit %d, %d documents, %d positive (want 0, 3, 2)", rc, n, pos);
+    // a run directory is its best model
+    test_system("mkdir -p %s/run && cp %s %s/run/best.ckpt", tmp, ck, tmp);
+    rc = test_system("%s/%s %s %s/run -o %s/run.feat %s/ok.csv > /dev/null 2>&1 && cmp -s %s/run.feat %s/ok.feat", bin,
+                     T, m, tmp, tmp, tmp, tmp, tmp);
+    CHECK(rc == 0, "-m DIR: the features of DIR/best.ckpt");
+    test_system("mv %s/run/best.ckpt %s/run/latest.ckpt", tmp, tmp);
+    expect_fail("run is a run directory without best.ckpt (its best model); it has latest.ckpt: give",
+                "-m a run directory without best.ckpt", "%s/%s %s %s/run -o %s/x.feat %s/ok.csv", bin, T, m, tmp, tmp,
+                tmp);
+    // names that start with '-' after "--"
+    rc = test_system("cd %s && cp ok.csv ./-dash.csv && %s/%s %s %s -o -dash.feat -- -dash.csv > /dev/null 2>&1 && "
+                     "cmp -s ./-dash.feat ok.feat", tmp, bin, T, m, ck);
+    CHECK(rc == 0, "featurize -o -dash.feat -- -dash.csv: the input named -dash.csv read (exit %d)", rc);
+    rc = test_system("cd %s && %s/transfer classify --summary -s.txt -- ok.feat ok.feat ./-dash.feat > /dev/null 2>&1 "
+                     "&& [ -s ./-s.txt ]", tmp, bin);
+    CHECK(rc == 0, "classify --summary -s.txt -- ...: exit %d", rc);
+    CHECK(test_system("ls -a %s | grep -q '\\.tmp\\.'", tmp) != 0, "no temporary file left behind");
+}
+
 // heatmap: names the user chose never reach gnuplot's or a shell's parser; many
 // documents; whole-or-nothing output
 static void test_heatmap(void) {
@@ -630,6 +687,22 @@ static void test_heatmap(void) {
     CHECK(rc == 2 && access(fp, F_OK) != 0 && test_system("grep -q 'cannot write %s' %s/err.txt", fp, tmp) == 0,
           "heatmap whose HTML cannot be written whole: exit %d (want 2), no hbig.html, the message names it", rc);
     CHECK(test_system("ls %s | grep -q '\\.tmp\\.'", tmp) != 0, "no temporary file left behind");
+    // the page and the PNG written through symbolic links, their modes kept
+    test_system("cd %s && mkdir -p store && echo x > store/l.html && echo x > store/l.png && "
+                "chmod 640 store/l.html store/l.png && ln -sf store/l.html l.html && ln -sf store/l.png l.png", tmp);
+    rc = test_system("cd %s && %s/transfer heatmap -m %s --unit 0 --reviews 4 -o l many.csv > /dev/null 2>&1", tmp, bin,
+                     ck);
+    CHECK(rc == 0 &&
+              test_system("cd %s && [ -L l.html ] && [ -L l.png ] && [ $(stat -c %%a store/l.html) = 640 ] && "
+                          "[ $(stat -c %%s store/l.html) -gt 500 ] && [ $(stat -c %%a store/l.png) = 640 ]",
+                          tmp) == 0 &&
+          (!gnuplot || test_system("cd %s && [ $(stat -c %%s store/l.png) -gt 1000 ]", tmp) == 0),
+          "heatmap -o l with l.html and l.png links into store/ (mode 640): exit %d, the links kept, the files written "
+          "there, modes kept", rc);
+    test_system("cd %s && rm -f l.png && mkfifo l.png", tmp);
+    expect_fail("l.png: it is a FIFO; an output replaces only a regular file",
+                "heatmap whose PNG is a FIFO: refused before any work",
+                "cd %s && timeout 20 %s/transfer heatmap -m %s --unit 0 -o l many.csv", tmp, bin, ck);
 }
 
 int main(void) {
@@ -640,6 +713,7 @@ int main(void) {
     test_import();
     test_pipeline();
     test_inputs();
+    test_files_and_names();
     test_heatmap();
     int rc = test_summary("test_transfer");
     if (rc == 0) test_system("rm -rf %s", tmp);

@@ -2,6 +2,7 @@
 //
 //   build/generate out/model.ckpt --prompt "This movie" --length 300 --temperature 0.8 --top-p 0.95
 //
+// The checkpoint may be given as a run directory: its best model, DIR/best.ckpt.
 // The prompt's bytes are echoed exactly and fed to the model, then --length bytes are
 // drawn by mlstm.h's sample_byte and fed back. Generation runs one row from a zero
 // state, and zeroes it again before each '\n' it reads, as the trainer does on framed
@@ -27,10 +28,6 @@
 #include <limits.h>
 #include <time.h>
 
-// A checkpoint wider than this is refused before any size is computed from it, so no
-// product of sizes can overflow (5 * 65536^2 elements is already 86 GB).
-#define GEN_MAX_WIDTH 65536
-
 typedef struct {
     MlstmConfig cfg;
     real *params;   // (nparams,) as in the checkpoint, the four cell matrices as effective weights
@@ -44,12 +41,11 @@ typedef struct {
 } Gen;
 
 // Reads the weights (and, with carried_state, row 0 of the carried h, c) from f, the
-// checkpoint that checkpoint_open verified: the bytes checked are the bytes read, whatever
-// is put at the path meanwhile. Any problem is one line naming the file, exit 2.
+// checkpoint that checkpoint_open verified (its sizes within mlstm.h's MAX_HIDDEN and
+// MAX_EMBED): the bytes checked are the bytes read, whatever is put at the path
+// meanwhile. Any problem is one line naming the file, exit 2.
 static void gen_read(Gen *g, FILE *f, const char *path, CkptHeader hd, int carried_state) {
     memset(g, 0, sizeof *g);
-    if (hd.cfg.D > GEN_MAX_WIDTH || hd.cfg.H > GEN_MAX_WIDTH)
-        fail("checkpoint %s: D=%d H=%d, wider than this tool takes (%d)", path, hd.cfg.D, hd.cfg.H, GEN_MAX_WIDTH);
     g->cfg = hd.cfg;
     g->reset_docs = 1;
     int H = g->cfg.H;
@@ -91,12 +87,12 @@ static void gen_read(Gen *g, FILE *f, const char *path, CkptHeader hd, int carri
         free(norms);
     }
 }
-static void gen_load(Gen *g, const char *path, int carried_state) {
-    struct stat sb;
-    if (stat(path, &sb) != 0) fail("cannot open checkpoint %s: %s", path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) fail("checkpoint %s is not a regular file", path);
+// path: a checkpoint file, or a run directory for its best.ckpt (checkpoint_file).
+static void gen_load(Gen *g, const char *path_given, int carried_state) {
+    char resolved[4200];
+    const char *path = checkpoint_file(path_given, resolved, sizeof resolved);
     CkptHeader hd;
-    FILE *f = checkpoint_open(path, &hd);  // magic, version, sizes, length and checksum
+    FILE *f = checkpoint_open(path, &hd);  // a regular file; magic, version, sizes, length and checksum
     gen_read(g, f, path, hd, carried_state);
     fclose(f);
 }
@@ -195,7 +191,8 @@ static const GenFlag gen_flags[] = {
 enum { GEN_NFLAGS = sizeof gen_flags / sizeof gen_flags[0] };
 
 static void gen_usage(FILE *f, const char *prog) {
-    fprintf(f, "usage: %s CHECKPOINT [flags]\n\n", prog);
+    fprintf(f, "usage: %s CHECKPOINT [flags]\n\nCHECKPOINT: a checkpoint file, or a run directory (its best model, "
+               "DIR/" RUN_BEST_CKPT ")\n\n", prog);
     for (int i = 0; i < GEN_NFLAGS; i++) {
         char lhs[64];
         snprintf(lhs, sizeof lhs, "--%s%s%s", gen_flags[i].name, gen_flags[i].arg ? " " : "",
@@ -248,9 +245,11 @@ int main(int argc, char **argv) {
         } else if (!strcmp(name, "seed")) seed = (uint64_t)parse_whole(dashed, v, 0, LLONG_MAX);
         else if (!strcmp(name, "carried-state")) carried_state = 1;
         else if (!strcmp(name, "no-reset-docs")) reset_docs = 0;
-        else if (!strcmp(name, "threads")) threads = parse_whole(dashed, v, 1, 1024);
+        else if (!strcmp(name, "threads")) threads = parse_whole(dashed, v, 1, MAX_THREADS);
     }
     if (!path) fail("no checkpoint given (usage: %s CHECKPOINT [flags]; see --help)", argv[0]);
+    char resolved[4200];
+    path = checkpoint_file(path, resolved, sizeof resolved);  // a run directory: its best.ckpt, named as such
 #ifdef _OPENMP
     if (threads) omp_set_num_threads((int)threads);
     int nthreads = omp_get_max_threads();

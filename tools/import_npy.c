@@ -49,11 +49,15 @@ typedef struct {
 static void npy_load(Npy *a, const char *dir, int index) {
     memset(a, 0, sizeof *a);
     snprintf(a->path, sizeof a->path, "%s/%d.npy", dir, index);
-    FILE *f = fopen(a->path, "rb");
-    if (!f) fail("cannot open %s: %s\nHINT: DIR must hold 0.npy ... 14.npy (model/ of openai/generating-reviews-discovering-sentiment)", a->path, strerror(errno));
+    int fd = open(a->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // O_NONBLOCK: a FIFO must not hang the open
+    if (fd < 0)
+        fail("cannot open %s: %s\nHINT: DIR must hold 0.npy ... 14.npy (model/ of "
+             "openai/generating-reviews-discovering-sentiment)", a->path, strerror(errno));
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0) fail("cannot read %s: %s", a->path, strerror(errno));
-    if (!S_ISREG(sb.st_mode)) fail("%s: not a regular file", a->path);
+    if (fstat(fd, &sb) != 0) fail("cannot read %s: %s", a->path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) fail("%s: not a regular file (%s)", a->path, file_kind(sb.st_mode));
+    FILE *f = fdopen(fd, "rb");
+    if (!f) fail("cannot read %s: %s", a->path, strerror(errno));
     long size = (long)sb.st_size;
     a->raw = (uint8_t *)mallocCheck((size_t)size + 1);
     if (fread(a->raw, 1, (size_t)size, f) != (size_t)size) fail("cannot read %s: %s", a->path, ferror(f) ? strerror(errno) : "it is shorter than its size");
@@ -144,13 +148,15 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(); return 0; }
         else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) want_h = parse_whole(argv[i], argv[i + 1], 1, INT_MAX), i++;
-        else if (!strcmp(argv[i], "--embed") && i + 1 < argc) want_d = parse_whole(argv[i], argv[i + 1], 1, INT_MAX), i++;
+        else if (!strcmp(argv[i], "--hidden") && i + 1 < argc)
+            want_h = parse_whole("--hidden", argv[++i], 1, MAX_HIDDEN);
+        else if (!strcmp(argv[i], "--embed") && i + 1 < argc) want_d = parse_whole("--embed", argv[++i], 1, MAX_EMBED);
         else if (argv[i][0] == '-') { usage(); fail("unknown flag or missing value: %s", argv[i]); }
         else if (!dir) dir = argv[i];
         else { usage(); fail("more than one input directory: %s and %s", dir, argv[i]); }
     }
     if (!out || !dir) { usage(); fail("need -o OUT.ckpt and DIR"); }
+    output_check(out);  // before reading hundreds of MB
     Npy a[15];
     for (int k = 0; k < 15; k++) {
         char in[4200];
@@ -160,11 +166,12 @@ int main(int argc, char **argv) {
     }
     if (a[0].ndim != 2 || a[0].shape[0] != 256) expect_shape(&a[0], 0, 256, a[0].ndim == 2 ? a[0].shape[1] : 64, "(256 bytes x D)");
     long D = a[0].shape[1];
-    if (D < 1 || D > INT_MAX) fail("%s (embedding) has shape (256, %ld): D must be 1 to %d", a[0].path, D, INT_MAX);
+    if (D < 1 || D > MAX_EMBED) fail("%s (embedding) has shape (256, %ld): D must be 1 to %d", a[0].path, D, MAX_EMBED);
     if (a[1].ndim != 2 || a[1].shape[0] != D || a[1].shape[1] % 4 != 0 || a[1].shape[1] == 0)
         expect_shape(&a[1], 1, D, 4 * (a[1].ndim == 2 && a[1].shape[1] >= 4 ? a[1].shape[1] / 4 : 1), "(D from 0.npy x 4H)");
     long H = a[1].shape[1] / 4;
-    if (H > INT_MAX) fail("%s (W_x) has shape (%ld, %ld): H = %ld is more than %d", a[1].path, D, a[1].shape[1], H, INT_MAX);
+    if (H > MAX_HIDDEN)
+        fail("%s (W_x) has shape (%ld, %ld): H = %ld is more than %d", a[1].path, D, a[1].shape[1], H, MAX_HIDDEN);
     if (want_d && want_d != D) fail("%s holds a model with D=%ld; --embed asks for %ld", dir, D, want_d);
     if (want_h && want_h != H) fail("%s holds a model with H=%ld (from 1.npy); --hidden asks for %ld", dir, H, want_h);
     char why[128];

@@ -14,8 +14,9 @@ before.
     ck.params = mlstm_ckpt.from_state_dict(model.state_dict(), ck.wnorm)
     mlstm_ckpt.save("out/edited.ckpt", ck)
 
-Command line (exit 2 with a one-line error naming the file on bad input, a damaged
-.npz included; nothing half-written):
+A checkpoint to read may be given as a run directory: its best model, DIR/best.ckpt
+(checkpoint_file). Command line (exit 2 with a one-line error naming the file on bad
+input, a damaged .npz included; nothing half-written):
 
     tools/mlstm_ckpt.py info CKPT               header, run record and tensors
     tools/mlstm_ckpt.py export CKPT OUT.npz     every array and header field into one .npz
@@ -25,6 +26,7 @@ Command line (exit 2 with a one-line error naming the file on bad input, a damag
 import math
 import os
 import shlex
+import stat
 import struct
 import sys
 import zipfile
@@ -35,6 +37,8 @@ import numpy as np
 
 MAGIC, VERSION, HEADER_BYTES, SCALER_BYTES, V = b"MLSTMCKP", 3, 256, 48, 256
 MAX_RUN_BYTES = 1 << 30  # mlstm.h's CKPT_MAX_RUN_BYTES
+MAX_HIDDEN, MAX_EMBED = 65536, 65536  # mlstm.h's limits: every reader refuses the same files
+RUN_BEST_CKPT, RUN_LATEST_CKPT = "best.ckpt", "latest.ckpt"  # a run directory's checkpoints (mlstm.h)
 # The parameters in the order of mlstm.h's single buffer (param_names there).
 NAMES = ("E", "W_x", "g_x", "W_h", "g_h", "W_mx", "g_mx", "W_mh", "g_mh", "b", "W_out", "b_out")
 GAINS = ("g_x", "g_h", "g_mx", "g_mh")  # weight norm's per-row gains: absent when it is off
@@ -89,8 +93,9 @@ class Checkpoint:
     value pairs as the trainer wrote them (doc/formats.md), b"" for none (a version 1
     file, or weights from new()). run_settings(ck.run) decodes it. run_id: the run's
     identity (0: unknown); best_by: what the run scores checkpoints by (0 nothing, 1 the
-    validation loss, 2 the training loss's moving mean); score: this checkpoint's (NaN:
-    not scored); loss_ema: the moving mean's state (train.h)."""
+    validation loss, 2 the training loss's moving mean); score: this checkpoint's under
+    best_by (NaN: not scored; meaningless when best_by is 0); loss_ema: the moving mean's
+    state (train.h)."""
     D: int
     H: int
     wnorm: int
@@ -106,7 +111,7 @@ class Checkpoint:
     run: bytes = b""
     run_id: int = 0
     best_by: int = 0
-    score: float = math.nan
+    score: float = 0.0
     loss_ema: float = 0.0
 
     @property
@@ -187,31 +192,106 @@ def _progress(path, total):
 
 # ---- reading
 
-_HDR = struct.Struct("<8sIIIIIIQII QQQ 48s QQQ QIIdd")  # fields at offsets 0..175; 176..255 reserved
+# The header's fields: (name, offset, struct format, the version that added it), the rows of
+# mlstm.h's ckpt_fields and doc/formats.md's table (test_pyio checks the three agree). A field
+# newer than a file's version reads as 0; every byte not in a field is 0.
+_FIELDS = (("magic", 0, "8s", 1), ("version", 8, "I", 1), ("header size", 12, "I", 1), ("V", 16, "I", 1),
+           ("D", 20, "I", 1), ("H", 24, "I", 1), ("weight norm", 28, "I", 1), ("nparams", 32, "Q", 1),
+           ("G", 40, "I", 1), ("step", 48, "Q", 1), ("data step", 56, "Q", 1), ("rng", 64, "Q", 1),
+           ("loss scaler", 72, "48s", 1), ("payload bytes", 120, "Q", 1), ("checksum", 128, "Q", 1),
+           ("run record bytes", 136, "Q", 2), ("run", 144, "Q", 3), ("best by", 152, "I", 3), ("score", 160, "d", 3),
+           ("loss mean state", 168, "d", 3))
+
+
+def _header_unpack(hd):
+    """The header's fields as {name: value}, those its version predates as 0."""
+    version = struct.unpack_from("<I", hd, 8)[0]
+    return {name: struct.unpack_from("<" + fmt, hd, at)[0] if version >= since else
+            (b"" if fmt.endswith("s") else 0) for name, at, fmt, since in _FIELDS}
+
+
+def _header_unused_zero(hd, version):
+    """Whether every header byte outside the fields of its version is 0 (mlstm.h's ckpt_header_unused_zero)."""
+    used = bytearray(HEADER_BYTES)
+    for _, at, fmt, since in _FIELDS:
+        if version >= since:
+            used[at:at + struct.calcsize("<" + fmt)] = b"\1" * struct.calcsize("<" + fmt)
+    return all(u or not b for u, b in zip(used, hd))
+
+
+def _header_pack(values):
+    hd = bytearray(HEADER_BYTES)
+    for name, at, fmt, _ in _FIELDS:
+        struct.pack_into("<" + fmt, hd, at, values[name])
+    return hd
+
+
+def checkpoint_file(path):
+    """The file a checkpoint argument names (mlstm.h's checkpoint_file): path itself, or for a
+    run directory its best model, DIR/best.ckpt; a directory without one is an error naming it
+    and saying whether DIR/latest.ckpt is there to be given instead."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        return path
+    best, latest = os.path.join(path, RUN_BEST_CKPT), os.path.join(path, RUN_LATEST_CKPT)
+    if os.path.lexists(best):
+        return best
+    if os.path.lexists(latest):
+        raise CheckpointError(f"{path} is a run directory without {RUN_BEST_CKPT} (its best model); it has "
+                              f"{RUN_LATEST_CKPT}: give {latest} to read that")
+    raise CheckpointError(f"{path} is a directory without {RUN_BEST_CKPT} or {RUN_LATEST_CKPT}: not a run directory "
+                          "(give a checkpoint file)")
+
+
+def _open_regular(path, what):
+    """A file opened for reading that is a regular file: O_NONBLOCK, so that a FIFO cannot hang
+    the open (it would wait for a writer forever), then refused, as a directory or a device is."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise CheckpointError(f"{what} {path} is not a regular file ({_file_kind(mode)})")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _file_kind(mode):
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def load(path, verify=True):
     """Reads and validates a checkpoint of format version 1 to 3 (what mlstm.h's
-    checkpoint_open rejects, this rejects with the same reason); verify=False skips the
-    checksum (about 40 s per GB)."""
+    checkpoint_open rejects, this rejects with the same reason), or a run directory's best
+    one (checkpoint_file); verify=False skips the checksum (about 40 s per GB)."""
+    path = checkpoint_file(path)
     try:
-        with open(path, "rb") as f:
+        with _open_regular(path, "checkpoint") as f:
             hd = f.read(HEADER_BYTES)
             if len(hd) >= 8 and hd[:8] != MAGIC:
                 raise CheckpointError(f"{path} is not an mlstm checkpoint (bad magic)")
             if len(hd) < HEADER_BYTES:
                 raise CheckpointError(f"checkpoint {path} is truncated: {len(hd)} bytes, "
                                       f"the header alone is {HEADER_BYTES}")
-            (_, version, _, v, D, H, wnorm, nparams, G, _, step, data_step, rng, scaler, payload,
-             want, run_bytes, run_id, best_by, _, score, loss_ema) = _HDR.unpack_from(hd)
-            if version < 3:  # the run's identity and score came with version 3
-                run_id, best_by, score, loss_ema = 0, 0, math.nan, 0.0
+            h = _header_unpack(hd)
+            version, v, D, H, wnorm, nparams, G = (h[k] for k in ("version", "V", "D", "H", "weight norm", "nparams",
+                                                                  "G"))
+            step, data_step, rng, scaler, payload, want, run_bytes = (
+                h[k] for k in ("step", "data step", "rng", "loss scaler", "payload bytes", "checksum",
+                               "run record bytes"))
+            run_id, best_by, score, loss_ema = (h[k] for k in ("run", "best by", "score", "loss mean state"))
             if not 1 <= version <= VERSION:
                 raise CheckpointError(f"checkpoint {path} has format version {version}; "
                                       f"this build reads versions 1 to {VERSION}")
+            if D > MAX_EMBED or H > MAX_HIDDEN:
+                raise CheckpointError(f"checkpoint {path}: D={D} H={H}, beyond this build's limits "
+                                      f"(D at most {MAX_EMBED}, H at most {MAX_HIDDEN})")
+            G = G if G < 1 << 31 else 0  # the C reader's int: a larger count is no count of rows
             if v != V or D < 1 or H < 1 or G < 1 or wnorm not in (0, 1) or nparams != param_count(D, H, wnorm) \
                     or best_by > 2 or not math.isfinite(loss_ema) \
-                    or payload != 4 * (3 * nparams + 2 * G * H) or run_bytes > (0 if version == 1 else MAX_RUN_BYTES):
+                    or payload != 4 * (3 * nparams + 2 * G * H) or run_bytes > MAX_RUN_BYTES \
+                    or not _header_unused_zero(hd, version):
                 raise CheckpointError(f"checkpoint {path} has an inconsistent header (corrupt file)")
             size = os.fstat(f.fileno()).st_size - HEADER_BYTES  # checked before allocating from the header
             total = payload + run_bytes
@@ -315,44 +395,95 @@ def _check(ck, where):
     except CheckpointError as e:
         raise CheckpointError(f"{where}: {e}") from None
     nparams = param_count(D, H, wnorm)
-    hd = bytearray(HEADER_BYTES)
-    _HDR.pack_into(hd, 0, MAGIC, VERSION, HEADER_BYTES, V, D, H, wnorm, nparams, G, 0, int(ck.step),
-                   int(ck.data_step), int(ck.rng), scaler, 4 * (3 * nparams + 2 * G * H), 0, len(run),
-                   int(ck.run_id), int(ck.best_by), 0, float(ck.score), float(ck.loss_ema))
+    hd = _header_pack({"magic": MAGIC, "version": VERSION, "header size": HEADER_BYTES, "V": V, "D": D, "H": H,
+                       "weight norm": wnorm, "nparams": nparams, "G": G, "step": int(ck.step),
+                       "data step": int(ck.data_step), "rng": int(ck.rng), "loss scaler": scaler,
+                       "payload bytes": 4 * (3 * nparams + 2 * G * H), "checksum": 0, "run record bytes": len(run),
+                       "run": int(ck.run_id), "best by": int(ck.best_by), "score": float(ck.score),
+                       "loss mean state": float(ck.loss_ema)})
     return hd, arrays + [run]
 
 
 def save(path, ck):
-    """Writes ck as a checkpoint of format version 3, with ck.run as its run record: to
-    <path>.tmp.<pid>, fsync, rename over path, so a failure leaves the previous file or
-    the new one, never a torn one. Arrays are converted to float32 (round to nearest); a
-    wrong shape is an error naming it."""
+    """Writes ck as a checkpoint of format version 3, with ck.run as its run record, whole or
+    not at all (_write_whole: through a symbolic link, keeping the replaced file's mode), so a
+    failure leaves the previous file or the new one, never a torn one. Arrays are converted
+    to float32 (round to nearest); a wrong shape is an error naming it."""
     checked = _check(ck, path)
     if checked is None:
         raise CheckpointError(f"{path}: a checkpoint needs adam_m, adam_v, h and c (mlstm_ckpt.new makes them)")
     hd, arrays = checked
     hd[128:136] = struct.pack("<Q", checksum([hd] + arrays, _progress(path, sum(memoryview(a).nbytes for a in arrays))))
-    def write(tmp):
-        with open(tmp, "wb") as f:
-            f.write(hd)
-            for a in arrays:
-                f.write(a)
+
+    def write(f):
+        f.write(hd)
+        for a in arrays:
+            f.write(a)
+    _write_whole(path, write)
+
+
+def _output_target(path):
+    """The file writing `path` replaces (util.h's output_target): path itself, or the file its
+    symbolic links name, followed link by link (it need not exist yet), so that the link stays a
+    link and the file it names is the one replaced. An existing target must be a regular file: a
+    directory, a FIFO or a device is refused. Returns (target, its lstat or None)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        raise CheckpointError(f"cannot write {path}: it is {_file_kind(mode)}; an output replaces only a regular file")
+    target = os.fspath(path)
+    for _ in range(41):
+        try:
+            st = os.lstat(target)
+        except FileNotFoundError:
+            return target, None
+        except OSError as e:
+            raise CheckpointError(f"cannot write {path}: {e.strerror or e}") from None
+        if not stat.S_ISLNK(st.st_mode):
+            if not stat.S_ISREG(st.st_mode):
+                raise CheckpointError(f"cannot write {path}: it is {_file_kind(st.st_mode)}; an output replaces only "
+                                      "a regular file")
+            return target, st
+        target = os.path.join(os.path.dirname(target), os.readlink(target))  # an absolute link replaces the whole
+    raise CheckpointError(f"cannot write {path}: too many levels of symbolic links")
+
+
+def _write_whole(path, write):
+    """write(f) into <target>.tmp.<pid> beside the file `path` names (_output_target), flushed
+    and synced, then renamed over it, keeping the replaced file's owner and group where allowed
+    and its permission bits: a failure leaves no temporary file and the previous file (if any)
+    as it was, and raises CheckpointError naming path."""
+    target, old = _output_target(path)
+    tmp = f"{target}.tmp.{os.getpid()}"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)  # never through a link put there
+    made = False
+    try:
+        try:
+            fd = os.open(tmp, flags, 0o666)
+        except FileExistsError:  # a stale one of a process that had this pid
+            os.unlink(tmp)
+            fd = os.open(tmp, flags, 0o666)
+        made = True
+        with os.fdopen(fd, "wb") as f:
+            if old is not None:
+                for uid, gid in ((old.st_uid, -1), (-1, old.st_gid)):
+                    try:
+                        os.fchown(f.fileno(), uid, gid)
+                    except OSError:
+                        pass  # not allowed to: the writer's own
+                os.fchmod(f.fileno(), old.st_mode & 0o777)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
-    _write_whole(path, f"{path}.tmp.{os.getpid()}", write)
-
-
-def _write_whole(path, tmp, write):
-    """write(tmp), then rename tmp over path: a failure leaves no temporary file and
-    the previous file (if any) as it was, and raises CheckpointError naming path."""
-    try:
-        write(tmp)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if made:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         raise CheckpointError(f"cannot write {path}: {e.strerror or e}") from None
 
 
@@ -418,7 +549,7 @@ def _export(ck, path):
                data_step=np.uint64(ck.data_step), rng=np.uint64(ck.rng), scaler=np.frombuffer(ck.scaler, np.uint8),
                run=np.frombuffer(bytes(ck.run), np.uint8), run_id=np.uint64(ck.run_id), best_by=np.int64(ck.best_by),
                score=np.float64(ck.score), loss_ema=np.float64(ck.loss_ema))
-    _write_whole(path, f"{path}.tmp.{os.getpid()}.npz", lambda tmp: np.savez(tmp, **out))
+    _write_whole(path, lambda f: np.savez(f, **out))
 
 
 class _Npz:
@@ -430,7 +561,7 @@ class _Npz:
     def __init__(self, path):
         self.path = path
         try:
-            self.file = open(path, "rb")
+            self.file = _open_regular(path, "input")
         except OSError as e:
             raise CheckpointError(f"cannot read {path}: {e.strerror or e}") from None
         try:
@@ -559,8 +690,7 @@ def _import(path):
         scaler = z.read("scaler", _byte_array("scaler", size=SCALER_BYTES)).tobytes()
         run = z.read("run", _byte_array("run", most=MAX_RUN_BYTES)).tobytes() if "run" in z.members else b""  # none: v1
         run_fields = {k: z.read(k, _integer_scalar(k))[()] if k in z.members else 0 for k in ("run_id", "best_by")}
-        real_fields = {k: z.read(k, _real_scalar(k))[()] if k in z.members else d
-                       for k, d in (("score", math.nan), ("loss_ema", 0.0))}
+        real_fields = {k: z.read(k, _real_scalar(k))[()] if k in z.members else 0.0 for k in ("score", "loss_ema")}
     finally:
         z.close()
     ck = Checkpoint(f["D"], f["H"], f["wnorm"], groups["params"], groups["adam_m"], groups["adam_v"], h, c, f["step"],
@@ -601,12 +731,15 @@ def _same_file(a, b):
 
 
 def main(argv):
-    usage = "usage: mlstm_ckpt.py info CKPT | export CKPT OUT.npz | import IN.npz OUT.ckpt"
+    usage = ("usage: mlstm_ckpt.py info CKPT | export CKPT OUT.npz | import IN.npz OUT.ckpt "
+             f"(CKPT: a checkpoint file, or a run directory for its {RUN_BEST_CKPT})")
     cmds = {"info": 1, "export": 2, "import": 2}
     if len(argv) < 1 or argv[0] not in cmds or len(argv) != 1 + cmds[argv[0]]:
         print(usage, file=sys.stderr)
         return 2
     try:
+        if argv[0] != "import":
+            argv[1] = checkpoint_file(argv[1])  # a run directory: its best model, by that name
         if argv[0] != "info" and _same_file(argv[1], argv[2]):
             raise CheckpointError(f"{argv[1]} and {argv[2]} are the same file: the output must not overwrite the input")
         if argv[0] == "info":
@@ -618,6 +751,9 @@ def main(argv):
     except CheckpointError as e:
         print("error: " + " ".join(str(e).splitlines()), file=sys.stderr)  # one line, whatever a message quotes
         return 2
+    except BrokenPipeError:  # `info CKPT | head`: the reader stopped; no traceback, SIGPIPE's status as other tools
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # and no second error when Python flushes
+        return 128 + 13
     return 0
 
 

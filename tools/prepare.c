@@ -181,8 +181,25 @@ static int reader_fill(LineReader *r) {
     return got > 0;
 }
 
+// The compressed formats zlib does not read, by their magic bytes: read as text they
+// would be garbage documents. gzip itself, met in what zlib has already decompressed,
+// was compressed twice.
+static const char *compressed_format(const unsigned char *p, size_t n) {
+    static const struct { const char *name, *magic; size_t n; } formats[] = {
+        {"bzip2", "BZh", 3}, {"xz", "\xFD" "7zXZ\0", 6}, {"zstd", "\x28\xB5\x2F\xFD", 4},
+        {"lz4", "\x04\x22\x4D\x18", 4}, {"zip", "PK\x03\x04", 4}, {"7z", "7z\xBC\xAF\x27\x1C", 6},
+        {"gzip", "\x1F\x8B", 2}};
+    for (size_t k = 0; k < sizeof formats / sizeof formats[0]; k++)
+        if (n >= formats[k].n && !memcmp(p, formats[k].magic, formats[k].n) &&
+            (strcmp(formats[k].name, "bzip2") || (n > 3 && p[3] >= '1' && p[3] <= '9')))  // BZh and the block size
+            return formats[k].name;
+    return NULL;
+}
+
 // "-" is standard input (`zcat big.json.gz | prepare -o d -`; zlib also reads gzip
 // there). A UTF-8 byte order mark at the start (spreadsheets write one) is not text.
+// An input named .gz must be gzip data, and data compressed in a format zlib does not
+// read is refused under any name: zlib would pass it through as text.
 static void reader_open(LineReader *r, const char *path) {
     memset(r, 0, sizeof *r);
     int is_stdin = !strcmp(path, "-");
@@ -197,7 +214,19 @@ static void reader_open(LineReader *r, const char *path) {
     r->cap = 1 << 20;
     r->buf = (char *)mallocCheck(r->cap);
     r->next_progress = 64LL << 20;
-    while (r->end < 3 && reader_fill(r)) {}
+    while (r->end < 8 && reader_fill(r)) {}
+    const unsigned char *head = (const unsigned char *)r->buf;
+    const char *inner = compressed_format(head, r->end);
+    size_t n = strlen(r->path);
+    if (!is_stdin && n > 3 && !strcmp(r->path + n - 3, ".gz") && gzdirect(r->gz)) {
+        char what[64];
+        snprintf(what, sizeof what, "%s%s", inner ? inner : r->end ? "it does not start with the gzip bytes 1f 8b"
+                 : "it is empty", inner ? " data" : "");
+        fail("%s: named .gz but not gzip data: %s", r->path, what);
+    }
+    if (inner)
+        fail("%s: %s data%s, which prepare does not read: decompress it first (prepare reads text, and gzip)", r->path,
+             inner, gzdirect(r->gz) ? "" : " inside gzip");
     if (r->end >= 3 && !memcmp(r->buf, "\xEF\xBB\xBF", 3)) { r->beg = 3; r->bytes = 3; }
 }
 
@@ -250,25 +279,46 @@ static void read_text(Corpus *c, const Settings *cfg, LineReader *r) {
         if (len > 0) add_text(c, cfg, r->path, r->line, line, len, NULL);
 }
 
-// A label from JSON: numbers as %g ("5" for 5.0), strings as they are.
-static int json_label(json_t *v, char *out, size_t cap) {
-    if (json_is_integer(v)) snprintf(out, cap, "%lld", (long long)json_integer_value(v));
-    else if (json_is_real(v)) snprintf(out, cap, "%g", json_real_value(v));
-    else if (json_is_string(v)) snprintf(out, cap, "%s", json_string_value(v));
-    else if (json_is_boolean(v)) snprintf(out, cap, "%d", json_is_true(v) ? 1 : 0);
-    else return 0;
-    return 1;
+// A JSON line, decoded. jansson refuses a whole document for one integer beyond 64
+// bits in any field (an id, a count); such a line is decoded again with every integer
+// as a real (*as_real = 1), so the document is kept.
+static json_t *json_line(const char *line, size_t len, json_error_t *err, int *as_real) {
+    *as_real = 0;
+    json_t *root = json_loadb(line, len, 0, err);
+    if (root || json_error_code(err) != json_error_numeric_overflow) return root;
+    *as_real = 1;
+    return json_loadb(line, len, JSON_DECODE_INT_AS_REAL, err);
+}
+
+// A label from JSON, whole: a string as it is, a number as the shortest text that reads
+// back as the same value ("5" for 5 and 5.0, "4.5", "0.123456789"), a boolean as 0 or 1;
+// num (32 bytes) holds a number's text. NULL when v is none of these, or a number that
+// json_line decoded as a real (as_real) beyond 2^53, which is not the integer written.
+static const char *json_label(json_t *v, int as_real, char *num) {
+    if (json_is_string(v)) return json_string_value(v);
+    if (json_is_boolean(v)) return json_is_true(v) ? "1" : "0";
+    if (json_is_integer(v)) snprintf(num, 32, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v)) {
+        double x = json_real_value(v);
+        if (as_real && fabs(x) >= 0x1p53) return NULL;
+        for (int digits = 1; digits <= 17; digits++) {
+            snprintf(num, 32, "%.*g", digits, x);
+            if (strtod(num, NULL) == x) break;
+        }
+    } else return NULL;
+    return num;
 }
 
 static void read_jsonl(Corpus *c, const Settings *cfg, LineReader *r) {
     const char *path = r->path;
     size_t len;
     char *line;
-    char label[256];
+    char num[32];
     while ((line = reader_line(r, &len))) {
         if (len == 0) continue;
         json_error_t err;
-        json_t *root = json_loadb(line, len, 0, &err);
+        int as_real;
+        json_t *root = json_line(line, len, &err, &as_real);
         if (!root) {
             char detail[256];
             snprintf(detail, sizeof detail, "%s at column %d", err.text, err.column);
@@ -276,18 +326,23 @@ static void read_jsonl(Corpus *c, const Settings *cfg, LineReader *r) {
             continue;
         }
         json_t *text = json_is_object(root) ? json_object_get(root, cfg->text_field) : NULL;
+        json_t *lab = json_is_object(root) && cfg->label_field[0] ? json_object_get(root, cfg->label_field) : NULL;
+        const char *label = lab ? json_label(lab, as_real, num) : NULL;
         if (!json_is_object(root)) {
             skip_line(cfg, SKIP_JSON, path, r->line, "not a JSON object");
         } else if (!json_is_string(text)) {
             char detail[300];
             snprintf(detail, sizeof detail, "no string field \"%s\"", cfg->text_field);
             skip_line(cfg, SKIP_NO_TEXT, path, r->line, detail);
+        } else if (lab && !label && json_is_number(lab)) {
+            char detail[300];
+            snprintf(detail, sizeof detail, "label \"%s\" is an integer beyond 2^53, which the line's other integer "
+                     "beyond 64 bits made a real: not exact", cfg->label_field);
+            skip_line(cfg, SKIP_JSON, path, r->line, detail);
         } else {
-            json_t *lab = cfg->label_field[0] ? json_object_get(root, cfg->label_field) : NULL;
-            int has_label = lab && json_label(lab, label, sizeof label);
             // jansson has validated the UTF-8 already
             if (json_string_length(text) == 0) skip_line(cfg, SKIP_EMPTY, path, r->line, "the text is empty");
-            else corpus_add(c, json_string_value(text), json_string_length(text), has_label ? label : NULL);
+            else corpus_add(c, json_string_value(text), json_string_length(text), label);
         }
         json_decref(root);
     }
@@ -405,78 +460,224 @@ static const char *format_of(const char *path) {
 }
 
 // ----------------------------------------------------------------------------
-// Output. The new set of files switches over as a whole: every shard and labels file
-// is first written into a staging directory DIR/.prepare.tmp.<pid>/ (a write that fails
-// part way, say on a full disk, leaves the old set untouched and the staging directory
-// removed at exit), and only once all are written are they renamed into DIR and the old
-// set's extra shards removed. Renames need no space, so that last phase takes
-// microseconds and cannot fail half way for want of it. SIGINT/SIGTERM while writing
-// stop it the same way; the staging directory of a prepare killed with -9 is removed
-// by the next run into DIR.
+// Output. The new set switches in whole. Every shard and labels file is first written
+// into a temporary directory beside DIR, <DIR>.prepare.tmp.<pid> (a write that fails
+// part way, say on a full disk, or a SIGINT, SIGTERM or SIGHUP, leaves DIR untouched
+// and the temporary directory removed at exit); then that directory and DIR trade
+// places in one rename (Linux renameat2 RENAME_EXCHANGE; a plain rename when DIR does
+// not exist yet), and the old set, now under the temporary name, is removed. A kill at
+// any moment leaves DIR holding the old set or the new one, never a mix, and a reader
+// that opens DIR's shards through one descriptor of it (data.h, stream_open_dir) gets
+// one set whole. A prepare killed with -9 leaves its temporary directory, which the
+// next prepare into DIR removes. Where the exchange is not supported (a file system
+// without it), DIR is first renamed to <DIR>.prepare.old.<pid> and the new set renamed
+// in: a reader in between finds no DIR, and a kill in between is undone by the next
+// prepare, which renames the old set back.
+//
+// So DIR is the set and nothing else: a file in it that prepare does not write would
+// go with the old set, and is refused before anything is read; so is an input inside
+// DIR, or one that is one of its files under another name (a symbolic or hard link).
 
-static char staging[4200];  // "" when there is nothing to clean up
+// Whether `name` is one of the files of a prepared set (SPLIT_NNN.bin, SPLIT_labels.tsv,
+// SPLIT train or val), or one of their temporary files (AtomicFile: NAME.tmp.<pid>).
+static int set_file_name(const char *name) {
+    const char *rest = !strncmp(name, "train_", 6) ? name + 6 : !strncmp(name, "val_", 4) ? name + 4 : NULL;
+    if (!rest) return 0;
+    size_t digits = strspn(rest, "0123456789");
+    const char *end = !strncmp(rest, "labels.tsv", 10) ? rest + 10
+                      : digits >= 3 && !strncmp(rest + digits, ".bin", 4) ? rest + digits + 4 : NULL;
+    if (!end) return 0;
+    if (!*end) return 1;
+    return !strncmp(end, ".tmp.", 5) && end[5] && strspn(end + 5, "0123456789") == strlen(end + 5);
+}
+
+// Removes a set's directory: its set files, then the directory. Anything else in it
+// stays, and so then does the directory; returns whether it is gone.
+static int remove_set_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT;
+    struct dirent *e;
+    char path[8400];
+    while ((e = readdir(d)))
+        if (set_file_name(e->d_name)) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+    return rmdir(dir) == 0;
+}
+
+// Where the output goes: out (DIR resolved, symbolic links and all, so that the switch
+// happens where the files are), its parent, its last name, and the two temporary names.
+typedef struct { char out[4096], parent[4096], base[1024], tmp[8200], old[8200]; } OutDir;
+static OutDir out_dir;
+static int staging_made = 0;  // out_dir.tmp exists and is ours to remove at exit
+
 static void remove_staging(void) {
-    if (!staging[0]) return;
-    DIR *d = opendir(staging);
-    struct dirent *e;
-    char path[4500];
-    while (d && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) { snprintf(path, sizeof path, "%s/%s", staging, e->d_name); unlink(path); }
-    if (d) closedir(d);
-    rmdir(staging);
-    staging[0] = 0;
-}
-static volatile sig_atomic_t interrupted = 0;
-// A prepare killed with -9 leaves its staging directory: remove those of dead processes.
-// An input that is one of the files prepare writes into out_dir (SPLIT_NNN.bin, SPLIT_labels.tsv)
-// would be replaced by the output made from it: refused.
-static void refuse_output_name(const char *input, const char *out_dir) {
-    const char *slash = strrchr(input, '/'), *base = slash ? slash + 1 : input;
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - input) : 1, slash ? input : ".");
-    if (slash == input) snprintf(dir, sizeof dir, "/");
-    const char *split = !strncmp(base, "train_", 6) ? base + 6 : !strncmp(base, "val_", 4) ? base + 4 : NULL;
-    size_t digits = split ? strspn(split, "0123456789") : 0;
-    int ours = split && (!strcmp(split, "labels.tsv") || (digits >= 3 && !strcmp(split + digits, ".bin")));
-    if (ours && same_file(dir, out_dir))
-        fail("input %s is one of the files -o %s is about to replace: write the shards to another directory", input,
-             out_dir);
+    if (staging_made && !remove_set_dir(out_dir.tmp))
+        fprintf(stderr, "warning: %s holds files prepare does not write: left there\n", out_dir.tmp);
+    staging_made = 0;
 }
 
-static void remove_stale_staging(const char *out_dir) {
-    DIR *d = opendir(out_dir);
+// mkdir -p: `-o data/amazon` on a fresh clone creates data/ too
+static void make_dirs(const char *dir) {
+    char p[4096];
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) fail("output directory name too long: %s", dir);
+    for (char *q = p + 1;; q++) {
+        if (*q != '/' && *q) continue;
+        char keep = *q;
+        *q = 0;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) fail("cannot create output directory %s: %s", p, strerror(errno));
+        *q = keep;
+        if (!keep) break;
+    }
+}
+
+// Resolves -o DIR into out_dir, creating DIR's parents (not DIR: the switch puts it
+// there). A symbolic link is followed to where it leads (util.h, path_follow_links),
+// even to a directory not made yet, so the link stays a link. A DIR that holds the
+// current directory is refused: the switch would leave this shell in the removed old one.
+static void out_dir_resolve(const char *given) {
+    char path[4096], target[4096];
+    size_t n = strlen(given);
+    while (n > 1 && given[n - 1] == '/') n--;  // "d/" is d
+    if (n == 0 || n >= sizeof path) fail("-o \"%s\": not a usable directory name", given);
+    memcpy(path, given, n);
+    path[n] = 0;
+    struct stat st;
+    path_follow_links("cannot create output directory", path, target, &st);
+    if (st.st_mode && !S_ISDIR(st.st_mode)) fail("output directory %s is not a directory", given);
+    char *slash = strrchr(target, '/'), *real = NULL;
+    const char *base = slash ? slash + 1 : target;
+    if (st.st_mode) real = realpath(target, NULL);
+    else if (strcmp(base, ".") && strcmp(base, "..")) {  // a new directory: its parent, made, resolved, then its name
+        if (slash && slash != target) {
+            *slash = 0;
+            make_dirs(target);
+            *slash = '/';
+        }
+        int parent_len = slash ? (slash == target ? 1 : (int)(slash - target)) : 1;  // "/x": "/"; "x": "."
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%.*s", parent_len, slash ? target : ".");
+        char *rp = realpath(parent, NULL);
+        if (rp) {
+            real = (char *)mallocCheck(strlen(rp) + strlen(base) + 2);
+            sprintf(real, "%s%s%s", rp, strcmp(rp, "/") ? "/" : "", base);
+            free(rp);
+        }
+    }
+    if (!real) fail("cannot create output directory %s: %s", given, strerror(errno ? errno : ENOENT));
+    if (!strcmp(real, "/")) fail("output directory %s: the root directory cannot be switched for another", given);
+    if (strlen(real) >= sizeof out_dir.out) fail("output directory name too long: %s", given);
+    strcpy(out_dir.out, real);
+    free(real);
+    char *cwd = realpath(".", NULL);
+    size_t no = strlen(out_dir.out);
+    if (cwd && !strncmp(cwd, out_dir.out, no) && (cwd[no] == '/' || !cwd[no]))
+        fail("-o %s holds the current directory, which the switch would leave removed: run prepare from outside it",
+             given);
+    free(cwd);
+    slash = strrchr(out_dir.out, '/');
+    snprintf(out_dir.parent, sizeof out_dir.parent, "%.*s", slash == out_dir.out ? 1 : (int)(slash - out_dir.out),
+             out_dir.out);
+    if (strlen(slash + 1) >= sizeof out_dir.base) fail("output directory name too long: %s", given);
+    strcpy(out_dir.base, slash + 1);
+    snprintf(out_dir.tmp, sizeof out_dir.tmp, "%s.prepare.tmp.%ld", out_dir.out, (long)getpid());
+    snprintf(out_dir.old, sizeof out_dir.old, "%s.prepare.old.%ld", out_dir.out, (long)getpid());
+    if (access(out_dir.parent, W_OK) != 0)
+        fail("cannot write to %s, where output directory %s is made: %s", out_dir.parent, given, strerror(errno));
+}
+
+// The temporary directories of prepares into DIR that were killed: <DIR>.prepare.tmp.<pid>
+// (a new set not switched in, or the old one switched out) are removed;
+// <DIR>.prepare.old.<pid> (the old set, moved aside by the two-rename switch) is renamed
+// back when DIR is missing (killed between the renames), else removed. Only names of that
+// form whose process is gone, so a prepare running now keeps its own.
+static void remove_stale_temporaries(void) {
+    DIR *d = opendir(out_dir.parent);
     struct dirent *e;
+    size_t nb = strlen(out_dir.base);
     while (d && (e = readdir(d))) {
-        long pid;
-        char tail;
-        if (sscanf(e->d_name, ".prepare.tmp.%ld%c", &pid, &tail) != 1 || pid <= 0 || pid == (long)getpid()) continue;
-        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
-        snprintf(staging, sizeof staging, "%s/%s", out_dir, e->d_name);
-        remove_staging();
+        const char *s = e->d_name, *pid = s + nb + 13;
+        int ours = !strncmp(s, out_dir.base, nb) && (!strncmp(s + nb, ".prepare.tmp.", 13) ||
+                                                     !strncmp(s + nb, ".prepare.old.", 13));
+        if (!ours) continue;
+        if (!*pid || strspn(pid, "0123456789") != strlen(pid) || strlen(pid) > 9) continue;
+        long p = atol(pid);
+        if (p <= 0 || p == (long)getpid() || kill((pid_t)p, 0) == 0 || errno != ESRCH) continue;  // alive, or not ours
+        char path[8400];
+        snprintf(path, sizeof path, "%s/%s", out_dir.parent, s);
+        struct stat sb;
+        if (lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) continue;
+        if (s[nb + 9] == 'o' && access(out_dir.out, F_OK) != 0 && errno == ENOENT && rename(path, out_dir.out) == 0) {
+            fprintf(stderr, "prepare: %s: the set a killed prepare had moved aside is back\n", out_dir.out);
+            continue;
+        }
+        if (!remove_set_dir(path))
+            fprintf(stderr, "warning: %s holds files prepare does not write: left there\n", path);
     }
     if (d) closedir(d);
 }
 
+// Refuses what the switch would take away: an input that is one of DIR's files under
+// any name (a symbolic or hard link, standard input redirected from it) or lies inside
+// DIR, and a file in DIR that is not part of a set.
+static void check_out_dir_apart(const char *given, const char *const *inputs, int n_inputs) {
+    DIR *d = opendir(out_dir.out);
+    struct dirent *e;
+    char path[8400];
+    for (int pass = 0; pass < 2 && d; pass++, rewinddir(d)) {
+        while ((e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            if (pass == 1 && !set_file_name(e->d_name))
+                fail("-o %s holds %s, which is not a file build/prepare writes: the new set replaces the whole "
+                     "directory (move it away, or give another -o)", given, e->d_name);
+            struct stat out_st, in_st;
+            snprintf(path, sizeof path, "%s/%s", out_dir.out, e->d_name);
+            for (int i = 0; pass == 0 && i < n_inputs && stat(path, &out_st) == 0; i++) {
+                int in = !strcmp(inputs[i], "-") ? fstat(0, &in_st) : stat(inputs[i], &in_st);
+                if (in == 0 && in_st.st_dev == out_st.st_dev && in_st.st_ino == out_st.st_ino)
+                    fail("input %s is one of the files -o %s is about to replace (%s): write the shards to another "
+                         "directory", !strcmp(inputs[i], "-") ? "<stdin>" : inputs[i], given, e->d_name);
+            }
+        }
+        for (int i = 0; pass == 0 && i < n_inputs; i++) {
+            char *real = strcmp(inputs[i], "-") ? realpath(inputs[i], NULL) : NULL;
+            size_t no = strlen(out_dir.out);
+            if (real && !strncmp(real, out_dir.out, no) && (real[no] == '/' || !real[no]))
+                fail("input %s lies inside -o %s, which the new set replaces whole: keep inputs elsewhere", inputs[i],
+                     given);
+            free(real);
+        }
+    }
+    if (d) closedir(d);
+}
+
+static volatile sig_atomic_t interrupted = 0;
 static void on_signal(int sig) { interrupted = sig; }
 
-// Writes one split's shards and labels file into the staging directory; returns the number of shards.
+// Writes one split's shards and labels file into the temporary directory; returns the number of shards.
 static int64_t write_split(const Corpus *c, const Settings *cfg, const char *split, const int64_t *order, int64_t n) {
-    char path[4500];
+    char path[8400];
     ShardWriter w;
     int shard = 0;
     int64_t in_shard = 0, offset = 0;
-    snprintf(path, sizeof path, "%s/%s_labels.tsv", staging, split);
+    snprintf(path, sizeof path, "%s/%s_labels.tsv", out_dir.tmp, split);
     AtomicFile labels;
     atomic_open(&labels, path);
     fprintf(labels.f, "offset\tlength\tlabel\n");
-    snprintf(path, sizeof path, "%s/%s_%03d.bin", staging, split, shard);
+    snprintf(path, sizeof path, "%s/%s_%03d.bin", out_dir.tmp, split, shard);
     shard_writer_open(&w, path, SHARD_FRAMED);
     for (int64_t i = 0; i < n; i++) {
-        if (interrupted) { atomic_abort(&labels); fail("interrupted (signal %d) while writing %s: the old files in %s are as they were", (int)interrupted, split, cfg->out_dir); }
+        if (interrupted) {
+            atomic_abort(&labels);
+            atomic_abort(&w.af);
+            fail("interrupted (signal %d) while writing %s: %s is as it was", (int)interrupted, split, cfg->out_dir);
+        }
         const Doc *d = &c->docs[order[i]];
         if (in_shard > 0 && in_shard + d->length > cfg->shard_bytes) {  // documents never straddle shards
             shard_writer_close(&w);
-            snprintf(path, sizeof path, "%s/%s_%03d.bin", staging, split, ++shard);
+            snprintf(path, sizeof path, "%s/%s_%03d.bin", out_dir.tmp, split, ++shard);
             shard_writer_open(&w, path, SHARD_FRAMED);
             in_shard = 0;
         }
@@ -492,39 +693,41 @@ static int64_t write_split(const Corpus *c, const Settings *cfg, const char *spl
     return shard + 1;
 }
 
-// Moves one split's staged files into DIR (n_shards of them; 0: the split is gone) and
-// removes the old set's shards beyond them, which would otherwise join the stream.
-static void commit_split(const Settings *cfg, const char *split, int64_t n_shards) {
-    char from[4500], to[4500];
-    for (int64_t k = 0; k <= n_shards; k++) {
-        if (k < n_shards) {
-            snprintf(from, sizeof from, "%s/%s_%03lld.bin", staging, split, (long long)k);
-            snprintf(to, sizeof to, "%s/%s_%03lld.bin", cfg->out_dir, split, (long long)k);
-        } else {
-            snprintf(from, sizeof from, "%s/%s_labels.tsv", staging, split);
-            snprintf(to, sizeof to, "%s/%s_labels.tsv", cfg->out_dir, split);
-            if (n_shards == 0) { unlink(to); break; }
+// The switch: the written set (out_dir.tmp) becomes DIR in one rename, then the old set goes.
+static void switch_in(const char *given) {
+    struct stat old;
+    if (stat(out_dir.out, &old) == 0 && chmod(out_dir.tmp, old.st_mode & 07777) != 0)  // DIR keeps its permissions
+        fail("cannot set the permissions of %s: %s", out_dir.tmp, strerror(errno));
+    int exchanged = -1;
+#ifdef RENAME_EXCHANGE
+    exchanged = renameat2(AT_FDCWD, out_dir.tmp, AT_FDCWD, out_dir.out, RENAME_EXCHANGE) == 0;
+    if (!exchanged && errno == ENOENT && rename(out_dir.tmp, out_dir.out) == 0) {  // no DIR yet
+        staging_made = 0;
+        return;
+    }
+    if (!exchanged && errno != EINVAL && errno != ENOSYS)  // a file system without the exchange: below
+        fail("cannot switch the new set in as %s: %s (%s keeps the old set)", given, strerror(errno), given);
+#endif
+    if (exchanged == 1) {  // the old set is at out_dir.tmp now
+        remove_staging();
+        return;
+    }
+    if (rename(out_dir.out, out_dir.old) != 0) {
+        if (errno == ENOENT && rename(out_dir.tmp, out_dir.out) == 0) {
+            staging_made = 0;
+            return;
         }
-        if (rename(from, to) != 0) fail("cannot rename %s to %s: %s", from, to, strerror(errno));
+        fail("cannot switch the new set in as %s: %s (%s keeps the old set)", given, strerror(errno), given);
     }
-    for (int64_t k = n_shards;; k++) {
-        snprintf(to, sizeof to, "%s/%s_%03lld.bin", cfg->out_dir, split, (long long)k);
-        if (unlink(to) != 0) break;
+    if (rename(out_dir.tmp, out_dir.out) != 0) {
+        int e = errno;
+        if (rename(out_dir.old, out_dir.out) != 0)
+            fail("cannot rename %s back to %s: %s", out_dir.old, given, strerror(errno));
+        fail("cannot switch the new set in as %s: %s (%s keeps the old set)", given, strerror(e), given);
     }
-}
-
-// mkdir -p: `-o data/amazon` on a fresh clone creates data/ too
-static void make_dirs(const char *dir) {
-    char p[4096];
-    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) fail("output directory name too long: %s", dir);
-    for (char *q = p + 1;; q++) {
-        if (*q != '/' && *q) continue;
-        char keep = *q;
-        *q = 0;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) fail("cannot create output directory %s: %s", p, strerror(errno));
-        *q = keep;
-        if (!keep) break;
-    }
+    staging_made = 0;
+    if (!remove_set_dir(out_dir.old))
+        fprintf(stderr, "warning: %s holds files prepare does not write: left there\n", out_dir.old);
 }
 
 static void usage(void) {
@@ -592,12 +795,11 @@ int main(int argc, char **argv) {
         if (!cfg.format && strcmp(inputs[i], "-")) format_of(inputs[i]);  // fail before reading anything
     }
     if (n_stdin > 1) fail("standard input (-) is given %d times", n_stdin);
-    // the output directory must be usable before we spend minutes reading
-    make_dirs(cfg.out_dir);
+    // the output directory must be usable, and apart from the inputs, before we spend minutes reading
+    out_dir_resolve(cfg.out_dir);
+    remove_stale_temporaries();
+    check_out_dir_apart(cfg.out_dir, inputs, n_inputs);
     struct stat st;
-    if (stat(cfg.out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) fail("output directory %s is not a directory", cfg.out_dir);
-    if (access(cfg.out_dir, W_OK) != 0) fail("cannot write to output directory %s: %s", cfg.out_dir, strerror(errno));
-    for (int i = 0; i < n_inputs; i++) refuse_output_name(inputs[i], cfg.out_dir);
 
     double t0 = now_seconds();
     Corpus c;
@@ -645,21 +847,17 @@ int main(int argc, char **argv) {
     int64_t n_train = c.n_docs - n_val, train_shards = 0, val_shards = 0;
     int64_t val_bytes = 0;
     for (int64_t i = 0; i < n_val; i++) val_bytes += c.docs[order[i]].length;
-    // write everything into the staging directory, then switch the set over (see commit_split)
-    remove_stale_staging(cfg.out_dir);
-    snprintf(staging, sizeof staging, "%s/.prepare.tmp.%ld", cfg.out_dir, (long)getpid());
-    if (mkdir(staging, 0777) != 0) fail("cannot create %s: %s", staging, strerror(errno));
+    // write everything into the temporary directory, then switch it in (see "Output")
+    int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+    for (int k = 0; k < 3; k++) signal(sigs[k], on_signal);
+    if (mkdir(out_dir.tmp, 0777) != 0) fail("cannot create %s: %s", out_dir.tmp, strerror(errno));
+    staging_made = 1;
     atexit(remove_staging);
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
     train_shards = write_split(&c, &cfg, "train", order + n_val, n_train);
     if (n_val > 0) val_shards = write_split(&c, &cfg, "val", order, n_val);
-    if (interrupted) fail("interrupted (signal %d): the old files in %s are as they were", (int)interrupted, cfg.out_dir);
-    signal(SIGINT, SIG_IGN);  // the switch-over is quick; let it finish
-    signal(SIGTERM, SIG_IGN);
-    commit_split(&cfg, "train", train_shards);
-    commit_split(&cfg, "val", val_shards);  // --val-fraction 0: no stale val files
-    remove_staging();
+    for (int k = 0; k < 3; k++) signal(sigs[k], SIG_IGN);  // the switch is quick; let it finish
+    if (interrupted) fail("interrupted (signal %d): %s is as it was", (int)interrupted, cfg.out_dir);
+    switch_in(cfg.out_dir);
     double t_total = now_seconds() - t0;
 
     // summary

@@ -88,20 +88,31 @@ static int parse_label(const char *where, const char *s, const InputOptions *o) 
     return (int)v;
 }
 
-static char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) fail("cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, k;
+// A whole input file, NUL-terminated, from fd (closed here; `path` names it). Only a
+// regular file: a FIFO would hang the read (the open is O_NONBLOCK, so it cannot hang
+// there) and a directory is a slip of the path.
+static char *read_fd(int fd, const char *path, size_t *n) {
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) fail("cannot read %s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) fail("%s: not a regular file (%s)", path, file_kind(sb.st_mode));
+    size_t cap = 1 << 16;
+    ssize_t k;
     char *buf = (char *)mallocCheck(cap + 1);
     *n = 0;
-    while ((k = fread(buf + *n, 1, cap - *n, f)) > 0) {
-        *n += k;
+    while ((k = read(fd, buf + *n, cap - *n)) != 0) {
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) fail("cannot read %s: %s", path, strerror(errno));
+        *n += (size_t)k;
         if (*n == cap) { cap *= 2; buf = (char *)realloc(buf, cap + 1); if (!buf) fail("out of memory reading %s", path); }
     }
-    if (ferror(f)) fail("cannot read %s", path);
-    fclose(f);
+    close(fd);
     buf[*n] = 0;
     return buf;
+}
+static char *read_file(const char *path, size_t *n) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) fail("cannot open %s: %s", path, strerror(errno));
+    return read_fd(fd, path, n);
 }
 
 // RFC 4180: fields separated by commas, records by CRLF or LF; a quoted field may hold
@@ -171,13 +182,15 @@ static void read_csv(Docs *d, const char *path, const InputOptions *o) {
         fail("%s:1: no %s column; the header has: %s (HINT: --text-field / --label-field name them)", path,
              tc < 0 ? "text (reviewText, text, sentence, review)" : "label (overall, label, stars, rating, sentiment)", cols);
     }
-    int need = (tc > lc ? tc : lc) + 1, nf;
+    int nf;
     long rec_line;
     char where[4200];
     while (rec_line = line, (nf = csv_record(buf, n, &pos, &line, f, path)) > 0) {
         if (nf == 1 && f[0][0] == 0) continue;  // a blank line
         snprintf(where, sizeof where, "%s:%ld", path, rec_line);
-        if (nf < need) fail("%s: %d fields, the header has %d (missing column)", where, nf, nh);
+        if (nf != nh)  // a field more is as likely a comma the text lost its quotes for as a field less
+            fail("%s: %d fields, the header has %d (%s)", where, nf, nh, nf < nh ? "missing column" :
+                 "an extra field: a comma in the text needs the field quoted");
         int y = parse_label(where, f[lc], o);
         if (y >= 0) docs_add(d, where, f[tc], strlen(f[tc]), y);
     }
@@ -187,7 +200,7 @@ static void read_csv(Docs *d, const char *path, const InputOptions *o) {
 static void read_jsonl(Docs *d, const char *path, const InputOptions *o) {
     size_t n;
     char *buf = read_file(path, &n);
-    char where[4200], label[256];
+    char where[4200], label[32];
     long line = 0;
     for (char *p = buf, *next; p < buf + n; p = next) {
         char *nl = memchr(p, '\n', (size_t)(buf + n - p));
@@ -199,17 +212,20 @@ static void read_jsonl(Docs *d, const char *path, const InputOptions *o) {
         snprintf(where, sizeof where, "%s:%ld", path, line);
         json_error_t err;
         json_t *root = json_loadb(p, len, 0, &err);
+        if (!root && json_error_code(&err) == json_error_numeric_overflow)  // an integer beyond 64 bits (an id)
+            root = json_loadb(p, len, JSON_DECODE_INT_AS_REAL, &err);        // fails the line no more: as a real
         if (!root || !json_is_object(root)) fail("%s: not a JSON object (%s)", where, root ? "another JSON value" : err.text);
         json_t *t = NULL, *l = NULL;
         for (int k = o->text_field ? -1 : 0; k < 4 && !t; k++) { t = json_object_get(root, k < 0 ? o->text_field : text_names[k]); if (k < 0) break; }
         for (int k = o->label_field ? -1 : 0; k < 5 && !l; k++) { l = json_object_get(root, k < 0 ? o->label_field : label_names[k]); if (k < 0) break; }
         if (!json_is_string(t)) fail("%s: no string text field (%s)", where, o->text_field ? o->text_field : "reviewText, text, sentence, review");
+        const char *text_label = label;  // a string whole (it may be long), a number in 32 bytes
         if (json_is_integer(l)) snprintf(label, sizeof label, "%lld", (long long)json_integer_value(l));
         else if (json_is_real(l)) snprintf(label, sizeof label, "%.17g", json_real_value(l));
         else if (json_is_boolean(l)) snprintf(label, sizeof label, "%d", json_is_true(l) ? 1 : 0);
-        else if (json_is_string(l)) snprintf(label, sizeof label, "%s", json_string_value(l));
+        else if (json_is_string(l)) text_label = json_string_value(l);
         else fail("%s: no label field (%s)", where, o->label_field ? o->label_field : "overall, label, stars, rating, sentiment");
-        int y = parse_label(where, label, o);
+        int y = parse_label(where, text_label, o);
         if (y >= 0) docs_add(d, where, json_string_value(t), json_string_length(t), y);
         json_decref(root);
     }
@@ -258,16 +274,45 @@ static int64_t parse_field(const char *where, const char *what, const char *s, c
     return v;
 }
 
+// The labels file and the shards beside it, as one set: the labels are read through a
+// descriptor of their directory, and both again if build/prepare switched the directory
+// for a new set meanwhile (data.h, stream_open_dir, does the same for the shards alone).
+static char *read_labels_and_shards(const char *path, const char *dir, const char *base, const char *split, Stream *s,
+                                    size_t *n) {
+    for (int attempt = 1;; attempt++) {
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0) fail("cannot open %s: %s", dir, strerror(errno));
+        int fd = openat(dfd, base, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        char *buf = NULL;
+        if (fd >= 0) {
+            buf = read_fd(fd, path, n);
+            stream_open_dir(s, dir, split, 1);
+        } else if (errno != ENOENT || dir_still_named(dfd, dir)) {
+            fail("cannot open %s: %s", path, strerror(errno));
+        }
+        int same = dir_still_named(dfd, dir);
+        close(dfd);
+        if (buf && same) return buf;
+        if (buf) {
+            free(buf);
+            stream_free(s);
+        }
+        if (attempt == STREAM_DIR_ATTEMPTS)
+            fail("%s was replaced %d times while %s and its shards were being read (a build/prepare -o %s running?)",
+                 dir, attempt, base, dir);
+    }
+}
+
 static void read_shards(Docs *d, const char *path, const InputOptions *o) {
     const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-    char *dir = slash ? strndup(path, (size_t)(slash - path)) : strdup("."), *split = strndup(base, strlen(base) - 11);
+    char *dir = slash == path ? strdup("/") : slash ? strndup(path, (size_t)(slash - path)) : strdup(".");
+    char *split = strndup(base, strlen(base) - 11);
     if (!dir || !split) fail("out of memory");
     size_t n;
-    char *buf = read_file(path, &n);
+    Stream s;
+    char *buf = read_labels_and_shards(path, dir, base, split, &s, &n);
     if (strncmp(buf, "offset\tlength\tlabel\n", 20) != 0)
         fail("%s:1: not a labels file (the header must be offset, length, label separated by tabs)", path);
-    Stream s;
-    stream_open_dir(&s, dir, split, 1);
     char where[4300];
     long line = 1, unlabelled = 0;
     int64_t next_off = 0;  // offsets are contiguous (doc/formats.md): where the next document starts
@@ -467,6 +512,7 @@ static void feats_read(const char *path, Feats *f) {
 static void featurize(const char *ckpt, const char *input, const char *out, const InputOptions *o, int B, int T) {
     refuse_same_file("-o", out, "-m", ckpt);
     refuse_same_file("-o", out, "INPUT", input);
+    output_check(out);
     Docs d;
     read_input(&d, input, o);
     Reader model;
@@ -574,6 +620,7 @@ static void classify(const char *paths[3], const char *summary, double eps) {
     Feats f[3];
     const char *split[3] = {"train", "val", "test"};
     for (int k = 0; k < 3 && summary; k++) refuse_same_file("--summary", summary, split[k], paths[k]);
+    if (summary) output_check(summary);
     for (int k = 0; k < 3; k++) {
         feats_read(paths[k], &f[k]);
         if (f[k].H != f[0].H) fail("%s has H=%d features but %s has H=%d (made by different models)", paths[k], f[k].H, paths[0], f[0].H);
@@ -664,11 +711,15 @@ static void classify(const char *paths[3], const char *summary, double eps) {
 // Runs `gnuplot -c SCRIPT OUT DATA` without a shell: the two names arrive in the
 // script as the string variables ARG1 and ARG2, which gnuplot never parses as commands,
 // so backquotes, quotes or @ in them are just characters. The PNG is drawn to a
-// temporary name and renamed, whole or nothing. Returns NULL, or why there is no PNG.
+// temporary name and renamed, whole or nothing, as util.h's AtomicFile writes: through
+// a symbolic link, keeping the replaced file's permissions, and never over anything but
+// a regular file. Returns NULL, or why there is no PNG.
 static const char *run_gnuplot(const char *script, const char *out, const char *data) {
     static char why[128];
-    char tmp_png[4300];
-    snprintf(tmp_png, sizeof tmp_png, "%s.tmp.%ld", out, (long)getpid());
+    char tmp_png[4300], target[4096];
+    struct stat old;
+    output_target(out, target, &old);
+    snprintf(tmp_png, sizeof tmp_png, "%s.tmp.%ld", target, (long)getpid());
     char *argv[] = {"gnuplot", "-c", (char *)script, tmp_png, (char *)data, NULL};
     pid_t pid;
     int err = posix_spawnp(&pid, "gnuplot", NULL, NULL, argv, environ), ws = 0;
@@ -678,7 +729,10 @@ static const char *run_gnuplot(const char *script, const char *out, const char *
         snprintf(why, sizeof why, "gnuplot failed (%s %d)", WIFEXITED(ws) ? "exit" : "signal", WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws));
         return why;
     }
-    if (rename(tmp_png, out) != 0) {
+    int fd = open(tmp_png, O_RDONLY | O_CLOEXEC);
+    int kept = fd >= 0 && output_keep_attributes(fd, &old) == 0;
+    if (fd >= 0) close(fd);
+    if (!kept || rename(tmp_png, target) != 0) {
         snprintf(why, sizeof why, "cannot rename the PNG into place: %s", strerror(errno));
         unlink(tmp_png);
         return why;
@@ -705,6 +759,7 @@ static void heatmap(const char *ckpt, const char *input, const char *prefix, con
         snprintf(out, sizeof out, "%s.%s", prefix, ext[k]);
         refuse_same_file("-o", out, "-m", ckpt);
         refuse_same_file("-o", out, "INPUT", input);
+        output_check(out);
     }
     Docs d;
     read_input(&d, input, o);
@@ -820,8 +875,10 @@ static void usage(void) {
             "  transfer featurize -m CKPT -o OUT.feat [input options] [--batch B] [--seq-len T] [--threads N] INPUT\n"
             "  transfer classify [--summary FILE] [--eps X] TRAIN.feat VAL.feat TEST.feat\n"
             "  transfer heatmap -m CKPT --unit K [--sign 1|-1] [--center X] -o PREFIX [--reviews N] [--max-chars N] [--width N] [input options] INPUT\n"
+            "CKPT: a checkpoint file, or a run directory (its best model, DIR/" RUN_BEST_CKPT ")\n"
             "INPUT: FILE.csv (label,sentence with a header), DIR (DIR/pos/*.txt, DIR/neg/*.txt), FILE.jsonl,\n"
             "       DIR/SPLIT_labels.tsv (shards of build/prepare), builtin:train|val|test\n"
+            "-- ends the flags: the words after it are names, even those that start with '-'\n"
             "input options:\n"
             "  --format F          csv | imdb | jsonl | shards | builtin (default: from the name)\n"
             "  --text-field NAME   CSV column or JSON field of the text\n"
@@ -846,9 +903,13 @@ int main(int argc, char **argv) {
     o.docs = 2000; o.seed = 1;
     int B = 64, T = 64, unit = -1, sign = 1, reviews = 6, max_chars = 400, width = 80, npos = 0;
     double eps = 1e-4, center = 0;
-    for (int i = 2; i < argc; i++) {
+    for (int i = 2, end_of_flags = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (a[0] != '-' || !a[1]) {
+        if (!end_of_flags && !strcmp(a, "--")) {  // the rest are names, even those that start with '-'
+            end_of_flags = 1;
+            continue;
+        }
+        if (end_of_flags || a[0] != '-' || !a[1]) {
             if (npos == 3) fail("too many arguments: %s", a);
             pos[npos++] = a;
             continue;
@@ -875,7 +936,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--width")) width = (int)parse_whole(a, v, 10, 1000);
         else if (!strcmp(a, "--eps")) eps = parse_positive(a, v);
         else if (!strcmp(a, "--threads")) {
-            int n = (int)parse_whole(a, v, 1, 1024);
+            int n = (int)parse_whole(a, v, 1, MAX_THREADS);
 #ifdef _OPENMP
             omp_set_num_threads(n);
 #else
@@ -885,6 +946,8 @@ int main(int argc, char **argv) {
         else { usage(); fail("unknown flag %s", a); }
     }
     if ((long)B * T > 1L << 24) fail("--batch %d x --seq-len %d = %ld steps at once: at most %ld", B, T, (long)B * T, 1L << 24);
+    char ckpt_file[4200];
+    if (ckpt) ckpt = checkpoint_file(ckpt, ckpt_file, sizeof ckpt_file);  // a run directory: its best.ckpt, so named
     if (!strcmp(cmd, "featurize")) {
         if (!ckpt || !out || npos != 1) { usage(); fail("featurize needs -m CKPT, -o OUT.feat and one INPUT"); }
         featurize(ckpt, pos[0], out, &o, B, T);

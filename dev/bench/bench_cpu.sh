@@ -9,13 +9,18 @@
 #  - the same step in PyTorch (dev/bench/bench_torch.py, its best thread setup) at H = 256, 1024, in both: PyPI's
 #    torch (MKL) and Debian's python3-torch (OpenBLAS);
 #  - the peak RSS of ./train at H=4096, B=128, T=256 (one step);
-#  - with OpenBLAS's cblas.h, dev/bench/step_vs_sgemm.c: the step against sgemm on one thread in CPU time.
+#  - for each row at H <= 1024, dev/bench/step_vs_sgemm.c: where the step's time goes, phase by phase (the
+#    recurrent products, the input projections, the weight gradients, the cell, softmax, the output layer, weight
+#    norm, packing, the gradient check, clip and Adam, the threads' waiting), each with its FLOPs or bytes and its
+#    rate against its bound (the row's best SGEMM for the products, a streaming triad's bandwidth for the rest),
+#    and the whole step against SGEMM in CPU time (with OpenBLAS's sgemm too where libopenblas-dev is installed).
 # PyPI's PyTorch lives in the virtual environment $TORCH_VENV (default build/torch-venv), which the first run
 # makes: python3 -m venv, then pip install torch numpy (about 5 GB: the x86 wheel brings CUDA libraries, unused
 # here). Debian's: apt-get install python3-torch libopenblas0-pthread (run on OpenBLAS whatever libblas.so.3
 # the system selects).
 #   dev/bench/bench_cpu.sh            (33 minutes on 2 cores shared with other work, 2026-12-01)
-#   dev/bench/bench_cpu.sh --quick    (H = 256 and 1024 only: no H=4096 rows, no peak RSS)
+#   dev/bench/bench_cpu.sh --quick    (H = 256 and 1024 only: no H=4096 rows, no peak RSS; with the breakdowns,
+#                                      34 minutes on 2 cores shared with other work and a test suite, 2026-12-01)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 main() {  # all of it in one function: bash reads it whole, so editing the file mid-run is harmless
@@ -45,6 +50,10 @@ fi
 pypi=("$venv/bin/python")
 
 make -s build/train >/dev/null
+# the breakdown's program: train.c's step with fast.h's phases timed; OpenBLAS's sgemm beside gemm.h's where it links
+svs_flags=(-O3 -march=native -ffp-contract=fast -std=c11 -D_GNU_SOURCE -fopenmp -I. dev/bench/step_vs_sgemm.c
+           -o "$tmp/svs")
+${CC:-cc} "${svs_flags[@]}" -DUSE_CBLAS -lopenblas -lm 2>/dev/null || ${CC:-cc} "${svs_flags[@]}" -lm
 for py in pypi deb; do  # which PyTorch and BLAS each is; bench_torch.py stops on a BLAS that is neither
     declare -n cmd=$py
     "${cmd[@]}" dev/bench/bench_torch.py sgemm --threads 1 --repeats 1 > "$tmp/$py.txt" || exit 2
@@ -93,6 +102,10 @@ for cfg in "${cfgs[@]}"; do
             dvs=$(printf '%.2fx' "$(echo "$cps / $dcps" | bc -l)")
         fi
         fmt='| %s | %s | %s | %s | %.0f | %.1f | %.1f / %.1f | %.1f / %.1f | %.2f | %.2f | %s | %s | %s | %s |'
+        if [ "$H" -le 1024 ]; then  # the breakdown, against this row's best SGEMM
+            echo "measuring the phases of H=$H B=$B T=$T on $th thread(s) ..." >&2
+            { echo; "$tmp/svs" "$H" "$B" "$T" "$((steps > 4 ? 4 : steps))" "$th" "$best"; } >> "$tmp/phases.txt"
+        fi
         rows+=("$(printf "$fmt" \
                   "$H" "$B" "$T" "$th" "$cps" "$gf" "$mb" "$ma" "$ob" "$oa" "$(echo "$gf / $best" | bc -l)" \
                   "$(echo "$gf / $obest" | bc -l)" "$mcps" "$mvs" "$dcps" "$dvs")")
@@ -108,12 +121,9 @@ printf '%s\n' "${rows[@]}"
 echo
 echo "PyTorch thread setups tried:"
 grep -E '^  setup|^torch H=' "$tmp/torch.txt" | sed 's/^/  /'
-if echo '#include <cblas.h>' | ${CC:-cc} -E -x c - >/dev/null 2>&1; then
-    echo "the same on one thread in CPU time (alternating; what a machine shared with other work still gives):"
-    ${CC:-cc} -O3 -march=native -ffp-contract=fast -std=c11 -D_GNU_SOURCE -fopenmp -I. dev/bench/step_vs_sgemm.c \
-        -o "$tmp/svs" -lopenblas -lm
-    for H in 256 1024; do "$tmp/svs" "$H" 32 64 "$([ "$H" -le 256 ] && echo 5 || echo 1)" | sed 's/^/  /'; done
-fi
+echo
+echo "Where the step's time goes (dev/bench/step_vs_sgemm.c, after each row above; the SGEMM bound is the row's best):"
+cat "$tmp/phases.txt"
 if [ $quick = 0 ]; then
     echo "measuring the peak RSS: one step at H=4096 B=128 T=256 on 2 threads (minutes) ..." >&2
     rss=$( { /usr/bin/time -f 'RSS %M' ./build/train --hidden 4096 --embed 64 --batch 128 --seq-len 256 --steps 1 --threads 2 \

@@ -12,9 +12,10 @@
 // Clean-up. A jump out of a reader skips its clean-up, and a million leaked buffers,
 // descriptors or mappings would stop the fuzzer, so the same renaming tracks what the
 // code under test acquires during one input (malloc and friends, posix_memalign,
-// jansson's allocations, FILE*, descriptors, gzFile, mmap) and fuzz_end() releases
-// what is left. What is still held after a reader *returned* normally (and the
-// harness freed what the reader handed it) is a leak: that aborts too.
+// jansson's allocations, FILE* from fopen and fdopen, descriptors from open and openat,
+// gzFile, mmap) and fuzz_end() releases what is left. What is still held after a
+// reader *returned* normally (and the harness freed what the reader handed it) is a
+// leak: that aborts too.
 //
 // Files. fuzz_path() names a file in a private temporary directory (under $TMPDIR,
 // else /dev/shm, else /tmp), created at start-up and removed at exit (after a
@@ -159,7 +160,23 @@ static inline int fuzz_open(const char *path, int flags, ...) {
     if (fd >= 0) fz_add(FZ_FD, (uintptr_t)fd, 0);
     return fd;
 }
+static inline int fuzz_openat(int dfd, const char *path, int flags, ...) {
+    mode_t mode = 0;
+    if (flags & O_CREAT) { va_list ap; va_start(ap, flags); mode = (mode_t)va_arg(ap, int); va_end(ap); }
+    int fd = (openat)(dfd, path, flags, mode);
+    if (fd >= 0) fz_add(FZ_FD, (uintptr_t)fd, 0);
+    return fd;
+}
 static inline int fuzz_close(int fd) { fz_remove(FZ_FD, (uintptr_t)fd, NULL); return (close)(fd); }
+// fdopen takes over the descriptor (fclose closes it): it becomes a FILE of ours
+static inline FILE *fuzz_fdopen(int fd, const char *mode) {
+    FILE *f = (fdopen)(fd, mode);
+    if (f) {
+        fz_remove(FZ_FD, (uintptr_t)fd, NULL);
+        fz_add(FZ_FILE, (uintptr_t)f, 0);
+    }
+    return f;
+}
 static inline gzFile fuzz_gzopen(const char *path, const char *mode) { gzFile g = (gzopen)(path, mode); if (g) fz_add(FZ_GZ, (uintptr_t)g, 0); return g; }
 // gzdopen takes over the descriptor (gzclose closes it): it stops being an open fd of ours
 static inline gzFile fuzz_gzdopen(int fd, const char *mode) {
@@ -199,7 +216,9 @@ static void fz_json_free(void *p) { fuzz_free(p); }
 #define fopen(p, m) fuzz_fopen(p, m)
 #define fclose(f) fuzz_fclose(f)
 #define open(...) fuzz_open(__VA_ARGS__)
+#define openat(...) fuzz_openat(__VA_ARGS__)
 #define close(fd) fuzz_close(fd)
+#define fdopen(fd, m) fuzz_fdopen(fd, m)
 #define gzopen(p, m) fuzz_gzopen(p, m)
 #define gzdopen(fd, m) fuzz_gzdopen(fd, m)
 #define gzclose(g) fuzz_gzclose(g)

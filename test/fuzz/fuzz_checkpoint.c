@@ -4,7 +4,8 @@
 // must write the same payload and record back and a header that reads back the same.
 //
 // Input: u8 mode, then the file. mode bit 0: make nparams and payload_bytes agree
-// with the header's D, H, wnorm and G; bit 1: cut or zero-pad the payload to
+// with the header's D, H, wnorm and G, computed in 64 bits that wrap (seed wrapping_H:
+// D=2, H=2^30 wraps the payload to 9216 bytes, which every reader must refuse); bit 1: cut or zero-pad the payload to
 // payload_bytes (when that is at most 64 KB: bigger models only cost time); bit 2:
 // write the real checksum. The bits get inputs past the consistency checks to the loader.
 #include "fuzz.h"
@@ -58,10 +59,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (n >= CKPT_HEADER_BYTES) {
         MlstmConfig cfg = {(int)get32(file + 16), (int)get32(file + 20), (int)get32(file + 24), (int)get32(file + 28)};
         int G = (int)get32(file + 40);
-        if ((mode & 1) && cfg.D > 0 && cfg.H > 0 && G > 0) {
+        if ((mode & 1) && cfg.D > 0 && cfg.H > 0 && G > 0) {  // the sizes a writer computes whose products wrap
             uint64_t np = param_count(&cfg);
             put64(file + 32, np);
-            put64(file + 120, ckpt_payload_bytes(&cfg, np, G));
+            put64(file + 120, 4 * (3 * np + 2 * (uint64_t)G * (uint64_t)cfg.H));
         }
         uint64_t want = get64(file + 120);
         if ((mode & 2) && want <= MAX_PAD) n = CKPT_HEADER_BYTES + (size_t)want;  // calloc'd: zero padding
@@ -80,6 +81,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (ok) {
         // the header as read agrees with itself, and survives a save
         FUZZ_CHECK(x.hd.cfg.V == 256 && x.hd.cfg.D >= 1 && x.hd.cfg.H >= 1 && x.hd.st.G >= 1, "accepted a bad config");
+        FUZZ_CHECK(x.hd.cfg.D <= MAX_EMBED && x.hd.cfg.H <= MAX_HIDDEN, "accepted D=%d H=%d, beyond the limits",
+                   x.hd.cfg.D, x.hd.cfg.H);
         FUZZ_CHECK(n == CKPT_HEADER_BYTES + x.hd.payload_bytes + x.hd.run_bytes, "file %zu bytes, payload %llu, record %llu", n,
                    (unsigned long long)x.hd.payload_bytes, (unsigned long long)x.hd.run_bytes);
         FUZZ_CHECK(!memcmp(&x.hd.cfg, &x.hd2.cfg, sizeof x.hd.cfg) && x.hd.nparams == x.hd2.nparams &&

@@ -38,12 +38,12 @@ static void read_input(void *arg) {
 #ifdef FUZZ_LABELS
 static void write_train(void *arg) {
     Ctx *x = (Ctx *)arg;
-    // as prepare's main does: write into a staging directory, then switch the set over
-    snprintf(staging, sizeof staging, "%s", fuzz_path("out/.stage"));
-    if (mkdir(staging, 0777) != 0 && errno != EEXIST) fail("cannot create %s", staging);
+    // as prepare's main does: write into a temporary directory beside out, then switch it in
+    out_dir_resolve(x->cfg.out_dir);
+    if (mkdir(out_dir.tmp, 0777) != 0) fail("cannot create %s", out_dir.tmp);
+    staging_made = 1;
     x->n_shards = write_split(&x->c, &x->cfg, "train", x->order, x->c.n_docs);
-    commit_split(&x->cfg, "train", x->n_shards);
-    remove_staging();
+    switch_in(x->cfg.out_dir);
 }
 
 typedef struct { Stream s; const char *dir; } Reopen;

@@ -83,6 +83,21 @@ static void checkpoint_seeds(void) {
         put(file, slurp(tmp, file, sizeof file));
         save("checkpoint", wnorm ? "wnorm_G2_run" : "plain_G1");
     }
+    // D=2, H=2^30, G=2^29-420: nparams about 5 x 2^60, and 4 (3 nparams + 2GH) wraps to
+    // 9216 bytes in 64 bits; mode 7 writes those sizes, pads the payload to them and puts
+    // the real checksum: accepted before the limits, and transfer asked for 2^63 bytes
+    uint8_t hd[CKPT_HEADER_BYTES] = {0};
+    memcpy(hd, CKPT_MAGIC, 8);
+    put32(hd + CKPT_AT_VERSION, CKPT_VERSION);
+    put32(hd + CKPT_AT_HEADER_SIZE, CKPT_HEADER_BYTES);
+    put32(hd + CKPT_AT_V, 256);
+    put32(hd + CKPT_AT_D, 2);
+    put32(hd + CKPT_AT_H, 1u << 30);
+    put32(hd + CKPT_AT_WNORM, 1);
+    put32(hd + CKPT_AT_G, (1u << 29) - 420);
+    put8(7);
+    put(hd, sizeof hd);
+    save("checkpoint", "wrapping_H");
 }
 
 // a .npy file: header for the shape, count float32 values
