@@ -189,15 +189,18 @@ def sweep_cmd(plan, j, budget):
 # ----------------------------------------------------------------------------
 
 def all_jobs(plan):
-    """(jobs, bases): every job known now, the order the workers take them in (class, then the
-    budgets' order, then the plan's), and each budget's base lr (None until its grid is done)."""
+    """(jobs, bases): every job known now, in the order the workers take them (the plan's
+    "stages", "BUDGET:CLASS" in order, by default every budget's class 0, then class 1, ...;
+    within a stage, the plan's order), and each budget's base lr (None until its grid is done).
+    Classes: 0 the grid, 1 the decisive ks, 2 the other ks, 3 the checks, 4 Puri's k."""
     jobs, bases = [], {}
     for budget in plan["budgets"]:
         _, bases[budget] = grid_lrs(plan, budget)
         jobs += jobs_for(plan, budget, bases[budget])
-    order = {b: i for i, b in enumerate(plan["budgets"])}
-    jobs = [(j["class"], order[j["budget"]], i, j) for i, j in enumerate(jobs)]
-    return [j for *_, j in sorted(jobs, key=lambda t: t[:3])], bases
+    stages = plan.get("stages") or ["%s:%d" % (b, c) for c in range(5) for b in plan["budgets"]]
+    rank = {st: i for i, st in enumerate(stages)}
+    jobs = [(rank.get("%s:%d" % (j["budget"], j["class"]), len(stages)), i, j) for i, j in enumerate(jobs)]
+    return [j for *_, j in sorted(jobs, key=lambda t: t[:2])], bases
 
 
 def status(plan):
