@@ -170,7 +170,8 @@ def main(argv):
     half = 0.05
     lines += ["", "## The gradient noise scale against the loss", "",
               "B_simple = tr(Sigma) / |G|^2 (McCandlish et al. 2018, their B_simple), from the logged gradient norm "
-              "before clipping: at a given train bpc (blocks whose mean is within ±%g), each run's mean |G_B|^2 over those steps "
+              "before clipping: at a given train bpc (blocks whose mean is within ±%g), each run's mean |G_B|^2 over "
+              "those steps "
               "against 1/B, fitted by E|G_B|^2 = |G|^2 + tr(Sigma)/B (least squares over the runs' points). Runs at "
               "different B pass the same loss at different parameters and learning rates, so this is an estimate "
               "of the scale, not a measurement at one point. Per seed: each seed's batches alone (their spread shows "

@@ -241,6 +241,7 @@ def run(plan, plan_path):
     running = {}  # dir -> (Popen, job, log file)
     failed = []
     log("frontier: %s, %d workers, job output in %s/" % (plan_path, workers, logdir))
+    schedule = True  # the jobs are looked at again only when a sweep has ended (or at the start)
     while True:
         for d, (p, j, fh) in list(running.items()):
             rc = p.poll()
@@ -248,6 +249,7 @@ def run(plan, plan_path):
                 continue
             fh.close()
             del running[d]
+            schedule = True
             if rc == 0:
                 log("done %s k=%s" % (d, ",".join(map(str, j["ks"]))))
             elif stop_signal is None:
@@ -261,27 +263,25 @@ def run(plan, plan_path):
                 fh.close()
             log("stopped by signal %d; run the same command to resume" % stop_signal)
             return 128 + stop_signal
-        jobs, bases = all_jobs(plan)
-        todo = [j for j in jobs if not job_done(j) and j["dir"] not in failed]
-        if not todo and not running:
-            break
-        grids_pending = any(v is None for v in bases.values())
-        for j in todo:
-            if len(running) >= workers:
-                break
-            if j["dir"] in running:
-                continue
-            name = j["dir"].replace("/", "_")
-            fh = open(os.path.join(logdir, name + ".txt"), "a")
-            cmd = sweep_cmd(plan, j, j["budget"])
-            fh.write("$ %s\n" % " ".join(cmd))
-            fh.flush()
-            running[j["dir"]] = (subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT), j, fh)
-            log("start %s %s k=%s (lr %s)" % (j["dir"], ",".join(j["rules"]), ",".join(map(str, j["ks"])),
-                                              lr_name(j["lr"])))
-        if not running and grids_pending:
-            break  # nothing can run: a grid run failed
-        time.sleep(1)
+        if schedule:
+            schedule = False
+            jobs, _ = all_jobs(plan)
+            todo = [j for j in jobs if not job_done(j) and j["dir"] not in failed and j["dir"] not in running]
+            if not todo and not running:
+                break  # all done, or nothing can run (a failed grid run leaves its budget's base unknown)
+            for j in todo:
+                if len(running) >= workers:
+                    break
+                if j["dir"] in running:
+                    continue
+                fh = open(os.path.join(logdir, j["dir"].replace("/", "_") + ".txt"), "a")
+                cmd = sweep_cmd(plan, j, j["budget"])
+                fh.write("$ %s\n" % " ".join(cmd))
+                fh.flush()
+                running[j["dir"]] = (subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT), j, fh)
+                log("start %s %s k=%s (lr %s)" % (j["dir"], ",".join(j["rules"]), ",".join(map(str, j["ks"])),
+                                                  lr_name(j["lr"])))
+        time.sleep(0.1)
     for b in plan["budgets"]:
         lrs, best = grid_lrs(plan, b)
         log("budget %s: base lr %s (grid %s)" % (b, lr_name(best) if best else "not chosen",

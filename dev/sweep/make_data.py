@@ -125,7 +125,8 @@ def main(argv):
             if sorted(got) != expect:
                 die("%s does not hold exactly the documents of %s" % (shard, txt))
         print("%d bytes (%d documents), seeds %s: %s/%d/seed*/" % (acc, n, ",".join(map(str, o.seeds)), o.out, size))
-    print("validation: %s (%d bytes)" % (os.path.join(base, "val_000.bin"), len(payload(os.path.join(base, "val_000.bin")))))
+    val = os.path.join(base, "val_000.bin")
+    print("validation: %s (%d bytes)" % (val, len(payload(val))))
     return 0
 
 

@@ -94,12 +94,14 @@ def parse_args(argv):
     a("--out", default="out/sweep", help="sweep directory: runs/, results.md, PNGs (resumes if it exists)")
     a("--budget", type=positive(float), default=1380.0, help="seconds for the whole sweep, probes included")
     a("--train-bin", default="./train", help="the trainer")
-    a("--np", type=positive(int), default=1, help="MPI ranks per run (mpirun -np N); the global batch is split over them")
+    a("--np", type=positive(int), default=1,
+      help="MPI ranks per run (mpirun -np N); the global batch is split over them")
     a("--threads", type=nonneg_int, default=0, help="OpenMP threads per rank, 0 = the trainer's default")
     a("--epochs", type=positive(float), default=1.0, help="epochs every run trains for")
     a("--base-batch", type=positive(int), default=8, help="B0, the global batch the base lr is tuned at")
     a("--max-k", type=positive(int), default=64, help="largest k: batches B0, 2 B0, 4 B0, ... up to max-k B0")
-    a("--k-step", type=positive(int), default=2, help="k grows by this factor: 2 gives k = 1, 2, 4, ...; 4 gives 1, 4, 16, ...")
+    a("--k-step", type=positive(int), default=2,
+      help="k grows by this factor: 2 gives k = 1, 2, 4, ...; 4 gives 1, 4, 16, ...")
     a("--ks", type=k_list, default=None,
       help="exactly these k, comma-separated (e.g. 1,32,64 for extra seeds at the decisive batches); "
            "overrides --max-k and --k-step")
@@ -175,13 +177,14 @@ def schedule_flags(o, rule, k):
         return ["--lr-schedule", "legw", "--lr", "%.17g" % (o.lr * k ** (alpha - 0.5)), "--base-batch",
                 str(o.base_batch), "--warmup-epochs", "%g" % o.legw_w0, "--decay", "linear", "--decay-epochs",
                 "%g" % o.epochs]
-    f = ["--lr-schedule", "puri" if rule == "puri-run" else rule, "--lr", "%g" % o.lr, "--base-batch", str(o.base_batch)]
+    f = ["--lr-schedule", "puri" if rule == "puri-run" else rule, "--lr", "%g" % o.lr,
+         "--base-batch", str(o.base_batch)]
     if rule in ("linear", "sqrt"):
         f += ["--warmup-epochs", "%g" % o.warmup_epochs, "--decay", "linear", "--decay-epochs", "%g" % o.epochs]
     elif rule == "legw":
         f += ["--warmup-epochs", "%g" % o.legw_w0, "--decay", "linear", "--decay-epochs", "%g" % o.epochs]
-    elif rule == "puri":
-        f += ["--lr-cap", "%g" % o.lr_cap]
+    elif rule == "puri":  # the reconstruction's fixed horizon, given: the trainer's default ends at --steps
+        f += ["--lr-cap", "%g" % o.lr_cap, "--decay", "linear", "--decay-steps", "100000"]
     elif rule == "puri-run":  # as sentiment-discovery decays below a global batch of 2048: to 0 over the run
         f += ["--lr-cap", "%g" % o.lr_cap, "--decay", "linear", "--decay-epochs", "%g" % o.epochs]
     return f  # puri and constant: their presets (doc/schedules.md)
@@ -430,7 +433,8 @@ def main(argv):
         print("%s %s in %s: %s" % (tag, st, fmt_t(wall), "val bpc %.4f" % s["bpc"] if st == "done"
                                    else "stopped at step %d (%s)" % (s["step"], s["reason"])), flush=True)
     if stop_signal is not None:
-        print("sweep interrupted by signal %d after %s; run the same command to resume" % (stop_signal, fmt_t(time.time() - t0)))
+        print("sweep interrupted by signal %d after %s; run the same command to resume"
+              % (stop_signal, fmt_t(time.time() - t0)))
         return 128 + stop_signal
     if dropped:
         print("not run (did not fit the budget when planned): k = %s" % ", ".join(map(str, dropped)))
