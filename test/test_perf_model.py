@@ -162,6 +162,9 @@ check(abs(rows[1][2] / 4 - 1) <= 0.15, "paper: %.2f h within 15%% of 4 h" % rows
 check(bw_only["speedup"] > 120, "paper: bandwidth alone gives %.1fx > 120x (the all-reduce is not the loss)" % bw_only["speedup"])
 close(bw_only["t_ar"], scaling.allreduce_seconds(86319360 * 2, 8, 16, scaling.CLUSTERS["dgx1v"]), 1e-15,
       "paper: all-reduce of 172.6 MB on 16 DGX-1V")
+# the other fit of the same number: a fixed cost per step reproduces 109x exactly, so the 109x cannot choose
+over = rows[3][1]
+close(over["speedup"], 109.0, 1e-9, "paper: a fixed %.0f ms per step gives 109x as well" % (over["t_wait"] * 1e3))
 
 # ---- the command lines: tables print, bad flags exit 2 with one line naming the flag
 def run(*args):
@@ -179,6 +182,11 @@ check(r.returncode == 0 and r.stdout.count("predict_step") == 6 and r.stdout.cou
 r = run("dev/perf_model.py", "--gpu", "h200", "--range", "--batch", "256")
 check(r.returncode == 0 and "| as-is | 140 (119-165), 24% (21-29%) |" in r.stdout,
       "perf_model.py --range: the expected step at B=256 with its range: 140 ms (119-165), MFU 24% (21-29%)")
+r = run("dev/scaling.py", "--discriminate")
+h1024 = [l for l in r.stdout.splitlines() if l.startswith("| a model of H = 1024 |")]
+check(r.returncode == 0 and "| the paper's run (the fit) | 128 | 108.9x | 109.0x |" in r.stdout and h1024
+      and float(h1024[0].split("|")[5]) < 0.6,
+      "scaling.py --discriminate: both fits at 109x, and at H = 1024 the fixed cost halves the speedup")
 r = run("dev/scaling.py")
 check(r.returncode == 0 and "108.9x" in r.stdout and "| 64 | 512 |" in r.stdout, "scaling.py prints the check and the H200 table")
 # --set applies to --cluster only: the H200's InfiniBand does not change the paper's DGX-1V
