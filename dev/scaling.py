@@ -252,7 +252,7 @@ def cluster_table(a, cluster, nodes_list, policy):
         else:
             b = a.per_gpu_batch
         s = step(cluster, nodes, b, P["seq_len"], a.grad_bytes, a.jitter, a.overlap,
-                 a.step_ms_v100 if c["gpu"] == "v100" else a.step_ms_h200)
+                 a.step_ms_v100 if c["gpu"] == "v100" else a.step_ms_h200, overhead_ms=a.overhead_ms)
         steps = run_chars / (s["global_batch"] * P["seq_len"])
         print("| %d | %d | %d | %d | %.1f | %.2f | %.2f | %.1f | %.1f | %.2f | %.0fx | %.0f%% | %.0f | %.2f |" % (
             nodes, p, b, s["global_batch"], s["t_c"] * 1e3, s["t_ar"] * 1e3, s["exposed"] * 1e3,
@@ -289,6 +289,8 @@ def main(argv=None):
     ap.add_argument("--grad-bytes-paper", type=int, choices=(2, 4), default=PAPER["grad_bytes"],
                     help="the same for the paper check (default 2: the paper's FP16 all-reduce)")
     ap.add_argument("--jitter", type=float, default=JITTER, help="coefficient of variation of one GPU's step time")
+    ap.add_argument("--overhead-ms", type=float, default=0.0,
+                    help="a fixed cost per step on more than one GPU, in the prediction tables (default 0)")
     ap.add_argument("--overlap", action="store_true",
                     help="hide the all-reduce behind the weight-gradient phase (train.cu does not)")
     ap.add_argument("--step-ms-h200", type=float,
@@ -321,6 +323,8 @@ def main(argv=None):
         if not (math.isfinite(v) and v > 0) or (key == "gpus_per_node" and v != int(v)):
             ap.error("--set %s: must be a positive number%s" % (kv, " (whole)" if key == "gpus_per_node" else ""))
         CLUSTERS[a.cluster][key] = int(v) if key == "gpus_per_node" else v
+    if not (math.isfinite(a.overhead_ms) and a.overhead_ms >= 0):
+        ap.error("--overhead-ms %g: must be zero or a positive number of milliseconds" % a.overhead_ms)
     if not (math.isfinite(a.fp16_speedup) and a.fp16_speedup > 0):
         ap.error("--fp16-speedup %g: must be a positive number" % a.fp16_speedup)
     if a.constants:
@@ -334,11 +338,12 @@ def main(argv=None):
         return 0
     c = CLUSTERS[a.cluster]
     for policy in a.batch_policy or ["global", "per-gpu"]:
-        print("\n%s: the paper's run (%g epochs of %g GB), %s, FP%d all-reduce, %s, jitter %.3f\n" % (
+        print("\n%s: the paper's run (%g epochs of %g GB), %s, FP%d all-reduce, %s, jitter %.3f%s\n" % (
             c["name"], PAPER["epochs"], PAPER["corpus_bytes"] / 1e9,
             "global batch %d split over the GPUs" % PAPER["global_batch"] if policy == "global"
             else "%d sequences per GPU" % a.per_gpu_batch, 8 * a.grad_bytes,
-            "overlapped with the weight gradients" if a.overlap else "not overlapped", a.jitter))
+            "overlapped with the weight gradients" if a.overlap else "not overlapped", a.jitter,
+            ", a fixed %g ms per step" % a.overhead_ms if a.overhead_ms else ""))
         cluster_table(a, a.cluster, nodes, policy)
     return 0
 
