@@ -196,7 +196,8 @@ r = run("dev/scaling.py", "--paper", "--cluster", "dgx1v", "--set", "ib_gbs=0.28
 check(r.returncode == 0 and "| 107.9x |" in r.stdout, "scaling.py --cluster dgx1v --set ib_gbs=0.28: 107.9x (dev/scaling.md)")
 for bad, flag in ((["dev/perf_model.py", "--set", "eff64=-1"], "--set"), (["dev/perf_model.py", "--batch", "0"], "--batch"),
                   (["dev/scaling.py", "--nodes", "0"], "--nodes"), (["dev/scaling.py", "--set", "ib_gbs=x"], "--set"),
-                  (["dev/scaling.py", "--jitter", "2"], "--jitter"), (["dev/scaling.py", "--overhead-ms", "-1"], "--overhead-ms")):
+                  (["dev/scaling.py", "--jitter", "2"], "--jitter"),
+                  (["dev/scaling.py", "--overhead-ms", "-1"], "--overhead-ms")):
     r = run(*bad)
     last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
     check(r.returncode == 2 and flag in last and r.stdout == "", "%s: exit 2 naming %s" % (" ".join(bad), flag))
