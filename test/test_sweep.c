@@ -98,19 +98,37 @@ static int write_out(const char *runs, const char *name, int seed, int B, int st
                       "| warmup | 10 steps (0.0015625 epochs at B0) |\n", seed, B, B, B, steps, base, peak, B);
 }
 
-// A finished run made up as a thinned log (one block, the final validation) and its .status.
-static int fake_run(const char *root, const char *sub, const char *name, int seed, int B, double base, double peak,
-                    double bpc) {
-    char runs[4300], p[4400];
+// A run made up as a thinned log and its .status: finished at bpc (its train bpc `path`, a block per value,
+// "" for one block at the final bpc), or stopped by the divergence rule (diverged: no final validation).
+static int fake_run_path(const char *root, const char *sub, const char *name, int seed, int B, double base,
+                         double peak, double bpc, const char *path, int diverged) {
+    char runs[4300], p[4400], blocks[1024] = "";
     snprintf(runs, sizeof runs, "%s/%s/runs", root, sub);
     if (test_system("mkdir -p %s", runs) != 0) return 0;
+    int step = 0;
+    for (const char *q = path; *q; ) {
+        char *end;
+        double x = strtod(q, &end);
+        if (end == q) break;
+        step += 10;
+        snprintf(blocks + strlen(blocks), sizeof blocks - strlen(blocks), "block %d 0.1 0 %.6f %.6f 0.5 10\n", step,
+                 x * 0.6931, x);
+        q = end;
+    }
+    if (!*path) snprintf(blocks, sizeof blocks, "block 100 1 0 %.6f %.6f 0.5 100\n", bpc * 0.6931, bpc);
     snprintf(p, sizeof p, "%s/%s.thin", runs, name);
-    int ok = write_out(runs, name, seed, B, 100, base, peak) &&
-             write_file(p, "# thinned\nblock 100 1 0 %.6f %.6f 0.5 100\nval 100 1 %.6f %.6f\n", bpc * 0.6931, bpc,
-                        bpc * 0.6931, bpc);
+    int ok = write_out(runs, name, seed, B, 100, base, peak);
+    if (diverged) ok = ok && write_file(p, "# thinned\n%s", blocks);
+    else ok = ok && write_file(p, "# thinned\n%sval 100 1 %.6f %.6f\n", blocks, bpc * 0.6931, bpc);
     snprintf(p, sizeof p, "%s/%s.status", runs, name);
-    ok = ok && write_file(p, "{\"status\": \"done\", \"bpc\": %.6f}\n", bpc);
+    if (diverged) ok = ok && write_file(p, "{\"status\": \"diverged\", \"step\": 20, \"reason\": \"made up\"}\n");
+    else ok = ok && write_file(p, "{\"status\": \"done\", \"bpc\": %.6f}\n", bpc);
     return ok && test_system("gzip -nf %s/%s.thin", runs, name) == 0;
+}
+
+static int fake_run(const char *root, const char *sub, const char *name, int seed, int B, double base, double peak,
+                    double bpc) {
+    return fake_run_path(root, sub, name, seed, B, base, peak, bpc, "", 0);
 }
 
 // The model and data every sweep here uses; `more` adds flags.
@@ -274,6 +292,31 @@ static void test_frontier_report(void) {
         CHECK(rc == 0 && v && end && v < end, "budget %s: verdict %s (exit %d)", want[i][0], want[i][1], rc);
     }
     char *b2 = slurp("%s/fv/2000/frontier.md", "");
+    // Puri's claim at k = 256 (budget 5000): linear (x256) stopped by the rule in seeds 1 and 2 and blown up in
+    // seed 3; sqrt (x16) within 2% of puri-run, which is the frontier; LEGW 2.5% behind it
+    const double base[3] = {1.00, 1.01, 0.99};
+    char r5[300], sub[300];
+    snprintf(r5, sizeof r5, "%s/5000", root);
+    for (int s = 1; s <= 3; s++) {
+        snprintf(sub, sizeof sub, "grid/lr0.02/seed%d", s);
+        fake_run(r5, sub, "legw_k1", s, 4, 0.02, 0.02, base[s - 1]);
+        snprintf(sub, sizeof sub, "main/seed%d", s);
+        fake_run(r5, sub, "legw_k256", s, 1024, 0.02, 0.32, base[s - 1] + 0.12);
+        fake_run(r5, sub, "puri-run_k256", s, 1024, 0.02, 0.12, base[s - 1] + 0.095);
+        snprintf(sub, sizeof sub, "range/x16/seed%d", s);
+        fake_run(r5, sub, "linear_k256", s, 1024, 0.02 * 16 / 256, 0.32, base[s - 1] + 0.10);
+        snprintf(sub, sizeof sub, "range/x256/seed%d", s);
+        fake_run_path(r5, sub, "linear_k256", s, 1024, 0.02, 5.12, 4.3, s == 3 ? "3.0 2.0 1.8 3.5 4.3" : "3.0",
+                      s < 3);
+    }
+    rc = test_system("dev/sweep/frontier_report.py %s --legw %s/none > %s/fv.txt 2>&1", root, dir, dir);
+    char *pm = slurp("%s/fv/frontier.md", "");
+    const char *p5 = pm ? strstr(pm, "| 5000 | 256 | 2 of 3 | 1 of 3 |") : NULL;
+    const char *e5 = p5 ? strchr(p5, '\n') : NULL;
+    CHECK(rc == 0 && p5 && e5 && strstr(p5, "| confirmed | sqrt |") && strstr(p5, "| confirmed | sqrt |") < e5,
+          "Puri's claim: linear stopped in 2 of 3 seeds, blown up in 1, puri-run the frontier: confirmed, and "
+          "sqrt matches it (exit %d)", rc);
+    free(pm);
     CHECK(b2 && strstr(b2, "| 0.02 (chosen) |") && strstr(b2, "| 64 | 0.25 |"),
           "the base lr is the grid's best (0.02), the frontier at k = 64 alpha 0.25");
     free(md); free(b2);

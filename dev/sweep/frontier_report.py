@@ -76,6 +76,26 @@ def read_budget(d):
     return out
 
 
+BLOWUP_BPC = 1.0  # a blow-up: a block's mean train bpc this far above the lowest block before it
+
+
+def blew_up(r):
+    """Whether the run's train loss rose far above where it had been: some block's mean bpc more than
+    BLOWUP_BPC above the lowest block mean before it. Descriptive, added after the first runs: a run can
+    jump from 2.3 to 5 bpc and settle at the unigram level (about 4.3 bpc) without ever going above its
+    first loss, which is all the sweep's divergence rule looks for."""
+    low = math.inf
+    for b in r.get("blocks") or []:
+        if b[4] > low + BLOWUP_BPC:
+            return True
+        low = min(low, b[4])
+    return False
+
+
+def blowups(runs, **want):
+    return sum(1 for r in runs if all(r.get(k) == v for k, v in want.items()) and blew_up(r))
+
+
 def by_seed(runs, **want):
     """{seed: final bpc} of the finished runs matching want; and how many diverged."""
     sel = [r for r in runs if all(r.get(k) == v for k, v in want.items())]
@@ -201,7 +221,9 @@ def main_section(b):
     lines = ["", "## Final bpc against k, every alpha", "",
              "peak = base lr x k^alpha with LEGW's warmup (w0 k epochs at B0 x k: the same steps at every k) and "
              "linear decay to 0 at the end of the one pass; alpha 0.5 is LEGW. Mean final validation bpc (n seeds); "
-             "at k = 1 every alpha is the baseline. 'div': diverged runs.", "",
+             "at k = 1 every alpha is the baseline. 'div': runs the divergence rule stopped; 'blew up': runs whose "
+             "train bpc rose more than %g above its lowest so far (they finished, and count with their final bpc)."
+             % BLOWUP_BPC, "",
              "| alpha | " + " | ".join("k=%d" % k for k in ks) + " |", "|---|" + "---|" * len(ks)]
     for a in b.alphas:
         cells = []
@@ -213,7 +235,9 @@ def main_section(b):
             m, ci = rep.mean_ci(list(v.values())) if v else (None, None)
             c = fmt(m, ci, len(v)) if v else ""
             unfinished = n - ndiv - len(v)
+            nb = blowups(b.runs, group="main", rule="legw" if a == 0.5 else "alpha%g" % a, k=k) if k > 1 else 0
             c += (", %d div" % ndiv if ndiv else "") + (", %d unfinished" % unfinished if unfinished else "")
+            c += ", %d blew up" % nb if nb else ""
             cells.append(c.strip(", "))
         lines.append("| %g%s | %s |" % (a, " (legw)" if a == 0.5 else "", " | ".join(cells)))
     lines += ["", "## Against the baseline, seed by seed", "",
@@ -301,25 +325,27 @@ def puri_section(b):
              "M x base lr; M = k is linear scaling, M = sqrt(k) sqrt scaling. Then LEGW (alpha 0.5: LEGW's warmup) "
              "and puri-run (peak min(base x k, 6 x base), no warmup, linear decay to 0 over the run, as "
              "sentiment-discovery decays below a global batch of 2048). Mean final bpc (n), diverged runs.", "",
-             "| schedule | peak lr | mean final bpc | diverged |", "|---|---|---|---|"]
+             "| schedule | peak lr | mean final bpc | diverged | blew up |", "|---|---|---|---|---|"]
     rows = []
     for m in sorted({float(r["sub"][1:]) for r in rng}):
         v, ndiv, n = by_seed(b.runs, group="range", sub="x%g" % m, k=k)
         label = "M = %g%s" % (m, " (linear)" if m == k else " (sqrt)" if m * m == k else "")
-        rows.append((label, m * b.base, v, ndiv, n))
+        rows.append((label, m * b.base, v, ndiv, n, blowups(b.runs, group="range", sub="x%g" % m, k=k)))
     for rule, label in (("legw", "legw"), ("puri-run", "puri-run")):
         v, ndiv, n = by_seed(b.runs, group="main", rule=rule, k=k)
         if n:
             pk = next((r["peak"] for r in b.runs if r["group"] == "main" and r["rule"] == rule and r["k"] == k), "?")
-            rows.append((label, rep.parse_float(pk.split()[0]), v, ndiv, n))
-    for label, peak, v, ndiv, n in rows:
+            rows.append((label, rep.parse_float(pk.split()[0]), v, ndiv, n,
+                         blowups(b.runs, group="main", rule=rule, k=k)))
+    for label, peak, v, ndiv, n, nb in rows:
         m, ci = rep.mean_ci(list(v.values())) if v else (None, None)
-        lines.append("| %s | %.4g | %s | %d of %d |" % (label, peak, fmt(m, ci, len(v)) if v else "-", ndiv, n))
-    done = [(label, sum(v.values()) / len(v)) for label, _, v, ndiv, n in rows if v and not ndiv and len(v) == n]
+        lines.append("| %s | %.4g | %s | %d of %d | %d of %d |" % (label, peak, fmt(m, ci, len(v)) if v else "-",
+                                                                  ndiv, n, nb, n))
+    done = [(label, sum(v.values()) / len(v)) for label, _, v, ndiv, n, _ in rows if v and not ndiv and len(v) == n]
     if not done:
         return lines, None
     best_label, best = min(done, key=lambda t: t[1])
-    get = {label: (v, ndiv, n) for label, _, v, ndiv, n in rows}
+    get = {label: (v, ndiv, n, nb) for label, _, v, ndiv, n, nb in rows}
     lin = next((get[x] for x in get if x.endswith("(linear)")), None)
     sq = next((get[x] for x in get if x.endswith("(sqrt)")), None)
     pr = get.get("puri-run")
@@ -331,15 +357,19 @@ def puri_section(b):
         confirmed = lin[1] >= 2 and near
         matched = [name for name, c in (("sqrt", sq), ("legw", lg)) if c and c[0] and not c[1] and len(c[0]) == c[2]
                    and sum(c[0].values()) / len(c[0]) <= pm * (1 + MARGIN)]
-        res.update({"linear_div": lin[1], "linear_n": lin[2], "puri": pm, "puri_near": near,
-                    "confirmed": confirmed, "matched": matched})
+        failed = lin[1] + lin[3]  # stopped by the rule, or blew up and finished
+        res.update({"linear_div": lin[1], "linear_n": lin[2], "linear_blew": lin[3], "puri": pm, "puri_near": near,
+                    "confirmed": confirmed, "matched": matched, "confirmed_blowups": failed >= 2 and near})
         need = ("refuted (%s ends within 2%% of puri-run or below it)" % " and ".join(matched) if matched
                 else "not refuted (neither sqrt nor LEGW ends within 2% of puri-run)")
         lines += ["", "The frontier at k = %d (the best mean of every schedule above with every run finished): %s, "
                   "%.4f. **Puri et al.'s claim: %s.** Linear scaling diverged in %d of %d seeds; puri-run ends at "
                   "%.4f, %s 2%% of the frontier. **The need for a schedule of one's own: %s.**" % (
                       k, best_label, best, "confirmed" if confirmed else "not confirmed", lin[1], lin[2], pm,
-                      "within" if near else "not within", need)]
+                      "within" if near else "not within", need),
+                  "", "Counting a blow-up as divergence (a descriptive test chosen after the first runs, not the rule "
+                  "fixed before them): linear scaling failed in %d of %d seeds, and the claim would be %s." % (
+                      failed, lin[2], "confirmed" if failed >= 2 and near else "not confirmed")]
     return lines, res
 
 
@@ -566,12 +596,13 @@ def summary(root, results, old):
                 fmt(dm, dci, dn, signed=True) if dn else "0", v["verdict"]))
     puri = [(b, p) for b, _, p in results if p and "confirmed" in p]
     if puri:
-        lines += ["", "| budget | k | linear diverged | puri-run | frontier at k | Puri's claim | "
-                  "sqrt or LEGW match puri-run |", "|---|---|---|---|---|---|---|"]
+        lines += ["", "| budget | k | linear diverged | linear blew up | puri-run | frontier at k | Puri's claim | "
+                  "sqrt or LEGW match puri-run |", "|---|---|---|---|---|---|---|---|"]
         for b, p in puri:
-            lines.append("| %s | %d | %d of %d | %.4f | %.4f (%s) | %s | %s |" % (
-                b.name, p["k"], p["linear_div"], p["linear_n"], p["puri"], p["frontier"], p["frontier_label"],
-                "confirmed" if p["confirmed"] else "not confirmed", ", ".join(p["matched"]) or "neither"))
+            lines.append("| %s | %d | %d of %d | %d of %d | %.4f | %.4f (%s) | %s | %s |" % (
+                b.name, p["k"], p["linear_div"], p["linear_n"], p["linear_blew"], p["linear_n"], p["puri"],
+                p["frontier"], p["frontier_label"], "confirmed" if p["confirmed"] else "not confirmed",
+                ", ".join(p["matched"]) or "neither"))
     png = gap_plot(root, results, old)
     if png:
         lines += ["", "![the k = 64 gap against the budget](%s)" % png]
