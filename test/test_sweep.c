@@ -416,6 +416,15 @@ static void test_frontier_driver(void) {
           "the base lr %g is the grid's best (%d lrs)", best, n_lr);
     CHECK(n_lr >= 2 && ((best_i > 0 && best_i < n_lr - 1) || n_lr == 5),
           "the best is inside the grid, or the grid grew 3 times (%d lrs, best the %d-th)", n_lr, best_i + 1);
+    // the report with the plan in the root: a grid run's result gone, the budget's page says the grid is unfinished
+    rc = test_system("sed 's#\"root\": \"%s/fr\"#\"root\": \"%s/fr\"#' %s > %s/fr/plan.json && "
+                     "dev/sweep/frontier_report.py %s/fr > %s/frr.txt 2>&1 && "
+                     "grep -q 'LEGW at k = 1' %s/fr/20000/frontier.md && "
+                     "rm %s/fr/20000/grid/lr0.01/seed1/runs/legw_k1.status && "
+                     "dev/sweep/frontier_report.py %s/fr >> %s/frr.txt 2>&1", dir, dir, plan, dir, dir, dir, dir, dir,
+                     dir, dir);
+    CHECK(rc == 0 && contains("%s/fr/20000/frontier.md", "", "The base-lr grid is not finished"),
+          "frontier_report.py with the plan: a budget whose grid lacks a run is reported unfinished (exit %d)", rc);
     free(o); free(st);
 }
 
