@@ -482,13 +482,16 @@ def budget_plots(b, crit_pts):
         cmds.append('"%s" using 1:2 with lines lw 6 lc rgb "#60000000" title "frontier (best alpha)"' % fn)
         cmds.append('%f with lines dt 2 lw 2 lc rgb "black" title "baseline + 2%%"' % (b.bm + b.margin))
         cells = [b.cell(a, k) for a in b.alphas for k in b.ks]
-        top = max([b.bm * 1.1] + [sum(v.values()) / len(v) for v, ndiv, _ in cells if v and not ndiv])
-        gnuplot(head + ['set output "%s/bpc_vs_k.png.tmp"' % b.dir, 'set logscale x 2',
+        means = [sum(v.values()) / len(v) for v, ndiv, _ in cells if v and not ndiv]
+        top = min(max([b.bm * 1.1] + means), b.bm * 1.5)  # a run that blew up (4 bpc) would flatten the rest
+        off = ['set label "points above %.2f are off the scale (frontier.md)" at graph 0.02, graph 0.95' % top] \
+            if max(means + [0]) > top else []
+        gnuplot(head + off + ['set output "%s/bpc_vs_k.png.tmp"' % b.dir, 'set logscale x 2',
                         'set xrange [0.8:%g]' % (max(b.ks) * 1.3), 'set yrange [%f:%f]' % (b.bm * 0.97, top * 1.02),
                         'set xlabel "k = B / B0 (one pass at every k)"',
                         'set ylabel "final validation bpc (mean over seeds)"',
-                        'set title "%s bytes: final bpc against k; bars: 95%% interval of the paired difference from '
-                        'the baseline"' % b.name, "plot " + ", ".join(cmds)], b.dir, "bpc_vs_k.png")
+                        'set title "%s bytes: final bpc against k (bars: paired 95%% interval)"' % b.name,
+                        "plot " + ", ".join(cmds)], b.dir, "bpc_vs_k.png")
         made.append(("bpc_vs_k.png", "final bpc against k per alpha, paired intervals, the frontier and the margin"))
         # 2. final bpc against the peak lr, one line per k
         cmds = []
@@ -509,7 +512,8 @@ def budget_plots(b, crit_pts):
             if pts:
                 cmds.append('"%s" using 1:2 with linespoints lw 2 pt 7 lc rgb "%s" title "k = %d%s"'
                             % (fn, pal[i % len(pal)], k, " (the grid)" if k == 1 else ""))
-        gnuplot(head + ['set output "%s/bpc_vs_peak.png.tmp"' % b.dir, 'set logscale x', 'set format x "%.0e"',
+        gnuplot(head + off + ['set output "%s/bpc_vs_peak.png.tmp"' % b.dir, 'set logscale x', 'set format x "%.0e"',
+                        'set yrange [%f:%f]' % (b.bm * 0.97, top * 1.02),
                         'set xlabel "peak learning rate"', 'set ylabel "final validation bpc (mean over seeds)"',
                         'set title "%s bytes: final bpc against the peak lr at each k"' % b.name,
                         "plot " + ", ".join(cmds)], b.dir, "bpc_vs_peak.png")
