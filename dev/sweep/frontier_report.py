@@ -99,6 +99,12 @@ def blowups(runs, **want):
     return sum(1 for r in runs if all(r.get(k) == v for k, v in want.items()) and blew_up(r))
 
 
+def failures(runs, **want):
+    """Runs the divergence rule stopped or that blew up (each counted once)."""
+    return sum(1 for r in runs if all(r.get(k) == v for k, v in want.items())
+               and (r["status"] == "diverged" or blew_up(r)))
+
+
 def by_seed(runs, **want):
     """{seed: final bpc} of the finished runs matching want; and how many diverged."""
     sel = [r for r in runs if all(r.get(k) == v for k, v in want.items())]
@@ -345,22 +351,23 @@ def puri_section(b):
     for m in sorted({float(r["sub"][1:]) for r in rng}):
         v, ndiv, n = by_seed(b.runs, group="range", sub="x%g" % m, k=k)
         label = "M = %g%s" % (m, " (linear)" if m == k else " (sqrt)" if m * m == k else "")
-        rows.append((label, m * b.base, v, ndiv, n, blowups(b.runs, group="range", sub="x%g" % m, k=k)))
+        rows.append((label, m * b.base, v, ndiv, n, blowups(b.runs, group="range", sub="x%g" % m, k=k),
+                     failures(b.runs, group="range", sub="x%g" % m, k=k)))
     for rule, label in (("legw", "legw"), ("puri-run", "puri-run")):
         v, ndiv, n = by_seed(b.runs, group="main", rule=rule, k=k)
         if n:
             pk = next((r["peak"] for r in b.runs if r["group"] == "main" and r["rule"] == rule and r["k"] == k), "?")
             rows.append((label, rep.parse_float(pk.split()[0]), v, ndiv, n,
-                         blowups(b.runs, group="main", rule=rule, k=k)))
-    for label, peak, v, ndiv, n, nb in rows:
+                         blowups(b.runs, group="main", rule=rule, k=k), failures(b.runs, group="main", rule=rule, k=k)))
+    for label, peak, v, ndiv, n, nb, _ in rows:
         m, ci = rep.mean_ci(list(v.values())) if v else (None, None)
         lines.append("| %s | %.4g | %s | %d of %d | %d of %d |" % (label, peak, fmt(m, ci, len(v)) if v else "-",
                                                                   ndiv, n, nb, n))
-    done = [(label, sum(v.values()) / len(v)) for label, _, v, ndiv, n, _ in rows if v and not ndiv and len(v) == n]
+    done = [(label, sum(v.values()) / len(v)) for label, _, v, ndiv, n, _, _ in rows if v and not ndiv and len(v) == n]
     if not done:
         return lines, None
     best_label, best = min(done, key=lambda t: t[1])
-    get = {label: (v, ndiv, n, nb) for label, _, v, ndiv, n, nb in rows}
+    get = {label: (v, ndiv, n, nb, nf) for label, _, v, ndiv, n, nb, nf in rows}
     lin = next((get[x] for x in get if x.endswith("(linear)")), None)
     sq = next((get[x] for x in get if x.endswith("(sqrt)")), None)
     pr = get.get("puri-run")
@@ -372,8 +379,8 @@ def puri_section(b):
         confirmed = lin[1] >= 2 and near
         matched = [name for name, c in (("sqrt", sq), ("legw", lg)) if c and c[0] and not c[1] and len(c[0]) == c[2]
                    and sum(c[0].values()) / len(c[0]) <= pm * (1 + MARGIN)]
-        failed = lin[1] + lin[3]  # stopped by the rule, or blew up and finished
-        res.update({"linear_div": lin[1], "linear_n": lin[2], "linear_blew": lin[3], "puri": pm, "puri_near": near,
+        failed = lin[4]  # stopped by the rule, or blew up
+        res.update({"linear_div": lin[1], "linear_n": lin[2], "linear_failed": failed, "puri": pm, "puri_near": near,
                     "confirmed": confirmed, "matched": matched, "confirmed_blowups": failed >= 2 and near})
         need = ("refuted (%s ends within 2%% of puri-run or below it)" % " and ".join(matched) if matched
                 else "not refuted (neither sqrt nor LEGW ends within 2% of puri-run)")
@@ -628,11 +635,11 @@ def summary(root, results, old):
                 fmt(dm, dci, dn, signed=True) if dn else "0", v["verdict"]))
     puri = [(b, p) for b, _, p in results if p and "confirmed" in p]
     if puri:
-        lines += ["", "| budget | k | linear diverged | linear blew up | puri-run | frontier at k | Puri's claim | "
-                  "sqrt or LEGW match puri-run |", "|---|---|---|---|---|---|---|---|"]
+        lines += ["", "| budget | k | linear diverged | linear diverged or blew up | puri-run | frontier at k | "
+                  "Puri's claim | sqrt or LEGW match puri-run |", "|---|---|---|---|---|---|---|---|"]
         for b, p in puri:
             lines.append("| %s | %d | %d of %d | %d of %d | %.4f | %.4f (%s) | %s | %s |" % (
-                b.name, p["k"], p["linear_div"], p["linear_n"], p["linear_blew"], p["linear_n"], p["puri"],
+                b.name, p["k"], p["linear_div"], p["linear_n"], p["linear_failed"], p["linear_n"], p["puri"],
                 p["frontier"], p["frontier_label"], "confirmed" if p["confirmed"] else "not confirmed",
                 ", ".join(p["matched"]) or "neither"))
     png = gap_plot(root, results, old)
