@@ -529,7 +529,9 @@ def budget_plots(b, crit_pts):
         if crit_pts and crit_pts[0]:
             fits, B_of, ks = crit_pts
             cmds = []
-            for i, (t, (smin, bn, pts)) in enumerate(sorted(fits.items(), reverse=True)):
+            shown = sorted(fits.items(), reverse=True)
+            shown = [shown[j] for j in sorted({round(i * (len(shown) - 1) / 3) for i in range(4)})]  # 4 at most
+            for i, (t, (smin, bn, pts)) in enumerate(shown):
                 fn = os.path.join(tmp, "s%d" % i)
                 with open(fn, "w") as fh:
                     fh.writelines("%d %g\n" % p for p in pts)
@@ -544,7 +546,7 @@ def budget_plots(b, crit_pts):
                             'set xlabel "global batch B (sequences of 8 characters)"',
                             'set ylabel "steps to the target train bpc"',
                             'set title "%s bytes: steps to a train loss (LEGW); dashed: perfect scaling from B0"'
-                            % b.name,
+                            % b.name, 'set key title "(all targets: frontier.md)"',
                             "plot " + ", ".join(cmds)], b.dir, "steps_vs_batch.png")
             made.append(("steps_vs_batch.png", "steps to a train loss against the batch, log-log, with the fits"))
     return made
