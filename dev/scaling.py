@@ -15,6 +15,7 @@ from this tool.
   python3 dev/scaling.py --set ib_gbs=25 --jitter 0 --grad-bytes 2
   python3 dev/scaling.py --paper --cluster dgx1v --set ib_gbs=0.28 --jitter 0
   python3 dev/scaling.py --constants
+  python3 dev/scaling.py --discriminate    # where the wait and a fixed per-step cost predict apart
 
 Python 3 standard library only.
 """
@@ -73,6 +74,12 @@ CLUSTERS = {
 # all-reduce alone cannot).
 JITTER = 0.063
 
+# The other explanation of the same number: a fixed cost per step on more than one GPU
+# (host syncs, a data loader that does not overlap, the framework's own work), the same
+# at every model size and GPU count. Fitted the same way, to the same 109x
+# (fit_overhead_ms); one constant fitted to one number has no degree of freedom left, so
+# the 109x cannot tell the two apart. `--discriminate` prints where they differ.
+
 
 def allreduce_seconds(n_bytes, gpus_per_node, nodes, c):
     """Hierarchical ring all-reduce of n_bytes on nodes x gpus_per_node GPUs (alpha-beta)."""
@@ -114,13 +121,15 @@ def compute_seconds(gpu, batch, seq_len, step_ms=None):
     return t, t_wgrad * t / t_model
 
 
-def step(cluster, nodes, batch, seq_len, grad_bytes, jitter, overlap, step_ms=None):
+def step(cluster, nodes, batch, seq_len, grad_bytes, jitter, overlap, step_ms=None, overhead_ms=0.0, gpus=None,
+         params=None):
+    """One synchronous step; gpus (default: every GPU of the nodes) may be fewer than a node's."""
     c = CLUSTERS[cluster]
-    p = nodes * c["gpus_per_node"]
+    p = gpus or nodes * c["gpus_per_node"]
     t_c, t_wgrad = compute_seconds(c["gpu"], batch, seq_len, step_ms)
-    t_ar = allreduce_seconds(PARAMS * grad_bytes, c["gpus_per_node"], nodes, c)
+    t_ar = allreduce_seconds((params or PARAMS) * grad_bytes, min(p, c["gpus_per_node"]), nodes, c)
     exposed = max(0.0, t_ar - t_wgrad) if overlap else t_ar
-    t_wait = jitter * t_c * expected_max_normal(p)
+    t_wait = jitter * t_c * expected_max_normal(p) + (overhead_ms * 1e-3 if p > 1 else 0.0)
     t = t_c + exposed + t_wait
     chars = p * batch * seq_len
     return dict(p=p, batch=batch, global_batch=p * batch, t_c=t_c, t_ar=t_ar, exposed=exposed, t_wait=t_wait,
@@ -146,12 +155,14 @@ def paper_check(a):
     print("| model | compute ms | all-reduce ms | exposed ms | slowest-GPU wait ms | step ms | speedup at 128 "
           "| vs paper 109x | hours for the run | vs paper 4 h |")
     print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
-    rows = [("bandwidth only (jitter 0, no overlap)", 0.0, False),
-            ("+ slowest-GPU wait (jitter %.3f), no overlap" % a.jitter, a.jitter, False),
-            ("+ slowest-GPU wait, all-reduce overlapped with the weight gradients", a.jitter, True)]
+    over = fit_overhead_ms(a)
+    rows = [("bandwidth only (jitter 0, no overlap)", 0.0, False, 0.0),
+            ("+ slowest-GPU wait (jitter %.3f), no overlap" % a.jitter, a.jitter, False, 0.0),
+            ("+ slowest-GPU wait, all-reduce overlapped with the weight gradients", a.jitter, True, 0.0),
+            ("or instead: + a fixed %.0f ms per step (jitter 0), no overlap" % over, 0.0, False, over)]
     out = []
-    for what, jit, ov in rows:
-        s = step("dgx1v", nodes, b, P["seq_len"], a.grad_bytes_paper, jit, ov, a.step_ms_v100)
+    for what, jit, ov, oh in rows:
+        s = step("dgx1v", nodes, b, P["seq_len"], a.grad_bytes_paper, jit, ov, a.step_ms_v100, overhead_ms=oh)
         h = hours(run_chars, s["chars_per_s"])
         out.append((what, s, h))
         print("| %s | %.0f | %.1f | %.1f | %.1f | %.0f | %.1fx | %+.1f%% | %.2f | %+.1f%% |" % (
@@ -162,6 +173,66 @@ def paper_check(a):
           " the model's one V100 at B=%d: %.0f chars/s." % (implied_1gpu, P["hours"], P["speedup"], b,
                                                           b * P["seq_len"] / out[0][1]["t_c"]))
     return out
+
+
+def fit_overhead_ms(a):
+    """The fixed per-step cost (ms) that, alone, brings the paper check to the paper's speedup."""
+    P = PAPER
+    b = P["global_batch"] // P["gpus"]
+    nodes = P["gpus"] // CLUSTERS["dgx1v"]["gpus_per_node"]
+    s = step("dgx1v", nodes, b, P["seq_len"], a.grad_bytes_paper, 0.0, False, a.step_ms_v100)
+    return (P["gpus"] * s["t_c"] / P["speedup"] - s["t"]) * 1e3
+
+
+class hidden_units:
+    """perf_model at another H for the duration of a with block (its model is module-level)."""
+    def __init__(self, h):
+        self.h = h
+
+    def __enter__(self):
+        self.old, perf_model.H = perf_model.H, self.h
+        return perf_model.param_count()
+
+    def __exit__(self, *exc):
+        perf_model.H = self.old
+
+
+def discriminate(a):
+    """Where the two fits of the 109x part: the paper's DGX-1V setting changed one thing at a time.
+    Each row is a prediction of both, made before looking at any measured number for it."""
+    P = PAPER
+    b = P["global_batch"] // P["gpus"]
+    over = fit_overhead_ms(a)
+    g8 = CLUSTERS["dgx1v"]["gpus_per_node"]
+    base = step("dgx1v", P["gpus"] // g8, b, P["seq_len"], a.grad_bytes_paper, 0.0, False, a.step_ms_v100)
+    print("Two fits of the paper's 109x, each one constant fitted to that one number: the slowest-GPU wait "
+          "(jitter %.3f) and a fixed %.0f ms per step. Speedup over one GPU at the same per-GPU batch (%d), "
+          "DGX-1V nodes, FP16 all-reduce unless the row says otherwise.\n" % (a.jitter, over, b))
+    print("| setting | GPUs | jitter fit | overhead fit | overhead / jitter |")
+    print("|---|--:|--:|--:|--:|")
+
+    def row(what, gpus, **kw):
+        nodes = max(1, gpus // g8)
+        sj = step("dgx1v", nodes, b, P["seq_len"], kw.get("grad_bytes", a.grad_bytes_paper), a.jitter, False,
+                  kw.get("step_ms", a.step_ms_v100), gpus=gpus, params=kw.get("params"))
+        so = step("dgx1v", nodes, b, P["seq_len"], kw.get("grad_bytes", a.grad_bytes_paper), 0.0, False,
+                  kw.get("step_ms", a.step_ms_v100), overhead_ms=over, gpus=gpus, params=kw.get("params"))
+        print("| %s | %d | %.1fx | %.1fx | %.3f |" % (what, gpus, sj["speedup"], so["speedup"],
+                                                  so["speedup"] / sj["speedup"]))
+
+    for gpus in (2, 8, 16, 32, 64, 128):
+        row("the paper's run%s" % (" (the fit)" if gpus == P["gpus"] else ""), gpus)
+    row("FP32 training: compute %.1fx longer, FP32 all-reduce" % a.fp16_speedup, P["gpus"],
+        step_ms=base["t_c"] * 1e3 * a.fp16_speedup, grad_bytes=4)
+    for h in (1024, 2048, 8192):
+        with hidden_units(h) as params:
+            row("a model of H = %d" % h, P["gpus"], params=params)
+    saved = CLUSTERS["dgx1v"]["ib_gbs"]
+    CLUSTERS["dgx1v"]["ib_gbs"] = 10.0 / 8 / g8  # 10 Gb/s Ethernet per node, shared by its 8 GPUs
+    try:
+        row("10 Gb/s Ethernet between nodes instead of 4x EDR InfiniBand", P["gpus"])
+    finally:
+        CLUSTERS["dgx1v"]["ib_gbs"] = saved
 
 
 def cluster_table(a, cluster, nodes_list, policy):
@@ -181,7 +252,7 @@ def cluster_table(a, cluster, nodes_list, policy):
         else:
             b = a.per_gpu_batch
         s = step(cluster, nodes, b, P["seq_len"], a.grad_bytes, a.jitter, a.overlap,
-                 a.step_ms_v100 if c["gpu"] == "v100" else a.step_ms_h200)
+                 a.step_ms_v100 if c["gpu"] == "v100" else a.step_ms_h200, overhead_ms=a.overhead_ms)
         steps = run_chars / (s["global_batch"] * P["seq_len"])
         print("| %d | %d | %d | %d | %.1f | %.2f | %.2f | %.1f | %.1f | %.2f | %.0fx | %.0f%% | %.0f | %.2f |" % (
             nodes, p, b, s["global_batch"], s["t_c"] * 1e3, s["t_ar"] * 1e3, s["exposed"] * 1e3,
@@ -203,7 +274,12 @@ def main(argv=None):
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--paper", action="store_true", help="only the paper check")
     ap.add_argument("--constants", action="store_true", help="print every constant")
-    ap.add_argument("--cluster", choices=sorted(CLUSTERS), default="h200", help="for the prediction table (default h200)")
+    ap.add_argument("--discriminate", action="store_true",
+                    help="where the two fits of the 109x (slowest-GPU wait, fixed per-step cost) predict differently")
+    ap.add_argument("--fp16-speedup", type=float, default=4.2,
+                    help="--discriminate: how much longer one GPU's FP32 step is than its FP16 step (4.2)")
+    ap.add_argument("--cluster", choices=sorted(CLUSTERS), default="h200",
+                    help="for the prediction table (default h200)")
     ap.add_argument("--nodes", type=int, action="append", help="nodes of 8 GPUs (repeatable; default 8 16 64)")
     ap.add_argument("--batch-policy", choices=("global", "per-gpu"), action="append",
                     help="global: the paper's 32768 split over the GPUs; per-gpu: --per-gpu-batch each (default both)")
@@ -213,9 +289,12 @@ def main(argv=None):
     ap.add_argument("--grad-bytes-paper", type=int, choices=(2, 4), default=PAPER["grad_bytes"],
                     help="the same for the paper check (default 2: the paper's FP16 all-reduce)")
     ap.add_argument("--jitter", type=float, default=JITTER, help="coefficient of variation of one GPU's step time")
+    ap.add_argument("--overhead-ms", type=float, default=0.0,
+                    help="a fixed cost per step on more than one GPU, in the prediction tables (default 0)")
     ap.add_argument("--overlap", action="store_true",
                     help="hide the all-reduce behind the weight-gradient phase (train.cu does not)")
-    ap.add_argument("--step-ms-h200", type=float, help="a measured H200 step at the batch in question, instead of the model")
+    ap.add_argument("--step-ms-h200", type=float,
+                    help="a measured H200 step at the batch in question, instead of the model")
     ap.add_argument("--step-ms-v100", type=float, help="a measured V100 step at B=256, instead of the model")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a constant of --cluster, e.g. ib_gbs=25 (--cluster dgx1v: the paper check's)")
@@ -244,19 +323,27 @@ def main(argv=None):
         if not (math.isfinite(v) and v > 0) or (key == "gpus_per_node" and v != int(v)):
             ap.error("--set %s: must be a positive number%s" % (kv, " (whole)" if key == "gpus_per_node" else ""))
         CLUSTERS[a.cluster][key] = int(v) if key == "gpus_per_node" else v
+    if not (math.isfinite(a.overhead_ms) and a.overhead_ms >= 0):
+        ap.error("--overhead-ms %g: must be zero or a positive number of milliseconds" % a.overhead_ms)
+    if not (math.isfinite(a.fp16_speedup) and a.fp16_speedup > 0):
+        ap.error("--fp16-speedup %g: must be a positive number" % a.fp16_speedup)
     if a.constants:
         constants()
+        return 0
+    if a.discriminate:
+        discriminate(a)
         return 0
     paper_check(a)
     if a.paper:
         return 0
     c = CLUSTERS[a.cluster]
     for policy in a.batch_policy or ["global", "per-gpu"]:
-        print("\n%s: the paper's run (%g epochs of %g GB), %s, FP%d all-reduce, %s, jitter %.3f\n" % (
+        print("\n%s: the paper's run (%g epochs of %g GB), %s, FP%d all-reduce, %s, jitter %.3f%s\n" % (
             c["name"], PAPER["epochs"], PAPER["corpus_bytes"] / 1e9,
             "global batch %d split over the GPUs" % PAPER["global_batch"] if policy == "global"
             else "%d sequences per GPU" % a.per_gpu_batch, 8 * a.grad_bytes,
-            "overlapped with the weight gradients" if a.overlap else "not overlapped", a.jitter))
+            "overlapped with the weight gradients" if a.overlap else "not overlapped", a.jitter,
+            ", a fixed %g ms per step" % a.overhead_ms if a.overhead_ms else ""))
         cluster_table(a, a.cluster, nodes, policy)
     return 0
 

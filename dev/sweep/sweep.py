@@ -12,6 +12,7 @@ Flags after `--` go to every trainer run unchanged. Running it again on the same
 --out resumes: finished runs are skipped, a stopped run resumes from its checkpoint.
 """
 import argparse
+import fcntl
 import json
 import math
 import os
@@ -26,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sweep_report as rep  # noqa: E402  (the divergence rule and the report)
 
 RULES = rep.RULES
+DEFAULT_RULES = ["linear", "sqrt", "legw", "puri", "constant"]
 stop_signal = None  # set by SIGINT/SIGTERM: finish (checkpoint) the current run, then exit
 
 
@@ -73,9 +75,10 @@ def k_list(s):
 
 def rule_list(s):
     rules = [r for r in s.split(",") if r]
-    bad = [r for r in rules if r not in RULES]
+    bad = [r for r in rules if r not in RULES and rep.alpha_of(r) is None]
     if bad or not rules:
-        raise argparse.ArgumentTypeError("unknown rule \"%s\" (expected a comma-separated list of %s)"
+        raise argparse.ArgumentTypeError("unknown rule \"%s\" (expected a comma-separated list of %s, or alphaA "
+                                         "for peak = lr x k^A with LEGW's warmup, A in [0, 2])"
                                          % (",".join(bad) or s, ", ".join(RULES)))
     return rules
 
@@ -92,16 +95,18 @@ def parse_args(argv):
     a("--out", default="out/sweep", help="sweep directory: runs/, results.md, PNGs (resumes if it exists)")
     a("--budget", type=positive(float), default=1380.0, help="seconds for the whole sweep, probes included")
     a("--train-bin", default="./train", help="the trainer")
-    a("--np", type=positive(int), default=1, help="MPI ranks per run (mpirun -np N); the global batch is split over them")
+    a("--np", type=positive(int), default=1,
+      help="MPI ranks per run (mpirun -np N); the global batch is split over them")
     a("--threads", type=nonneg_int, default=0, help="OpenMP threads per rank, 0 = the trainer's default")
     a("--epochs", type=positive(float), default=1.0, help="epochs every run trains for")
     a("--base-batch", type=positive(int), default=8, help="B0, the global batch the base lr is tuned at")
     a("--max-k", type=positive(int), default=64, help="largest k: batches B0, 2 B0, 4 B0, ... up to max-k B0")
-    a("--k-step", type=positive(int), default=2, help="k grows by this factor: 2 gives k = 1, 2, 4, ...; 4 gives 1, 4, 16, ...")
+    a("--k-step", type=positive(int), default=2,
+      help="k grows by this factor: 2 gives k = 1, 2, 4, ...; 4 gives 1, 4, 16, ...")
     a("--ks", type=k_list, default=None,
       help="exactly these k, comma-separated (e.g. 1,32,64 for extra seeds at the decisive batches); "
            "overrides --max-k and --k-step")
-    a("--rules", type=rule_list, default=list(RULES), help="comma-separated rules")
+    a("--rules", type=rule_list, default=DEFAULT_RULES, help="comma-separated rules")
     a("--lr", type=positive(float), default=2e-3, help="base learning rate at B0, the same for every rule")
     a("--warmup-epochs", type=float, default=None,
       help="linear and sqrt: warmup in epochs at every batch (default 0.05 x --epochs, Goyal et al.'s share)")
@@ -164,15 +169,33 @@ def env():
     return e
 
 
-def schedule_flags(o, rule):
-    f = ["--lr-schedule", rule, "--lr", "%g" % o.lr, "--base-batch", str(o.base_batch)]
+def schedule_flags(o, rule, k):
+    """The trainer's schedule flags for one rule at batch B0 k (doc/schedules.md)."""
+    alpha = rep.alpha_of(rule)
+    if alpha is not None:
+        # peak = lr k^alpha with LEGW's warmup (w0 k epochs, the same steps at every k) and decay:
+        # the trainer's legw rule (peak lr sqrt(k)) at the base rate lr k^(alpha - 1/2)
+        return ["--lr-schedule", "legw", "--lr", "%.17g" % (o.lr * k ** (alpha - 0.5)), "--base-batch",
+                str(o.base_batch), "--warmup-epochs", "%g" % o.legw_w0, "--decay", "linear", "--decay-epochs",
+                "%g" % o.epochs]
+    f = ["--lr-schedule", "puri" if rule == "puri-run" else rule, "--lr", "%g" % o.lr,
+         "--base-batch", str(o.base_batch)]
     if rule in ("linear", "sqrt"):
         f += ["--warmup-epochs", "%g" % o.warmup_epochs, "--decay", "linear", "--decay-epochs", "%g" % o.epochs]
     elif rule == "legw":
         f += ["--warmup-epochs", "%g" % o.legw_w0, "--decay", "linear", "--decay-epochs", "%g" % o.epochs]
-    elif rule == "puri":
-        f += ["--lr-cap", "%g" % o.lr_cap]
+    elif rule == "puri":  # the reconstruction's fixed horizon, given: the trainer's default ends at --steps
+        f += ["--lr-cap", "%g" % o.lr_cap, "--decay", "linear", "--decay-steps", "100000"]
+    elif rule == "puri-run":  # as sentiment-discovery decays below a global batch of 2048: to 0 over the run
+        f += ["--lr-cap", "%g" % o.lr_cap, "--decay", "linear", "--decay-epochs", "%g" % o.epochs]
     return f  # puri and constant: their presets (doc/schedules.md)
+
+
+def output_flags(run_dir, resume):
+    """Where a run writes: its run directory (the trainer's --out: checkpoints, log, lock),
+    continued or started afresh. Every trainer invocation's output flags are built here (and
+    nowhere else), so a change of the trainer's output flags is a change of this function."""
+    return ["--resume", run_dir] if resume else ["--out", run_dir, "--overwrite"]
 
 
 def settings_key(o):
@@ -186,8 +209,8 @@ def probe(o, G, d):
     table (the trainer's own numbers), chars/s from the log, the wall time."""
     run_dir, out = os.path.join(d, "probe"), os.path.join(d, "probe.out")
     log = os.path.join(run_dir, "train.log")
-    cmd = trainer_cmd(o, G, ["--steps", "5", "--val-every", "0", "--val-steps", "1", "--print-every", "1",
-                             "--out", run_dir, "--overwrite"])
+    cmd = trainer_cmd(o, G, ["--steps", "5", "--val-every", "0", "--val-steps", "1", "--print-every", "1"]
+                      + output_flags(run_dir, resume=False))
     t0 = time.time()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env())
     wall = time.time() - t0
@@ -281,8 +304,7 @@ def plan(o, d, t0):
         if not runs and not added:
             die("not even k = 1 fits in --budget %s (it needs about %s); give more time or less data"
                 % (fmt_t(o.budget), fmt_t(kcost)))
-        order = {rule: i for i, rule in enumerate(RULES)}
-        runs = sorted(runs + added, key=lambda r: (r["k"], order[r["rule"]]))
+        runs = sorted(runs + added, key=lambda r: (r["k"], rep.rule_order(r["rule"])))
         print("plan: %d runs, k = %s, estimated %s for those not finished, of the budget's %s"
               % (len(runs), ",".join(str(k) for k in sorted({r["k"] for r in runs})), fmt_t(cost),
                  fmt_t(o.budget - (time.time() - t0))), flush=True)
@@ -315,11 +337,10 @@ def run_one(o, d, r):
         for f in (final_log, out):
             if os.path.exists(f):
                 os.remove(f)
-    flags = schedule_flags(o, r["rule"]) + [
+    flags = schedule_flags(o, r["rule"], r["k"]) + [
         "--steps", str(r["steps"]), "--val-every", str(max(1, r["steps"] // (o.vals + 1)) if o.vals else 0),
         "--print-every", str(max(1, r["steps"] // 10)), "--ckpt-every", str(max(1, r["steps"] // 4))]
-    # a stale run directory without its log: start again
-    flags += ["--resume", run_dir] if resume else ["--out", run_dir, "--overwrite"]
+    flags += output_flags(run_dir, resume)  # a stale run directory without its log: start again
     cmd = trainer_cmd(o, r["G"], flags)
     with open(out, "a") as fo:
         fo.write("$ %s\n" % " ".join(cmd))
@@ -381,6 +402,12 @@ def main(argv):
     d = o.out
     for sub in ("runs", "ckpt"):
         os.makedirs(os.path.join(d, sub), exist_ok=True)
+    lock = open(os.path.join(d, "sweep.lock"), "w")  # held until this process ends, however it ends
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        die("another sweep is running in %s (it holds %s); two sweeps must not share a directory"
+            % (d, os.path.join(d, "sweep.lock")))
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     runs, dropped = plan(o, d, t0)
@@ -416,7 +443,8 @@ def main(argv):
         print("%s %s in %s: %s" % (tag, st, fmt_t(wall), "val bpc %.4f" % s["bpc"] if st == "done"
                                    else "stopped at step %d (%s)" % (s["step"], s["reason"])), flush=True)
     if stop_signal is not None:
-        print("sweep interrupted by signal %d after %s; run the same command to resume" % (stop_signal, fmt_t(time.time() - t0)))
+        print("sweep interrupted by signal %d after %s; run the same command to resume"
+              % (stop_signal, fmt_t(time.time() - t0)))
         return 128 + stop_signal
     if dropped:
         print("not run (did not fit the budget when planned): k = %s" % ", ".join(map(str, dropped)))

@@ -20,6 +20,7 @@ dev/sweep/sweep.py imports it, so the sweep stops a run on exactly the test this
 report applies afterwards. Standard library only.
 """
 import gzip
+import json
 import math
 import os
 import re
@@ -28,11 +29,23 @@ import subprocess
 import sys
 import tempfile
 
-RULES = ["linear", "sqrt", "legw", "puri", "constant"]
+RULES = ["linear", "sqrt", "legw", "puri", "constant", "puri-run"]
 WINDOW = 20     # train steps averaged by the divergence rule
 MARGIN = 1.02   # ... and how far above the first step's loss their mean must be
 EXPLODED = 2 * math.log(256)  # a loss above twice a uniform model's: train.h's loss_diverged, which stops the trainer
-RUN_RE = re.compile(r"^(?P<rule>[a-z]+)_k(?P<k>\d+)\.log(\.gz)?$")  # a finished run's log may be gzipped
+RUN_RE = re.compile(r"^(?P<rule>[a-z][a-z0-9.-]*)_k(?P<k>\d+)\.log(\.gz)?$")  # a finished run's log may be gzipped
+ALPHA_RE = re.compile(r"^alpha(\d(\.\d+)?)$")
+
+
+def alpha_of(rule):
+    """A in [0, 2] for the rule alphaA (peak = lr k^A with LEGW's warmup and decay), else None."""
+    m = ALPHA_RE.match(rule)
+    return float(m.group(1)) if m and float(m.group(1)) <= 2 else None
+
+
+def rule_order(rule):
+    """Sort key: the named rules in RULES' order, then alphaA by A."""
+    return (0, RULES.index(rule), 0.0) if rule in RULES else (1, 0, alpha_of(rule) or 0.0)
 
 
 def die(msg):
@@ -48,9 +61,9 @@ def parse_float(s):
 
 
 def parse_log_lines(lines, train, val):
-    """Appends (step, epoch, lr, loss, bpc) to train and (step, epoch, loss, bpc)
-    to val. A resumed run appends to its log; if it resumed from a checkpoint older
-    than the last line written (a hard kill), steps repeat: a step at or below the
+    """Appends (step, epoch, lr, loss, bpc, gradient norm before clipping; nan for a skipped
+    step) to train and (step, epoch, loss, bpc) to val. A resumed run appends to its log; if it
+    resumed from a checkpoint older than the last line written (a hard kill), steps repeat: a step at or below the
     last one seen rewinds the record to it, so each step is counted once. Returns
     the length train had after its last rewind: the entries from there on are new."""
     low = len(train)
@@ -63,13 +76,49 @@ def parse_log_lines(lines, train, val):
             low = min(low, len(train))
             while val and val[-1][0] >= step:
                 val.pop()
-            train.append((step, parse_float(f[2]), parse_float(f[3]), parse_float(f[4]), parse_float(f[5])))
+            gnorm = parse_float(f[8]) if len(f) >= 9 and f[7] == "0" else float("nan")  # a skipped step logs 0
+            train.append((step, parse_float(f[2]), parse_float(f[3]), parse_float(f[4]), parse_float(f[5]), gnorm))
         elif len(f) >= 5 and f[0] == "val":
             step = int(f[1])
             while val and val[-1][0] >= step:
                 val.pop()
             val.append((step, parse_float(f[2]), parse_float(f[3]), parse_float(f[4])))
     return low
+
+
+BLOCK_CHARS = 8192  # a thinned log's line: the steps of this many training characters (dev/sweep/thin_logs.py)
+THIN_HEADER = ("# thinned by dev/sweep/thin_logs.py from the trainer's log: one block line per %d training characters, "
+               "block <last step> <epoch> <lr> <mean loss> <mean bpc> <rms grad norm> <steps>; val lines as written\n"
+               % BLOCK_CHARS)
+
+
+def blocks(train, chars_per_step):
+    """The train steps in consecutive blocks of BLOCK_CHARS characters (the last block may be
+    shorter): (last step, epoch, lr at it, mean loss, mean bpc, root mean square gradient norm
+    over the steps that logged one, steps). One step's loss is one batch's, which at B0 is
+    32 characters: a block is the same amount of text at every batch, so its noise and its
+    lag do not depend on B."""
+    n = max(1, int(round(BLOCK_CHARS / chars_per_step)))
+    out = []
+    for i in range(0, len(train), n):
+        b = train[i:i + n]
+        g = [t[5] * t[5] for t in b if len(t) > 5 and math.isfinite(t[5])]
+        out.append((b[-1][0], b[-1][1], b[-1][2], sum(t[3] for t in b) / len(b), sum(t[4] for t in b) / len(b),
+                    math.sqrt(sum(g) / len(g)) if g else float("nan"), len(b)))
+    return out
+
+
+def read_thin(path):
+    """A thinned log: (blocks, val) as blocks() and parse_log_lines() give them."""
+    out, val = [], []
+    with (gzip.open(path, "rt", errors="replace") if path.endswith(".gz") else open(path, errors="replace")) as fh:
+        for line in fh:
+            f = line.split()
+            if len(f) >= 8 and f[0] == "block":
+                out.append((int(f[1]),) + tuple(parse_float(x) for x in f[2:7]) + (int(f[7]),))
+            elif f and f[0] == "val":
+                parse_log_lines([line], [], val)
+    return out, val
 
 
 def read_log(path):
@@ -109,7 +158,8 @@ def divergence(train, val, planned_steps=None, window=WINDOW, start=0):
         if i + 1 >= window:
             mean = sum(t[3] for t in train[i + 1 - window:i + 1]) / window
             if mean > MARGIN * first:
-                return step, "mean train loss of the last %d steps %.3f > 1.02 x first step's %.3f" % (window, mean, first)
+                return step, ("mean train loss of the last %d steps %.3f > 1.02 x first step's %.3f"
+                              % (window, mean, first))
     for v in val[vi:]:
         if not math.isfinite(v[2]):
             return v[0], "validation loss %s" % v[2]
@@ -149,12 +199,66 @@ def read_run(runs_dir, fname):
     r["steps_per_epoch"] = int(spe) if spe else None
     r["peak"] = table_value(text, "peak lr")
     r["warmup"] = table_value(text, "warmup")
-    r["cap"], r["decay"], r["base"] = table_value(text, "lr cap"), table_value(text, "decay"), table_value(text, "base lr")
+    r["cap"], r["decay"] = table_value(text, "lr cap"), table_value(text, "decay")
+    r["base"] = table_value(text, "base lr")
+    r["optimizer"] = table_value(text, "optimizer")
     r["last_step"] = train[-1][0] if train else 0
     d = divergence(train, val, r["planned"])
     final = [v for v in val if v[0] == r["planned"]] if r["planned"] else []
     if d:
         r["status"], r["div_step"], r["div_reason"] = "diverged", d[0], d[1]
+    elif final:
+        r["status"], r["bpc"] = "done", final[-1][3]
+    else:
+        r["status"] = "incomplete"
+    return r
+
+
+def run_names(runs_dir):
+    """The runs in runs_dir, by their .out files (every run has one, thinned or not)."""
+    if not os.path.isdir(runs_dir):
+        return []
+    return sorted(f[:-4] for f in os.listdir(runs_dir) if f.endswith(".out") and RUN_RE.match(f[:-4] + ".log"))
+
+
+def read_run_blocks(runs_dir, name):
+    """One run as blocks (blocks()), from its log if it is here, else from its thinned log:
+    rule, k, seed, B, T, the start-up table's planned steps and peak lr, status ('done',
+    'diverged', 'incomplete'), the final val bpc of a finished run. A thinned log keeps no
+    single steps, so the divergence rule cannot be applied to it again: the status is then
+    the one the sweep recorded (.status) when the rule watched the run."""
+    m = RUN_RE.match(name + ".log")
+    raw = [p for p in (os.path.join(runs_dir, name + x) for x in (".log", ".log.gz")) if os.path.exists(p)]
+    thin = os.path.join(runs_dir, name + ".thin.gz")
+    with open(os.path.join(runs_dir, name + ".out"), errors="replace") as fh:
+        text = fh.read()
+    sm = re.search(r" --seed (\d+)", text.split("\n", 1)[0])
+    bm = re.search(r"= (\d+), T = (\d+)", table_value(text, "batch") or "")
+    steps = table_value(text, "steps")
+    r = {"rule": m.group("rule"), "k": int(m.group("k")), "name": name, "seed": int(sm.group(1)) if sm else None,
+         "B": int(bm.group(1)) if bm else None, "T": int(bm.group(2)) if bm else None,
+         "planned": int(steps.split()[0]) if steps else None, "peak": table_value(text, "peak lr"),
+         "base_lr": table_value(text, "base lr"), "warmup": table_value(text, "warmup"),
+         "optimizer": table_value(text, "optimizer")}
+    if not r["B"]:
+        die("%s: no batch in the start-up table of %s.out" % (runs_dir, name))
+    status = None
+    if os.path.exists(os.path.join(runs_dir, name + ".status")):
+        with open(os.path.join(runs_dir, name + ".status")) as fh:
+            status = json.load(fh)
+    if raw:
+        train, val = read_log(raw[0])
+        r["blocks"] = blocks(train, r["B"] * r["T"])
+        d = divergence(train, val, r["planned"])
+        diverged = d is not None
+    elif os.path.exists(thin):
+        r["blocks"], val = read_thin(thin)
+        diverged = status is not None and status["status"] == "diverged"
+    else:
+        die("%s: %s has neither a log nor a thinned log" % (runs_dir, name))
+    final = [v for v in val if v[0] == r["planned"]]
+    if diverged:
+        r["status"] = "diverged"
     elif final:
         r["status"], r["bpc"] = "done", final[-1][3]
     else:
@@ -178,8 +282,7 @@ def cell(r):
 
 def write_table(runs, path, png_names):
     ks = sorted({r["k"] for r in runs})
-    rules = [x for x in RULES if any(r["rule"] == x for r in runs)]
-    rules += sorted({r["rule"] for r in runs} - set(rules))
+    rules = sorted({r["rule"] for r in runs}, key=rule_order)
     by = {(r["rule"], r["k"]): r for r in runs}
     B0 = None
     for r in runs:
@@ -190,14 +293,16 @@ def write_table(runs, path, png_names):
              "Regenerated by `dev/sweep/sweep_report.py` from the run logs in `runs/`. "
              "Final validation bits per character (lower is better) after the same number of epochs "
              "at every batch; 'diverged' marks a run stopped by the divergence rule (a non-finite loss, or "
-             "the mean train loss of the last %d steps more than 2%% above the first step's loss); '-' was not run." % WINDOW,
+             "the mean train loss of the last %d steps more than 2%% above the first step's loss); '-' was not run."
+             % WINDOW,
              "",
              "| " + " | ".join(hdr) + " |",
              "|" + "|".join(["---"] * len(hdr)) + "|"]
     for rule in rules:
         lines.append("| " + " | ".join([rule] + [cell(by.get((rule, k))) for k in ks]) + " |")
     lines += ["", "Per run: steps, peak learning rate and warmup (from the trainer's start-up table), "
-              "the last train loss in bpc (mean of the last %d steps), and why a diverged run was stopped." % WINDOW, "",
+              "the last train loss in bpc (mean of the last %d steps), and why a diverged run was stopped."
+              % WINDOW, "",
               "| run | batch | steps | peak lr | warmup | last train bpc | status |",
               "|---|---|---|---|---|---|---|"]
     for rule in rules:
@@ -223,7 +328,18 @@ def write_table(runs, path, png_names):
     os.replace(tmp, path)
 
 
-COLORS = {"linear": "#d62728", "sqrt": "#1f77b4", "legw": "#2ca02c", "puri": "#9467bd", "constant": "#7f7f7f"}
+COLORS = {"linear": "#d62728", "sqrt": "#1f77b4", "legw": "#2ca02c", "puri": "#9467bd", "constant": "#7f7f7f",
+          "puri-run": "#e377c2"}
+# alphaA by eighths of A (A = 0.5 is legw's green): 0, 1/8, ..., 1, then black
+ALPHA_COLORS = ["#c7c7c7", "#bcbd22", "#8c564b", "#17becf", "#2ca02c", "#ff7f0e", "#1f3f8f", "#e377c2", "#d62728"]
+
+
+def color(rule):
+    a = alpha_of(rule)
+    if a is None:
+        return COLORS.get(rule, "black")
+    i = int(round(a * 8))
+    return ALPHA_COLORS[i] if i < len(ALPHA_COLORS) else "black"
 
 
 def plots(runs, outdir):
@@ -231,7 +347,7 @@ def plots(runs, outdir):
     if not shutil.which("gnuplot"):
         print("note: gnuplot not found (apt-get install gnuplot-nox): wrote the table, no plots", file=sys.stderr)
         return []
-    rules = [x for x in RULES if any(r["rule"] == x for r in runs)]
+    rules = sorted({r["rule"] for r in runs}, key=rule_order)
     kmax = max(r["k"] for r in runs)
     largest = [r for r in runs if r["k"] == kmax]
     made = []
@@ -246,7 +362,8 @@ def plots(runs, outdir):
             with open(fn, "w") as fh:
                 fh.writelines("%d %.6f\n" % p for p in pts)
             if pts:
-                cmds.append('"%s" using 1:2 with linespoints lw 2 pt 7 lc rgb "%s" title "%s"' % (fn, COLORS.get(rule, "black"), rule))
+                cmds.append('"%s" using 1:2 with linespoints lw 2 pt 7 lc rgb "%s" title "%s"'
+                            % (fn, color(rule), rule))
         div = [r for r in runs if r["status"] == "diverged"]
         if div:
             fn = os.path.join(tmp, "div")
@@ -275,7 +392,7 @@ def plots(runs, outdir):
             vn = os.path.join(tmp, "val_%s" % r["rule"])
             with open(vn, "w") as fh:
                 fh.writelines("%g %g\n" % (v[1], v[3]) for v in r["val"] if math.isfinite(v[3]))
-            c = COLORS.get(r["rule"], "black")
+            c = color(r["rule"])
             t = r["rule"] + (" (diverged%s)" % (", off the top" if any(x[4] > 10 for x in r["train"]) else "")
                              if r["status"] == "diverged" else "")
             curves.append('"%s" using 1:2 with lines lw 2 lc rgb "%s" title "%s train"' % (fn, c, t))
@@ -289,7 +406,8 @@ def plots(runs, outdir):
                         'set yrange [0:10]',  # 8 bpc is a uniform guess; a diverged run goes far above
                         'set title "Loss against epochs at the largest batch, B=%s (k=%d)"' % (B, kmax),
                         "plot " + ", ".join(curves)], outdir, "curves_largest.png")
-        made.append(("curves_largest.png", "train (lines) and validation (points) bpc against epoch at the largest batch"))
+        made.append(("curves_largest.png",
+                     "train (lines) and validation (points) bpc against epoch at the largest batch"))
         gnuplot(head + ['set output "%s/schedules_largest.png.tmp"' % outdir, 'set ylabel "learning rate"',
                         'set logscale y', 'set format y "%.0e"',
                         'set title "The learning rate each run used at the largest batch, B=%s (k=%d)"' % (B, kmax),
@@ -349,6 +467,18 @@ def diff_ci(a, b):
     return d, T975.get(min(len(a), len(b)) - 1, 1.96) * se
 
 
+def paired_ci(a, b):
+    """Mean over the seeds both dicts ({seed: value}) hold of a[seed] - b[seed], the half-width
+    of its 95% interval (Student t on the paired differences; None below 2 pairs), and the
+    differences themselves, by seed."""
+    common = sorted(set(a) & set(b))
+    ds = [a[s] - b[s] for s in common]
+    if not ds:
+        return None, None, []
+    m, ci = mean_ci(ds)
+    return m, ci, list(zip(common, ds))
+
+
 def read_sweep(d):
     runs_dir = os.path.join(d, "runs")
     names = run_logs(runs_dir)
@@ -362,7 +492,8 @@ def claim_report(d):
     if not seeds:
         die("%s has no seed*/ sweep directories (see dev/sweep/README.md)" % d)
     lines = ["# Does LEGW keep the small-batch accuracy?", "",
-             "Regenerated by `dev/sweep/sweep_report.py --claim %s` from the run logs alone (dev/sweep/README.md)." % os.path.basename(os.path.normpath(d)), ""]
+             "Regenerated by `dev/sweep/sweep_report.py --claim %s` from the run logs alone (dev/sweep/README.md)."
+             % os.path.basename(os.path.normpath(d)), ""]
     # 1. the base-lr search at B0
     if lrs:
         rows = []
@@ -379,6 +510,7 @@ def claim_report(d):
     by = {}
     B0 = None
     seen = {}
+    seedval = {}  # (rule, k) -> {seed: final bpc}: seeds are paired across rules and batches
     for sd in seeds:
         for r in read_sweep(os.path.join(d, sd)):
             m = re.search(r" --seed (\d+)", open(os.path.join(d, sd, "runs", r["name"] + ".out")).readline())
@@ -388,10 +520,12 @@ def claim_report(d):
                     % (seen[key], r["name"], sd, r["name"], key[0], key[1], key[2]))
             seen[key] = sd
             by.setdefault((r["rule"], r["k"]), []).append((sd, r))
+            if r["status"] == "done":
+                seedval.setdefault((r["rule"], r["k"]), {})[key[2]] = r["bpc"]
             if r.get("B"):
                 B0 = r["B"] // r["k"]
     ks = sorted({k for _, k in by})
-    rules = [x for x in RULES if any(rr == x for rr, _ in by)]
+    rules = sorted({rr for rr, _ in by}, key=rule_order)
     vals = {key: [r["bpc"] for _, r in v if r["status"] == "done"] for key, v in by.items()}
     base = vals.get(("legw", 1), [])
     if not base:
@@ -399,10 +533,10 @@ def claim_report(d):
     bm, bci = mean_ci(base)
     limit = bm * (1 + CLAIM_MARGIN)
     lines += ["## Final validation bpc, mean over seeds", "",
-              "Mean final validation bits per character, with the 95%% interval of the mean where a point has 2 or more "
-              "seeds, and (n) the number of seeds. The baseline is the tuned small batch, LEGW at k = 1: %.4f; the margin "
-              "is %g%% of it, so a point keeps the small-batch accuracy when its mean is at most %.4f. 'div' counts "
-              "diverged runs." % (bm, 100 * CLAIM_MARGIN, limit), "",
+              "Mean final validation bits per character, with the 95%% interval of the mean where a point has 2 or "
+              "more seeds, and (n) the number of seeds. The baseline is the tuned small batch, LEGW at k = 1: %.4f; "
+              "the margin is %g%% of it, so a point keeps the small-batch accuracy when its mean is at most %.4f. "
+              "'div' counts diverged runs." % (bm, 100 * CLAIM_MARGIN, limit), "",
               "| rule | " + " | ".join(("B=%d (k=%d)" % (B0 * k, k)) if B0 else "k=%d" % k for k in ks) + " |",
               "|---|" + "---|" * len(ks)]
     for rule in rules:
@@ -429,9 +563,12 @@ def claim_report(d):
     lines += ["", "## The largest k that keeps the small-batch accuracy", "",
               "For each rule: the largest k up to which every batch's mean final bpc is within %g%% of the baseline "
               "(%.4f), and at the next k (where the rule falls out of the margin) and at the largest k, the "
-              "difference from the baseline with its 95%% interval when both sides have 2 or more seeds. A diverged "
-              "run counts as outside the margin." % (100 * CLAIM_MARGIN, limit), "",
-              "| rule | largest k within %g%% | first k outside | its mean bpc - baseline | at k = %d: mean bpc - baseline |"
+              "difference from the baseline. A seed sets the initial weights of every run it names, so the "
+              "difference is taken seed by seed (paired) over the seeds both sides have, with the 95%% interval of "
+              "the mean difference (Student t) where 2 or more. A diverged run counts as outside the margin."
+              % (100 * CLAIM_MARGIN, limit), "",
+              "| rule | largest k within %g%% | first k outside | its mean bpc - baseline | "
+              "at k = %d: mean bpc - baseline |"
               % (100 * CLAIM_MARGIN, ks[-1]), "|---|---|---|---|---|"]
 
     def diff_text(rule, k):
@@ -441,6 +578,11 @@ def claim_report(d):
             return "diverged"
         if not xs:
             return "-"
+        pm, pci, pairs = paired_ci(seedval.get((rule, k), {}), seedval.get(("legw", 1), {}))
+        if pci is not None:
+            return "%+.3f ± %.3f (paired, %d)" % (pm, pci, len(pairs))
+        if len(pairs) == 1:
+            return "%+.3f (seed %s alone)" % (pm, pairs[0][0])
         dd, ci = diff_ci(xs, base)
         return "%+.3f" % dd + (" ± %.3f" % ci if ci is not None else " (1 seed)")
 
@@ -462,24 +604,55 @@ def claim_report(d):
         lines.append("| %s | %s | %s | %s | %s |" % (
             rule, best if best is not None else "none", first_out if first_out is not None else "none (all within)",
             diff_text(rule, first_out) if isinstance(first_out, int) else "-", diff_text(rule, ks[-1])))
+    # 3b. every rule against the baseline, k by k
+    lines += ["", "## Every point against the baseline", "",
+              "Final bpc minus the baseline's (LEGW at k = 1), as in the table above: paired by seed where both "
+              "sides have the same 2 or more seeds, with (n) the number of pairs; one seed: against that seed's "
+              "baseline. The margin is +%.4f." % (limit - bm), "",
+              "| rule | " + " | ".join("k=%d" % k for k in ks) + " |", "|---|" + "---|" * len(ks)]
+    for rule in rules:
+        lines.append("| %s | %s |" % (rule, " | ".join(diff_text(rule, k) if by.get((rule, k)) else "-" for k in ks)))
+    # 3c. how often the clip changed a step: the recipe is the same at every k only if about never
+    clip_rows = []
+    for rule in rules:
+        cells = []
+        for k in ks:
+            shares = []
+            for _, r in by.get((rule, k), []):
+                cm = re.search(r"clip ([0-9.e+-]+)", r["optimizer"] or "")
+                clip = float(cm.group(1)) if cm else 0.0
+                g = [t[5] for t in r["train"] if math.isfinite(t[5])]
+                if clip > 0 and g:
+                    shares.append(100.0 * sum(1 for x in g if x > clip) / len(g))
+            cells.append("%.1f%% (%d)" % (sum(shares) / len(shares), len(shares)) if shares else "-")
+        clip_rows.append("| %s | %s |" % (rule, " | ".join(cells)))
+    lines += ["", "## How often clipping changed a step", "",
+              "Share of the steps whose gradient norm (logged before clipping) was above the clip threshold of the "
+              "run's start-up table, mean over the seeds, (n) runs; '-': no clipping, or not run.", "",
+              "| rule | " + " | ".join("k=%d" % k for k in ks) + " |", "|---|" + "---|" * len(ks)] + clip_rows
     # 4. the reconstructed puri rule against LEGW, batch by batch (Puri et al.'s claim: it converges
     # where linear scaling does not)
-    pk = [k for k in ks if vals.get(("puri", k)) and vals.get(("legw", k))]
+    pk = [k for k in ks if paired_ci(seedval.get(("puri", k), {}), seedval.get(("legw", k), {}))[2]]
     if pk:
+        base, cap, decay = (next((r[f] for v in by.values() for _, r in v if r["rule"] == "puri" and r.get(f)), "?")
+                            for f in ("base", "cap", "decay"))
+        pairs = {k: paired_ci(seedval[("puri", k)], seedval[("legw", k)]) for k in pk}
         lines += ["", "## puri against LEGW", "",
-                  "Mean final bpc of the reconstructed `puri` rule minus LEGW's at the same k, with the 95% interval "
-                  "where both have 2 or more seeds (negative: puri is better).", "",
+                  "Final bpc of the reconstructed `puri` rule minus LEGW's at the same k and seed, the mean over the "
+                  "seeds both have, with the 95% interval of the paired differences where 2 or more (negative: puri "
+                  "is better); below, each seed's difference.", "",
                   "The `puri` rule is a reconstruction (doc/schedules.md), not a published schedule. Its assumptions, "
-                  "as these runs' start-up tables state them: the peak is the base lr (%s) times k, capped at %s (sweep.py's default --lr-cap: 6 x the base, the "
-                  "reference recipe's 3e-3 cap over its 5e-4 base lr); "
-                  "no warmup; decay %s, at every batch. The runs are far shorter than that horizon, so the rate "
+                  "as these runs' start-up tables state them: the peak is the base lr (%s) times k, capped at %s "
+                  "(sweep.py's default --lr-cap: 6 x the base, the reference recipe's 3e-3 cap over its 5e-4 base "
+                  "lr); no warmup; decay %s, at every batch. The runs are far shorter than that horizon, so the rate "
                   "stays near its peak: this is linear scaling up to the cap, then a nearly constant rate."
-                  % tuple((next((r[f] for v in by.values() for _, r in v if r["rule"] == "puri" and r.get(f)), "?"))
-                          for f in ("base", "cap", "decay")), "",
+                  % (base, cap, decay), "",
                   "| k | " + " | ".join(str(k) for k in pk) + " |", "|---|" + "---|" * len(pk),
                   "| puri - legw | " + " | ".join(
-                      (lambda dc: "%+.3f" % dc[0] + (" ± %.3f" % dc[1] if dc[1] is not None else ""))(
-                          diff_ci(vals[("puri", k)], vals[("legw", k)])) for k in pk) + " |"]
+                      "%+.3f" % pairs[k][0] + (" ± %.3f" % pairs[k][1] if pairs[k][1] is not None else "")
+                      + " (%d)" % len(pairs[k][2]) for k in pk) + " |",
+                  "| by seed | " + " | ".join(", ".join("%s: %+.3f" % (sd, x) for sd, x in pairs[k][2])
+                                              for k in pk) + " |"]
     png = claim_plot(by, vals, rules, ks, bm, limit, d)
     if png:
         lines += ["", "![%s](%s)" % ("mean final val bpc against batch size, one line per rule, 95% intervals", png)]
@@ -507,7 +680,8 @@ def claim_plot(by, vals, rules, ks, bm, limit, d):
                         top = max(top, m + (ci or 0))
                         fh.write("%g %.6f %.6f\n" % (k * (1 + 0.03 * (i - 1.5)), m, ci or 0))  # spread the bars
             if os.path.getsize(fn):
-                cmds.append('"%s" using 1:2:3 with yerrorlines lw 2 pt 7 lc rgb "%s" title "%s"' % (fn, COLORS.get(rule, "black"), rule))
+                cmds.append('"%s" using 1:2:3 with yerrorlines lw 2 pt 7 lc rgb "%s" title "%s"'
+                            % (fn, color(rule), rule))
         cmds.append('%f with lines dt 2 lw 2 lc rgb "black" title "baseline + %g%%"' % (limit, 100 * CLAIM_MARGIN))
         gp = ['set terminal pngcairo size 900,560 font "sans,11"', 'set output "%s/claim.png.tmp"' % d,
               'set logscale x 2', 'set grid', 'set key outside right', 'set xrange [0.8:%g]' % (ks[-1] * 1.25),
@@ -534,7 +708,8 @@ def main(argv):
         return 0
     if len(argv) != 1 or argv[0].startswith("-"):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
-        die("usage: dev/sweep/sweep_report.py DIR  |  dev/sweep/sweep_report.py --check LOG  |  dev/sweep/sweep_report.py --claim DIR")
+        die("usage: dev/sweep/sweep_report.py DIR  |  dev/sweep/sweep_report.py --check LOG  |  "
+            "dev/sweep/sweep_report.py --claim DIR")
     report(argv[0])
     return 0
 
