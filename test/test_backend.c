@@ -95,8 +95,12 @@ static void test_cpu_backend(void) {
 // model_check's one pass (the norm is finite exactly when every gradient is) and model_apply's
 // (the factor applied inside Adam's pass) against the two passes each they stand for.
 static void test_cpu_check_apply(void) {
-    MlstmConfig cfg = {256, 8, 16, 1};
-    Model *md = model_create(cfg, 2, 4, 5);
+    Options o;
+    options_defaults(&o);
+    o.model = (MlstmConfig){256, 8, 16, 1};
+    o.T = 4;
+    o.seed = 5;
+    Model *md = model_create(&o, 2);
     Mlstm *m = &md->m;
     size_t n = m->nparams, last = n - 1;
     uint64_t s = 9;
