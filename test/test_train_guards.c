@@ -344,9 +344,12 @@ static void test_signals_and_pipes(void) {
     hd = header_of("pipe/latest.ckpt");
     CHECK(rc == 0 && hd.st.data_step > 0 && hd.st.data_step < 1000 && says("pipe.err", "stdout is closed"),
           "./train | head: the run stops with a checkpoint at step %llu, exit %d", (unsigned long long)hd.st.data_step, rc);
-    // a slow reader on stdout and Ctrl-C: the interrupted write goes on (SA_RESTART)
+    // a slow reader on stdout and Ctrl-C once training runs (its first line in the log; the reader
+    // still asleep, so writes wait on a full pipe): the interrupted write goes on (SA_RESTART)
     rc = test_system("cd %s && bash -c '%s " TINY " --steps 100000 --print-every 1 --out slow 2> slow.err "
-                     "> >(sleep 1; cat > /dev/null) & pid=$!; sleep 0.5; kill -INT $pid; wait $pid'", dir, trainer);
+                     "> >(sleep 3; cat > /dev/null) & pid=$!; "
+                     "for i in $(seq 400); do grep -q ^train slow/train.log 2>/dev/null && break; sleep 0.02; done; "
+                     "kill -INT $pid; wait $pid'", dir, trainer);
     hd = header_of("slow/latest.ckpt");
     CHECK(rc == 0 && !says("slow.err", "Interrupted system call") && hd.st.data_step > 0,
           "SIGINT while stdout waits on a slow reader: no \"Interrupted system call\", a checkpoint at step %llu",
