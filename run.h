@@ -33,7 +33,7 @@ typedef struct {
     long steps;                // stop when this many batches have been read (skipped steps count)
     LrSettings lr;
     double clip;               // global gradient-norm clip, 0: off
-    int fp16;                  // --fp16 given; then, from model_precision, whether gradients are FP16
+    int fp16;                  // --fp16 given (what the run does is the backend's answer: Run.precision)
     long inject_overflow;      // rank 0 seeds this data step's backward with S = inf, -1: never
     const char *train, *val;   // shard directory or comma-separated shard files; NULL: built-in corpus
     long corpus_bytes;         // built-in corpus: training bytes (val is 1/40 of it)

@@ -608,8 +608,9 @@ static void load_checkpoint(Run *r, FILE *f, const char *path, const CkptHeader 
     free(call);
     if (loss_scaler_deserialize(&r->scaler, st.scaler) != 0)
         fail("checkpoint %s: the loss scaler state is invalid", path);
-    if ((r->scaler.ceiling > 1.0) != (r->o.fp16 != 0))
-        fail("checkpoint %s was written %s --fp16; resume with the same mode", path, r->o.fp16 ? "without" : "with");
+    if ((r->scaler.ceiling > 1.0) != (r->precision.fp16 != 0))
+        fail("checkpoint %s was written %s --fp16; resume with the same mode", path,
+             r->precision.fp16 ? "without" : "with");
     r->applied = (long)st.step;
     r->data_step = (long)st.data_step;
     r->rng = st.rng;
@@ -756,7 +757,6 @@ static void run_options(Run *r, Source *src, int argc, char **argv) {
     }
     options_check(o);
     r->precision = model_precision(o);
-    o->fp16 = r->precision.fp16;
 #ifdef _OPENMP
     if (o->threads) omp_set_num_threads(o->threads);
 #endif
@@ -808,8 +808,10 @@ static void run_data(Run *r, const Source *src) {
     }
     ranks_agree(o, &checks);
     free(checks.text);
-    // the record: the data where it is (absolute), and what it holds
+    // the record: the data where it is (absolute), and what it holds; the precision the run has
+    // (the FP16 GPU trainer scales without --fp16), so a resume on any trainer asks for that mode
     Options recorded = *o;
+    recorded.fp16 = r->precision.fp16;
     char *paths[2] = {o->train ? absolute_paths(o->train) : NULL, o->val ? absolute_paths(o->val) : NULL};
     recorded.train = paths[0];
     recorded.val = paths[1];
@@ -845,7 +847,7 @@ static int run_state(Run *r, Source *src) {
     r->in = (uint8_t *)mallocCheck(rows * r->T);
     r->tg = (uint8_t *)mallocCheck(rows * r->T);
     r->rs = (uint8_t *)mallocCheck(rows * r->T);
-    loss_scaler_init(&r->scaler, o->fp16);
+    loss_scaler_init(&r->scaler, r->precision.fp16);
     r->rng = (uint64_t)o->seed ^ 0x5eed5eed5eed5eedULL;
     r->best = (Best){o->val_every > 0 ? CKPT_BEST_BY_VAL : CKPT_BEST_BY_TRAIN, INFINITY, -1, 0};
     r->run_id = run_identity(r);
@@ -1023,12 +1025,12 @@ static void after_step(Run *r, const StepResult *s) {
     const Options *o = &r->o;
     report_step(r, s);
     r->best.loss_ema = LOSS_EMA_DECAY * r->best.loss_ema + (1 - LOSS_EMA_DECAY) * s->loss;
-    r->stuck = s->d.apply ? 0 : r->stuck + (!o->fp16 || s->scale <= r->scaler.floor);
+    r->stuck = s->d.apply ? 0 : r->stuck + (!r->precision.fp16 || s->scale <= r->scaler.floor);
     if (loss_diverged(s->loss, o->model.V)) fail_diverged(r, "the training loss", s->loss);
     if (r->stuck >= STUCK_SKIPS)
         fail("step %ld: %d steps in a row skipped with inf/NaN gradients %s: the model has diverged; stopping "
              "without a checkpoint (try a lower --lr)", r->data_step, STUCK_SKIPS,
-             o->fp16 ? "at the smallest loss scale" : "(FP32: no loss scale to lower)");
+             r->precision.fp16 ? "at the smallest loss scale" : "(FP32: no loss scale to lower)");
     int last = r->data_step == o->steps;
     double vl = NAN;  // this step's validation loss, if it ran to the end
     if ((o->val_every && r->data_step % o->val_every == 0) || last) vl = validate_now(r);
