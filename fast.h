@@ -144,7 +144,7 @@ static inline FAST_SELECTS_VECTORISE double fast_softmax_xent(Mlstm *m) {
     const int B = m->b, T = m->t, N = B * T, V = m->cfg.V, Vl = V / FAST_LANES * FAST_LANES;
     #pragma omp parallel for schedule(static) if (worth_threads((double)N * V))
     for (int n = 0; n < N; n++) {
-        float *p = m->probs + (size_t)n * V, top[FAST_LANES], part[FAST_LANES], mx = p[0], sum = 0;
+        float *p = m->logits + (size_t)n * V, top[FAST_LANES], part[FAST_LANES], mx = p[0], sum = 0;
         int t = n / B, b = n % B;
         for (int j = 0; j < FAST_LANES; j++) top[j] = p[0], part[j] = 0;
         for (int v0 = 0; v0 < Vl; v0 += FAST_LANES)
@@ -174,7 +174,7 @@ typedef struct {
 } FastPacks;
 
 static inline void fast_packs_build(FastPacks *pk, const MlstmConfig *c) {
-    size_t h_nt = gemm_packed_floats(c->H, 4 * c->H), h_nn = gemm_packed_floats(4 * c->H, c->H);
+    size_t h_nt = gemm_packed_floats(4 * c->H, c->H), h_nn = gemm_packed_floats(c->H, 4 * c->H);
     pk->W_h = mlstm_alloc(h_nt > h_nn ? h_nt : h_nn);
     pk->W_mh = mlstm_alloc(gemm_packed_floats(c->H, c->H));
 }
@@ -227,7 +227,7 @@ static inline FAST_SELECTS_VECTORISE void fast_cells_forward(Mlstm *m, int t, in
     for (int b = b0; b < b1; b++) {
         const int keep = !is_reset(m, b, t);
         const float *cp = m->cs + s + b * H;
-        float *z = m->gates + 4 * s + b * 4 * H, *cn = m->cs + s + BH + b * H, *hn = m->hs + s + BH + b * H;
+        float *z = m->z + 4 * s + b * 4 * H, *cn = m->cs + s + BH + b * H, *hn = m->hs + s + BH + b * H;
         #pragma omp simd
         for (size_t j = 0; j < H; j++) {
             float c_prev = cp[j];
@@ -245,9 +245,9 @@ static inline void fast_forward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
         thread_rows(B, &b0, &b1);
         for (int t = 0; t < T; t++) {
             const size_t s = (size_t)t * B * H;
-            FAST_PHASE(FP_REC_FWD, gemm_nt_rows_packed(m->mh + s, m->hs + s, pk->W_mh, b0, b1, H, H, 0));
+            FAST_PHASE(FP_REC_FWD, gemm_nt_rows_packed(m->mh + s, m->hs + s, pk->W_mh, b0, b1, H, H, MATMUL_SET));
             FAST_PHASE(FP_MT_FWD, mt_product(m, t, b0, b1));
-            FAST_PHASE(FP_REC_FWD, gemm_nt_rows_packed(m->gates + 4 * s, m->mt + s, pk->W_h, b0, b1, H, 4 * H, 1));
+            FAST_PHASE(FP_REC_FWD, gemm_nt_rows_packed(m->z + 4 * s, m->mt + s, pk->W_h, b0, b1, 4 * H, H, MATMUL_ADD));
             FAST_PHASE(FP_CELL_FWD, fast_cells_forward(m, t, b0, b1));
         }
     }
@@ -257,11 +257,11 @@ static inline double fast_forward(Mlstm *m, FastPacks *pk, const uint8_t *inputs
                                   const uint8_t *reset, const float *h0, const float *c0, int B, int T) {
     FAST_PHASE(FP_WNORM_EMBED, forward_begin(m, inputs, targets, reset, h0, c0, B, T));
     const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, N = B * T;
-    FAST_PHASE(FP_IN_PROJ, gemm_nt(m->gates, m->xe, m->W[WN_X], m->p.t[P_B], N, D, 4 * H, 0);
-                           gemm_nt(m->mx, m->xe, m->W[WN_MX], NULL, N, D, H, 0));
+    FAST_PHASE(FP_IN_PROJ, gemm_nt(m->z, m->xe, m->W[WN_X], m->p.t[P_B], N, 4 * H, D, MATMUL_SET);
+                           gemm_nt(m->mx, m->xe, m->W[WN_MX], NULL, N, H, D, MATMUL_SET));
     FAST_PHASE(FP_PACK, gemm_pack_nt(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nt(pk->W_h, m->W[WN_H], 4 * H, H));
     FAST_PHASE(FP_LOOP_FWD, fast_forward_steps(m, pk, B, T));
-    FAST_PHASE(FP_OUT_FWD, gemm_nt(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0));
+    FAST_PHASE(FP_OUT_FWD, gemm_nt(m->logits, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, V, H, MATMUL_SET));
     double loss;
     FAST_PHASE(FP_SOFTMAX, loss = fast_softmax_xent(m));
     return loss;
@@ -298,9 +298,9 @@ static inline void fast_backward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
         for (int t = T - 1; t >= 0; t--) {
             const size_t s = (size_t)t * B * H;
             FAST_PHASE(FP_CELL_BWD, fast_cells_backward(m, t, b0, b1));
-            FAST_PHASE(FP_REC_BWD, gemm_nn_rows_packed(m->dm, m->dz + 4 * s, pk->W_h, b0, b1, 4 * H, H, 0));
+            FAST_PHASE(FP_REC_BWD, gemm_nn_rows_packed(m->dm, m->dz + 4 * s, pk->W_h, b0, b1, H, 4 * H, MATMUL_SET));
             FAST_PHASE(FP_MT_BWD, mt_backward(m, t, b0, b1));
-            FAST_PHASE(FP_REC_BWD, gemm_nn_rows_packed(m->dh, m->dmh + s, pk->W_mh, b0, b1, H, H, 0));
+            FAST_PHASE(FP_REC_BWD, gemm_nn_rows_packed(m->dh, m->dmh + s, pk->W_mh, b0, b1, H, H, MATMUL_SET));
         }
     }
 }
@@ -308,17 +308,17 @@ static inline void fast_backward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
 static inline void fast_backward(Mlstm *m, FastPacks *pk, float scale) {
     const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, B = m->b, T = m->t, N = B * T;
     FAST_PHASE(FP_DLOGITS, backward_begin(m, scale));
-    FAST_PHASE(FP_OUT_BWD, gemm_tn(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);
-                           fast_bias_grad(m->g.t[P_BOUT], m->probs, N, V);
-                           gemm_nn(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0));
-    FAST_PHASE(FP_PACK, gemm_pack_nn(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nn(pk->W_h, m->W[WN_H], 4 * H, H));
+    FAST_PHASE(FP_OUT_BWD, gemm_tn(m->g.t[P_WOUT], m->dlogits, m->hs + (size_t)B * H, V, H, N);
+                           fast_bias_grad(m->g.t[P_BOUT], m->dlogits, N, V);
+                           gemm_nn(m->dhs, m->dlogits, m->p.t[P_WOUT], N, H, V, MATMUL_SET));
+    FAST_PHASE(FP_PACK, gemm_pack_nn(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nn(pk->W_h, m->W[WN_H], H, 4 * H));
     FAST_PHASE(FP_LOOP_BWD, fast_backward_steps(m, pk, B, T));
-    FAST_PHASE(FP_WGRAD, gemm_tn(m->dW[WN_H], m->dz, m->mt, N, 4 * H, H);
-                         gemm_tn(m->dW[WN_X], m->dz, m->xe, N, 4 * H, D);
-                         gemm_tn(m->dW[WN_MX], m->dmx, m->xe, N, H, D);
-                         gemm_tn(m->dW[WN_MH], m->dmh, m->hs, N, H, H));
+    FAST_PHASE(FP_WGRAD, gemm_tn(m->dW[WN_H], m->dz, m->mt, 4 * H, H, N);
+                         gemm_tn(m->dW[WN_X], m->dz, m->xe, 4 * H, D, N);
+                         gemm_tn(m->dW[WN_MX], m->dmx, m->xe, H, D, N);
+                         gemm_tn(m->dW[WN_MH], m->dmh, m->hs, H, H, N));
     FAST_PHASE(FP_IN_BWD, fast_bias_grad(m->g.t[P_B], m->dz, N, 4 * H);
-                          gemm_nn(m->dxe, m->dz, m->W[WN_X], N, 4 * H, D, 0);
-                          gemm_nn(m->dxe, m->dmx, m->W[WN_MX], N, H, D, 1));
+                          gemm_nn(m->dxe, m->dz, m->W[WN_X], N, D, 4 * H, MATMUL_SET);
+                          gemm_nn(m->dxe, m->dmx, m->W[WN_MX], N, D, H, MATMUL_ADD));
     FAST_PHASE(FP_WNORM_BWD, backward_end(m));
 }

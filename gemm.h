@@ -17,6 +17,7 @@
 // the chain does not). Fused multiply-add, where the build contracts a*b+c, makes
 // the rounding differ between machines; never between runs or thread counts.
 #pragma once
+#include "mlstm.h"  // MatmulInto and the order of a matmul's sizes: (rows, cols, depth)
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,8 +50,8 @@ _Static_assert(GEMM_NC % GEMM_NR == 0, "a block of B is whole panels: its packed
 typedef float gemm_vec __attribute__((vector_size(GEMM_VB), aligned(4), may_alias));
 
 static inline int gemm_panels(int N) { return (N + GEMM_NR - 1) / GEMM_NR; }
-// floats of a packed (K,N) operand: panels of NR columns, zero-padded
-static inline size_t gemm_packed_floats(int K, int N) { return (size_t)K * gemm_panels(N) * GEMM_NR; }
+// floats of a packed (K,N) operand, N columns and depth K: panels of NR columns, zero-padded
+static inline size_t gemm_packed_floats(int N, int K) { return (size_t)K * gemm_panels(N) * GEMM_NR; }
 
 // Packs B (K,N), element (k,n) at b[k*rs + n*cs], rows [k0, k0+kc), into
 // bp[panel][k][NR]: the kernel's order. Columns past N are zero.
@@ -68,8 +69,8 @@ static inline void gemm_pack_block(float *bp, const float *b, ptrdiff_t rs, ptrd
             }
     }
 }
-// The whole of B, block after block of KC rows: block k0 starts at k0 * panels * NR.
-static inline void gemm_pack(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t cs, int K, int N) {
+// The whole of B (K,N), block after block of KC rows: block k0 starts at k0 * panels * NR.
+static inline void gemm_pack(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t cs, int N, int K) {
     int np = gemm_panels(N), nk = (K + GEMM_KC - 1) / GEMM_KC;
     #pragma omp parallel for schedule(static) collapse(2)
     for (int kb = 0; kb < nk; kb++)
@@ -161,10 +162,10 @@ static inline void gemm_rows_block(float *c, ptrdiff_t ldc, const float *a, ptrd
 // its rows of the batch. Column panels outside, rows inside: a panel of B is read
 // once from memory per step and serves every row.
 static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa,
-                                      const float *bp, int M, int N, int K, int accumulate) {
+                                      const float *bp, int M, int N, int K, MatmulInto into) {
     int np = gemm_panels(N);
     for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
-        int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, init = k0 > 0 || accumulate ? GEMM_LOAD : GEMM_ZERO;
+        int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, init = k0 > 0 || into == MATMUL_ADD ? GEMM_LOAD : GEMM_ZERO;
         const float *blk = bp + (size_t)k0 * np * GEMM_NR;
         for (int p = 0; p < np; p++)
             for (int i0 = 0; i0 < M; i0 += GEMM_MR) {
@@ -193,12 +194,21 @@ static inline float *gemm_thread_buffer(int id, int *owned) {
     return p;
 }
 
-// The same with B unpacked ((k,n) at b[k*rsb + n*csb]), and the rows of C split
-// between threads in a fixed static way. Each thread packs the blocks of B it
-// needs (KC x NC, in its L2) itself: packing is a small part of the work at the
-// model's sizes, and the threads then meet only once, at the end.
-static inline void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa, const float *b, ptrdiff_t rsb,
-                        ptrdiff_t csb, const float *bias, int M, int N, int K, int accumulate) {
+// An operand read in place: element (i,k) at at[i * rows + k * cols] (its row and column strides).
+typedef struct {
+    const float *at;
+    ptrdiff_t rows, cols;
+} GemmView;
+
+// The same with B unpacked, and the rows of C split between threads in a fixed static
+// way. Each thread packs the blocks of B it needs (KC x NC, in its L2) itself: packing is
+// a small part of the work at the model's sizes, and the threads then meet only once, at
+// the end.
+static inline void gemm(float *c, ptrdiff_t ldc, GemmView A, GemmView B, const float *bias, int M, int N, int K,
+                        MatmulInto into) {
+    const float *a = A.at, *b = B.at;
+    const ptrdiff_t rsa = A.rows, csa = A.cols, rsb = B.rows, csb = B.cols;
+    const int accumulate = into == MATMUL_ADD;
     if (accumulate && bias)  // C + bias first, then the chain (a case the model does not use)
         for (int i = 0; i < M; i++)
             for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] += bias[n];
@@ -239,25 +249,29 @@ static inline void gemm(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, 
 
 // The three layouts of mlstm.h, with the signatures of its plain matmul_nt/nn/tn.
 // out (N,O) = [out +] in (N,K) . W (O,K)^T [+ bias (O,)]
-static inline void gemm_nt(float *out, const float *in, const float *W, const float *bias, int N, int K, int O, int accumulate) {
-    gemm(out, O, in, K, 1, W, 1, K, bias, N, O, K, accumulate);
+static inline void gemm_nt(float *out, const float *in, const float *W, const float *bias, int N, int O, int K,
+                           MatmulInto into) {
+    gemm(out, O, (GemmView){in, K, 1}, (GemmView){W, 1, K}, bias, N, O, K, into);
 }
 // dIn (N,K) = [dIn +] dOut (N,O) . W (O,K)
-static inline void gemm_nn(float *dIn, const float *dOut, const float *W, int N, int O, int K, int accumulate) {
-    gemm(dIn, K, dOut, O, 1, W, K, 1, NULL, N, K, O, accumulate);
+static inline void gemm_nn(float *dIn, const float *dOut, const float *W, int N, int K, int O, MatmulInto into) {
+    gemm(dIn, K, (GemmView){dOut, O, 1}, (GemmView){W, K, 1}, NULL, N, K, O, into);
 }
 // dW (O,K) += dOut (N,O)^T . in (N,K)
-static inline void gemm_tn(float *dW, const float *dOut, const float *in, int N, int O, int K) {
-    gemm(dW, K, dOut, 1, O, in, K, 1, NULL, O, K, N, 1);
+static inline void gemm_tn(float *dW, const float *dOut, const float *in, int O, int K, int N) {
+    gemm(dW, K, (GemmView){dOut, 1, O}, (GemmView){in, K, 1}, NULL, O, K, N, MATMUL_ADD);
 }
 
-// The time loops' products on rows [n0, n1) of the batch, with W packed once:
-// gemm_pack_nt(Wp, W, O, K) for out = in . W^T, gemm_pack_nn(Wp, W, O, K) for dIn = dOut . W.
-static inline void gemm_pack_nt(float *Wp, const float *W, int O, int K) { gemm_pack(Wp, W, 1, K, K, O); }
-static inline void gemm_pack_nn(float *Wp, const float *W, int O, int K) { gemm_pack(Wp, W, K, 1, O, K); }
-static inline void gemm_nt_rows_packed(float *out, const float *in, const float *Wp, int n0, int n1, int K, int O, int accumulate) {
-    gemm_packed_serial(out + (size_t)n0 * O, O, in + (size_t)n0 * K, K, 1, Wp, n1 - n0, O, K, accumulate);
+// The time loops' products on rows [n0, n1) of the batch, with W (O,K) packed once:
+// gemm_pack_nt(Wp, W, O, K) for out (N,O) = in . W^T, gemm_pack_nn(Wp, W, K, O) for dIn (N,K) = dOut . W
+// (each packs the product's columns and depth, in that order).
+static inline void gemm_pack_nt(float *Wp, const float *W, int O, int K) { gemm_pack(Wp, W, 1, K, O, K); }
+static inline void gemm_pack_nn(float *Wp, const float *W, int K, int O) { gemm_pack(Wp, W, K, 1, K, O); }
+static inline void gemm_nt_rows_packed(float *out, const float *in, const float *Wp, int n0, int n1, int O, int K,
+                                       MatmulInto into) {
+    gemm_packed_serial(out + (size_t)n0 * O, O, in + (size_t)n0 * K, K, 1, Wp, n1 - n0, O, K, into);
 }
-static inline void gemm_nn_rows_packed(float *dIn, const float *dOut, const float *Wp, int n0, int n1, int O, int K, int accumulate) {
-    gemm_packed_serial(dIn + (size_t)n0 * K, K, dOut + (size_t)n0 * O, O, 1, Wp, n1 - n0, K, O, accumulate);
+static inline void gemm_nn_rows_packed(float *dIn, const float *dOut, const float *Wp, int n0, int n1, int K, int O,
+                                       MatmulInto into) {
+    gemm_packed_serial(dIn + (size_t)n0 * K, K, dOut + (size_t)n0 * O, O, 1, Wp, n1 - n0, K, O, into);
 }

@@ -139,11 +139,18 @@ typedef struct {
     const uint8_t *inputs, *targets, *reset;  // (B,T) each, kept from forward for backward
     int b, t;                 // rows and steps of the last forward
     real *xe;                 // (T,B,D) embedded inputs
-    real *gates;              // (T,B,4H) x W_x^T + b; step t adds m_t W_h^T (z_t), then stores the gates i,f,o,u
+    union {                   // (T,B,4H), one buffer under the name of what it holds at each point:
+        real *z;              //   the pre-activations: e W_x^T + b, to which step t adds m_t W_h^T;
+        real *gates;          //   from cell_forward on, in place, the gates i,f,o,u that backward reads
+    };
     real *mx, *mh;            // (T,B,H) e W_mx^T and h_{t-1} W_mh^T
     real *mt;                 // (T,B,H) m_t, their product
     real *hs, *cs;            // (T+1,B,H) state entering step t at index t (index 0: carried in; T: out)
-    real *probs;              // (T,B,V) softmax, then dlogits in backward
+    union {                   // (T,B,V), likewise:
+        real *logits;         //   h W_out^T + b_out;
+        real *probs;          //   from softmax_xent on, in place, their softmax;
+        real *dlogits;        //   from backward_begin on, in place, d(loss)/d(logits)
+    };
     double *losses;           // (T*B,) cross-entropy of each prediction
     // backward
     real *dz;                 // (T,B,4H) gradient of the gate pre-activations
@@ -257,6 +264,11 @@ static inline void mlstm_init(Mlstm *m, uint64_t seed) {
 // with tensor cores, and fast.h with gemm.h), as plain loops. Each output element is
 // computed by one thread in a fixed order, so results do not depend on the number of
 // threads.
+//
+// Every matmul of the project (these, gemm.h's, train.cu's) gives its sizes in one order,
+// (rows, cols, depth): the output is rows x cols, each element a sum over depth (BLAS's
+// M, N, K). Whether the output is overwritten or added to is said by name.
+typedef enum { MATMUL_SET, MATMUL_ADD } MatmulInto;
 
 // Whether a loop of `work` multiply-adds (or elements) is worth waking the threads for:
 // at the tests' small sizes a parallel region costs more than the loop (tens of
@@ -264,8 +276,8 @@ static inline void mlstm_init(Mlstm *m, uint64_t seed) {
 static inline int worth_threads(double work) { return work >= 65536; }
 
 // out (N,O) = [out +] in (N,K) . W (O,K)^T [+ bias (O,)]: one dot product per element
-static inline void matmul_nt(real *out, const real *in, const real *W, const real *bias, int N, int K, int O,
-                             int accumulate) {
+static inline void matmul_nt(real *out, const real *in, const real *W, const real *bias, int N, int O, int K,
+                             MatmulInto into) {
     #pragma omp parallel for schedule(static) if (worth_threads((double)N * K * O))
     for (int n = 0; n < N; n++)
         for (int o = 0; o < O; o++) {
@@ -274,16 +286,16 @@ static inline void matmul_nt(real *out, const real *in, const real *W, const rea
             #pragma omp simd reduction(+ : a)
             for (int k = 0; k < K; k++) a += x[k] * w[k];
             real *y = out + (size_t)n * O + o;
-            *y = (accumulate ? *y : 0) + a + (bias ? bias[o] : 0);
+            *y = (into == MATMUL_ADD ? *y : 0) + a + (bias ? bias[o] : 0);
         }
 }
 
 // dIn (N,K) = [dIn +] dOut (N,O) . W (O,K): the rows of W, scaled and added
-static inline void matmul_nn(real *dIn, const real *dOut, const real *W, int N, int O, int K, int accumulate) {
+static inline void matmul_nn(real *dIn, const real *dOut, const real *W, int N, int K, int O, MatmulInto into) {
     #pragma omp parallel for schedule(static) if (worth_threads((double)N * K * O))
     for (int n = 0; n < N; n++) {
         real *y = dIn + (size_t)n * K;
-        if (!accumulate) memset(y, 0, sizeof(real) * K);
+        if (into == MATMUL_SET) memset(y, 0, sizeof(real) * K);
         for (int o = 0; o < O; o++) {
             const real a = dOut[(size_t)n * O + o], *w = W + (size_t)o * K;
             #pragma omp simd
@@ -293,7 +305,7 @@ static inline void matmul_nn(real *dIn, const real *dOut, const real *W, int N, 
 }
 
 // dW (O,K) += dOut (N,O)^T . in (N,K), summed over the N rows in order
-static inline void matmul_tn(real *dW, const real *dOut, const real *in, int N, int O, int K) {
+static inline void matmul_tn(real *dW, const real *dOut, const real *in, int O, int K, int N) {
     #pragma omp parallel for schedule(static) if (worth_threads((double)N * K * O))
     for (int o = 0; o < O; o++) {
         real *y = dW + (size_t)o * K;
@@ -397,7 +409,7 @@ static inline void weightnorm_backward(real *dV, real *dg, const real *dW, const
 //   e_t = E[x_t]                                           forward_begin: the embedding gather
 //   e_t W_x^T + b  and  e_t W_mx^T, all t at once          mlstm_forward: matmul_nt before the time loop
 //   m_t = (e_t W_mx^T) * (h_{t-1} W_mh^T)                  time loop: matmul_nt, then mt_product
-//   z_t = e_t W_x^T + m_t W_h^T + b                        time loop: matmul_nt(..., accumulate = 1)
+//   z_t = e_t W_x^T + m_t W_h^T + b                        time loop: matmul_nt(..., MATMUL_ADD)
 //   i = sigmoid(z_i), f = sigmoid(z_f), o = sigmoid(z_o)   cell_forward
 //   u = tanh(z_u)                                          cell_forward
 //   c_t = f * c_{t-1} + i * u,  h_t = o * tanh(c_t)        cell_forward
@@ -463,14 +475,14 @@ static inline void mt_product(Mlstm *m, int t, int b0, int b1) {
     }
 }
 
-// Softmax over the logits in probs, in place, and the mean cross-entropy: the
+// Softmax over the logits, in place (they become probs), and the mean cross-entropy: the
 // per-prediction losses, then one sum in a fixed order (an OpenMP reduction adds
 // the threads' parts in the order they finish, which would change the last bits).
 static inline double softmax_xent(Mlstm *m) {
     const int B = m->b, T = m->t, N = B * T, V = m->cfg.V;
     #pragma omp parallel for schedule(static) if (worth_threads((double)N * V))
     for (int n = 0; n < N; n++) {
-        real *p = m->probs + (size_t)n * V, mx = p[0], sum = 0;
+        real *p = m->logits + (size_t)n * V, mx = p[0], sum = 0;
         int t = n / B, b = n % B;
         for (int v = 1; v < V; v++) mx = p[v] > mx ? p[v] : mx;
         real target_logit = p[m->targets[b * T + t]];
@@ -490,14 +502,14 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
                                    const real *h0, const real *c0, int B, int T) {
     forward_begin(m, inputs, targets, reset, h0, c0, B, T);
     const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, N = B * T;
-    matmul_nt(m->gates, m->xe, m->W[WN_X], m->p.t[P_B], N, D, 4 * H, 0);  // e W_x^T + b   (N,4H)
-    matmul_nt(m->mx, m->xe, m->W[WN_MX], NULL, N, D, H, 0);               // e W_mx^T      (N,H)
+    matmul_nt(m->z, m->xe, m->W[WN_X], m->p.t[P_B], N, 4 * H, D, MATMUL_SET);  // e W_x^T + b   (N,4H)
+    matmul_nt(m->mx, m->xe, m->W[WN_MX], NULL, N, H, D, MATMUL_SET);               // e W_mx^T      (N,H)
     for (int t = 0; t < T; t++) {
         const size_t s = (size_t)t * B * H;  // offset of step t in (T,B,H) arrays; hs, cs + s: the state entering it
-        real *z = m->gates + 4 * s;          // holds e W_x^T + b; becomes z_t, then the gates
-        matmul_nt(m->mh + s, m->hs + s, m->W[WN_MH], NULL, B, H, H, 0);  // h_{t-1} W_mh^T   (B,H)
-        mt_product(m, t, 0, B);                                          // m_t
-        matmul_nt(z, m->mt + s, m->W[WN_H], NULL, B, H, 4 * H, 1);       // z_t += m_t W_h^T   (B,4H)
+        real *z = m->z + 4 * s;              // holds e W_x^T + b; becomes z_t, then the gates
+        matmul_nt(m->mh + s, m->hs + s, m->W[WN_MH], NULL, B, H, H, MATMUL_SET);  // h_{t-1} W_mh^T   (B,H)
+        mt_product(m, t, 0, B);                                                   // m_t
+        matmul_nt(z, m->mt + s, m->W[WN_H], NULL, B, 4 * H, H, MATMUL_ADD);       // z_t += m_t W_h^T   (B,4H)
         for (int b = 0; b < B; b++)
             for (int j = 0; j < H; j++) {
                 const size_t i = s + (size_t)b * H + j, out = i + (size_t)B * H;  // the state in, out
@@ -505,7 +517,7 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
                 m->cs[out] = cell_forward(z + (size_t)b * 4 * H + j, H, c_prev, &m->hs[out]);
             }
     }
-    matmul_nt(m->probs, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, H, V, 0);  // logits (N,V)
+    matmul_nt(m->logits, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, V, H, MATMUL_SET);  // (N,V)
     return softmax_xent(m);
 }
 
@@ -517,7 +529,7 @@ static inline double mlstm_forward(Mlstm *m, const uint8_t *inputs, const uint8_
 // after the time loop; inside the loop only the two (B,H)x(H,*) products remain.
 
 // Zeroes the gradients and the running dh, dc, and turns probs into the gradient of
-// the logits: dlogits = (p - onehot) * scale / N, in place.
+// the logits, in place: dlogits = (p - onehot) * scale / N.
 static inline void backward_begin(Mlstm *m, real scale) {
     const int B = m->b, T = m->t, N = B * T, V = m->cfg.V;
     memset(m->grads, 0, m->nparams * sizeof(real));
@@ -577,9 +589,9 @@ static inline void backward_end(Mlstm *m) {
 static inline void mlstm_backward(Mlstm *m, real scale) {
     const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, B = m->b, T = m->t, N = B * T;
     backward_begin(m, scale);
-    matmul_tn(m->g.t[P_WOUT], m->probs, m->hs + (size_t)B * H, N, V, H);  // dW_out = dlogits^T h
-    bias_grad(m->g.t[P_BOUT], m->probs, N, V);
-    matmul_nn(m->dhs, m->probs, m->p.t[P_WOUT], N, V, H, 0);              // dh_t from the output layer
+    matmul_tn(m->g.t[P_WOUT], m->dlogits, m->hs + (size_t)B * H, V, H, N);  // dW_out = dlogits^T h
+    bias_grad(m->g.t[P_BOUT], m->dlogits, N, V);
+    matmul_nn(m->dhs, m->dlogits, m->p.t[P_WOUT], N, H, V, MATMUL_SET);     // dh_t from the output layer
     for (int t = T - 1; t >= 0; t--) {  // the time loop, last step first
         const size_t s = (size_t)t * B * H;
         real *dz = m->dz + 4 * s;
@@ -592,19 +604,19 @@ static inline void mlstm_backward(Mlstm *m, real scale) {
                                         m->cs[i + (size_t)B * H], dh, m->dc[r], dz + (size_t)b * 4 * H + j);
                 m->dc[r] = keep ? dc : 0;  // a reset cuts the state: nothing flows back
             }
-        matmul_nn(m->dm, dz, m->W[WN_H], B, 4 * H, H, 0);            // dm = dz W_h   (B,H)
+        matmul_nn(m->dm, dz, m->W[WN_H], B, H, 4 * H, MATMUL_SET);       // dm = dz W_h   (B,H)
         mt_backward(m, t, 0, B);
-        matmul_nn(m->dh, m->dmh + s, m->W[WN_MH], B, H, H, 0);       // dh_{t-1} = dmh W_mh
+        matmul_nn(m->dh, m->dmh + s, m->W[WN_MH], B, H, H, MATMUL_SET);  // dh_{t-1} = dmh W_mh
     }
     // weight gradients over all T*B rows. hs[0..T-1] are the states entering each
     // step; where a row was reset its dmh is zero, so dW_mh needs no special case.
-    matmul_tn(m->dW[WN_H], m->dz, m->mt, N, 4 * H, H);    // dW_h  = dz^T m
-    matmul_tn(m->dW[WN_X], m->dz, m->xe, N, 4 * H, D);    // dW_x  = dz^T e
-    matmul_tn(m->dW[WN_MX], m->dmx, m->xe, N, H, D);      // dW_mx = dmx^T e
-    matmul_tn(m->dW[WN_MH], m->dmh, m->hs, N, H, H);      // dW_mh = dmh^T h_{t-1}
+    matmul_tn(m->dW[WN_H], m->dz, m->mt, 4 * H, H, N);    // dW_h  = dz^T m
+    matmul_tn(m->dW[WN_X], m->dz, m->xe, 4 * H, D, N);    // dW_x  = dz^T e
+    matmul_tn(m->dW[WN_MX], m->dmx, m->xe, H, D, N);      // dW_mx = dmx^T e
+    matmul_tn(m->dW[WN_MH], m->dmh, m->hs, H, H, N);      // dW_mh = dmh^T h_{t-1}
     bias_grad(m->g.t[P_B], m->dz, N, 4 * H);
-    matmul_nn(m->dxe, m->dz, m->W[WN_X], N, 4 * H, D, 0);  // dxe = dz W_x + dmx W_mx
-    matmul_nn(m->dxe, m->dmx, m->W[WN_MX], N, H, D, 1);
+    matmul_nn(m->dxe, m->dz, m->W[WN_X], N, D, 4 * H, MATMUL_SET);  // dxe = dz W_x + dmx W_mx
+    matmul_nn(m->dxe, m->dmx, m->W[WN_MX], N, D, H, MATMUL_ADD);
     backward_end(m);
 }
 

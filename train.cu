@@ -802,7 +802,8 @@ __global__ void splitk_reduce_kernel(const float *partial, int splits, int M, in
     }
 }
 
-// C (M,N) = A . B through the epilogue e, for the layouts above.
+// C (M,N) = A . B through the epilogue e, for the layouts above; M, N, K are the rows, columns and
+// depth of the product, the order every matmul of the project takes (mlstm.h, "Matmuls").
 static void matmul(const Launch *L, int layout, int M, int N, int K, const floatX *A, const floatX *B,
                    const Epilogue &e) {
     L->seam->bounded += L->grid_bound > 0 || L->lt_sm_target > 0;

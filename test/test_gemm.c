@@ -43,8 +43,8 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
         for (int wb = 0; wb < 2; wb++) {
             const float *bp = wb ? bias : NULL;
             memcpy(fast, init, sizeof(float) * N * O); memcpy(ref, init, sizeof(float) * N * O);
-            gemm_nt(fast, in, W, bp, N, K, O, acc);
-            matmul_nt(ref, in, W, bp, N, K, O, acc);
+            gemm_nt(fast, in, W, bp, N, O, K, acc);
+            matmul_nt(ref, in, W, bp, N, O, K, acc);
             for (int n = 0; n < N; n++)
                 for (int o = 0; o < O; o++) {
                     double m = (acc ? fabs(init[(size_t)n * O + o]) : 0) + (bp ? fabs(bp[o]) : 0);
@@ -59,8 +59,8 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
     float *dOut = rand_buf((size_t)N * O, s), *dfast = mlstm_alloc((size_t)N * K), *dref = mlstm_alloc((size_t)N * K);
     for (int acc = 0; acc < 2; acc++) {
         for (size_t i = 0; i < (size_t)N * K; i++) dfast[i] = dref[i] = in[i];
-        gemm_nn(dfast, dOut, W, N, O, K, acc);
-        matmul_nn(dref, dOut, W, N, O, K, acc);
+        gemm_nn(dfast, dOut, W, N, K, O, acc);
+        matmul_nn(dref, dOut, W, N, K, O, acc);
         for (int n = 0; n < N; n++)
             for (int k = 0; k < K; k++) {
                 double m = acc ? fabs(in[(size_t)n * K + k]) : 0;
@@ -73,8 +73,8 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
     // dW (O,K) += dOut^T in: a sum over the N rows
     float *wfast = mlstm_alloc((size_t)O * K), *wref = mlstm_alloc((size_t)O * K);
     memcpy(wfast, W, sizeof(float) * O * K); memcpy(wref, W, sizeof(float) * O * K);
-    gemm_tn(wfast, dOut, in, N, O, K);
-    matmul_tn(wref, dOut, in, N, O, K);
+    gemm_tn(wfast, dOut, in, O, K, N);
+    matmul_tn(wref, dOut, in, O, K, N);
     for (int o = 0; o < O; o++)
         for (int k = 0; k < K; k++) {
             double m = fabs(W[(size_t)o * K + k]);
@@ -85,12 +85,12 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
     CHECK(r <= 1, "tn N=%d O=%d K=%d: worst |fast - plain| is %.3f of the FP32 bound", N, O, K, r);
 
     // the time loops' products with W packed once, on rows [n0, n1) as a thread runs them
-    float *Wp = mlstm_alloc(gemm_packed_floats(K, O) > gemm_packed_floats(O, K) ? gemm_packed_floats(K, O) : gemm_packed_floats(O, K));
+    float *Wp = mlstm_alloc(gemm_packed_floats(O, K) > gemm_packed_floats(K, O) ? gemm_packed_floats(O, K) : gemm_packed_floats(K, O));
     int n0 = N > 4 ? 4 : 0, n1 = N;
     memcpy(fast, init, sizeof(float) * N * O); memcpy(ref, init, sizeof(float) * N * O);
     gemm_pack_nt(Wp, W, O, K);
-    gemm_nt_rows_packed(fast, in, Wp, n0, n1, K, O, 1);
-    matmul_nt(ref + (size_t)n0 * O, in + (size_t)n0 * K, W, NULL, n1 - n0, K, O, 1);
+    gemm_nt_rows_packed(fast, in, Wp, n0, n1, O, K, MATMUL_ADD);
+    matmul_nt(ref + (size_t)n0 * O, in + (size_t)n0 * K, W, NULL, n1 - n0, O, K, MATMUL_ADD);
     for (int n = 0; n < N; n++)
         for (int o = 0; o < O; o++) {
             double m = fabs(init[(size_t)n * O + o]);
@@ -100,10 +100,10 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
     r = worst_ratio(fast, ref, mag, (size_t)N * O, K);
     CHECK(r <= 1 && memcmp(fast, init, sizeof(float) * n0 * O) == 0,
           "nt rows [%d,%d) packed: worst |fast - plain| is %.3f of the FP32 bound, rows outside untouched", n0, n1, r);
-    gemm_pack_nn(Wp, W, O, K);
+    gemm_pack_nn(Wp, W, K, O);
     for (size_t i = 0; i < (size_t)N * K; i++) dfast[i] = dref[i] = in[i];
-    gemm_nn_rows_packed(dfast, dOut, Wp, n0, n1, O, K, 0);
-    matmul_nn(dref + (size_t)n0 * K, dOut + (size_t)n0 * O, W, n1 - n0, O, K, 0);
+    gemm_nn_rows_packed(dfast, dOut, Wp, n0, n1, K, O, MATMUL_SET);
+    matmul_nn(dref + (size_t)n0 * K, dOut + (size_t)n0 * O, W, n1 - n0, K, O, MATMUL_SET);
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) {
             double m = 0;
@@ -123,21 +123,21 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
 static void test_splits(int N, int K, int O, uint64_t *s) {
     float *in = rand_buf((size_t)N * K, s), *W = rand_buf((size_t)O * K, s);
     float *a = mlstm_alloc((size_t)N * O), *b = mlstm_alloc((size_t)N * O), *c = mlstm_alloc((size_t)N * O);
-    float *Wp = mlstm_alloc(gemm_packed_floats(K, O));
+    float *Wp = mlstm_alloc(gemm_packed_floats(O, K));
 #ifdef _OPENMP
     omp_set_num_threads(1);
 #endif
-    gemm_nt(a, in, W, NULL, N, K, O, 0);
+    gemm_nt(a, in, W, NULL, N, O, K, MATMUL_SET);
 #ifdef _OPENMP
     omp_set_num_threads(2);
 #endif
-    gemm_nt(b, in, W, NULL, N, K, O, 0);
+    gemm_nt(b, in, W, NULL, N, O, K, MATMUL_SET);
     CHECK(memcmp(a, b, sizeof(float) * N * O) == 0, "nt N=%d K=%d O=%d: 1 and 2 threads give the same bits", N, K, O);
     gemm_pack_nt(Wp, W, O, K);
-    gemm_nt_rows_packed(c, in, Wp, 0, N, K, O, 0);
+    gemm_nt_rows_packed(c, in, Wp, 0, N, O, K, MATMUL_SET);
     int same_all = memcmp(a, c, sizeof(float) * N * O) == 0;
     memset(c, 0, sizeof(float) * N * O);
-    for (int n0 = 0; n0 < N; n0 += 3) gemm_nt_rows_packed(c, in, Wp, n0, n0 + 3 < N ? n0 + 3 : N, K, O, 0);  // tiles cut elsewhere
+    for (int n0 = 0; n0 < N; n0 += 3) gemm_nt_rows_packed(c, in, Wp, n0, n0 + 3 < N ? n0 + 3 : N, O, K, MATMUL_SET);  // tiles cut elsewhere
     CHECK(same_all && memcmp(a, c, sizeof(float) * N * O) == 0,
           "nt N=%d K=%d O=%d: packed on all rows, and in pieces of 3 rows, give the parallel product's bits", N, K, O);
     free(in); free(W); free(a); free(b); free(c); free(Wp);

@@ -276,7 +276,7 @@ static void step_case_init(StepCase *c, MlstmConfig cfg, int B, int T, uint64_t 
     c->loss = mlstm_forward(&c->cpu, c->in, c->tg, c->rs, c->h0, c->c0, B, T);
     mlstm_backward(&c->cpu, (real)c->S);
     c->logits = (float *)mallocCheck(sizeof(float) * N * V);
-    matmul_nt(c->logits, c->cpu.hs + (size_t)B * H, c->cpu.p.t[P_WOUT], c->cpu.p.t[P_BOUT], N, H, V, 0);
+    matmul_nt(c->logits, c->cpu.hs + (size_t)B * H, c->cpu.p.t[P_WOUT], c->cpu.p.t[P_BOUT], N, V, H, MATMUL_SET);
 }
 static void step_case_free(StepCase *c) {
     mlstm_free(&c->cpu);

@@ -39,7 +39,7 @@ static Rate sgemm_rate(const float *a, const float *b, float *o, int use_blas) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, SG_M, SG_N, SG_K, 1, a, SG_K, b, SG_N, 0, o, SG_N);
         else
 #endif
-            gemm_nn(o, a, b, SG_M, SG_K, SG_N, 0);
+            gemm_nn(o, a, b, SG_M, SG_N, SG_K, MATMUL_SET);
         (void)use_blas;
         double flops = 2.0 * SG_M * SG_N * SG_K, gw = flops / (wall_seconds() - w) / 1e9;
         double gc = flops / (cpu_seconds() - c) / 1e9;
@@ -134,8 +134,13 @@ int main(int argc, char **argv) {
 #ifdef USE_CBLAS
     openblas_set_num_threads(threads);
 #endif
-    MlstmConfig cfg = {256, 64, H, 1};
-    Model *md = model_create(cfg, B, T, 1);
+    const MlstmConfig cfg = {256, 64, H, 1};
+    Options opt;
+    options_defaults(&opt);
+    opt.model = cfg;
+    opt.T = T;
+    opt.seed = 1;
+    Model *md = model_create(&opt, B);
     uint8_t *x = (uint8_t *)mallocCheck((size_t)B * T), *y = (uint8_t *)mallocCheck((size_t)B * T);
     uint64_t s = 5;
     for (int i = 0; i < B * T; i++) { x[i] = (uint8_t)rng_next(&s); y[i] = (uint8_t)rng_next(&s); }
