@@ -11,6 +11,7 @@ from this tool.
 
   python3 dev/scaling.py                   # the paper check and the H200 predictions
   python3 dev/scaling.py --paper           # only the paper check
+  python3 dev/scaling.py --predictions     # only the H200 predictions
   python3 dev/scaling.py --cluster h200 --nodes 8 --nodes 16 --nodes 64 --overlap
   python3 dev/scaling.py --set ib_gbs=25 --jitter 0 --grad-bytes 2
   python3 dev/scaling.py --paper --cluster dgx1v --set ib_gbs=0.28 --jitter 0
@@ -198,8 +199,8 @@ class hidden_units:
 
 
 def discriminate(a):
-    """Where the two fits of the 109x part: the paper's DGX-1V setting changed one thing at a time.
-    Each row is a prediction of both, made before looking at any measured number for it."""
+    """Where the two fits of the 109x part: the paper's DGX-1V setting changed one thing at a time,
+    each row with one GPU's step there (what a fixed cost is set against)."""
     P = PAPER
     b = P["global_batch"] // P["gpus"]
     over = fit_overhead_ms(a)
@@ -208,8 +209,8 @@ def discriminate(a):
     print("Two fits of the paper's 109x, each one constant fitted to that one number: the slowest-GPU wait "
           "(jitter %.3f) and a fixed %.0f ms per step. Speedup over one GPU at the same per-GPU batch (%d), "
           "DGX-1V nodes, FP16 all-reduce unless the row says otherwise.\n" % (a.jitter, over, b))
-    print("| setting | GPUs | jitter fit | overhead fit | overhead / jitter |")
-    print("|---|--:|--:|--:|--:|")
+    print("| setting | GPUs | one GPU's step ms | jitter fit | overhead fit | overhead / jitter |")
+    print("|---|--:|--:|--:|--:|--:|")
 
     def row(what, gpus, **kw):
         nodes = max(1, gpus // g8)
@@ -217,8 +218,8 @@ def discriminate(a):
                   kw.get("step_ms", a.step_ms_v100), gpus=gpus, params=kw.get("params"))
         so = step("dgx1v", nodes, b, P["seq_len"], kw.get("grad_bytes", a.grad_bytes_paper), 0.0, False,
                   kw.get("step_ms", a.step_ms_v100), overhead_ms=over, gpus=gpus, params=kw.get("params"))
-        print("| %s | %d | %.1fx | %.1fx | %.3f |" % (what, gpus, sj["speedup"], so["speedup"],
-                                                  so["speedup"] / sj["speedup"]))
+        print("| %s | %d | %.1f | %.1fx | %.1fx | %.3f |" % (
+            what, gpus, sj["t_c"] * 1e3, sj["speedup"], so["speedup"], so["speedup"] / sj["speedup"]))
 
     for gpus in (2, 8, 16, 32, 64, 128):
         row("the paper's run%s" % (" (the fit)" if gpus == P["gpus"] else ""), gpus)
@@ -273,6 +274,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--paper", action="store_true", help="only the paper check")
+    ap.add_argument("--predictions", action="store_true", help="only the prediction tables (no paper check)")
     ap.add_argument("--constants", action="store_true", help="print every constant")
     ap.add_argument("--discriminate", action="store_true",
                     help="where the two fits of the 109x (slowest-GPU wait, fixed per-step cost) predict differently")
@@ -327,19 +329,22 @@ def main(argv=None):
         ap.error("--overhead-ms %g: must be zero or a positive number of milliseconds" % a.overhead_ms)
     if not (math.isfinite(a.fp16_speedup) and a.fp16_speedup > 0):
         ap.error("--fp16-speedup %g: must be a positive number" % a.fp16_speedup)
+    if a.paper and a.predictions:
+        ap.error("--paper and --predictions: each prints only its own tables; give one")
     if a.constants:
         constants()
         return 0
     if a.discriminate:
         discriminate(a)
         return 0
-    paper_check(a)
+    if not a.predictions:
+        paper_check(a)
     if a.paper:
         return 0
     c = CLUSTERS[a.cluster]
-    for policy in a.batch_policy or ["global", "per-gpu"]:
-        print("\n%s: the paper's run (%g epochs of %g GB), %s, FP%d all-reduce, %s, jitter %.3f%s\n" % (
-            c["name"], PAPER["epochs"], PAPER["corpus_bytes"] / 1e9,
+    for i, policy in enumerate(a.batch_policy or ["global", "per-gpu"]):
+        print("%s%s: the paper's run (%g epochs of %g GB), %s, FP%d all-reduce, %s, jitter %.3f%s\n" % (
+            "" if a.predictions and i == 0 else "\n", c["name"], PAPER["epochs"], PAPER["corpus_bytes"] / 1e9,
             "global batch %d split over the GPUs" % PAPER["global_batch"] if policy == "global"
             else "%d sequences per GPU" % a.per_gpu_batch, 8 * a.grad_bytes,
             "overlapped with the weight gradients" if a.overlap else "not overlapped", a.jitter,

@@ -226,8 +226,38 @@ r = run("dev/perf_model.py", "--gpu", "h200", "--range", "--batch", "256")
 check(r.returncode == 0 and "| as-is | 148 (123-181), 23% (19-28%) |" in r.stdout,
       "perf_model.py --range: the expected step at B=256 with its range: 148 ms (123-181), MFU 23% (19-28%)")
 r = run("dev/scaling.py")
-check(r.returncode == 0 and "109.0x" in r.stdout and "| 64 | 512 |" in r.stdout,
-      "scaling.py prints the check and the H200 table")
+wait_row = "| + slowest-GPU wait (jitter %.3f), no overlap | %.0f |" % (scaling.JITTER, with_wait["t_c"] * 1e3)
+check(r.returncode == 0 and wait_row in r.stdout and "| %.1fx |" % with_wait["speedup"] in r.stdout
+      and r.stdout.count("\n| 64 | 512 |") == 2, "scaling.py prints the check and the H200 tables")
+r = run("dev/scaling.py", "--predictions", "--batch-policy", "global")
+check(r.returncode == 0 and r.stdout.startswith("DGX H200") and "Paper check" not in r.stdout
+      and r.stdout.count("\n| 64 | 512 |") == 1, "scaling.py --predictions: the H200 table alone")
+
+# ---- where the two fits of the 109x part (scaling.py --discriminate), and the held-out check of dev/scaling.md:
+# the authors' scaling figure, read by eye to +-2, shows the 8192-unit mLSTM at about 121x on 128 GPUs
+r = run("dev/scaling.py", "--discriminate")
+disc = {}
+for line in r.stdout.splitlines():
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    if len(cells) == 6 and cells[1].isdigit():
+        disc[(cells[0], int(cells[1]))] = [float(c.rstrip("x")) for c in cells[2:]]
+fit, h1024, h8192 = disc.get(("the paper's run (the fit)", 128)), disc.get(("a model of H = 1024", 128)), \
+    disc.get(("a model of H = 8192", 128))
+eth = disc.get(("10 Gb/s Ethernet between nodes instead of 4x EDR InfiniBand", 128))
+fp32 = next((v for (what, _), v in disc.items() if what.startswith("FP32 training")), None)
+check(r.returncode == 0 and len(disc) == 11 and fit and abs(fit[1] / 109 - 1) <= 0.03 and fit[2] == 109.0,
+      "scaling.py --discriminate: 11 settings, both fits at 109x where they were fitted: %s" % fit)
+check(h1024 and h1024[3] < 0.6 and abs(h1024[1] / 109 - 1) <= 0.03,
+      "at H = 1024 the wait keeps 109x and a fixed cost halves it: %s" % h1024)
+check(fp32 and fp32[3] > 1.05 and eth and abs(eth[3] - 1) <= 0.002,
+      "FP32 parts the fits (%s); 10 Gb/s Ethernet does not (%s)" % (fp32, eth))
+check(h8192 and abs(h8192[2] - 121) <= 2 and h8192[1] < 121 - 2,
+      "held out: at H = 8192 the fixed cost gives %.1fx within the figure's 121 +- 2, the wait %.1fx outside it"
+      % (h8192[2], h8192[1]) if h8192 else "held out: no H = 8192 row")
+# the fixed cost the page carries to the H200 tables is the one fitted to the 109x (to the ms it prints)
+over_doc = re.findall(r"--overhead-ms ([0-9.]+)", open(os.path.join(ROOT, "dev", "scaling.md")).read())
+check(over_doc and all(float(v) == round(over["t_wait"] * 1e3) for v in over_doc),
+      "dev/scaling.md's --overhead-ms %s is the fitted %.1f ms" % (", ".join(over_doc), over["t_wait"] * 1e3))
 # --set applies to --cluster only: the H200's InfiniBand does not change the paper's DGX-1V
 r = run("dev/scaling.py", "--paper", "--set", "ib_gbs=0.28", "--jitter", "0")
 check(r.returncode == 0 and "| 126.7x |" in r.stdout, "scaling.py --set (h200) leaves the paper check at 126.7x")
@@ -238,7 +268,10 @@ for bad, flag in ((["dev/perf_model.py", "--set", "eff64=-1"], "--set"), (["dev/
                   (["dev/perf_model.py", "--set", "l2_range=5"], "--set"),
                   (["dev/scaling.py", "--nodes", "0"], "--nodes"), (["dev/scaling.py", "--set", "ib_gbs=x"], "--set"),
                   (["dev/scaling.py", "--jitter", "2"], "--jitter"),
-                  (["dev/scaling.py", "--overhead-ms", "-1"], "--overhead-ms")):
+                  (["dev/scaling.py", "--overhead-ms", "-1"], "--overhead-ms"),
+                  (["dev/scaling.py", "--overhead-ms", "nan"], "--overhead-ms"),
+                  (["dev/scaling.py", "--overhead-ms", "inf"], "--overhead-ms"),
+                  (["dev/scaling.py", "--paper", "--predictions"], "--predictions")):
     r = run(*bad)
     last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
     check(r.returncode == 2 and flag in last and r.stdout == "", "%s: exit 2 naming %s" % (" ".join(bad), flag))
@@ -289,18 +322,17 @@ check(r.returncode == 2 and "LOG_DIR" in r.stderr, "gpu_check.sh --report withou
 r = subprocess.run(["bash", "dev/gpu_check.sh", "--bogus"], cwd=ROOT, capture_output=True, text=True)
 check(r.returncode == 2 and "--bogus" in r.stderr, "gpu_check.sh --bogus: exit 2 naming it")
 
-# ---- dev/gpu-perf.md prints its tables from the model's commands: each block after an indented
-# `python3 dev/perf_model.py ...` line is what that command prints now (--update-doc rewrites them)
-def doc_blocks(lines):
+# ---- dev/gpu-perf.md and dev/scaling.md print their tables from the models' commands: each block after an
+# indented `python3 dev/TOOL.py ...` line is what that command prints now (--update-doc rewrites them)
+def doc_blocks(lines, tool, header):
     """[(command, first line of its output block, line after it)]: the output is the lines after the
-    command that are empty, table rows or the model's 'H200 SXM'/'V100 SXM2' headers."""
+    command that are empty, table rows or lines matching header (the tool's own sentences)."""
     out = []
     for i, line in enumerate(lines):
-        m = re.match(r"^    (python3 dev/perf_model\.py(?: [-\w= .]+)?)$", line)
+        m = re.match(r"^    (python3 dev/%s\.py(?: [-\w= .]+)?)$" % tool, line)
         if m:
             j = i + 1
-            while j < len(lines) and (lines[j] == "" or lines[j].startswith("|")
-                                      or re.match(r"(H200|V100) SXM", lines[j])):
+            while j < len(lines) and (lines[j] == "" or lines[j].startswith("|") or re.match(header, lines[j])):
                 j += 1
             while j > i + 1 and lines[j - 1] == "":
                 j -= 1
@@ -308,19 +340,25 @@ def doc_blocks(lines):
     return out
 
 
-doc = os.path.join(ROOT, "dev", "gpu-perf.md")
-lines = open(doc).read().split("\n")
-blocks = doc_blocks(lines)
-stale = []
-for cmd, a, b in reversed(blocks):
-    printed = run(*cmd.split()[1:]).stdout.strip("\n").split("\n")
-    if lines[a:b] != [""] + printed:
-        stale.append(cmd)
-        lines[a:b] = [""] + printed
-if "--update-doc" in sys.argv:
-    open(doc, "w").write("\n".join(lines))
-hint = "; stale: %s (python3 test/test_perf_model.py --update-doc rewrites them)" % ", ".join(stale) if stale else ""
-check(len(blocks) >= 8 and not stale, "dev/gpu-perf.md: its %d tables are what dev/perf_model.py prints%s" % (
-    len(blocks), hint))
+# the lines each tool prints that are not table rows: perf_model.py's GPU headers; scaling.py's captions
+# (the paper check's, the H200 tables', --discriminate's), its sentence after the paper check, --constants' last
+for page, tool, header, least in (("gpu-perf.md", "perf_model", r"(H200|V100) SXM", 8),
+                                  ("scaling.md", "scaling", r"(Paper check: |The paper's figures imply |DGX H200 |"
+                                                            r"Two fits of the paper's |parameters [0-9,]+; )", 6)):
+    doc = os.path.join(ROOT, "dev", page)
+    lines = open(doc).read().split("\n")
+    blocks = doc_blocks(lines, tool, header)
+    stale = []
+    for cmd, a, b in reversed(blocks):
+        printed = run(*cmd.split()[1:]).stdout.strip("\n").split("\n")
+        if lines[a:b] != [""] + printed:
+            stale.append(cmd)
+            lines[a:b] = [""] + printed
+    if "--update-doc" in sys.argv:
+        open(doc, "w").write("\n".join(lines))
+    hint = "; stale: %s (python3 dev/test/test_perf_model.py --update-doc rewrites them)" % ", ".join(stale) \
+        if stale else ""
+    check(len(blocks) >= least and not stale, "dev/%s: its %d tables are what dev/%s.py prints%s" % (
+        page, len(blocks), tool, hint))
 
 summary("test_perf_model")
