@@ -126,9 +126,7 @@ static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const 
     return loss;
 }
 
-#ifndef TRAIN_NO_MAIN  // test/test_backend.c includes this file and has its own main
 int main(int argc, char **argv) {
     openmp_prefer_passive_wait(argv);  // process-level, so here and not in train_main
     return train_main(argc, argv);
 }
-#endif

@@ -3,8 +3,9 @@
 // OpenMP wait-policy setup belongs to a program's main, not to the library), that
 // the in-process run writes the same checkpoint bytes as the build/train program,
 // and the CPU backend's side of the contract in train.h (precision, host copies).
-#define TRAIN_NO_MAIN
-#include "train.c"  // defines: the CPU backend (model_*), train_main and all it includes; no main
+#define main train_cpu_main  // the trainer whole, its main renamed: this file has its own
+#include "train.c"  // defines: the CPU backend (model_*), train_main and all it includes
+#undef main
 #include "test/test.h"
 
 static char dir[] = "/tmp/mlstm_backend_XXXXXX";

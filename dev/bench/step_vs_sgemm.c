@@ -12,9 +12,10 @@
 // With OpenBLAS's cblas.h: add -DUSE_CBLAS ... -lopenblas, and its sgemm is measured too. A
 // given SGEMM rate (bench_cpu.sh passes MKL's, measured through PyTorch) counts when it is
 // the highest. dev/bench/bench_cpu.sh runs it at B = 32 and 128, H = 256 and 1024.
-#define TRAIN_NO_MAIN
+#define main train_cpu_main  // the trainer whole, its main renamed: this file has its own
 #define FAST_PHASES  // fast.h then times its phases into fast_phase_seconds
 #include "train.c"   // defines: model_create, model_step, model_check, model_apply and via it fast.h
+#undef main
 #ifdef USE_CBLAS
 #include <cblas.h>
 #endif
