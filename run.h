@@ -750,7 +750,7 @@ static void remove_stale_temps(const RunDir *d) {
         DIR *dd = opendir(dir);
         if (!dd) continue;
         size_t nb = strlen(base);
-        for (struct dirent *e; (e = readdir(dd));) {
+        for (struct dirent *e = readdir(dd); e; e = readdir(dd)) {
             const char *s = e->d_name, *pid = s + nb + 5;
             if (strncmp(s, base, nb) || strncmp(s + nb, ".tmp.", 5) || !*pid || strspn(pid, "0123456789") != strlen(pid))
                 continue;
