@@ -640,7 +640,7 @@ static void usage_resume(FILE *f, Backend backend) {
 // out_dir keep them. Rank 0 checks, locks and prepares it before the first step, so a
 // bad --out costs no training time.
 //   latest.ckpt  the last checkpoint: what --resume DIR continues, exactly
-//   best.ckpt    the best checkpoint so far (train.h, best_checkpoint); replaced only by a better one
+//   best.ckpt    the best checkpoint so far (train.h, best_offer); replaced only by a better one
 //   train.log    the log; its first line names the run, so it is only ever written by its own run
 //   lock         flock'ed while a trainer runs in the directory
 // A resume of DIR's own latest.ckpt into DIR continues the run; any other start writes

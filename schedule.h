@@ -351,7 +351,9 @@ typedef struct {
     double floor, ceiling;
 } LossScaler;
 
-// dynamic = 0 (FP32 training): S stays 1, but an overflow still skips the step.
+// dynamic = 0 (FP32 training): S stays 1, but an overflow still skips the step. A trainer
+// may cap S lower than the ceiling here: the FP16 GPU trainer's tensors hold S up to 2^15
+// (train.cu, FP16_MAX_LOSS_SCALE; train.h, loss_scaler_cap).
 static inline void loss_scaler_init(LossScaler *ls, int dynamic) {
     ls->scale = dynamic ? 65536.0 : 1.0;      // 2^16
     ls->good_steps = 0;
@@ -424,7 +426,8 @@ static inline int loss_scaler_deserialize(LossScaler *ls, const unsigned char in
 // The step decision, doc/design.md, "The training step", steps 5-7, in one place for both trainers:
 // after the overflow check on the reduced gradients,
 //   StepDecision d = decide_step(&scaler, &lr, &applied_steps, global_batch, overflow);
-//   if (d.apply) adam_update(..., d.lr, d.inv_scale);   // unscale by the S backward used
+//   if (d.apply)  // unscale by the S backward used (and clip), then Adam at rate d.lr, as train.h does:
+//       model_apply(model, d.inv_scale * clip_factor(norm * d.inv_scale, clip), d.lr, applied_steps);
 // A skipped step leaves applied_steps, hence the learning rate, where it was.
 
 typedef struct {

@@ -1,8 +1,8 @@
 // generate: text from a checkpoint, one byte at a time, streamed to stdout.
 //
-//   build/generate out/model.ckpt --prompt "This movie" --length 300 --temperature 0.8 --top-p 0.95
+//   build/generate out --prompt "This movie" --length 300 --temperature 0.8 --top-p 0.95
 //
-// The checkpoint may be given as a run directory: its best model, DIR/best.ckpt.
+// The checkpoint is a file, or a run directory (out/ above): its best model, DIR/best.ckpt.
 // The prompt's bytes are echoed exactly and fed to the model, then --length bytes are
 // drawn by mlstm.h's sample_byte and fed back. Generation runs one row from a zero
 // state, and zeroes it again before each '\n' it reads, as the trainer does on framed

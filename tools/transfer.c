@@ -753,7 +753,7 @@ static void put_html_char(FILE *f, const char *s, size_t n) {
 
 static void heatmap(const char *ckpt, const char *input, const char *prefix, const InputOptions *o, int unit, int sign,
                     double center, int n_reviews, int max_chars, int width) {
-    const char *ext[4] = {"html", "dat", "gp", "png"};  // what heatmap_write and gnuplot write
+    const char *ext[4] = {"html", "dat", "gp", "png"};  // what heatmap (below) and gnuplot write
     for (int k = 0; k < 4; k++) {
         char out[4200];
         snprintf(out, sizeof out, "%s.%s", prefix, ext[k]);
