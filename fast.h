@@ -262,7 +262,8 @@ static inline double fast_forward(Mlstm *m, FastPacks *pk, const uint8_t *inputs
                            gemm_nt(m->mx, m->xe, m->W[WN_MX], NULL, N, H, D, MATMUL_SET));
     FAST_PHASE(FP_PACK, gemm_pack_nt(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nt(pk->W_h, m->W[WN_H], 4 * H, H));
     FAST_PHASE(FP_LOOP_FWD, fast_forward_steps(m, pk, B, T));
-    FAST_PHASE(FP_OUT_FWD, gemm_nt(m->logits, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, V, H, MATMUL_SET));
+    FAST_PHASE(FP_OUT_FWD,
+               gemm_nt(m->logits, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, V, H, MATMUL_SET));
     double loss;
     FAST_PHASE(FP_SOFTMAX, loss = fast_softmax_xent(m));
     return loss;

@@ -23,7 +23,8 @@
 // summed by one thread in a fixed order: the text does not depend on --threads, and each
 // value equals mlstm_forward's up to the order of FP32 sums and the few ulp of fast.h's
 // exp and tanh (test_generate checks both).
-#include "fast.h"  // defines: fast_cell_forward and via it mlstm.h's MlstmConfig, checkpoint_header, weightnorm_forward, sample_byte
+#include "fast.h"  // defines: fast_cell_forward and via it mlstm.h's MlstmConfig, checkpoint_header,
+                   // weightnorm_forward, sample_byte
 #include <float.h>
 #include <limits.h>
 #include <time.h>
@@ -277,7 +278,8 @@ int main(int argc, char **argv) {
         gen_step(&g, x);
         x = sample_byte(g.logits, g.cfg.V, sc, &rng);
         if (x < 0)
-            fail("checkpoint %s: the logits after %lld bytes are NaN or Inf (the weights overflow FP32)", path, steps + 1);
+            fail("checkpoint %s: the logits after %lld bytes are NaN or Inf (the weights overflow FP32)", path,
+                 steps + 1);
         if (putchar(x) == EOF || fflush(stdout) != 0) fail("cannot write to stdout: %s", strerror(errno));
     }
     if (isatty(fileno(stdout))) putchar('\n');
