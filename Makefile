@@ -75,8 +75,8 @@ RUN_HOSTS ?= $(if $(filter 1,$(SAN)),,$(BUILD)/test_hosts)
 # test-build: what `make test` runs, built and not run (.ci/run builds it with -j first)
 .PHONY: test test-build
 test test-build: $(BUILD)/train $(TESTS) $(TOOLS) $(LAB_TESTS)
-test:
-	@test/run.sh $(filter-out $(BUILD)/test_hosts,$(TESTS)) $(RUN_HOSTS) $(PY_TESTS) $(CUDACPU_TESTS) \
+test:  # (BUILD: test_docs.py reads the trainer's --help there)
+	@BUILD=$(BUILD) test/run.sh $(filter-out $(BUILD)/test_hosts,$(TESTS)) $(RUN_HOSTS) $(PY_TESTS) $(CUDACPU_TESTS) \
 	    $(LAB_TESTS) $(LAB_PY_TESTS)
 
 test-lab: $(BUILD)/train $(TOOLS) $(LAB_TESTS)
