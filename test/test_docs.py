@@ -298,29 +298,36 @@ def doc_pages():
     return files_matching(("README.md", "test/README.md", "doc/*.md", "dev/*.md", "dev/*/*.md"))
 
 
+def page_blocks(text):
+    """(code lines, paragraphs): each line of a code block (fenced, or indented 4 after a blank line)
+    as (line number, text), and each paragraph outside them as (first line number, its lines joined
+    by newlines: what a sentence or a code span says may run over a line break)."""
+    code, pars, cur, fenced, in_block, prev_blank = [], [], [], False, False, True
+    for n, ln in enumerate(text.splitlines() + [""], 1):
+        fence = ln.lstrip().startswith("```")
+        in_block = not fence and ln.strip() != "" and ln.startswith("    ") and (prev_blank or in_block)
+        prev_blank = ln.strip() == ""
+        if fenced or in_block:
+            code.append((n, ln))
+        if fence or fenced or in_block or ln.strip() == "":
+            if cur:
+                pars.append((cur[0][0], "\n".join(x for _, x in cur)))
+            cur = []
+        else:
+            cur.append((n, ln))
+        if fence:
+            fenced = not fenced
+    return code, pars
+
+
 def page_parts(text):
     """(line number, kind, text, context): each inline code span ('span', in the context of its
     paragraph) and each line of a code block ('code', its own context)."""
-    out, fenced, prev_blank, in_block, spans = [], False, True, False, []
-    lines = text.splitlines()
-    for n, ln in enumerate(lines, 1):
-        if ln.lstrip().startswith("```"):
-            fenced = not fenced
-            continue
-        in_block = ln.strip() != "" and ln.startswith("    ") and (prev_blank or in_block)
-        prev_blank = ln.strip() == ""
-        if fenced or in_block:
-            out.append((n, "code", ln, ln))
-            continue
-        spans += [(n, m.group(1).strip()) for m in re.finditer(r"`([^`]+)`", ln)]
-    # a span's paragraph: the lines around it up to blank lines
-    for n, s in spans:
-        a, b = n - 1, n - 1
-        while a > 0 and lines[a - 1].strip():
-            a -= 1
-        while b + 1 < len(lines) and lines[b + 1].strip():
-            b += 1
-        out.append((n, "span", s, "\n".join(lines[a:b + 1])))
+    code, pars = page_blocks(text)
+    out = [(n, "code", ln, ln) for n, ln in code]
+    for first, par in pars:
+        out += [(first + par.count("\n", 0, m.start()), "span", m.group(1).replace("\n", " ").strip(), par)
+                for m in re.finditer(r"`([^`]+)`", par)]
     return sorted(out, key=lambda x: x[0])
 
 
@@ -434,20 +441,7 @@ SEP = r"(?:,\s*|\s+and\s+|\s+or\s+)"
 
 
 def paragraphs(text):
-    """(first line number, text) of each paragraph outside code blocks, its lines joined by newlines:
-    what a sentence says may run over a line break."""
-    out, cur, first = [], [], 0
-    code_lines = {n for n, kind, _, _ in page_parts(text) if kind == "code"}
-    for n, ln in enumerate(text.splitlines() + [""], 1):
-        if ln.strip() == "" or n in code_lines or ln.lstrip().startswith("```"):
-            if cur:
-                out.append((first, "\n".join(cur)))
-            cur = []
-            continue
-        if not cur:
-            first = n
-        cur.append(ln)
-    return out
+    return page_blocks(text)[1]
 
 
 DOTTED = IDENT + r"(?:\." + IDENT + r")*"
