@@ -75,8 +75,8 @@ RUN_HOSTS ?= $(if $(filter 1,$(SAN)),,$(BUILD)/test_hosts)
 # test-build: what `make test` runs, built and not run (.ci/run builds it with -j first)
 .PHONY: test test-build
 test test-build: $(BUILD)/train $(TESTS) $(TOOLS) $(LAB_TESTS)
-test:
-	@test/run.sh $(filter-out $(BUILD)/test_hosts,$(TESTS)) $(RUN_HOSTS) $(PY_TESTS) $(CUDACPU_TESTS) \
+test:  # (BUILD: test_docs.py reads the trainer's --help there)
+	@BUILD=$(BUILD) test/run.sh $(filter-out $(BUILD)/test_hosts,$(TESTS)) $(RUN_HOSTS) $(PY_TESTS) $(CUDACPU_TESTS) \
 	    $(LAB_TESTS) $(LAB_PY_TESTS)
 
 test-lab: $(BUILD)/train $(TOOLS) $(LAB_TESTS)
@@ -90,7 +90,8 @@ clean:
 
 # ---- probes: each compiles and runs a tiny program, so "found" means "works here"
 PROBE_DIR := $(shell mktemp -d 2>/dev/null || echo /tmp)
-OMP_OK := $(shell printf '$(HASH)include <omp.h>\nint main(void){return omp_get_max_threads()<1;}\n' > $(PROBE_DIR)/omp.c && \
+OMP_OK := $(shell printf '$(HASH)include <omp.h>\nint main(void){return omp_get_max_threads()<1;}\n' \
+            > $(PROBE_DIR)/omp.c && \
             $(CC) -fopenmp $(PROBE_DIR)/omp.c -o $(PROBE_DIR)/omp 2>/dev/null && $(PROBE_DIR)/omp && echo yes)
 ifeq ($(OMP_OK),yes)
   CFLAGS += -fopenmp
@@ -99,12 +100,15 @@ else
   OMP_MSG := OpenMP: no ($(CC) -fopenmp failed to build or run a test program; building single-threaded)
 endif
 MPICC ?= mpicc
-MPI_OK := $(shell printf '$(HASH)include <mpi.h>\nint main(int c,char**v){MPI_Init(&c,&v);MPI_Finalize();return 0;}\n' > $(PROBE_DIR)/mpi.c && \
+MPI_OK := $(shell printf '%s\n' '$(HASH)include <mpi.h>' \
+            'int main(int c,char**v){MPI_Init(&c,&v);MPI_Finalize();return 0;}' > $(PROBE_DIR)/mpi.c && \
             OMPI_CC=$(CC) $(MPICC) $(PROBE_DIR)/mpi.c -o $(PROBE_DIR)/mpi 2>/dev/null && echo yes)
 NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
-NVCC_OK := $(shell [ -n "$(NVCC)" ] && printf '__global__ void k(){}\nint main(){k<<<1,1>>>();return 0;}\n' > $(PROBE_DIR)/k.cu && \
+NVCC_OK := $(shell [ -n "$(NVCC)" ] && printf '__global__ void k(){}\nint main(){k<<<1,1>>>();return 0;}\n' \
+             > $(PROBE_DIR)/k.cu && \
              $(NVCC) -c $(PROBE_DIR)/k.cu -o $(PROBE_DIR)/k.o 2>/dev/null && echo yes)
-NCCL_OK := $(shell [ "$(NVCC_OK)" = yes ] && printf '$(HASH)include <nccl.h>\nint main(){int v;return ncclGetVersion(&v)!=ncclSuccess;}\n' > $(PROBE_DIR)/n.cu && \
+NCCL_OK := $(shell [ "$(NVCC_OK)" = yes ] && printf '%s\n' '$(HASH)include <nccl.h>' \
+             'int main(){int v;return ncclGetVersion(&v)!=ncclSuccess;}' > $(PROBE_DIR)/n.cu && \
              $(NVCC) $(PROBE_DIR)/n.cu -lnccl -o $(PROBE_DIR)/n 2>/dev/null && echo yes)
 $(shell rm -rf $(PROBE_DIR))
 # the CPU trainer: with MPI when mpicc works (it still runs as one process without mpirun)
@@ -117,7 +121,8 @@ endif
 
 probe:
 	$(SAY) "$(OMP_MSG)"
-	$(SAY) "MPI: $(if $(MPI_OK),yes ($(MPICC)),no (skipping the MPI build: $(MPICC) cannot build an MPI program; apt-get install libopenmpi-dev openmpi-bin))"
+	$(SAY) "MPI: $(if $(MPI_OK),yes ($(MPICC)),no (skipping the MPI build: $(MPICC) cannot build an MPI program; \
+	apt-get install libopenmpi-dev openmpi-bin))"
 	$(SAY) "nvcc: $(if $(NVCC_OK),yes ($(NVCC)),no (skipping train.cu and test_gpu.cu: no working nvcc))"
 	$(SAY) "NCCL: $(if $(NCCL_OK),yes,no (GPU build is single-process only: nccl.h/libnccl not usable))"
 
@@ -139,7 +144,8 @@ comma := ,
 GPU_ARCHS ?= -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
              -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVCCFLAGS ?= -O3
-NVCCFLAGS += -std=c++17 -I. -D_GNU_SOURCE -lineinfo $(GPU_ARCHS) -Xcompiler -Wall$(comma)-Wextra$(if $(OMP_OK),$(comma)-fopenmp,$(comma)-Wno-unknown-pragmas)
+NVCCFLAGS += -std=c++17 -I. -D_GNU_SOURCE -lineinfo $(GPU_ARCHS) \
+             -Xcompiler -Wall$(comma)-Wextra$(if $(OMP_OK),$(comma)-fopenmp,$(comma)-Wno-unknown-pragmas)
 ifeq ($(WERROR),1)
   NVCCFLAGS += -Werror all-warnings -Xcompiler -Werror
 endif
@@ -147,7 +153,8 @@ GPU_LIBS := -lcublasLt
 ifneq ($(NCCL_HOME),)
   NCCL_FLAGS := -I$(NCCL_HOME)/include -L$(NCCL_HOME)/lib -Xlinker -rpath=$(NCCL_HOME)/lib
   GPU_PROBE := $(shell mktemp -d 2>/dev/null || echo /tmp)
-  NCCL_OK := $(shell [ "$(NVCC_OK)" = yes ] && printf '$(HASH)include <nccl.h>\nint main(){int v;return ncclGetVersion(&v)!=ncclSuccess;}\n' > $(GPU_PROBE)/n.cu && \
+  NCCL_OK := $(shell [ "$(NVCC_OK)" = yes ] && printf '%s\n' '$(HASH)include <nccl.h>' \
+               'int main(){int v;return ncclGetVersion(&v)!=ncclSuccess;}' > $(GPU_PROBE)/n.cu && \
                $(NVCC) $(NCCL_FLAGS) $(GPU_PROBE)/n.cu -lnccl -o $(GPU_PROBE)/n 2>/dev/null && echo yes)
   $(shell rm -rf $(GPU_PROBE))
 endif
@@ -185,7 +192,8 @@ endif
 
 # The trainers' builds keep ptxas's register and spill report in $(BUILD)/ptxas-<binary>.txt (what
 # make gpu-regs reads) and show the rest of the compiler's output.
-nvcc_keeping_ptxas_report = $(NVCC) $(NVCCFLAGS) -Xptxas -v $(GPU_DEFS) $(1) $< -o $@ $(GPU_LIBS) 2> $(BUILD)/ptxas-$@.txt; \
+nvcc_keeping_ptxas_report = $(NVCC) $(NVCCFLAGS) -Xptxas -v $(GPU_DEFS) $(1) $< -o $@ $(GPU_LIBS) \
+    2> $(BUILD)/ptxas-$@.txt; \
     rc=$$?; grep -v -e '^ptxas info' -e 'bytes stack frame' $(BUILD)/ptxas-$@.txt >&2; exit $$rc
 train_gpu: $(GPU_DEPS) | $(BUILD)
 	$(call nvcc_keeping_ptxas_report,)
@@ -207,10 +215,12 @@ gpu-regs: train_gpu train_gpu_fp32
 	                 match($$0, /sm_[0-9]+/); arch = substr($$0, RSTART, RLENGTH) } \
 	       /spill stores/ { n = split($$0, a, ","); st = a[2] + 0; ld = a[3] + 0 } \
 	       /Used [0-9]+ registers/ && fn ~ /matmul|cell/ { match($$0, /Used [0-9]+/); \
-	                 printf "%s %s regs %3d spill bytes %d/%d  %s\n", p, arch, substr($$0, RSTART + 5, RLENGTH - 5), st, ld, fn }' $$f; \
+	                 printf "%s %s regs %3d spill bytes %d/%d  %s\n", p, arch, \
+	                        substr($$0, RSTART + 5, RLENGTH - 5), st, ld, fn }' $$f; \
 	done | sed 's/  *_Z/ _Z/' | c++filt | tee $(BUILD)/gpu-regs.txt
 	@test -s $(BUILD)/gpu-regs.txt || { echo "gpu-regs: no ptxas output (is nvcc working?)"; exit 1; }
-	@if grep -Eq 'spill bytes ([1-9][0-9]*/|[0-9]+/[1-9])' $(BUILD)/gpu-regs.txt; then echo "gpu-regs: FAIL: spills above"; exit 1; \
+	@if grep -Eq 'spill bytes ([1-9][0-9]*/|[0-9]+/[1-9])' $(BUILD)/gpu-regs.txt; then \
+	   echo "gpu-regs: FAIL: spills above"; exit 1; \
 	 else echo "gpu-regs: no spills in $$(wc -l < $(BUILD)/gpu-regs.txt) matmul/cell kernel builds"; fi
 
 # The WMMA kernels' instruction mix as nvcc emits it (PTX for sm_90, the FP16 build): per
@@ -219,11 +229,14 @@ gpu-regs: train_gpu train_gpu_fp32
 # --mix derives the tile's efficiency from the same counts.
 gpu-mix: | $(BUILD)
 	@$(NVCC) $(filter-out $(GPU_ARCHS),$(NVCCFLAGS)) $(GPU_DEFS) -arch=sm_90 -ptx train.cu -o $(BUILD)/gpu-mix.ptx
-	@awk '/\.entry/ { fn = "" } /\.entry _Z[0-9]*matmul_wmma_kernel/ { match($$0, /_Z[A-Za-z0-9_]+/); fn = substr($$0, RSTART, RLENGTH); \
+	@awk '/\.entry/ { fn = "" } \
+	       /\.entry _Z[0-9]*matmul_wmma_kernel/ { match($$0, /_Z[A-Za-z0-9_]+/); fn = substr($$0, RSTART, RLENGTH); \
 	       order[++n] = fn } fn != "" && /wmma\.mma/ { mma[fn]++ } fn != "" && /wmma\.load\.[ab]/ { ld[fn]++ } \
 	       fn != "" && /cp\.async\.cg/ { cp[fn]++ } fn != "" && /bar\.sync|barrier\.sync/ { bar[fn]++ } \
-	       END { for (i = 1; i <= n; i++) { f = order[i]; printf "wmma.mma %3d  fragment loads %3d  cp.async %3d  barriers %2d  %s\n", \
-	             mma[f], ld[f], cp[f], bar[f], f } }' $(BUILD)/gpu-mix.ptx | c++filt | sed 's/(__half const.*//' | tee $(BUILD)/gpu-mix.txt
+	       END { for (i = 1; i <= n; i++) { f = order[i]; \
+	             printf "wmma.mma %3d  fragment loads %3d  cp.async %3d  barriers %2d  %s\n", \
+	             mma[f], ld[f], cp[f], bar[f], f } }' $(BUILD)/gpu-mix.ptx \
+		| c++filt | sed 's/(__half const.*//' | tee $(BUILD)/gpu-mix.txt
 	@rm -f $(BUILD)/gpu-mix.ptx
 	@test -s $(BUILD)/gpu-mix.txt || { echo "gpu-mix: no WMMA kernel in the PTX (is nvcc working?)"; exit 1; }
 

@@ -139,10 +139,12 @@ static inline void shard_open_fd(Shard *sh, int fd, const char *path, int verify
     memcpy(&size, h + 16, 8);
     memcpy(&checksum, h + 24, 8);
     if (version > SHARD_VERSION)
-        fail("%s: shard version %u is newer than this build reads (%d)\nHINT: update mlstm.c", path, version, SHARD_VERSION);
+        fail("%s: shard version %u is newer than this build reads (%d)\nHINT: update mlstm.c", path, version,
+             SHARD_VERSION);
     if (version == 0) fail("%s: bad shard version 0", path);
     if (sh->flags & ~SHARD_FRAMED)
-        fail("%s: unknown flag bits 0x%x in the header (version 1 defines bit 0 only; the others must be 0)", path, sh->flags & ~SHARD_FRAMED);
+        fail("%s: unknown flag bits 0x%x in the header (version 1 defines bit 0 only; the others must be 0)", path,
+             sh->flags & ~SHARD_FRAMED);
     if ((uint64_t)(file_bytes - SHARD_HEADER_BYTES) < size)
         fail("%s: truncated payload: the header says %llu bytes, the file holds %lld", path,
              (unsigned long long)size, (long long)(file_bytes - SHARD_HEADER_BYTES));
@@ -204,13 +206,15 @@ static inline void stream_index_(Stream *s) {
 static const Stream *volatile streams_watched[STREAMS_WATCHED];
 static inline void shard_sigbus_(int sig, siginfo_t *si, void *ctx) {
     (void)sig; (void)ctx;
-    const char *path = "a data shard", *msg = " was truncated or replaced while being read (SIGBUS)\n"
-                                                 "HINT: do not rewrite shards (build/prepare -o the same DIR) while a trainer reads them\n";
+    const char *path = "a data shard",
+               *msg = " was truncated or replaced while being read (SIGBUS)\n"
+                      "HINT: do not rewrite shards (build/prepare -o the same DIR) while a trainer reads them\n";
     for (int k = 0; k < STREAMS_WATCHED; k++) {
         const Stream *s = streams_watched[k];
         for (int i = 0; s && i < s->n_shards; i++) {
             const char *m = (const char *)s->shards[i].map;
-            if (m && (const char *)si->si_addr >= m && (const char *)si->si_addr < m + s->shards[i].map_bytes) path = s->shards[i].path;
+            if (m && (const char *)si->si_addr >= m && (const char *)si->si_addr < m + s->shards[i].map_bytes)
+                path = s->shards[i].path;
         }
     }
     static char line[sizeof fail_where + 4096 + 256];  // one write, as fail() makes: ranks' lines never interleave

@@ -55,13 +55,15 @@ static inline size_t gemm_packed_floats(int N, int K) { return (size_t)K * gemm_
 
 // Packs B (K,N), element (k,n) at b[k*rs + n*cs], rows [k0, k0+kc), into
 // bp[panel][k][NR]: the kernel's order. Columns past N are zero.
-static inline void gemm_pack_block(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t cs, int k0, int kc, int N, int p0, int p1) {
+static inline void gemm_pack_block(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t cs, int k0, int kc, int N, int p0,
+                                   int p1) {
     for (int p = p0; p < p1; p++) {
         float *d = bp + (size_t)p * kc * GEMM_NR;
         int n0 = p * GEMM_NR, nn = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
         if (nn < GEMM_NR) memset(d, 0, sizeof(float) * kc * GEMM_NR);
         if (cs == 1)  // rows of B are contiguous
-            for (int k = 0; k < kc; k++) memcpy(d + (size_t)k * GEMM_NR, b + (size_t)(k0 + k) * rs + n0, sizeof(float) * nn);
+            for (int k = 0; k < kc; k++)
+                memcpy(d + (size_t)k * GEMM_NR, b + (size_t)(k0 + k) * rs + n0, sizeof(float) * nn);
         else          // columns are: read each along k
             for (int j = 0; j < nn; j++) {
                 const float *s = b + (size_t)(n0 + j) * cs + (size_t)k0 * rs;
@@ -145,8 +147,9 @@ static inline void gemm_prefetch_c(const float *c, ptrdiff_t ldc, int i0, int mr
 
 // Rows [i0, i0+mr) of C against panels [p0, p1) of one packed block (k0, kc).
 
-static inline void gemm_rows_block(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0, int mr,
-                                   const float *blk, int kc, int k0, int N, int p0, int p1, int init, const float *bias) {
+static inline void gemm_rows_block(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0,
+                                   int mr, const float *blk, int kc, int k0, int N, int p0, int p1, int init,
+                                   const float *bias) {
     const float *rows[GEMM_MR];
     for (int i = 0; i < mr; i++) rows[i] = a + (size_t)(i0 + i) * rsa + (size_t)k0 * csa;
     for (int p = p0; p < p1; p++) {
@@ -238,8 +241,8 @@ static inline void gemm(float *c, ptrdiff_t ldc, GemmView A, GemmView B, const f
                 gemm_pack_block(ws, b + (size_t)j0 * csb, rsb, csb, k0, kc, nc, 0, np);
                 for (int q = q0; q < q1; q++) {
                     int i0 = q * GEMM_MR;
-                    gemm_rows_block(c + j0, ldc, a, rsa, csa, i0, M - i0 < GEMM_MR ? M - i0 : GEMM_MR, ws, kc, k0, nc, 0, np,
-                                    k0 ? GEMM_LOAD : init0, bias ? bias + j0 : NULL);
+                    gemm_rows_block(c + j0, ldc, a, rsa, csa, i0, M - i0 < GEMM_MR ? M - i0 : GEMM_MR, ws, kc, k0, nc,
+                                    0, np, k0 ? GEMM_LOAD : init0, bias ? bias + j0 : NULL);
                 }
             }
         }

@@ -709,7 +709,7 @@ enum {
     CKPT_AT_LOSS_EMA = 168,    // f64 the training loss's moving mean, its state; 176..255 reserved, 0
 };
 
-// What makes a checkpoint the run's best (train.h, best_checkpoint): the validation loss,
+// What makes a checkpoint the run's best (train.h, best_offer): the validation loss,
 // or, for a run that validates only at its end, the training loss's moving mean.
 typedef enum { CKPT_BEST_BY_NONE = 0, CKPT_BEST_BY_VAL = 1, CKPT_BEST_BY_TRAIN = 2 } CkptBestBy;
 

@@ -640,7 +640,7 @@ static void usage_resume(FILE *f, Backend backend) {
 // out_dir keep them. Rank 0 checks, locks and prepares it before the first step, so a
 // bad --out costs no training time.
 //   latest.ckpt  the last checkpoint: what --resume DIR continues, exactly
-//   best.ckpt    the best checkpoint so far (train.h, best_checkpoint); replaced only by a better one
+//   best.ckpt    the best checkpoint so far (train.h, best_offer); replaced only by a better one
 //   train.log    the log; its first line names the run, so it is only ever written by its own run
 //   lock         flock'ed while a trainer runs in the directory
 // A resume of DIR's own latest.ckpt into DIR continues the run; any other start writes
@@ -752,7 +752,8 @@ static void remove_stale_temps(const RunDir *d) {
         size_t nb = strlen(base);
         for (struct dirent *e = readdir(dd); e; e = readdir(dd)) {
             const char *s = e->d_name, *pid = s + nb + 5;
-            if (strncmp(s, base, nb) || strncmp(s + nb, ".tmp.", 5) || !*pid || strspn(pid, "0123456789") != strlen(pid))
+            if (strncmp(s, base, nb) || strncmp(s + nb, ".tmp.", 5) || !*pid ||
+                strspn(pid, "0123456789") != strlen(pid))
                 continue;
             char p[8300];
             snprintf(p, sizeof p, "%s/%s", dir, s);
@@ -775,7 +776,8 @@ static void check_outputs_apart(const RunDir *d, const Options *o, const char *r
     if (o->init_from) in[n++] = (RunInput){"--init-from", o->init_from};
     for (int k = 0; k < 2; k++) {
         const Stream *s = k ? val : train;
-        for (int i = 0; o->train && i < s->n_shards; i++) in[n++] = (RunInput){k ? "--val" : "--train", s->shards[i].path};
+        for (int i = 0; o->train && i < s->n_shards; i++)
+            in[n++] = (RunInput){k ? "--val" : "--train", s->shards[i].path};
     }
     const char *outs[4] = {d->latest, d->best, d->log_path, d->lock_path};
     for (int i = 0; i < n; i++)

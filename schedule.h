@@ -250,8 +250,10 @@ static inline int lr_settings_value(const LrSettings *s, const char *flag, char 
     else if (!strcmp(flag, "--base-batch")) snprintf(out, n, "%ld", s->base_batch);
     else if (!strcmp(flag, "--warmup-epochs") && s->warmup_in_epochs) snprintf(out, n, "%.17g", s->warmup);
     else if (!strcmp(flag, "--warmup-steps") && !s->warmup_in_epochs) snprintf(out, n, "%.17g", s->warmup);
-    else if (!strcmp(flag, "--decay-epochs") && given_horizon && s->horizon_in_epochs) snprintf(out, n, "%.17g", s->horizon);
-    else if (!strcmp(flag, "--decay-steps") && given_horizon && !s->horizon_in_epochs) snprintf(out, n, "%.17g", s->horizon);
+    else if (!strcmp(flag, "--decay-epochs") && given_horizon && s->horizon_in_epochs)
+        snprintf(out, n, "%.17g", s->horizon);
+    else if (!strcmp(flag, "--decay-steps") && given_horizon && !s->horizon_in_epochs)
+        snprintf(out, n, "%.17g", s->horizon);
     else if (!strcmp(flag, "--decay-power")) snprintf(out, n, "%.17g", s->decay_power);
     else if (!strcmp(flag, "--decay-rate")) snprintf(out, n, "%.17g", s->decay_rate);
     else if (!strcmp(flag, "--min-lr")) snprintf(out, n, "%.17g", s->min_lr);
@@ -291,7 +293,8 @@ static inline void lr_settings_help_with(FILE *f, const LrSettings *d, const cha
     fprintf(f, "  --base-batch N       B0, the batch in sequences --lr was tuned at (default %ld)\n", d->base_batch);
     fprintf(f, "  --warmup-epochs X    linear warmup, in epochs (legw: w0, at B0; default %s)\n", warm);
     fprintf(f, "  --warmup-steps N     linear warmup, in applied steps (same at every batch)\n");
-    fprintf(f, "  --decay SHAPE        none | linear | cosine | exponential | polynomial (default %s)\n", decay_names[d->decay]);
+    fprintf(f, "  --decay SHAPE        none | linear | cosine | exponential | polynomial (default %s)\n",
+            decay_names[d->decay]);
     fprintf(f, "  --decay-epochs X     the decay ends X epochs after step 0 (default %s)\n", hor);
     fprintf(f, "  --decay-steps N      the decay ends N steps after step 0\n");
     fprintf(f, "  --decay-power X      polynomial: (1 - p)^X (default %g)\n", d->decay_power);
@@ -351,7 +354,9 @@ typedef struct {
     double floor, ceiling;
 } LossScaler;
 
-// dynamic = 0 (FP32 training): S stays 1, but an overflow still skips the step.
+// dynamic = 0 (FP32 training): S stays 1, but an overflow still skips the step. A trainer
+// may cap S lower than the ceiling here: the FP16 GPU trainer's tensors hold S up to 2^15
+// (train.cu, FP16_MAX_LOSS_SCALE; train.h, loss_scaler_cap).
 static inline void loss_scaler_init(LossScaler *ls, int dynamic) {
     ls->scale = dynamic ? 65536.0 : 1.0;      // 2^16
     ls->good_steps = 0;
@@ -424,7 +429,8 @@ static inline int loss_scaler_deserialize(LossScaler *ls, const unsigned char in
 // The step decision, doc/design.md, "The training step", steps 5-7, in one place for both trainers:
 // after the overflow check on the reduced gradients,
 //   StepDecision d = decide_step(&scaler, &lr, &applied_steps, global_batch, overflow);
-//   if (d.apply) adam_update(..., d.lr, d.inv_scale);   // unscale by the S backward used
+//   if (d.apply)  // unscale by the S backward used (and clip), then Adam at rate d.lr, as train.h does:
+//       model_apply(model, d.inv_scale * clip_factor(norm * d.inv_scale, clip), d.lr, applied_steps);
 // A skipped step leaves applied_steps, hence the learning rate, where it was.
 
 typedef struct {

@@ -551,7 +551,7 @@ typedef struct {
     char *resumed_record;      // its run record, which the options' strings point into
     Best best;
     long saved_step;           // the step of latest.ckpt, -1: none in this run
-    int foreign_best;          // best.ckpt is another run's (replaced with --overwrite): removed at the first checkpoint
+    int foreign_best;          // best.ckpt is another run's (--overwrite replaces it): removed at the first checkpoint
     int ckpt_due;              // a periodic checkpoint waits for a step that is not skipped
     int stop;                  // every rank stops after this step
     long start_step, stuck;    // where this invocation started; steps skipped in a row
@@ -772,7 +772,8 @@ static void run_options(Run *r, Source *src, int argc, char **argv) {
     r->B = o->B, r->T = o->T, r->G = world * o->B;
     if ((long)world * r->B > INT_MAX / 2) fail("--batch %d x %d ranks: too many rows", r->B, world);
     if (o->val_batch % world) fail("--val-batch: %ld rows do not split evenly over %d ranks", o->val_batch, world);
-    if (o->val_batch / world > INT_MAX / r->T) fail("--val-batch: %ld rows of %d steps are too many", o->val_batch, r->T);
+    if (o->val_batch / world > INT_MAX / r->T)
+        fail("--val-batch: %ld rows of %d steps are too many", o->val_batch, r->T);
     r->VB = o->val_batch && o->val_batch != r->G ? (int)(o->val_batch / world) : r->B;  // val rows per rank
 }
 

@@ -459,7 +459,7 @@ if [ "$MODEL_GPU" = h200 ] && [ -n "$f16" ] && command -v python3 > /dev/null; t
     if [ -n "$ms" ]; then
         echo
         echo "The paper's run on H200 nodes from the measured B=256 step ($ms ms), 256 sequences per GPU:"
-        python3 dev/scaling.py --cluster h200 --batch-policy per-gpu --step-ms-h200 "$ms" | sed -n '/^DGX H200/,$p' | tee -a "$REPORT"
+        python3 dev/scaling.py --predictions --cluster h200 --batch-policy per-gpu --step-ms-h200 "$ms" | tee -a "$REPORT"
     fi
 fi
 return 0

@@ -92,7 +92,7 @@ GPUS = {
         lat_ns=600.0,       # DRAM latency under load, for Little's law (unloaded ~ 500 ns; loaded is higher)
         l2_gbs=7500.0,      # L2 -> SM bandwidth: every matmul's tile reads cross it (M N K es (1/BM + 1/BN) bytes).
                             # Assumed, the middle of the range the review of the model gave (5.5-10 TB/s; l2_range);
-                            # gpu_check.sh measures it (bench_l2: a device copy that stays in L2)
+                            # gpu_check.sh measures it (test_gpu --bench-copy: copies that stay in L2)
         l2_range=(10000.0, 5500.0),  # l2_gbs at the fast and the slow corner of the range
         l2_lat_ns=300.0,    # L2 hit latency under load
         eff_simt=0.50,      # SIMT FP32 matmul: fraction of fp32_tflops

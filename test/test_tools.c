@@ -266,7 +266,7 @@ static void test_omp_num_threads(void) {
     for (int v = 0; v < 3; v++) {
         const char *cmds[3][2] = {
             {"train", "train --hidden 8 --embed 4 --batch 2 --seq-len 8 --corpus-bytes 20000 --steps 1 --val-every 0 "
-                      "--sample-len 0 --ckpt omp.ckpt --log omp.log"},
+                      "--sample-len 0 --out omp.run"},
             {"generate", "generate m.ckpt --length 5"},
             {"transfer", "transfer featurize -m m.ckpt -o omp.feat --docs 4 builtin:test"}};
         for (int k = 0; k < 3; k++) {
@@ -276,7 +276,7 @@ static void test_omp_num_threads(void) {
                                   "OMP_NUM_THREADS$' -e '^$' omp.err) -eq 1 ] && [ $(wc -l < omp.err) -le %d ] && "
                                   "tail -n 1 omp.err | grep -q \"^error: OMP_NUM_THREADS=%s: expected a whole number "
                                   "from 1 to 1024\"", tmp, v ? 3 : 1, values[v]) == 0;
-            int none = test_system("cd %s && [ ! -e omp.ckpt ] && [ ! -e omp.log ] && [ ! -e omp.feat ] && "
+            int none = test_system("cd %s && [ ! -e omp.run ] && [ ! -e omp.feat ] && "
                                    "[ ! -s omp.out ]", tmp) == 0;
             CHECK(rc == 2 && one && none, "%s with OMP_NUM_THREADS='%s': exit %d, one line naming it, no file written",
                   cmds[k][0], values[v], rc);

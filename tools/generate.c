@@ -1,8 +1,8 @@
 // generate: text from a checkpoint, one byte at a time, streamed to stdout.
 //
-//   build/generate out/model.ckpt --prompt "This movie" --length 300 --temperature 0.8 --top-p 0.95
+//   build/generate out --prompt "This movie" --length 300 --temperature 0.8 --top-p 0.95
 //
-// The checkpoint may be given as a run directory: its best model, DIR/best.ckpt.
+// The checkpoint is a file, or a run directory (out/ above): its best model, DIR/best.ckpt.
 // The prompt's bytes are echoed exactly and fed to the model, then --length bytes are
 // drawn by mlstm.h's sample_byte and fed back. Generation runs one row from a zero
 // state, and zeroes it again before each '\n' it reads, as the trainer does on framed
@@ -23,7 +23,8 @@
 // summed by one thread in a fixed order: the text does not depend on --threads, and each
 // value equals mlstm_forward's up to the order of FP32 sums and the few ulp of fast.h's
 // exp and tanh (test_generate checks both).
-#include "fast.h"  // defines: fast_cell_forward and via it mlstm.h's MlstmConfig, checkpoint_header, weightnorm_forward, sample_byte
+#include "fast.h"  // defines: fast_cell_forward and via it mlstm.h's MlstmConfig, checkpoint_header,
+                   // weightnorm_forward, sample_byte
 #include <float.h>
 #include <limits.h>
 #include <time.h>
@@ -277,7 +278,8 @@ int main(int argc, char **argv) {
         gen_step(&g, x);
         x = sample_byte(g.logits, g.cfg.V, sc, &rng);
         if (x < 0)
-            fail("checkpoint %s: the logits after %lld bytes are NaN or Inf (the weights overflow FP32)", path, steps + 1);
+            fail("checkpoint %s: the logits after %lld bytes are NaN or Inf (the weights overflow FP32)", path,
+                 steps + 1);
         if (putchar(x) == EOF || fflush(stdout) != 0) fail("cannot write to stdout: %s", strerror(errno));
     }
     if (isatty(fileno(stdout))) putchar('\n');

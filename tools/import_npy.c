@@ -60,7 +60,8 @@ static void npy_load(Npy *a, const char *dir, int index) {
     if (!f) fail("cannot read %s: %s", a->path, strerror(errno));
     long size = (long)sb.st_size;
     a->raw = (uint8_t *)mallocCheck((size_t)size + 1);
-    if (fread(a->raw, 1, (size_t)size, f) != (size_t)size) fail("cannot read %s: %s", a->path, ferror(f) ? strerror(errno) : "it is shorter than its size");
+    if (fread(a->raw, 1, (size_t)size, f) != (size_t)size)
+        fail("cannot read %s: %s", a->path, ferror(f) ? strerror(errno) : "it is shorter than its size");
     fclose(f);
     if (size < 10 || memcmp(a->raw, "\x93NUMPY", 6) != 0) fail("%s is not a .npy file (bad magic)", a->path);
     int major = a->raw[6];
@@ -103,9 +104,11 @@ static void npy_load(Npy *a, const char *dir, int index) {
     size_t n = 0, bytes = 0;
     if (__builtin_mul_overflow((size_t)a->shape[0], a->ndim == 2 ? (size_t)a->shape[1] : 1, &n) ||
         __builtin_mul_overflow(n, (size_t)(a->f64 ? 8 : 4), &bytes))
-        fail("%s: shape (%ld, %ld) is too large (its byte size overflows 64 bits)", a->path, a->shape[0], a->ndim == 2 ? a->shape[1] : 1L);
+        fail("%s: shape (%ld, %ld) is too large (its byte size overflows 64 bits)", a->path, a->shape[0],
+             a->ndim == 2 ? a->shape[1] : 1L);
     if ((size_t)size - hstart - hlen != bytes)
-        fail("%s: %zu bytes of data, its shape needs %zu (truncated or corrupt)", a->path, (size_t)size - hstart - hlen, bytes);
+        fail("%s: %zu bytes of data, its shape needs %zu (truncated or corrupt)", a->path, (size_t)size - hstart - hlen,
+             bytes);
     free(hd);
     a->data = a->raw + hstart + hlen;
 }
@@ -119,8 +122,9 @@ static inline float npy_at(const Npy *a, long i, long j) {
     return v;
 }
 
-static const char *const file_names[15] = {"embedding", "W_x", "W_h block i", "W_h block f", "W_h block o", "W_h block u",
-                                           "W_mx", "W_mh", "b", "g_x", "g_h", "g_mx", "g_mh", "W_out", "b_out"};
+static const char *const file_names[15] = {"embedding", "W_x", "W_h block i", "W_h block f", "W_h block o",
+                                           "W_h block u", "W_mx", "W_mh", "b", "g_x", "g_h", "g_mx", "g_mh", "W_out",
+                                           "b_out"};
 
 static void expect_shape(const Npy *a, int index, long r, long c, const char *why) {
     int ok = c < 0 ? a->ndim == 1 && a->shape[0] == r : a->ndim == 2 && a->shape[0] == r && a->shape[1] == c;
@@ -164,11 +168,13 @@ int main(int argc, char **argv) {
         refuse_same_file("-o", out, "input", in);
         npy_load(&a[k], dir, k);
     }
-    if (a[0].ndim != 2 || a[0].shape[0] != 256) expect_shape(&a[0], 0, 256, a[0].ndim == 2 ? a[0].shape[1] : 64, "(256 bytes x D)");
+    if (a[0].ndim != 2 || a[0].shape[0] != 256)
+        expect_shape(&a[0], 0, 256, a[0].ndim == 2 ? a[0].shape[1] : 64, "(256 bytes x D)");
     long D = a[0].shape[1];
     if (D < 1 || D > MAX_EMBED) fail("%s (embedding) has shape (256, %ld): D must be 1 to %d", a[0].path, D, MAX_EMBED);
     if (a[1].ndim != 2 || a[1].shape[0] != D || a[1].shape[1] % 4 != 0 || a[1].shape[1] == 0)
-        expect_shape(&a[1], 1, D, 4 * (a[1].ndim == 2 && a[1].shape[1] >= 4 ? a[1].shape[1] / 4 : 1), "(D from 0.npy x 4H)");
+        expect_shape(&a[1], 1, D, 4 * (a[1].ndim == 2 && a[1].shape[1] >= 4 ? a[1].shape[1] / 4 : 1),
+                     "(D from 0.npy x 4H)");
     long H = a[1].shape[1] / 4;
     if (H > MAX_HIDDEN)
         fail("%s (W_x) has shape (%ld, %ld): H = %ld is more than %d", a[1].path, D, a[1].shape[1], H, MAX_HIDDEN);

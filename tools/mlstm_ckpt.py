@@ -4,7 +4,8 @@ state_dict, write one back that ./train --resume, train_gpu and tools/transfer l
 The byte layout is the "Checkpoint format" section of doc/formats.md; mlstm.h
 (checkpoint_save_run, checkpoint_open) is the C side. Format versions 1 to 3 are
 read, version 3 is written, with the run record the trainer wrote kept as bytes
-(Checkpoint.run) and the run's identity and score (run_id, best_by, score, loss_ema). NumPy only: torch is imported when a torch function is called, not
+(Checkpoint.run) and the run's identity and score (run_id, best_by, score,
+loss_ema). NumPy only: torch is imported when a torch function is called, not
 before.
 
     import sys; sys.path.insert(0, "tools")

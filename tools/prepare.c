@@ -49,7 +49,11 @@ static void *grow(void *p, int64_t *cap, int64_t need, size_t elem) {
     int64_t c = *cap ? *cap : 1024;
     while (c < need) c *= 2;
     p = realloc(p, (size_t)c * elem);
-    if (!p) { fprintf(stderr, "error: out of memory (%lld bytes)\nHINT: split the input and prepare it in parts\n", (long long)c * (long long)elem); exit(1); }
+    if (!p) {
+        fprintf(stderr, "error: out of memory (%lld bytes)\nHINT: split the input and prepare it in parts\n",
+                (long long)c * (long long)elem);
+        exit(1);
+    }
     *cap = c;
     return p;
 }
@@ -73,7 +77,8 @@ static void corpus_add(Corpus *c, const char *text, size_t len, const char *labe
         c->labels = (char *)grow(c->labels, &c->cap_labels, c->n_labels + (int64_t)n + 1, 1);
         d->label = c->n_labels;
         for (size_t i = 0; i <= n; i++)  // a label is one TSV field: no tabs or newlines
-            c->labels[c->n_labels + (int64_t)i] = (label[i] == '\t' || label[i] == '\n' || label[i] == '\r') ? ' ' : label[i];
+            c->labels[c->n_labels + (int64_t)i] =
+                (label[i] == '\t' || label[i] == '\n' || label[i] == '\r') ? ' ' : label[i];
         c->n_labels += (int64_t)n + 1;
     }
 }
@@ -90,7 +95,8 @@ typedef struct {
 } Settings;
 
 enum { SKIP_JSON, SKIP_NO_TEXT, SKIP_UTF8, SKIP_CSV, SKIP_EMPTY, N_SKIP };
-static const char *skip_names[N_SKIP] = {"malformed JSON", "no text field", "invalid UTF-8", "malformed CSV", "empty text"};
+static const char *skip_names[N_SKIP] = {"malformed JSON", "no text field", "invalid UTF-8", "malformed CSV",
+                                         "empty text"};
 static int64_t skipped[N_SKIP];
 static int warnings_printed = 0;
 #define MAX_WARNINGS 10
@@ -424,7 +430,8 @@ static void read_csv(Corpus *c, const Settings *cfg, LineReader *r, int text_fla
     if (got == 0) fail("%s: empty file, expected a CSV header line", path);
     if (got < 0) fail("%s:1: malformed CSV header: %s", path, why);
     int text_col = csv_column(&f, text_flag_given ? cfg->text_field : NULL, text_names, 4);
-    int label_col = label_flag_given && !cfg->label_field[0] ? -1 : csv_column(&f, label_flag_given ? cfg->label_field : NULL, label_names, 5);
+    int label_col = label_flag_given && !cfg->label_field[0]
+                        ? -1 : csv_column(&f, label_flag_given ? cfg->label_field : NULL, label_names, 5);
     if (text_col < 0) fail("%s:1: no text column named \"%s\" in the header\nHINT: use --text-field NAME",
                            path, text_flag_given ? cfg->text_field : "reviewText, text, sentence or review");
     if (label_flag_given && cfg->label_field[0] && label_col < 0)
@@ -735,10 +742,12 @@ static void usage(void) {
         "usage: prepare [options] -o DIR INPUT...\n"
         "       prepare --builtin BYTES [options] -o DIR\n"
         "  -o, --out DIR          output directory (created with its parents if missing)\n"
-        "  INPUT                  a file (.txt .json .jsonl .csv, optionally .gz) or - for standard input (JSON lines, or --format)\n"
+        "  INPUT                  a file (.txt .json .jsonl .csv, optionally .gz) or - for standard input "
+        "(JSON lines, or --format)\n"
         "  --format F             text, jsonl or csv for every input (default: from each name)\n"
         "  --text-field NAME      JSON/CSV text field (default reviewText; CSV also tries text, sentence, review)\n"
-        "  --label-field NAME     JSON/CSV label field, \"\" for none (default overall; CSV also tries label, stars, rating, sentiment)\n"
+        "  --label-field NAME     JSON/CSV label field, \"\" for none (default overall; CSV also tries label, stars, "
+        "rating, sentiment)\n"
         "  --val-fraction F       fraction of documents for val, 0 <= F < 1 (default 0.01)\n"
         "  --seed N               shuffle seed (default 1)\n"
         "  --shard-mb N           largest shard in MB (default 1024; a shard holds at least one document)\n"
@@ -746,7 +755,11 @@ static void usage(void) {
         "  --builtin BYTES        write about BYTES of the built-in corpus (labels 1-5) instead of reading inputs\n");
 }
 
-static double now_seconds(void) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); return ts.tv_sec + 1e-9 * ts.tv_nsec; }
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
 
 
 int main(int argc, char **argv) {
@@ -773,11 +786,14 @@ int main(int argc, char **argv) {
             cfg.shard_bytes = (int64_t)(parse_real(a, VALUE(), 1e-6, 1 << 30) * 1048576.0);
         else if (!strcmp(a, "--builtin")) {
             cfg.builtin_bytes = parse_whole(a, VALUE(), 0, LLONG_MAX);
-            if (cfg.builtin_bytes > 1LL << 40) fail("--builtin %lld: at most %lld bytes (1 TiB; it is all held in memory)", (long long)cfg.builtin_bytes, 1LL << 40);
+            if (cfg.builtin_bytes > 1LL << 40)
+                fail("--builtin %lld: at most %lld bytes (1 TiB; it is all held in memory)",
+                     (long long)cfg.builtin_bytes, 1LL << 40);
         }
         else if (!strcmp(a, "--val-fraction")) {
             cfg.val_fraction = parse_real(a, VALUE(), 0, 1);
-            if (cfg.val_fraction == 1) fail("--val-fraction: must be below 1 (something must be left to train on), got 1");
+            if (cfg.val_fraction == 1)
+                fail("--val-fraction: must be below 1 (something must be left to train on), got 1");
         }
         else if (a[0] == '-' && a[1]) { usage(); fail("unknown option %s", a); }
         else inputs[n_inputs++] = a;
@@ -819,7 +835,9 @@ int main(int argc, char **argv) {
         reader_open(&r, inputs[i]);
         const char *fmt = cfg.format ? cfg.format : strcmp(inputs[i], "-") ? format_of(inputs[i]) : NULL;
         if (!fmt) {  // standard input has no name to go by: JSON lines start with '{'
-            if (reader_peek(&r) != '{') fail("<stdin>: cannot tell the format (it does not start with '{' as JSON lines do)\nHINT: --format text or csv");
+            if (reader_peek(&r) != '{')
+                fail("<stdin>: cannot tell the format (it does not start with '{' as JSON lines do)\n"
+                     "HINT: --format text or csv");
             fmt = "jsonl";
         }
         int64_t before = c.n_docs;
@@ -871,13 +889,15 @@ int main(int argc, char **argv) {
     }
     printf("prepare: %lld documents: %lld train (%.1f MB, %lld shard%s), %lld val (%.1f MB, %lld shard%s)\n",
            (long long)c.n_docs, (long long)n_train, (c.n_bytes - val_bytes) / 1e6, (long long)train_shards,
-           train_shards == 1 ? "" : "s", (long long)n_val, val_bytes / 1e6, (long long)val_shards, val_shards == 1 ? "" : "s");
+           train_shards == 1 ? "" : "s", (long long)n_val, val_bytes / 1e6, (long long)val_shards,
+           val_shards == 1 ? "" : "s");
     int64_t total_skipped = 0;
     for (int k = 0; k < N_SKIP; k++) total_skipped += skipped[k];
     printf("prepare: skipped %lld line%s", (long long)total_skipped, total_skipped == 1 ? "" : "s");
     for (int k = 0, first = 1; k < N_SKIP; k++)
         if (skipped[k]) { printf("%s%lld %s", first ? ": " : ", ", (long long)skipped[k], skip_names[k]); first = 0; }
-    printf("\nprepare: wrote %s/train_*.bin%s in %.2f s total\n", cfg.out_dir, n_val > 0 ? ", val_*.bin and *_labels.tsv" : " and train_labels.tsv", t_total);
+    printf("\nprepare: wrote %s/train_*.bin%s in %.2f s total\n", cfg.out_dir,
+           n_val > 0 ? ", val_*.bin and *_labels.tsv" : " and train_labels.tsv", t_total);
     free(order); free(inputs);
     free(c.bytes); free(c.docs); free(c.labels);
     return 0;

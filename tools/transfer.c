@@ -84,7 +84,8 @@ static int parse_label(const char *where, const char *s, const InputOptions *o) 
     while (*end == ' ') end++;
     if (end == s || *end) fail("%s: label \"%s\" is not a number", where, s);
     if (o->has_threshold) return v > o->threshold ? 1 : v < o->threshold ? 0 : -1;
-    if (v != 0 && v != 1) fail("%s: label \"%s\" is not 0 or 1 (HINT: --threshold X binarises ratings: above X is 1, below 0)", where, s);
+    if (v != 0 && v != 1)
+        fail("%s: label \"%s\" is not 0 or 1 (HINT: --threshold X binarises ratings: above X is 1, below 0)", where, s);
     return (int)v;
 }
 
@@ -103,7 +104,11 @@ static char *read_fd(int fd, const char *path, size_t *n) {
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) fail("cannot read %s: %s", path, strerror(errno));
         *n += (size_t)k;
-        if (*n == cap) { cap *= 2; buf = (char *)realloc(buf, cap + 1); if (!buf) fail("out of memory reading %s", path); }
+        if (*n == cap) {
+            cap *= 2;
+            buf = (char *)realloc(buf, cap + 1);
+            if (!buf) fail("out of memory reading %s", path);
+        }
     }
     close(fd);
     buf[*n] = 0;
@@ -171,16 +176,22 @@ static void read_csv(Docs *d, const char *path, const InputOptions *o) {
     size_t n, pos = 0;
     char *buf = read_file(path, &n);
     long line = 1;
-    if (n >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3)) pos = 3;  // a UTF-8 byte order mark (spreadsheets write one) is not part of the first name
+    // a UTF-8 byte order mark (spreadsheets write one) is not part of the first name
+    if (n >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3)) pos = 3;
     char *hdr[CSV_MAX_FIELDS], *f[CSV_MAX_FIELDS];
     int nh = csv_record(buf, n, &pos, &line, hdr, path);
     if (nh == 0) fail("%s: empty file, expected a CSV header line (e.g. label,sentence)", path);
-    int tc = find_column(hdr, nh, o->text_field, text_names, 4), lc = find_column(hdr, nh, o->label_field, label_names, 5);
+    int tc = find_column(hdr, nh, o->text_field, text_names, 4);
+    int lc = find_column(hdr, nh, o->label_field, label_names, 5);
     if (tc < 0 || lc < 0) {
         char cols[1024] = "";
-        for (int i = 0; i < nh; i++) { strncat(cols, i ? "," : "", sizeof cols - strlen(cols) - 1); strncat(cols, hdr[i], sizeof cols - strlen(cols) - 1); }
+        for (int i = 0; i < nh; i++) {
+            strncat(cols, i ? "," : "", sizeof cols - strlen(cols) - 1);
+            strncat(cols, hdr[i], sizeof cols - strlen(cols) - 1);
+        }
         fail("%s:1: no %s column; the header has: %s (HINT: --text-field / --label-field name them)", path,
-             tc < 0 ? "text (reviewText, text, sentence, review)" : "label (overall, label, stars, rating, sentiment)", cols);
+             tc < 0 ? "text (reviewText, text, sentence, review)" : "label (overall, label, stars, rating, sentiment)",
+             cols);
     }
     int nf;
     long rec_line;
@@ -214,17 +225,28 @@ static void read_jsonl(Docs *d, const char *path, const InputOptions *o) {
         json_t *root = json_loadb(p, len, 0, &err);
         if (!root && json_error_code(&err) == json_error_numeric_overflow)  // an integer beyond 64 bits (an id)
             root = json_loadb(p, len, JSON_DECODE_INT_AS_REAL, &err);        // fails the line no more: as a real
-        if (!root || !json_is_object(root)) fail("%s: not a JSON object (%s)", where, root ? "another JSON value" : err.text);
+        if (!root || !json_is_object(root))
+            fail("%s: not a JSON object (%s)", where, root ? "another JSON value" : err.text);
         json_t *t = NULL, *l = NULL;
-        for (int k = o->text_field ? -1 : 0; k < 4 && !t; k++) { t = json_object_get(root, k < 0 ? o->text_field : text_names[k]); if (k < 0) break; }
-        for (int k = o->label_field ? -1 : 0; k < 5 && !l; k++) { l = json_object_get(root, k < 0 ? o->label_field : label_names[k]); if (k < 0) break; }
-        if (!json_is_string(t)) fail("%s: no string text field (%s)", where, o->text_field ? o->text_field : "reviewText, text, sentence, review");
+        for (int k = o->text_field ? -1 : 0; k < 4 && !t; k++) {
+            t = json_object_get(root, k < 0 ? o->text_field : text_names[k]);
+            if (k < 0) break;
+        }
+        for (int k = o->label_field ? -1 : 0; k < 5 && !l; k++) {
+            l = json_object_get(root, k < 0 ? o->label_field : label_names[k]);
+            if (k < 0) break;
+        }
+        if (!json_is_string(t))
+            fail("%s: no string text field (%s)", where,
+                 o->text_field ? o->text_field : "reviewText, text, sentence, review");
         const char *text_label = label;  // a string whole (it may be long), a number in 32 bytes
         if (json_is_integer(l)) snprintf(label, sizeof label, "%lld", (long long)json_integer_value(l));
         else if (json_is_real(l)) snprintf(label, sizeof label, "%.17g", json_real_value(l));
         else if (json_is_boolean(l)) snprintf(label, sizeof label, "%d", json_is_true(l) ? 1 : 0);
         else if (json_is_string(l)) text_label = json_string_value(l);
-        else fail("%s: no label field (%s)", where, o->label_field ? o->label_field : "overall, label, stars, rating, sentiment");
+        else
+            fail("%s: no label field (%s)", where,
+                 o->label_field ? o->label_field : "overall, label, stars, rating, sentiment");
         int y = parse_label(where, text_label, o);
         if (y >= 0) docs_add(d, where, json_string_value(t), json_string_length(t), y);
         json_decref(root);
@@ -239,14 +261,19 @@ static void read_imdb(Docs *d, const char *dir) {
         char sub[4200], path[8400];
         snprintf(sub, sizeof sub, "%s/%s", dir, y ? "pos" : "neg");
         DIR *dh = opendir(sub);
-        if (!dh) fail("cannot open %s: %s (HINT: the IMDB layout is DIR/pos/*.txt and DIR/neg/*.txt)", sub, strerror(errno));
+        if (!dh)
+            fail("cannot open %s: %s (HINT: the IMDB layout is DIR/pos/*.txt and DIR/neg/*.txt)", sub, strerror(errno));
         char **names = NULL;
         int nn = 0, cap = 0;
         struct dirent *e;
         while ((e = readdir(dh))) {
             size_t l = strlen(e->d_name);
             if (l < 5 || strcmp(e->d_name + l - 4, ".txt")) continue;
-            if (nn == cap) { cap = cap ? 2 * cap : 256; names = (char **)realloc(names, sizeof(char *) * cap); if (!names) fail("out of memory"); }
+            if (nn == cap) {
+                cap = cap ? 2 * cap : 256;
+                names = (char **)realloc(names, sizeof(char *) * cap);
+                if (!names) fail("out of memory");
+            }
             names[nn++] = strdup(e->d_name);
         }
         closedir(dh);
@@ -270,7 +297,8 @@ static void read_imdb(Docs *d, const char *dir) {
 static int64_t parse_field(const char *where, const char *what, const char *s, char **end) {
     errno = 0;
     long long v = strtoll(s, end, 10);
-    if (*end == s || **end != '\t' || errno || v < 0) fail("%s: bad %s field (want a non-negative integer and a tab)", where, what);
+    if (*end == s || **end != '\t' || errno || v < 0)
+        fail("%s: bad %s field (want a non-negative integer and a tab)", where, what);
     return v;
 }
 
@@ -339,7 +367,8 @@ static void read_shards(Docs *d, const char *path, const InputOptions *o) {
         if (y < 0) continue;
         if ((size_t)len > cap) { cap = (size_t)len; free(doc); doc = (uint8_t *)mallocCheck(cap); }
         stream_read(&s, off, len, doc);
-        if (doc[0] != '\n' || doc[1] != ' ') fail("%s: offset %lld is not the start of a document in %s/%s_*.bin", where, (long long)off, dir, split);
+        if (doc[0] != '\n' || doc[1] != ' ')
+            fail("%s: offset %lld is not the start of a document in %s/%s_*.bin", where, (long long)off, dir, split);
         docs_add(d, where, (const char *)doc + 2, (size_t)len - 3, y);
     }
     if (next_off != s.size)
@@ -383,7 +412,8 @@ static void read_input(Docs *d, const char *path, const InputOptions *o) {
     else if (!strcmp(fmt, "jsonl")) read_jsonl(d, path, o);
     else if (!strcmp(fmt, "imdb")) read_imdb(d, path);
     else if (!strcmp(fmt, "shards")) {
-        if (l <= 11 || strcmp(path + l - 11, "_labels.tsv")) fail("%s: --format shards reads DIR/SPLIT_labels.tsv", path);
+        if (l <= 11 || strcmp(path + l - 11, "_labels.tsv"))
+            fail("%s: --format shards reads DIR/SPLIT_labels.tsv", path);
         read_shards(d, path, o);
     }
     else if (!strcmp(fmt, "builtin")) read_builtin(d, strncmp(path, "builtin:", 8) ? path : path + 8, o);
@@ -461,7 +491,8 @@ static void run_batch(Reader *r, const Docs *d, const int *idx, int n, float *fe
                 for (int j = 0; j < H; j++) feat[(size_t)b * H + j] = (float)cb[j];
             }
             if (trace)
-                for (int t = 0; t < Tw && t0 + t < len; t++) trace[t0 + t] = (float)m->cs[((size_t)(t + 1) * rows + b) * H + unit];
+                for (int t = 0; t < Tw && t0 + t < len; t++)
+                    trace[t0 + t] = (float)m->cs[((size_t)(t + 1) * rows + b) * H + unit];
         }
         memcpy(h, mlstm_h_out(m), sizeof(real) * (size_t)rows * H);
         memcpy(c, mlstm_c_out(m), sizeof(real) * (size_t)rows * H);
@@ -489,7 +520,8 @@ static void feats_read(const char *path, Feats *f) {
     size_t n;
     char *buf = read_file(path, &n);
     const uint8_t *p = (const uint8_t *)buf;
-    if (n < 32 || memcmp(p, "MLSTMFEA", 8)) fail("%s is not a features file (HINT: build/transfer featurize writes them)", path);
+    if (n < 32 || memcmp(p, "MLSTMFEA", 8))
+        fail("%s is not a features file (HINT: build/transfer featurize writes them)", path);
     if (get32(p + 8) != 1) fail("%s: features file version %u, this build reads 1", path, get32(p + 8));
     f->H = (int)get32(p + 12);
     uint64_t cnt = get64(p + 16);
@@ -500,13 +532,15 @@ static void feats_read(const char *path, Feats *f) {
     f->x = (float *)mallocCheck(sizeof(float) * (size_t)f->n * f->H);
     for (int i = 0; i < f->n; i++) {
         f->label[i] = (int)get32(p + 32 + 4 * i);
-        if (f->label[i] != 0 && f->label[i] != 1) fail("%s: document %d has label %d, not 0 or 1", path, i, f->label[i]);
+        if (f->label[i] != 0 && f->label[i] != 1)
+            fail("%s: document %d has label %d, not 0 or 1", path, i, f->label[i]);
     }
     memcpy(f->x, p + 32 + 4 * (size_t)f->n, sizeof(float) * (size_t)f->n * f->H);
     free(buf);
     for (size_t i = 0; i < (size_t)f->n * f->H; i++)  // one NaN would make every fit and threshold meaningless
         if (!isfinite(f->x[i]))
-            fail("%s: document %zu, feature %zu is %g, not a finite number (the model gives NaN or Inf)", path, i / f->H, i % f->H, f->x[i]);
+            fail("%s: document %zu, feature %zu is %g, not a finite number (the model gives NaN or Inf)", path,
+                 i / f->H, i % f->H, f->x[i]);
 }
 
 static void featurize(const char *ckpt, const char *input, const char *out, const InputOptions *o, int B, int T) {
@@ -531,7 +565,10 @@ static void featurize(const char *ckpt, const char *input, const char *out, cons
     for (int i = 0; i < d.n; i += B) {
         int n = d.n - i < B ? d.n - i : B;
         run_batch(&model, &d, idx + i, n, fb, h, c, in, NULL, 0);
-        for (int b = 0; b < n; b++) { memcpy(f.x + (size_t)idx[i + b] * H, fb + (size_t)b * H, sizeof(float) * H); done_bytes += d.len[idx[i + b]]; }
+        for (int b = 0; b < n; b++) {
+            memcpy(f.x + (size_t)idx[i + b] * H, fb + (size_t)b * H, sizeof(float) * H);
+            done_bytes += d.len[idx[i + b]];
+        }
         double t = now_s();
         if (t - t_print > 2 || i + n == d.n) {
             double rate = done_bytes / (t - t_start + 1e-9);
@@ -543,13 +580,13 @@ static void featurize(const char *ckpt, const char *input, const char *out, cons
     free(fb); free(h); free(c); free(in);
     for (size_t i = 0; i < (size_t)d.n * H; i++)
         if (!isfinite(f.x[i]))
-            fail("%s: the features of %s are not finite (document %zu, unit %zu: %g): the model's weights hold NaN or Inf, or overflow",
-                 ckpt, input, i / H, i % H, f.x[i]);
+            fail("%s: the features of %s are not finite (document %zu, unit %zu: %g): the model's weights hold NaN or "
+                 "Inf, or overflow", ckpt, input, i / H, i % H, f.x[i]);
     feats_write(out, &f);
     int pos = 0;
     for (int i = 0; i < d.n; i++) pos += d.label[i];
-    printf("featurize: %s -> %s: %d documents (%d positive, %d negative), %zu chars, H=%d, %.1f s (batch %d x %d steps)\n",
-           input, out, d.n, pos, d.n - pos, d.n_text, H, now_s() - t_start, B, T);
+    printf("featurize: %s -> %s: %d documents (%d positive, %d negative), %zu chars, H=%d, %.1f s "
+           "(batch %d x %d steps)\n", input, out, d.n, pos, d.n - pos, d.n_text, H, now_s() - t_start, B, T);
     free(idx); free(f.x);
     free(d.text); free(d.off); free(d.len); free(d.label);
     model_close(&model);
@@ -592,11 +629,18 @@ static void quiet(const char *s) { (void)s; }
 // The best single-unit rule "label 1 iff sign * x > threshold", threshold chosen on
 // train: every midpoint between consecutive distinct sorted values is tried.
 typedef struct { float v; int y; } ValLabel;
-static int cmp_vl(const void *a, const void *b) { float x = ((const ValLabel *)a)->v, y = ((const ValLabel *)b)->v; return (x > y) - (x < y); }
+static int cmp_vl(const void *a, const void *b) {
+    float x = ((const ValLabel *)a)->v, y = ((const ValLabel *)b)->v;
+    return (x > y) - (x < y);
+}
 static double unit_threshold(const Feats *f, int unit, int sign, double *train_acc) {
     ValLabel *vl = (ValLabel *)mallocCheck(sizeof(ValLabel) * f->n);
     int pos = 0;
-    for (int i = 0; i < f->n; i++) { vl[i].v = sign * f->x[(size_t)i * f->H + unit]; vl[i].y = f->label[i]; pos += vl[i].y; }
+    for (int i = 0; i < f->n; i++) {
+        vl[i].v = sign * f->x[(size_t)i * f->H + unit];
+        vl[i].y = f->label[i];
+        pos += vl[i].y;
+    }
     qsort(vl, (size_t)f->n, sizeof(ValLabel), cmp_vl);
     int best = pos, below_neg = 0, below_pos = 0;  // threshold below everything: all predicted 1
     double thr = vl[0].v - 1;
@@ -604,7 +648,10 @@ static double unit_threshold(const Feats *f, int unit, int sign, double *train_a
         if (vl[i].y) below_pos++; else below_neg++;
         if (i + 1 < f->n && vl[i + 1].v == vl[i].v) continue;
         int correct = below_neg + (pos - below_pos);  // at or below: 0; above: 1
-        if (correct > best) { best = correct; thr = i + 1 < f->n ? 0.5 * ((double)vl[i].v + vl[i + 1].v) : vl[i].v + 1.0; }
+        if (correct > best) {
+            best = correct;
+            thr = i + 1 < f->n ? 0.5 * ((double)vl[i].v + vl[i + 1].v) : vl[i].v + 1.0;
+        }
     }
     free(vl);
     *train_acc = (double)best / f->n;
@@ -623,11 +670,13 @@ static void classify(const char *paths[3], const char *summary, double eps) {
     if (summary) output_check(summary);
     for (int k = 0; k < 3; k++) {
         feats_read(paths[k], &f[k]);
-        if (f[k].H != f[0].H) fail("%s has H=%d features but %s has H=%d (made by different models)", paths[k], f[k].H, paths[0], f[0].H);
+        if (f[k].H != f[0].H)
+            fail("%s has H=%d features but %s has H=%d (made by different models)", paths[k], f[k].H, paths[0], f[0].H);
     }
     int pos = 0;
     for (int i = 0; i < f[0].n; i++) pos += f[0].label[i];
-    if (pos == 0 || pos == f[0].n) fail("%s: the training split has only one class (%d documents, all %d)", paths[0], f[0].n, pos ? 1 : 0);
+    if (pos == 0 || pos == f[0].n)
+        fail("%s: the training split has only one class (%d documents, all %d)", paths[0], f[0].n, pos ? 1 : 0);
     int H = f[0].H;
     Problem pr[3];
     for (int k = 0; k < 3; k++) problem_make(&pr[k], &f[k]);
@@ -637,8 +686,8 @@ static void classify(const char *paths[3], const char *summary, double eps) {
     par.solver_type = L1R_LR; par.eps = eps;
     struct model *best = NULL;
     double best_val = -1, best_c = 0;
-    printf("classify: L1-regularised logistic regression (liblinear L1R_LR, eps %g), %d train / %d val / %d test, H=%d\n",
-           eps, f[0].n, f[1].n, f[2].n, H);
+    printf("classify: L1-regularised logistic regression (liblinear L1R_LR, eps %g), %d train / %d val / %d test, "
+           "H=%d\n", eps, f[0].n, f[1].n, f[2].n, H);
     printf("  %-8s %-10s %-10s %s\n", "C", "train acc", "val acc", "features used");
     for (int e = -8; e <= 0; e++) {
         par.C = ldexp(1.0, e);
@@ -680,17 +729,20 @@ static void classify(const char *paths[3], const char *summary, double eps) {
     printf("largest |weight|: unit %d, weight %+.4f (positive: the unit rises with label 1)\n", unit, weight);
     printf("unit %d alone, %s > %.4f means 1 (threshold chosen on train): train %.2f%%, val %.2f%%, test %.2f%%\n",
            unit, sign > 0 ? "c" : "-c", sign * thr, 100 * unit_train, 100 * unit_val, 100 * unit_test);
-    printf("best single unit (chosen on train over all units): unit %d, %s > %.4f means 1: train %.2f%%, val %.2f%%, test %.2f%%\n",
-           bu, bs > 0 ? "c" : "-c", bs * bthr, 100 * btrain, 100 * bval, 100 * btest);
+    printf("best single unit (chosen on train over all units): unit %d, %s > %.4f means 1: train %.2f%%, val %.2f%%, "
+           "test %.2f%%\n", bu, bs > 0 ? "c" : "-c", bs * bthr, 100 * btrain, 100 * bval, 100 * btest);
     if (summary) {  // one key=value per line, for scripts and tests
         AtomicFile af;
         atomic_open(&af, summary);
         char s[2048];
-        int k = snprintf(s, sizeof s, "C=%g\nval_acc=%.6f\ntest_acc=%.6f\ntrain_acc=%.6f\nfeatures_used=%d\nH=%d\nunit=%d\nweight=%.6f\nsign=%d\n"
-                         "unit_threshold=%.6f\nunit_train_acc=%.6f\nunit_val_acc=%.6f\nunit_test_acc=%.6f\nn_train=%d\nn_val=%d\nn_test=%d\n"
-                         "best_unit=%d\nbest_unit_sign=%d\nbest_unit_threshold=%.6f\nbest_unit_train_acc=%.6f\nbest_unit_val_acc=%.6f\nbest_unit_test_acc=%.6f\n",
-                         best_c, best_val, test_acc, train_acc, nnz, H, unit, weight, sign, thr, unit_train, unit_val, unit_test,
-                         f[0].n, f[1].n, f[2].n, bu, bs, bthr, btrain, bval, btest);
+        int k = snprintf(s, sizeof s,
+                         "C=%g\nval_acc=%.6f\ntest_acc=%.6f\ntrain_acc=%.6f\nfeatures_used=%d\nH=%d\nunit=%d\n"
+                         "weight=%.6f\nsign=%d\nunit_threshold=%.6f\nunit_train_acc=%.6f\nunit_val_acc=%.6f\n"
+                         "unit_test_acc=%.6f\nn_train=%d\nn_val=%d\nn_test=%d\nbest_unit=%d\nbest_unit_sign=%d\n"
+                         "best_unit_threshold=%.6f\nbest_unit_train_acc=%.6f\nbest_unit_val_acc=%.6f\n"
+                         "best_unit_test_acc=%.6f\n",
+                         best_c, best_val, test_acc, train_acc, nnz, H, unit, weight, sign, thr, unit_train, unit_val,
+                         unit_test, f[0].n, f[1].n, f[2].n, bu, bs, bthr, btrain, bval, btest);
         atomic_write(&af, s, (size_t)k);
         atomic_commit(&af);
     }
@@ -726,7 +778,8 @@ static const char *run_gnuplot(const char *script, const char *out, const char *
     if (err) { snprintf(why, sizeof why, "cannot run gnuplot: %s", strerror(err)); return why; }
     if (waitpid(pid, &ws, 0) < 0 || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) {
         unlink(tmp_png);
-        snprintf(why, sizeof why, "gnuplot failed (%s %d)", WIFEXITED(ws) ? "exit" : "signal", WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws));
+        snprintf(why, sizeof why, "gnuplot failed (%s %d)", WIFEXITED(ws) ? "exit" : "signal",
+                 WIFEXITED(ws) ? WEXITSTATUS(ws) : WTERMSIG(ws));
         return why;
     }
     int fd = open(tmp_png, O_RDONLY | O_CLOEXEC);
@@ -753,7 +806,7 @@ static void put_html_char(FILE *f, const char *s, size_t n) {
 
 static void heatmap(const char *ckpt, const char *input, const char *prefix, const InputOptions *o, int unit, int sign,
                     double center, int n_reviews, int max_chars, int width) {
-    const char *ext[4] = {"html", "dat", "gp", "png"};  // what heatmap_write and gnuplot write
+    const char *ext[4] = {"html", "dat", "gp", "png"};  // what heatmap (below) and gnuplot write
     for (int k = 0; k < 4; k++) {
         char out[4200];
         snprintf(out, sizeof out, "%s.%s", prefix, ext[k]);
@@ -767,7 +820,8 @@ static void heatmap(const char *ckpt, const char *input, const char *prefix, con
     model_open(&model, ckpt, 1, 256);
     const int H = model.m.cfg.H;
     if (unit < 0 || unit >= H) fail("--unit %d: the model has units 0..%d", unit, H - 1);
-    int *pick = (int *)mallocCheck(sizeof(int) * n_reviews), np = 0, want[2] = {n_reviews / 2, n_reviews - n_reviews / 2};
+    int *pick = (int *)mallocCheck(sizeof(int) * n_reviews), np = 0;
+    int want[2] = {n_reviews / 2, n_reviews - n_reviews / 2};
     for (int i = 0; i < d.n && np < n_reviews; i++)
         if (want[d.label[i]] > 0 && d.len[i] <= (size_t)max_chars + 3) { want[d.label[i]]--; pick[np++] = i; }
     if (np == 0) fail("%s: no document of at most %d characters (HINT: --max-chars)", input, max_chars);
@@ -779,7 +833,10 @@ static void heatmap(const char *ckpt, const char *input, const char *prefix, con
     for (int r = 0; r < np; r++) {
         tr[r] = (float *)mallocCheck(sizeof(float) * d.len[pick[r]]);
         run_batch(&model, &d, &pick[r], 1, fb, h, c, in, tr[r], unit);
-        for (size_t t = 0; t < d.len[pick[r]]; t++) { tr[r][t] = (float)(sign * tr[r][t] - center); vmax = fabs(tr[r][t]) > vmax ? fabs(tr[r][t]) : vmax; }
+        for (size_t t = 0; t < d.len[pick[r]]; t++) {
+            tr[r][t] = (float)(sign * tr[r][t] - center);
+            vmax = fabs(tr[r][t]) > vmax ? fabs(tr[r][t]) : vmax;
+        }
     }
     // Every file is written whole or not at all (AtomicFile); the names the user chose
     // never reach a shell or gnuplot's parser (run_gnuplot passes them as ARG1, ARG2).
@@ -790,7 +847,8 @@ static void heatmap(const char *ckpt, const char *input, const char *prefix, con
     atomic_open(&af, path);
     FILE *f = af.f;
     fprintf(f, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>unit %d</title></head>\n"
-               "<body style=\"font-family: monospace; font-size: 15px; max-width: 60em\">\n<h3>Unit %d of ", unit, unit);
+               "<body style=\"font-family: monospace; font-size: 15px; max-width: 60em\">\n<h3>Unit %d of ", unit,
+            unit);
     put_html_char(f, ckpt, strlen(ckpt));
     fprintf(f, ": cell state after each character</h3>\n"
                "<p>Colour: %sc - (%.4f), the unit's value relative to its single-unit threshold; green: above it "
@@ -805,7 +863,8 @@ static void heatmap(const char *ckpt, const char *input, const char *prefix, con
             while (t + k < len - 1 && ((uint8_t)s[t + k] & 0xC0) == 0x80) k++;
             double v = tr[r][t + k - 1] / vmax;
             v = v > 1 ? 1 : v < -1 ? -1 : v;
-            int R = v < 0 ? 255 : (int)(255 * (1 - v)), G = v > 0 ? 255 : (int)(255 * (1 + v)), Bc = (int)(255 * (1 - fabs(v)));
+            int R = v < 0 ? 255 : (int)(255 * (1 - v)), G = v > 0 ? 255 : (int)(255 * (1 + v));
+            int Bc = (int)(255 * (1 - fabs(v)));
             if (v > 0) G = (int)(255 - 80 * v);  // a darker green reads better than pure 0,255,0
             fprintf(f, "<span style=\"background:rgb(%d,%d,%d)\" title=\"%.3f\">", R, G, Bc, tr[r][t + k - 1]);
             put_html_char(f, s + t, k);
@@ -842,9 +901,11 @@ static void heatmap(const char *ckpt, const char *input, const char *prefix, con
     atomic_open(&af, path);
     fprintf(af.f, "# gnuplot -c THIS.gp OUT.png DATA.dat\n"
                   "set terminal pngcairo size %d,%d font \"DejaVu Sans Mono,10\"\nset output ARG1\n"
-                  "set title \"unit %d: %sc - (%.2f) after each character (green: the unit says positive, red: negative)\"\n"
+                  "set title \"unit %d: %sc - (%.2f) after each character (green: the unit says positive, "
+                  "red: negative)\"\n"
                   "unset xtics\nunset ytics\nunset border\nset yrange [%d.5:-0.5]\nset xrange [-6:%d.5]\n"
-                  "set palette defined (-1 \"#d73027\", 0 \"white\", 1 \"#1a9850\")\nset cbrange [-1:1]\nset cbtics (\"neg\" -1, \"0\" 0, \"pos\" 1)\n",
+                  "set palette defined (-1 \"#d73027\", 0 \"white\", 1 \"#1a9850\")\nset cbrange [-1:1]\n"
+                  "set cbtics (\"neg\" -1, \"0\" 0, \"pos\" 1)\n",
             width * 10 + 220, line * 16 + 80, unit, sign > 0 ? "" : "-", center, line - 1, width - 1);
     line = 0;
     for (int r = 0; r < np; r++) {  // each document's label at the left of its first line
@@ -860,7 +921,9 @@ static void heatmap(const char *ckpt, const char *input, const char *prefix, con
     snprintf(dat, sizeof dat, "%s.dat", prefix);
     const char *why = run_gnuplot(path, png, dat);
     if (!why) printf("heatmap: %s\n", png);
-    else printf("heatmap: no PNG: %s; `gnuplot -c %s %s %s` draws it (apt-get install gnuplot-nox)\n", why, path, png, dat);
+    else
+        printf("heatmap: no PNG: %s; `gnuplot -c %s %s %s` draws it (apt-get install gnuplot-nox)\n", why, path, png,
+               dat);
     for (int r = 0; r < np; r++) free(tr[r]);
     free(tr); free(pick); free(h); free(c); free(in); free(fb);
     free(d.text); free(d.off); free(d.len); free(d.label);
@@ -874,7 +937,8 @@ static void usage(void) {
             "usage:\n"
             "  transfer featurize -m CKPT -o OUT.feat [input options] [--batch B] [--seq-len T] [--threads N] INPUT\n"
             "  transfer classify [--summary FILE] [--eps X] TRAIN.feat VAL.feat TEST.feat\n"
-            "  transfer heatmap -m CKPT --unit K [--sign 1|-1] [--center X] -o PREFIX [--reviews N] [--max-chars N] [--width N] [input options] INPUT\n"
+            "  transfer heatmap -m CKPT --unit K [--sign 1|-1] [--center X] -o PREFIX [--reviews N] [--max-chars N] "
+            "[--width N] [input options] INPUT\n"
             "CKPT: a checkpoint file, or a run directory (its best model, DIR/" RUN_BEST_CKPT ")\n"
             "INPUT: FILE.csv (label,sentence with a header), DIR (DIR/pos/*.txt, DIR/neg/*.txt), FILE.jsonl,\n"
             "       DIR/SPLIT_labels.tsv (shards of build/prepare), builtin:train|val|test\n"
@@ -883,20 +947,26 @@ static void usage(void) {
             "  --format F          csv | imdb | jsonl | shards | builtin (default: from the name)\n"
             "  --text-field NAME   CSV column or JSON field of the text\n"
             "  --label-field NAME  CSV column or JSON field of the label\n"
-            "  --threshold X       binarise ratings: above X is 1, below X is 0, equal is dropped (default: labels must be 0/1)\n"
+            "  --threshold X       binarise ratings: above X is 1, below X is 0, equal is dropped "
+            "(default: labels must be 0/1)\n"
             "  --docs N            builtin: labelled documents (default 2000)\n"
             "  --seed N            builtin: which documents (default 1)\n"
             "featurize: --batch B documents at once (default 64), --seq-len T steps per window (default 64)\n"
             "classify: --eps X liblinear's stopping tolerance (default 1e-4, sklearn's tol)\n"
-            "heatmap: --center X is subtracted after --sign (default 0; transfer_eval.sh passes the unit's threshold);\n"
-            "  --reviews N documents, half of each label (default 6), of at most --max-chars N (default 400), --width N characters a line (default 80)\n");
+            "heatmap: --center X is subtracted after --sign (default 0; transfer_eval.sh passes the unit's "
+            "threshold);\n"
+            "  --reviews N documents, half of each label (default 6), of at most --max-chars N (default 400), "
+            "--width N characters a line (default 80)\n");
 }
 
 // Flag values: util.h's parse_whole and parse_real, the rule of every program's flags.
 int main(int argc, char **argv) {
     std_fds_open();
     openmp_prefer_passive_wait(argv);
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) { usage(); return argc < 2 ? EXIT_BAD_INPUT : 0; }
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage();
+        return argc < 2 ? EXIT_BAD_INPUT : 0;
+    }
     const char *cmd = argv[1], *ckpt = NULL, *out = NULL, *summary = NULL, *pos[3] = {NULL, NULL, NULL};
     InputOptions o;
     memset(&o, 0, sizeof o);
@@ -929,7 +999,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--batch")) B = (int)parse_whole(a, v, 1, 1 << 16);
         else if (!strcmp(a, "--seq-len")) T = (int)parse_whole(a, v, 1, 1 << 16);
         else if (!strcmp(a, "--unit")) unit = (int)parse_whole(a, v, 0, INT_MAX);
-        else if (!strcmp(a, "--sign")) { sign = (int)parse_whole(a, v, -1, 1); if (!sign) fail("--sign: must be 1 or -1, got 0"); }
+        else if (!strcmp(a, "--sign")) {
+            sign = (int)parse_whole(a, v, -1, 1);
+            if (!sign) fail("--sign: must be 1 or -1, got 0");
+        }
         else if (!strcmp(a, "--center")) center = parse_real(a, v, -DBL_MAX, DBL_MAX);
         else if (!strcmp(a, "--reviews")) reviews = (int)parse_whole(a, v, 1, 10000);
         else if (!strcmp(a, "--max-chars")) max_chars = (int)parse_whole(a, v, 1, 1 << 20);
@@ -945,7 +1018,8 @@ int main(int argc, char **argv) {
         }
         else { usage(); fail("unknown flag %s", a); }
     }
-    if ((long)B * T > 1L << 24) fail("--batch %d x --seq-len %d = %ld steps at once: at most %ld", B, T, (long)B * T, 1L << 24);
+    if ((long)B * T > 1L << 24)
+        fail("--batch %d x --seq-len %d = %ld steps at once: at most %ld", B, T, (long)B * T, 1L << 24);
     char ckpt_file[4200];
     if (ckpt) ckpt = checkpoint_file(ckpt, ckpt_file, sizeof ckpt_file);  // a run directory: its best.ckpt, so named
     if (!strcmp(cmd, "featurize")) {
@@ -955,7 +1029,10 @@ int main(int argc, char **argv) {
         if (npos != 3) { usage(); fail("classify needs TRAIN.feat VAL.feat TEST.feat"); }
         classify(pos, summary, eps);
     } else if (!strcmp(cmd, "heatmap")) {
-        if (!ckpt || !out || npos != 1 || unit < 0) { usage(); fail("heatmap needs -m CKPT, --unit K, -o PREFIX and one INPUT"); }
+        if (!ckpt || !out || npos != 1 || unit < 0) {
+            usage();
+            fail("heatmap needs -m CKPT, --unit K, -o PREFIX and one INPUT");
+        }
         heatmap(ckpt, pos[0], out, &o, unit, sign, center, reviews, max_chars, width);
     } else { usage(); fail("unknown command %s (featurize, classify, heatmap)", cmd); }
     return 0;

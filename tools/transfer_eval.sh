@@ -45,7 +45,10 @@ for s in train val test; do
     elif [ -f "$data/$s.jsonl" ]; then input[$s]="$data/$s.jsonl"
     elif [ -f "$data/$s.json" ]; then input[$s]="$data/$s.json"
     elif [ -d "$data/$s/pos" ]; then input[$s]="$data/$s"
-    else echo "error: $data has no $s split ($s.csv, $s.jsonl or $s/pos + $s/neg) (HINT: DATA is builtin or such a directory)" >&2; exit 2
+    else
+        echo "error: $data has no $s split ($s.csv, $s.jsonl or $s/pos + $s/neg)" \
+             "(HINT: DATA is builtin or such a directory)" >&2
+        exit 2
     fi
 done
 mkdir -p -- "$out"

@@ -12,6 +12,7 @@ on PATH, so what is checked is the script's own logic:
   5. test_gpu runs --quick first, then its matmul group in full;
   6. NCCL from pip's wheel: with mpicc linked from build/nccl-wheel, which outlives the run (the
      binaries' rpath); without mpicc said in one line (single-process) and not linked.
+  7. the paper's run on H200 nodes from the measured step: dev/scaling.py's H200 tables alone.
 Ends with 'test_gpu_check: N passed, N failed'."""
 import os
 import shutil
@@ -165,6 +166,13 @@ with tempfile.TemporaryDirectory() as tmp:
     check("| FP16 | ours-direct | as-is | 128 |" in r.stdout
           and "CUDA graphs / direct launches of the time loops, FP16 B=128 (chars/s): 1.25" in r.stdout,
           "the step without graphs is timed and set against the graphs (1.25)")
+    # the paper's run on H200 nodes from the measured step: scaling.py's H200 tables alone (--predictions),
+    # not its paper check (DGX-1V), which dev/scaling.md shows
+    head = "The paper's run on H200 nodes from the measured B=256 step (%.3f ms)" % (1000 * 256 * 256 / (256 * 256 * 10))
+    after = r.stdout.split(head, 1)[1].splitlines()[1:] if head in r.stdout else []
+    check(after[:1] and after[0].startswith("DGX H200 (8 H200") and not any("DGX-1V" in ln or "vs paper" in ln
+                                                                         for ln in after),
+          "the report's H200 scaling: scaling.py's H200 tables alone (%s)" % (after[:1] or "no such section"))
     r, log = run_check(tmp, "failtest", 300)
     check(r.returncode == 1 and "test_gpu --quick (exit 1)" in r.stdout, "a failing test program fails the check")
 

@@ -29,7 +29,7 @@
 // Context switch: cudacpu_switch(&save_sp, next_sp) pushes the callee-saved
 // registers on the current stack, stores its pointer, loads the other stack's and
 // pops its registers; `ret` resumes it. A new fiber's stack is built so that the
-// first switch to it "returns" into cudacpu_trampoline, which calls fiber_main.
+// first switch to it "returns" into cudacpu_trampoline, which calls cudacpu_fiber_main.
 // (ucontext's swapcontext makes a signal-mask system call per switch: ~30x slower.)
 extern "C" void cudacpu_switch(void **save_sp, void *next_sp);
 extern "C" void cudacpu_trampoline(void);
