@@ -333,7 +333,7 @@ static void test_ranks_agree(void) {
 // checkpoint; a signal during a write to a slow reader does not fail the write.
 static void test_signals_and_pipes(void) {
     int rc = test_system("cd %s && (timeout 120 %s " TINY " --steps 100000 --out hup > hup.out 2>&1 & pid=$!; "
-                         "for i in $(seq 400); do grep -q '^train' hup/train.log 2>/dev/null && break; sleep 0.02; done; "
+                         "for i in $(seq 3000); do grep -q '^train' hup/train.log 2>/dev/null && break; sleep 0.02; done; "
                          "kill -HUP $pid; wait $pid)", dir, trainer);
     CkptHeader hd = header_of("hup/latest.ckpt");
     CHECK(rc == 0 && hd.st.data_step > 0 && says("hup.out", "continue with --resume hup"),
@@ -348,7 +348,7 @@ static void test_signals_and_pipes(void) {
     // still asleep, so writes wait on a full pipe): the interrupted write goes on (SA_RESTART)
     rc = test_system("cd %s && bash -c '%s " TINY " --steps 100000 --print-every 1 --out slow 2> slow.err "
                      "> >(sleep 3; cat > /dev/null) & pid=$!; "
-                     "for i in $(seq 400); do grep -q ^train slow/train.log 2>/dev/null && break; sleep 0.02; done; "
+                     "for i in $(seq 3000); do grep -q ^train slow/train.log 2>/dev/null && break; sleep 0.02; done; "
                      "kill -INT $pid; wait $pid'", dir, trainer);
     hd = header_of("slow/latest.ckpt");
     CHECK(rc == 0 && !says("slow.err", "Interrupted system call") && hd.st.data_step > 0,
