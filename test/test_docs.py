@@ -639,6 +639,37 @@ def long_lines(path, text):
     return ["%s:%d: %d columns" % (path, n, len(ln)) for n, ln in enumerate(text.splitlines(), 1) if len(ln) > 120]
 
 
+def include_cycle(includes):
+    """A cycle in {file: [files it includes]} as a list of files (first == last), or None: the project's
+    headers form a DAG, so each can be read after the ones it includes."""
+    state = {}
+
+    def visit(f, path):  # path: the files from the start down to f; state 1: on it, 2: done
+        state[f] = 1
+        for g in includes.get(f, ()):
+            if state.get(g) == 1:
+                return path[path.index(g):] + [g]
+            if g not in state:
+                found = visit(g, path + [g])
+                if found:
+                    return found
+        state[f] = 2
+        return None
+
+    for f in sorted(includes):
+        if f not in state:
+            found = visit(f, [f])
+            if found:
+                return found
+    return None
+
+
+def project_includes():
+    """{file: the project files it includes} for the root's headers and programs."""
+    return {f: re.findall(r'^\s*#\s*include\s+"([^"/]+)"', read(f), re.M)
+            for f in sorted(glob.glob("*.h") + glob.glob("*.c") + glob.glob("*.cu"))}
+
+
 CHECKS = (("code names and paths exist", check_names), ("places and calls hold", check_places),
           ("flags exist", check_flags), ("defaults are --help's", check_defaults))
 
@@ -712,6 +743,12 @@ def main():
         for p in pages:
             bad, n = results[(p, what)]
             check(not bad, "%s: %s (%d checked)%s" % (p, what, n, "".join("\n      " + b for b in bad)))
+    cycle = include_cycle(project_includes())
+    check(cycle is None, "the root's includes form a DAG (no header includes one that includes it)%s"
+          % ("" if cycle is None else ": " + " -> ".join(cycle)))
+    planted = include_cycle({"a.h": ["b.h"], "b.h": ["c.h"], "c.h": ["a.h"], "d.h": ["a.h"]})
+    check(planted is not None and planted[0] == planted[-1] and set(planted) == {"a.h", "b.h", "c.h"},
+          "self-check: a planted include cycle is found (%s)" % (planted and " -> ".join(planted)))
     core = sorted(set(files_matching(CORE_LINES)))
     bad = [x for p in core for x in long_lines(p, read(p))]
     check(not bad, "the core sources (%d files) keep within 120 columns%s"
