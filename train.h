@@ -237,18 +237,28 @@ static void dist_gather(const real *mine, real *all, size_t n) {
 // the loop to stop at its next check (after the step, or between two batches of a
 // validation pass), write a checkpoint and exit 0; so does a closed stdout (`./train |
 // head`: SIGPIPE is ignored, and the failed write is seen after the step). A second
-// signal exits at once: the checkpoint on disk is whole, since each is written to a
-// temporary file and renamed, and the next start removes that file. SA_RESTART: a write
-// to a slow reader (a pipe, a terminal) that a signal interrupts goes on, not fails.
+// signal a second or more after the first exits at once: the checkpoint on disk is whole,
+// since each is written to a temporary file and renamed, and the next start removes that
+// file. One event often arrives twice within that second (a hangup or Ctrl-C reaches the
+// terminal's whole process group, and a wrapper such as timeout or mpirun passes it on
+// too): that is still one request to stop. SA_RESTART: a write to a slow reader (a pipe, a
+// terminal) that a signal interrupts goes on, not fails.
 
 static volatile sig_atomic_t stop_requested = 0;
+static struct timespec stop_requested_at;  // CLOCK_MONOTONIC (clock_gettime is async-signal-safe)
 static void on_signal(int sig) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
     if (stop_requested) {
+        double since = (double)(now.tv_sec - stop_requested_at.tv_sec) +
+                       1e-9 * (double)(now.tv_nsec - stop_requested_at.tv_nsec);
+        if (since < 1.0) return;  // the same event, delivered again
         static const char msg[] = "\nsecond signal: exiting now; the last checkpoint written is intact\n";
         ssize_t r = write(2, msg, sizeof msg - 1);
         (void)r;
         _exit(128 + sig);
     }
+    stop_requested_at = now;
     stop_requested = 1;
 }
 static void signals_catch(void) {
@@ -268,6 +278,7 @@ static void stop_if_stdout_closed(long data_step) {
     if (rank != 0 || !ferror(stdout) || said) return;
     said = 1;
     fprintf(stderr, "stdout is closed (its reader exited): stopping after step %ld with a checkpoint\n", data_step);
+    clock_gettime(CLOCK_MONOTONIC, &stop_requested_at);
     stop_requested = 1;
 }
 // Every rank stops at the same check, so no collective is left waiting.

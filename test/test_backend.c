@@ -135,6 +135,31 @@ static void test_cpu_check_apply(void) {
     model_free(md);
 }
 
+// The signal handler: one event delivered twice within a second (a terminal's hangup reaches the
+// whole process group, and timeout or mpirun passes it on too) is one request to stop; a second
+// signal a second later exits at once, 128 + its number. Each case in a child, as it may _exit.
+static int handler_child(int wait_us) {
+    pid_t p = fork();
+    if (p == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 2);  // the second signal's message
+        stop_requested = 0;
+        on_signal(SIGHUP);
+        usleep((useconds_t)wait_us);
+        on_signal(SIGHUP);
+        _exit(stop_requested == 1 ? 0 : 3);
+    }
+    int st = 0;
+    if (p < 0 || waitpid(p, &st, 0) != p) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 1000 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+static void test_second_signal(void) {
+    int now = handler_child(0), later = handler_child(1100000);
+    CHECK(now == 0, "two SIGHUPs at once: one request to stop, the run goes on to its checkpoint (child exit %d)", now);
+    CHECK(later == 128 + SIGHUP, "a second SIGHUP 1.1 s after the first exits at once: exit %d (want %d)", later,
+          128 + SIGHUP);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) {  // only a re-executed test gets arguments: the trainer's (stdout may be /dev/null here)
         fprintf(stderr, "FAIL  test_backend was re-executed with the trainer's flags (%s ...)\n", argv[1]);
@@ -154,6 +179,7 @@ int main(int argc, char **argv) {
     test_no_reexec(trainer);
     test_cpu_backend();
     test_cpu_check_apply();
+    test_second_signal();
     test_system("rm -rf %s", dir);
     return test_summary("test_backend");
 }

@@ -329,12 +329,13 @@ static void test_ranks_agree(void) {
           "ranks: other checkpoints at the same --resume path are refused before any step, naming the rank (exit %d)", rc);
 }
 
-// 6. Signals and pipes: SIGHUP stops like SIGTERM; a closed stdout stops the run with its
-// checkpoint; a signal during a write to a slow reader does not fail the write.
+// 6. Signals and pipes: SIGHUP stops like SIGTERM, also when it arrives twice at once (timeout
+// passes it on to the trainer and to its process group: one event, two signals); a closed stdout
+// stops the run with its checkpoint; a signal during a write to a slow reader does not fail the write.
 static void test_signals_and_pipes(void) {
     int rc = test_system("cd %s && (timeout 120 %s " TINY " --steps 100000 --out hup > hup.out 2>&1 & pid=$!; "
                          "for i in $(seq 3000); do grep -q '^train' hup/train.log 2>/dev/null && break; sleep 0.02; done; "
-                         "kill -HUP $pid; wait $pid)", dir, trainer);
+                         "kill -HUP $pid; kill -HUP $pid; wait $pid)", dir, trainer);
     CkptHeader hd = header_of("hup/latest.ckpt");
     CHECK(rc == 0 && hd.st.data_step > 0 && says("hup.out", "continue with --resume hup"),
           "SIGHUP: the run stops after its step with a checkpoint at step %llu, exit %d", (unsigned long long)hd.st.data_step,
