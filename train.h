@@ -61,7 +61,7 @@ typedef struct Model Model;
 typedef struct {
     int fp16;                 // 1: gradients are FP16, the loss scaler is dynamic
     double max_loss_scale;    // the scaler's cap (INFINITY: none)
-    char description[128];    // (a row of the settings table)
+    char description[192];    // (a row of the settings table)
 } Precision;
 static Model *model_create(const Options *o, int B);
 static void model_free(Model *md);
@@ -672,7 +672,7 @@ static void print_settings(const Run *r) {
     printf("|%s|%s|\n", "--------------------------", "------------------------------------------");
 #define ROW(name, ...)                                 \
     do {                                               \
-        char v_[128];                                  \
+        char v_[256];                                  \
         snprintf(v_, sizeof v_, __VA_ARGS__);          \
         printf("| %-24s | %-40s |\n", name, v_);       \
     } while (0)
