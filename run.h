@@ -658,6 +658,8 @@ typedef struct {
     char latest[4200], best[4200], log_path[4200], lock_path[4200];
     FILE *log;
     int lock_fd;
+    int replacing;       // the directory holds an earlier run (--overwrite) until this run's first checkpoint
+    AtomicFile new_log;  // while replacing: this run's log, beside the earlier run's (util.h, atomic_open)
 } RunDir;
 
 static void run_dir_paths(RunDir *d, const char *dir) {
@@ -668,6 +670,7 @@ static void run_dir_paths(RunDir *d, const char *dir) {
     snprintf(d->lock_path, sizeof d->lock_path, "%s/%s", dir, RUN_LOCK);
     d->log = NULL;
     d->lock_fd = -1;
+    d->replacing = 0;
 }
 
 // mkdir -p `dir`.
@@ -735,12 +738,13 @@ static void log_truncate(RunDir *d, long data_step) {
 }
 
 // Removes <file>.tmp.<pid> files a killed trainer left beside the run's checkpoints (whole
-// checkpoints' worth of bytes each): beside the file each name leads to, since a checkpoint
+// checkpoints' worth of bytes each) and its log (a replacing run's, run_dir_replaced): beside
+// the file each name leads to, since a checkpoint
 // that is a symbolic link is written through it (util.h, atomic_open). Only a trainer holding
 // the run's lock writes them.
 static void remove_stale_temps(const RunDir *d) {
-    const char *names[2] = {d->latest, d->best};
-    for (int k = 0; k < 2; k++) {
+    const char *names[3] = {d->latest, d->best, d->log_path};
+    for (int k = 0; k < 3; k++) {
         char target[4096], dir[4096];
         struct stat st;
         path_follow_links("--out", names[k], target, &st);
@@ -772,7 +776,8 @@ static void check_outputs_apart(const RunDir *d, const Options *o, const char *r
     int n = 0, cap = 2 + train->n_shards + val->n_shards;
     RunInput *in = (RunInput *)mallocCheck(sizeof(RunInput) * (size_t)cap);
     if (resumed_ckpt) in[n++] = (RunInput){"--resume", resumed_ckpt};
-    if (o->init_from) in[n++] = (RunInput){"--init-from", o->init_from};
+    char init_file[4200];  // a run directory stands for its best.ckpt (checkpoint_file)
+    if (o->init_from) in[n++] = (RunInput){"--init-from", checkpoint_file(o->init_from, init_file, sizeof init_file)};
     for (int k = 0; k < 2; k++) {
         const Stream *s = k ? val : train;
         for (int i = 0; o->train && i < s->n_shards; i++) in[n++] = (RunInput){k ? "--val" : "--train", s->shards[i].path};
@@ -807,6 +812,30 @@ static int holds_run_file(const char *path, int is_log, int overwrite) {
     return 1;
 }
 
+// A new run that replaces an earlier one (--overwrite) writes its log beside the earlier
+// run's, and that run stays whole until the new run's first checkpoint: a new run that
+// fails or stops before it (a divergence, a signal) leaves the earlier run as it was, its
+// log included, to be continued. Such a run removes its own log at exit (fail() exits
+// from anywhere).
+static RunDir *run_dir_replacing;
+static void run_dir_discard_new_log(void) {
+    RunDir *d = run_dir_replacing;
+    if (!d || !d->replacing || !d->log) return;
+    fclose(d->log);
+    d->log = NULL;
+    unlink(d->new_log.tmp);
+}
+// This run's first checkpoint, `written` (its latest.ckpt or best.ckpt), is in place: the
+// earlier run goes, its other checkpoint removed and its log replaced by this run's.
+static void run_dir_replaced(RunDir *d, const char *written) {
+    if (!d->replacing) return;
+    const char *other = strcmp(written, d->latest) ? d->latest : d->best;
+    if (unlink(other) != 0 && errno != ENOENT) fail("cannot remove %s (the earlier run's): %s", other, strerror(errno));
+    if (fflush(d->log) != 0 || rename(d->new_log.tmp, d->new_log.target) != 0)
+        fail("%s: cannot write: %s", d->log_path, strerror(errno));
+    d->replacing = 0;
+}
+
 // Checks, locks and prepares the run directory (rank 0). continuing: this is a resume
 // of the run in the directory (its latest.ckpt, whose run is run_id); else a new run, or
 // a run continued from a checkpoint elsewhere, into a directory that holds no run unless
@@ -821,9 +850,12 @@ static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t r
     int earlier = 0;
     const char *files[3] = {d->latest, d->best, d->log_path};
     for (int k = 0; k < 3; k++) earlier |= holds_run_file(files[k], k == 2, o->overwrite) ? 1 << k : 0;
+    if (!continuing && earlier && !o->overwrite && !(earlier & 1))  // nothing to continue: a run stopped early
+        fail("--out %s holds a run that wrote no %s (%s): give another --out, or --overwrite to replace it", o->out,
+             RUN_LATEST_CKPT, files[earlier & 2 ? 1 : 2]);
     if (!continuing && earlier && !o->overwrite)
         fail("--out %s holds a run (%s): continue it with --resume %s, give another --out, or --overwrite to replace "
-             "it", o->out, files[earlier & 1 ? 0 : earlier & 2 ? 1 : 2], o->out);
+             "it", o->out, files[0], o->out);
     check_outputs_apart(d, o, resumed_ckpt, continuing, train, val);
     d->lock_fd = open(d->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (d->lock_fd < 0) fail("--out %s: cannot write %s: %s", o->out, d->lock_path, strerror(errno));
@@ -837,7 +869,13 @@ static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t r
              "them away)", d->log_path, (unsigned long long)log_id, resumed_ckpt, (unsigned long long)run_id);
     if (continuing && log_state == 0)
         fail("%s is not a training log: move it away to continue the run", d->log_path);
-    d->log = fopen(d->log_path, continuing && log_state == 1 ? "r+" : "w");
+    d->replacing = !continuing && earlier;
+    if (d->replacing) {  // the earlier run's log stays until this run's first checkpoint (run_dir_replaced)
+        atomic_open(&d->new_log, d->log_path);
+        d->log = d->new_log.f;
+        run_dir_replacing = d;
+        atexit(run_dir_discard_new_log);
+    } else d->log = fopen(d->log_path, continuing && log_state == 1 ? "r+" : "w");
     if (!d->log) fail("%s: cannot write: %s", d->log_path, strerror(errno));
     if (continuing && log_state == 1) log_truncate(d, data_step);
     else {
@@ -848,6 +886,7 @@ static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t r
 }
 
 static void run_dir_close(RunDir *d) {
+    run_dir_discard_new_log();  // a run stopped before its first checkpoint: the earlier run stays
     if (d->log) fclose(d->log);
     if (d->lock_fd >= 0) close(d->lock_fd);  // releases the lock
     d->log = NULL;

@@ -551,7 +551,6 @@ typedef struct {
     char *resumed_record;      // its run record, which the options' strings point into
     Best best;
     long saved_step;           // the step of latest.ckpt, -1: none in this run
-    int foreign_best;          // best.ckpt is another run's (replaced with --overwrite): removed at the first checkpoint
     int ckpt_due;              // a periodic checkpoint waits for a step that is not skipped
     int stop;                  // every rank stops after this step
     long start_step, stuck;    // where this invocation started; steps skipped in a row
@@ -582,6 +581,7 @@ static void save_checkpoint(Run *r, const char *path, double score) {
         st.loss_ema = r->best.loss_ema;
         loss_scaler_serialize(&r->scaler, st.scaler);
         checkpoint_save_run(path, m, &st, hall, call, (const uint8_t *)r->record.text, r->record.bytes);
+        run_dir_replaced(&r->dir, path);  // the first: an earlier run in the directory (--overwrite) goes now
     }
     free(hall);
     free(call);
@@ -856,7 +856,10 @@ static int run_state(Run *r, Source *src) {
         load_checkpoint(r, src->f, src->path, &src->hd);
         run_dir_of(src->path, r->resumed_dir);
         if (!flag_given(o, "out") && r->resumed_dir[0]) o->out = r->resumed_dir;  // continue in the run's own directory
-        continuing = r->resumed_dir[0] && src->hd.st.run_id != 0 && same_file(r->resumed_dir, o->out);
+        continuing = r->resumed_dir[0] && same_file(r->resumed_dir, o->out);
+        if (continuing && src->hd.st.run_id == 0)  // its log and best.ckpt cannot be told to be its run's
+            fail("checkpoint %s names no run (an older file), so it cannot be continued in its directory: continue it "
+                 "into a new one (--resume %s --out DIR)", src->path, src->path);
         if (continuing) r->run_id = src->hd.st.run_id;
     }
     loss_scaler_cap(&r->scaler, r->precision.max_loss_scale);  // a resumed one too (the CPU trainer's may hold 2^16)
@@ -879,16 +882,16 @@ static void run_start(Run *r, int argc, char **argv) {
     // the run directory last of what can fail at start-up, so a refused start leaves no
     // file behind, and still before the first step, so a bad --out costs no training.
     // Every rank gets here first: one whose host lacks a shard or the checkpoint has failed
-    // naming its host and the path, and the job ends before rank 0 creates a file.
+    // naming its host and the path, and the job ends before rank 0 creates a file. The
+    // signals are caught from here: a closed stdout or a signal while the settings print
+    // stops the run after its first step, not before it with a directory that holds only a log.
+    signals_catch();
     dist_barrier();
     if (rank == 0)
         run_dir_open(&r->dir, &r->o, continuing, r->run_id, r->data_step, r->o.resume ? src.path : NULL, &r->train_s,
                      &r->val_s);
     best_from_disk(r, continuing);
-    struct stat sb;
-    r->foreign_best = rank == 0 && !continuing && stat(r->dir.best, &sb) == 0;
     if (rank == 0) print_settings(r);
-    signals_catch();
     r->start_step = r->data_step;
     r->saved_step = r->o.resume ? r->data_step : -1;
     r->t_start = now_seconds();
@@ -993,7 +996,6 @@ static void report_step(Run *r, const StepResult *s) {
 static void best_offer(Run *r, double score) {
     if (!(score < r->best.score)) return;
     save_checkpoint(r, r->dir.best, score);
-    r->foreign_best = 0;
     r->best.score = score;
     r->best.step = r->data_step;
     if (rank == 0) {
@@ -1050,9 +1052,6 @@ static void after_step(Run *r, const StepResult *s) {
         save_checkpoint(r, r->dir.latest, r->best.by == CKPT_BEST_BY_VAL ? vl : mean);
         r->saved_step = r->data_step;
         r->ckpt_due = 0;
-        if (r->foreign_best && rank == 0 && unlink(r->dir.best) != 0 && errno != ENOENT)
-            fail("cannot remove %s (another run's): %s", r->dir.best, strerror(errno));
-        r->foreign_best = 0;
         if (rank == 0) {
             printf("step %6ld | checkpoint %s\n", r->data_step, r->dir.latest);
             fflush(stdout);

@@ -120,16 +120,20 @@ static void test_best(void) {
           nb.st.score, best_step, best, (unsigned long long)nl.st.data_step);
     // an overwriting run that diverges at once leaves the earlier run's checkpoints as they were
     int r4 = train("g.out", TINY " --steps 20 --out g");
-    test_system("cp %s/g/latest.ckpt %s/g.latest && cp %s/g/best.ckpt %s/g.best", dir, dir, dir, dir);
+    test_system("cd %s && cp g/latest.ckpt g.latest && cp g/best.ckpt g.best && cp g/train.log g.log", dir);
     const char *mode[2] = {"", "--fp16"};
     for (int k = 0; k < 2; k++) {
         // the first update sends the weights to ~1e30, and a checkpoint is due after it
         int rc = train("d.out", TINY " %s --lr 1e30 --clip 0 --steps 50 --ckpt-every 1 --overwrite --out g", mode[k]);
         CHECK(r4 == 0 && rc == 2 && says("d.out", "the model has diverged") && same_bytes("g/latest.ckpt", "g.latest") &&
-                  same_bytes("g/best.ckpt", "g.best"),
-              "divergence%s: weights blown up by one update are not saved over the earlier run (exit %d)",
-              mode[k][0] ? " (FP16)" : "", rc);
+                  same_bytes("g/best.ckpt", "g.best") && same_bytes("g/train.log", "g.log") &&
+                  test_system("ls %s/g | grep -q tmp", dir) != 0,
+              "divergence%s: weights blown up by one update are not saved over the earlier run, whose log stays "
+              "and no file of the new run is left (exit %d)", mode[k][0] ? " (FP16)" : "", rc);
     }
+    int r5 = train("g2.out", "--resume g --steps 24");
+    CHECK(r5 == 0 && test_system("[ $(grep -c '^train' %s/g/train.log) = 24 ]", dir) == 0,
+          "divergence: the earlier run continues after the failed --overwrite, in its own log (exit %d)", r5);
     // a learning rate that trains to thousands of bits per character ends with an error, not exit 0
     int rc = train("e.out", TINY " --lr 1e3 --clip 0 --steps 60 --out lr");
     CHECK(rc == 2 && says("e.out", "the model has diverged") && size_of("lr/latest.ckpt") < 0,
@@ -160,6 +164,36 @@ static void test_log_owner(void) {
               same_bytes("la/train.log", "la.ckpt"),
           "log: a checkpoint named train.log is neither appended to (resume, exit %d) nor replaced (--overwrite, "
           "exit %d)", rc, r5);
+    // a directory that holds only a log (a run stopped before its first checkpoint) has nothing to resume;
+    // one whose latest.ckpt names no run (an older file) cannot be continued there: neither is told to resume
+    test_system("mkdir -p %s/lo %s/old && cp %s/la.log %s/lo/train.log && cp %s/la.log %s/old/train.log", dir, dir, dir,
+                dir, dir, dir);
+    int r6 = train("l7.out", TINY " --steps 4 --out lo");
+    char src[600], dst[600];
+    snprintf(src, sizeof src, "%s/la/latest.ckpt", dir);
+    snprintf(dst, sizeof dst, "%s/old/latest.ckpt", dir);
+    CkptHeader hd;
+    FILE *f = checkpoint_open(src, &hd);
+    Mlstm m;
+    mlstm_build(&m, hd.cfg, 1, 1);
+    size_t state = sizeof(real) * hd.st.G * hd.cfg.H;
+    real *h = (real *)mallocCheck(state), *c = (real *)mallocCheck(state);
+    TrainState st;
+    checkpoint_read(f, src, &hd, &m, &st, h, c, hd.st.G);
+    uint8_t *record = checkpoint_read_run(f, src, &hd);
+    fclose(f);
+    st.run_id = 0;
+    checkpoint_save_run(dst, &m, &st, h, c, record, hd.run_bytes);
+    mlstm_free(&m);
+    free(h);
+    free(c);
+    free(record);
+    int r7 = train("l8.out", "--resume old --steps 12");
+    CHECK(r6 == 2 && says("l7.out", "holds a run that wrote no latest.ckpt (lo/train.log)") &&
+              !says("l7.out", "--resume") && r7 == 2 && says("l8.out", "old/latest.ckpt names no run") &&
+              !says("l8.out", "continue it with --resume old"),
+          "log: a directory with only a log, or whose latest.ckpt names no run, is refused without advice to resume it "
+          "(exits %d %d)", r6, r7);
     // its own log continues: a resume cuts the lines after the checkpoint (step 8) and appends
     test_system("cp %s/la.log %s/la/train.log && echo 'train 9 cut short' >> %s/la/train.log", dir, dir, dir);
     rc = train("l6.out", "--resume la --steps 12");
@@ -256,7 +290,8 @@ static void test_data_identity(void) {
 // 4. Every pair of a run's inputs and outputs is checked for being one file; outputs keep what they replace.
 static void test_outputs_apart(void) {
     int r0 = train("a.out", TINY " --steps 4 --out m");
-    test_system("cp %s/m/latest.ckpt %s/m.good && ln -s m/latest.ckpt %s/link.ckpt", dir, dir, dir);
+    test_system("cp %s/m/latest.ckpt %s/m.good && cp %s/m/best.ckpt %s/m.best && ln -s m/latest.ckpt %s/link.ckpt",
+                dir, dir, dir, dir, dir);
     CHECK(r0 == 0, "aliases: a first run (exit %d)", r0);
     make_shard("tr_000.bin", 8192, 3);
     make_shard("va_000.bin", 8192, 4);
@@ -266,12 +301,15 @@ static void test_outputs_apart(void) {
          "--init-from (a symlink) = --out's latest.ckpt"},
         {"--resume m/best.ckpt --steps 8 --overwrite --out m", "--resume m/best.ckpt is m/best.ckpt",
          "--resume the best.ckpt of --out, which a new run there would replace"},
+        {TINY " --steps 4 --overwrite --init-from m --out m", "--init-from m/best.ckpt is m/best.ckpt",
+         "--init-from the run directory --out itself (its best.ckpt, which the new run would replace)"},
         {TINY " --steps 4 --overwrite --train tr_000.bin --val va_000.bin --out sh",
          "sh/best.ckpt is not a checkpoint, so --overwrite does not replace it", "a --train shard hard-linked as best.ckpt"},
     };
     for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
         int rc = train("al.out", "%s", cases[k][0]);
-        CHECK(rc == 2 && says("al.out", cases[k][1]) && same_bytes("m/latest.ckpt", "m.good") && size_of("m/best.ckpt") > 0 &&
+        CHECK(rc == 2 && says("al.out", cases[k][1]) && same_bytes("m/latest.ckpt", "m.good") &&
+                  same_bytes("m/best.ckpt", "m.best") &&
                   same_bytes("sh/best.ckpt", "tr_000.bin"),
               "aliases: %s: exit %d, the file untouched", cases[k][2], rc);
     }
@@ -344,6 +382,15 @@ static void test_signals_and_pipes(void) {
     hd = header_of("pipe/latest.ckpt");
     CHECK(rc == 0 && hd.st.data_step > 0 && hd.st.data_step < 1000 && says("pipe.err", "stdout is closed"),
           "./train | head: the run stops with a checkpoint at step %llu, exit %d", (unsigned long long)hd.st.data_step, rc);
+    // stdout a pipe whose reader has gone before the trainer prints its settings: the run still stops
+    // with a checkpoint after its first step (signals are caught before the run directory is made)
+    rc = test_system("cd %s && python3 -c 'import os, subprocess, sys; r, w = os.pipe(); os.close(r); "
+                     "sys.exit(subprocess.call(sys.argv[1:], stdout=w))' timeout 120 %s " TINY " --steps 50 "
+                     "--out early 2> early.err", dir, trainer);
+    hd = header_of("early/latest.ckpt");
+    CHECK(rc == 0 && hd.st.data_step == 1 && says("early.err", "stdout is closed"),
+          "stdout closed before the settings table: a checkpoint at step %llu, exit %d (not 141 with only a log)",
+          (unsigned long long)hd.st.data_step, rc);
     // a slow reader on stdout and Ctrl-C once training runs (its first line in the log; the reader
     // still asleep, so writes wait on a full pipe): the interrupted write goes on (SA_RESTART)
     rc = test_system("cd %s && bash -c '%s " TINY " --steps 100000 --print-every 1 --out slow 2> slow.err "
