@@ -71,8 +71,10 @@ typedef enum {
 } ArgKind;
 // What --resume does with a flag. A checkpoint records the run it belongs to (its run
 // record, doc/formats.md), so that a resume continues that run and no other:
-//   RUN_DEFINING    T, the schedule, clip, precision, seed, the built-in corpus's size:
-//                   taken from the record; given again, the value must agree
+//   RUN_DEFINING    T, the schedule, clip, precision, seed, the built-in corpus's size, the
+//                   validation's batches and rows (the scores best.ckpt is judged by are
+//                   comparable only over the same ones, train.h's Best): taken from the
+//                   record; given again, the value must agree
 //   RUN_DATA        --train, --val: where the data is now, the record's place unless
 //                   given; the run's data is known by its content (the shards' sizes
 //                   and checksums the record holds), so data moved or named another
@@ -148,10 +150,10 @@ static const Flag flags[] = {
     {"val-every", "N", AS_LONG(val_every), 0, MAX_STEPS,
      "validate every N steps, 0 = only at the end", NULL, RUN_INVOCATION, BACKEND_ANY},
     {"val-steps", "N", AS_LONG(val_steps), 0, MAX_STEPS,
-     "batches per validation, 0 = the whole val stream", NULL, RUN_INVOCATION, BACKEND_ANY},
+     "batches per validation, 0 = the whole val stream", NULL, RUN_DEFINING, BACKEND_ANY},
     {"val-batch", "N", AS_LONG(val_batch), 1, MAX_ROWS,
      "validate on N rows in all, whatever --batch and the ranks; runs at different\n"
-     "                         batches then score the same rows and windows", "the training batch", RUN_INVOCATION,
+     "                         batches then score the same rows and windows", "the training batch", RUN_DEFINING,
      BACKEND_ANY},
     {"sample-every", "N", AS_LONG(sample_every), 0, MAX_STEPS,
      "print a sample every N steps, 0 = only at the end", NULL, RUN_INVOCATION, BACKEND_ANY},
@@ -565,6 +567,13 @@ static char *absolute_paths(const char *spec) {
 // RUN_LENGTH or RUN_DATA one given replaces it (the data is then checked by content); all
 // others keep the command line's value. The data's identity is returned in identity[2]
 // (train, val; NULL in a record written before the identity was recorded).
+// A number a record always holds when it records the flag (one with no word for unset) is
+// missing only from a record written before the flag was recorded: the command line's stands.
+static int record_predates(const Options *rec, int i) {
+    ArgKind k = flags[i].kind;
+    return !((rec->given >> i) & 1) && (k == ARG_INT || k == ARG_LONG || k == ARG_DOUBLE) && !flags[i].unset;
+}
+
 static void options_from_record(Options *o, const char *path, const char *text, size_t bytes,
                                 const char *identity[2]) {
     if (bytes == 0 || text[bytes - 1] != 0)
@@ -584,7 +593,7 @@ static void options_from_record(Options *o, const char *path, const char *text, 
         at = (size_t)(value + strlen(value) + 1 - text);
     }
     for (int i = 0; i < NFLAGS; i++) {  // first every check, against the command line's values
-        if (flags[i].on_resume != RUN_DEFINING || !((o->given >> i) & 1)) continue;
+        if (flags[i].on_resume != RUN_DEFINING || !((o->given >> i) & 1) || record_predates(&rec, i)) continue;
         char b1[64], b2[64];
         const char *mine = flag_value(o, i, b1), *run = flag_value(&rec, i, b2);
         if (!mine != !run || (mine && strcmp(mine, run))) {
@@ -597,7 +606,8 @@ static void options_from_record(Options *o, const char *path, const char *text, 
         }
     }
     for (int i = 0; i < NFLAGS; i++)  // then the copies (one schedule flag copies all of them)
-        if (flag_recorded(i) && (!((o->given >> i) & 1) || flags[i].kind == ARG_SCHEDULE)) flag_copy(o, &rec, i);
+        if (flag_recorded(i) && !record_predates(&rec, i) && (!((o->given >> i) & 1) || flags[i].kind == ARG_SCHEDULE))
+            flag_copy(o, &rec, i);
 }
 
 // A checkpoint with no run record (format version 1, or one written from Python) says
@@ -622,9 +632,9 @@ static void usage_resume(FILE *f, Backend backend) {
     fprintf(f, "A run is a directory (--out): latest.ckpt, best.ckpt, train.log. --resume DIR continues the run in\n"
                "DIR; a checkpoint file continues into --out. The model and the global batch come from the\n"
                "checkpoint's header; the data (known by content: --train and --val say where it is now),\n"
-               "--corpus-bytes, --no-reset-docs, --seq-len, the schedule, --clip, --fp16 and --seed from its run\n"
-               "record (given again, they must agree). --steps is the run's unless given anew, and these are\n"
-               "each invocation's own, with the defaults above:\n ");
+               "--corpus-bytes, --no-reset-docs, --seq-len, the schedule, --clip, --fp16, --seed, --val-steps and\n"
+               "--val-batch from its run record (given again, they must agree). --steps is the run's unless given\n"
+               "anew, and these are each invocation's own, with the defaults above:\n ");
     int col = 1;
     for (int i = 0; i < NFLAGS; i++) {
         if (flags[i].on_resume != RUN_INVOCATION || flags[i].kind == ARG_HELP || !(flags[i].backends & backend))

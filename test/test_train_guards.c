@@ -134,6 +134,17 @@ static void test_best(void) {
     int r5 = train("g2.out", "--resume g --steps 24");
     CHECK(r5 == 0 && test_system("[ $(grep -c '^train' %s/g/train.log) = 24 ]", dir) == 0,
           "divergence: the earlier run continues after the failed --overwrite, in its own log (exit %d)", r5);
+    // best.ckpt's score and the ones it is compared with are over the same validation batches and rows:
+    // a resume takes the run's --val-steps and --val-batch, and refuses others
+    int v1 = train("vs1.out", TINY " --val-every 2 --steps 4 --out vs");
+    int v2 = train("vs2.out", "--resume vs --steps 6 --val-steps 0");
+    int v3 = train("vs3.out", "--resume vs --steps 6 --val-batch 8");
+    int v4 = train("vs4.out", "--resume vs --steps 6 --val-steps 2");
+    CHECK(v1 == 0 && v2 == 2 && says("vs2.out", "--val-steps 0 disagrees with checkpoint vs/latest.ckpt, whose run has "
+                                                "--val-steps 2") &&
+              v3 == 2 && says("vs3.out", "--val-batch 8 disagrees") && v4 == 0,
+          "best: a resume that would score on other validation batches or rows is refused (exits %d %d %d %d)", v1, v2,
+          v3, v4);
     // a learning rate that trains to thousands of bits per character ends with an error, not exit 0
     int rc = train("e.out", TINY " --lr 1e3 --clip 0 --steps 60 --out lr");
     CHECK(rc == 2 && says("e.out", "the model has diverged") && size_of("lr/latest.ckpt") < 0,
