@@ -713,9 +713,11 @@ static int log_owner(const char *path, uint64_t *id) {
     unsigned long long x = 0;
     *id = 0;
     if (!got) return -1;
-    if (sscanf(line, LOG_FIRST_LINE, &x) == 1) {
+    if (sscanf(line, LOG_FIRST_LINE, &x) == 1) {  // the whole line, or a cut one that names no run
+        char whole[64];
+        snprintf(whole, sizeof whole, LOG_FIRST_LINE "\n", x);
         *id = x;
-        return 1;
+        return !strcmp(line, whole);
     }
     return !strncmp(line, "# train step epoch", 18);  // an earlier version's log
 }

@@ -418,8 +418,7 @@ static void check_input_file(const char *flag, const char *path) {
     struct stat sb;
     if (!*path) fail("--%s: empty path", flag);
     if (stat(path, &sb) != 0) fail("--%s %s: %s", flag, path, strerror(errno));
-    if (S_ISDIR(sb.st_mode)) fail("--%s %s: is a directory with no %s (not a run directory)", flag, path,
-                                  !strcmp(flag, "resume") ? RUN_LATEST_CKPT : RUN_BEST_CKPT);
+    if (S_ISDIR(sb.st_mode)) fail("--%s %s: a directory, not a checkpoint file", flag, path);
     if (!S_ISREG(sb.st_mode)) fail("--%s %s: not a regular file", flag, path);
 }
 

@@ -211,6 +211,11 @@ static void test_log_owner(void) {
     CHECK(rc == 0 && test_system("[ $(grep -c '^train' %s/la/train.log) = 12 ] && ! grep -q 'cut short' %s/la/train.log "
                                  "&& head -n 1 %s/la/train.log | grep -q '^# mlstm.c training log of run '", dir, dir, dir) == 0,
           "log: the run's own log is cut back to the checkpoint and continued, 12 steps once each (exit %d)", rc);
+    // a first line cut short (a full disk while it was written) names no run, not a run of its hex digits
+    test_system("cp -r %s/la %s/lc && printf '# mlstm.c training log of run 393d' > %s/lc/train.log", dir, dir, dir);
+    rc = train("l9.out", "--resume lc --steps 16");
+    CHECK(rc == 2 && says("l9.out", "lc/train.log is not a training log") && !says("l9.out", "belongs to run"),
+          "log: a log whose first line is cut is not taken for another run's (exit %d)", rc);
 }
 
 // 3. Data is known by content: a resume refuses changed bytes at the same path and follows the data
@@ -430,6 +435,10 @@ static void test_inputs_and_errors(void) {
     CHECK(rc == 2 && says("cb.out", "--corpus-bytes 1099511627776: the built-in corpus is made in memory") &&
               !says("cb.out", "--hidden"),
           "errors: a corpus larger than memory names --corpus-bytes, exit %d (was: out of memory, --hidden, exit 1)", rc);
+    test_system("mkdir -p %s/idir/best.ckpt", dir);
+    rc = train("id.out", TINY " --steps 1 --init-from idir --out id");
+    CHECK(rc == 2 && says("id.out", "--init-from idir/best.ckpt: a directory, not a checkpoint file"),
+          "errors: a run directory whose best.ckpt is a directory is named as such (exit %d)", rc);
     rc = train("te.out", TINY " --steps 1 --train '' --out te");
     CHECK(rc == 2 && says("te.out", "--train: empty path"), "errors: --train '' names the flag (exit %d)", rc);
     rc = test_system("cd %s && %s " TINY " --steps 2 --out so >&- 2> so.err", dir, trainer);
