@@ -71,10 +71,12 @@ typedef enum {
 } ArgKind;
 // What --resume does with a flag. A checkpoint records the run it belongs to (its run
 // record, doc/formats.md), so that a resume continues that run and no other:
-//   RUN_DEFINING    T, the schedule, clip, precision, seed, the built-in corpus's size, the
-//                   validation's batches and rows (the scores best.ckpt is judged by are
-//                   comparable only over the same ones, train.h's Best): taken from the
-//                   record; given again, the value must agree
+//   RUN_DEFINING    T, the schedule, clip, precision, seed, the built-in corpus's size:
+//                   taken from the record; given again, the value must agree
+//   RUN_SCORING     --val-steps, --val-batch: which batches and rows a validation reads.
+//                   Taken from the record; given again, the value must agree in a run
+//                   whose best.ckpt is judged by validation (train.h's Best: scores are
+//                   comparable only over the same text), and is free in any other
 //   RUN_DATA        --train, --val: where the data is now, the record's place unless
 //                   given; the run's data is known by its content (the shards' sizes
 //                   and checksums the record holds), so data moved or named another
@@ -86,7 +88,7 @@ typedef enum {
 //                   not recorded, so two runs that train alike write checkpoints alike wherever
 //                   they write them (--matmul picks how the products are summed, not what the
 //                   run computes: like a run moved between the trainers, a resume may change it)
-typedef enum { RUN_DEFINING, RUN_DATA, RUN_LENGTH, RUN_MODEL, RUN_INVOCATION } RunRule;
+typedef enum { RUN_DEFINING, RUN_SCORING, RUN_DATA, RUN_LENGTH, RUN_MODEL, RUN_INVOCATION } RunRule;
 typedef struct {
     const char *name, *arg;
     ArgKind kind;
@@ -150,10 +152,10 @@ static const Flag flags[] = {
     {"val-every", "N", AS_LONG(val_every), 0, MAX_STEPS,
      "validate every N steps, 0 = only at the end", NULL, RUN_INVOCATION, BACKEND_ANY},
     {"val-steps", "N", AS_LONG(val_steps), 0, MAX_STEPS,
-     "batches per validation, 0 = the whole val stream", NULL, RUN_DEFINING, BACKEND_ANY},
+     "batches per validation, 0 = the whole val stream", NULL, RUN_SCORING, BACKEND_ANY},
     {"val-batch", "N", AS_LONG(val_batch), 1, MAX_ROWS,
      "validate on N rows in all, whatever --batch and the ranks; runs at different\n"
-     "                         batches then score the same rows and windows", "the training batch", RUN_DEFINING,
+     "                         batches then score the same rows and windows", "the training batch", RUN_SCORING,
      BACKEND_ANY},
     {"sample-every", "N", AS_LONG(sample_every), 0, MAX_STEPS,
      "print a sample every N steps, 0 = only at the end", NULL, RUN_INVOCATION, BACKEND_ANY},
@@ -425,8 +427,8 @@ static void run_text_add(RunText *r, const char *name, const char *value) {
     r->bytes += n + v;
 }
 
-static int flag_recorded(int i) { return flags[i].on_resume == RUN_DEFINING || flags[i].on_resume == RUN_DATA ||
-                                         flags[i].on_resume == RUN_LENGTH; }
+static int flag_recorded(int i) { return flags[i].on_resume == RUN_DEFINING || flags[i].on_resume == RUN_SCORING ||
+                                         flags[i].on_resume == RUN_DATA || flags[i].on_resume == RUN_LENGTH; }
 
 // The record of o's run (the flags a run record holds), or of all its flags.
 typedef enum { RECORD_RUN, RECORD_ALL_FLAGS } RecordWhat;
@@ -575,7 +577,7 @@ static int record_predates(const Options *rec, int i) {
 }
 
 static void options_from_record(Options *o, const char *path, const char *text, size_t bytes,
-                                const char *identity[2]) {
+                                const char *identity[2], int scored_by_validation) {
     if (bytes == 0 || text[bytes - 1] != 0)
         fail("checkpoint %s: its run record is not a list of settings (corrupt file)", path);
     Options rec;
@@ -593,7 +595,9 @@ static void options_from_record(Options *o, const char *path, const char *text, 
         at = (size_t)(value + strlen(value) + 1 - text);
     }
     for (int i = 0; i < NFLAGS; i++) {  // first every check, against the command line's values
-        if (flags[i].on_resume != RUN_DEFINING || !((o->given >> i) & 1) || record_predates(&rec, i)) continue;
+        RunRule rule = flags[i].on_resume;
+        int must_agree = rule == RUN_DEFINING || (rule == RUN_SCORING && scored_by_validation);
+        if (!must_agree || !((o->given >> i) & 1) || record_predates(&rec, i)) continue;
         char b1[64], b2[64];
         const char *mine = flag_value(o, i, b1), *run = flag_value(&rec, i, b2);
         if (!mine != !run || (mine && strcmp(mine, run))) {
@@ -632,9 +636,10 @@ static void usage_resume(FILE *f, Backend backend) {
     fprintf(f, "A run is a directory (--out): latest.ckpt, best.ckpt, train.log. --resume DIR continues the run in\n"
                "DIR; a checkpoint file continues into --out. The model and the global batch come from the\n"
                "checkpoint's header; the data (known by content: --train and --val say where it is now),\n"
-               "--corpus-bytes, --no-reset-docs, --seq-len, the schedule, --clip, --fp16, --seed, --val-steps and\n"
-               "--val-batch from its run record (given again, they must agree). --steps is the run's unless given\n"
-               "anew, and these are each invocation's own, with the defaults above:\n ");
+               "--corpus-bytes, --no-reset-docs, --seq-len, the schedule, --clip, --fp16 and --seed from its run\n"
+               "record (given again, they must agree); --val-steps and --val-batch too (given again, they must agree\n"
+               "when best.ckpt is judged by validation). --steps is the run's unless given anew, and these are each\n"
+               "invocation's own, with the defaults above:\n ");
     int col = 1;
     for (int i = 0; i < NFLAGS; i++) {
         if (flags[i].on_resume != RUN_INVOCATION || flags[i].kind == ARG_HELP || !(flags[i].backends & backend))

@@ -746,7 +746,9 @@ static void run_options(Run *r, Source *src, int argc, char **argv) {
         src->f = open_checkpoint(src->path, &src->hd);
         config_from_checkpoint(o, src->path, &src->hd);
         if (o->resume) src->record = (char *)checkpoint_read_run(src->f, src->path, &src->hd);
-        if (src->record) options_from_record(o, src->path, src->record, src->hd.run_bytes, src->identity);
+        if (src->record)
+            options_from_record(o, src->path, src->record, src->hd.run_bytes, src->identity,
+                                src->hd.st.best_by == CKPT_BEST_BY_VAL);
         else if (o->resume) options_without_record(o, src->path);
         if (o->resume && (long)src->hd.st.data_step >= o->steps)
             fail("checkpoint %s is at step %llu and --steps is %ld: nothing to train (give a larger --steps)",

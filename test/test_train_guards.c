@@ -140,11 +140,13 @@ static void test_best(void) {
     int v2 = train("vs2.out", "--resume vs --steps 6 --val-steps 0");
     int v3 = train("vs3.out", "--resume vs --steps 6 --val-batch 8");
     int v4 = train("vs4.out", "--resume vs --steps 6 --val-steps 2");
+    int v5 = train("vs5.out", TINY " --steps 4 --out vt");  // judged by the training loss: validation is free
+    int v6 = train("vs6.out", "--resume vt --steps 6 --val-steps 0 --val-batch 8");
     CHECK(v1 == 0 && v2 == 2 && says("vs2.out", "--val-steps 0 disagrees with checkpoint vs/latest.ckpt, whose run has "
                                                 "--val-steps 2") &&
-              v3 == 2 && says("vs3.out", "--val-batch 8 disagrees") && v4 == 0,
-          "best: a resume that would score on other validation batches or rows is refused (exits %d %d %d %d)", v1, v2,
-          v3, v4);
+              v3 == 2 && says("vs3.out", "--val-batch 8 disagrees") && v4 == 0 && v5 == 0 && v6 == 0,
+          "best: a resume that would score on other validation batches or rows is refused, unless the run is judged "
+          "by its training loss (exits %d %d %d %d %d %d)", v1, v2, v3, v4, v5, v6);
     // a learning rate that trains to thousands of bits per character ends with an error, not exit 0
     int rc = train("e.out", TINY " --lr 1e3 --clip 0 --steps 60 --out lr");
     CHECK(rc == 2 && says("e.out", "the model has diverged") && size_of("lr/latest.ckpt") < 0,
