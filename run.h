@@ -815,7 +815,9 @@ static void check_outputs_apart(const RunDir *d, const Options *o, const char *r
 static int holds_run_file(const char *path, int is_log, int overwrite) {
     struct stat sb;
     if (lstat(path, &sb) != 0) return 0;
-    if (!exists(path, &sb)) fail("%s is a symlink to nothing: remove it, or give another --out", path);
+    if (!exists(path, &sb))
+        fail("%s is a symbolic link that leads to no file (%s): remove it, or give another --out", path,
+             strerror(errno));
     if (!S_ISREG(sb.st_mode)) fail("%s: not a regular file (give another --out)", path);
     if (sb.st_size == 0) return 0;
     uint64_t id;

@@ -431,6 +431,8 @@ static const char *checkpoint_named(const char *flag, const char *path, char *ou
     if (strcmp(flag, "resume")) snprintf(out, 4200, "%s", checkpoint_file(path, best, sizeof best));  // its best.ckpt
     else if (*path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         snprintf(out, 4200, "%s/%s", path, RUN_LATEST_CKPT);
+        if (stat(out, &sb) != 0 && lstat(out, &sb) == 0)  // there, but a link that leads nowhere (or loops)
+            fail("--resume %s: %s: %s", path, out, strerror(errno));
         if (stat(out, &sb) != 0)
             fail("--resume %s: no %s there (not a run directory, or a run that has not written one yet)", path,
                  RUN_LATEST_CKPT);

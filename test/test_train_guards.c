@@ -437,6 +437,11 @@ static void test_inputs_and_errors(void) {
     CHECK(rc == 2 && says("cb.out", "--corpus-bytes 1099511627776: the built-in corpus is made in memory") &&
               !says("cb.out", "--hidden"),
           "errors: a corpus larger than memory names --corpus-bytes, exit %d (was: out of memory, --hidden, exit 1)", rc);
+    // a checkpoint name that is a loop of symbolic links is named with what is wrong, not as missing
+    test_system("cd %s && ln -s loop1 loop2 && ln -s loop2 loop1 && mkdir -p lp && ln -s ../loop1 lp/latest.ckpt", dir);
+    rc = train("lp.out", "--resume lp --steps 6");
+    CHECK(rc == 2 && says("lp.out", "--resume lp: lp/latest.ckpt: Too many levels of symbolic links"),
+          "errors: latest.ckpt a loop of symbolic links is named as one (exit %d)", rc);
     test_system("mkdir -p %s/idir/best.ckpt", dir);
     rc = train("id.out", TINY " --steps 1 --init-from idir --out id");
     CHECK(rc == 2 && says("id.out", "--init-from idir/best.ckpt: a directory, not a checkpoint file"),
