@@ -74,9 +74,9 @@ typedef enum {
 //   RUN_DEFINING    T, the schedule, clip, precision, seed, the built-in corpus's size:
 //                   taken from the record; given again, the value must agree
 //   RUN_SCORING     --val-steps, --val-batch: which batches and rows a validation reads.
-//                   Taken from the record; given again, the value must agree in a run
-//                   whose best.ckpt is judged by validation (train.h's Best: scores are
-//                   comparable only over the same text), and is free in any other
+//                   In a run whose best.ckpt is judged by validation (train.h's Best:
+//                   scores are comparable only over the same text) taken from the record,
+//                   and given again the value must agree; in any other run the invocation's
 //   RUN_DATA        --train, --val: where the data is now, the record's place unless
 //                   given; the run's data is known by its content (the shards' sizes
 //                   and checksums the record holds), so data moved or named another
@@ -609,9 +609,12 @@ static void options_from_record(Options *o, const char *path, const char *text, 
                  path, flags[i].name, shown[1]);
         }
     }
-    for (int i = 0; i < NFLAGS; i++)  // then the copies (one schedule flag copies all of them)
-        if (flag_recorded(i) && !record_predates(&rec, i) && (!((o->given >> i) & 1) || flags[i].kind == ARG_SCHEDULE))
+    for (int i = 0; i < NFLAGS; i++) {  // then the copies (one schedule flag copies all of them)
+        int invocation_own = flags[i].on_resume == RUN_SCORING && !scored_by_validation;
+        if (flag_recorded(i) && !record_predates(&rec, i) && !invocation_own &&
+            (!((o->given >> i) & 1) || flags[i].kind == ARG_SCHEDULE))
             flag_copy(o, &rec, i);
+    }
 }
 
 // A checkpoint with no run record (format version 1, or one written from Python) says
@@ -637,9 +640,9 @@ static void usage_resume(FILE *f, Backend backend) {
                "DIR; a checkpoint file continues into --out. The model and the global batch come from the\n"
                "checkpoint's header; the data (known by content: --train and --val say where it is now),\n"
                "--corpus-bytes, --no-reset-docs, --seq-len, the schedule, --clip, --fp16 and --seed from its run\n"
-               "record (given again, they must agree); --val-steps and --val-batch too (given again, they must agree\n"
-               "when best.ckpt is judged by validation). --steps is the run's unless given anew, and these are each\n"
-               "invocation's own, with the defaults above:\n ");
+               "record (given again, they must agree); --val-steps and --val-batch too when best.ckpt is judged by\n"
+               "validation. --steps is the run's unless given anew, and these are each invocation's own, with the\n"
+               "defaults above:\n ");
     int col = 1;
     for (int i = 0; i < NFLAGS; i++) {
         if (flags[i].on_resume != RUN_INVOCATION || flags[i].kind == ARG_HELP || !(flags[i].backends & backend))

@@ -241,14 +241,27 @@ static void dist_gather(const real *mine, real *all, size_t n) {
 // temporary file and renamed, and the next start removes that file. SA_RESTART: a write
 // to a slow reader (a pipe, a terminal) that a signal interrupts goes on, not fails.
 
+// A signal that comes again within SIGNAL_REPEAT_S of the first is the same request
+// delivered twice, not a second one: timeout(1) signals its command and then the command's
+// process group, a closing terminal reaches a job through the kernel and through its shell,
+// and mpirun forwards the Ctrl-C the terminal also gives its ranks.
+#define SIGNAL_REPEAT_S 0.1
 static volatile sig_atomic_t stop_requested = 0;
+static struct timespec first_signal_at;  // (clock_gettime is async-signal-safe)
 static void on_signal(int sig) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double since = (double)(now.tv_sec - first_signal_at.tv_sec) +
+                   1e-9 * (double)(now.tv_nsec - first_signal_at.tv_nsec);
+    int by_signal = first_signal_at.tv_sec || first_signal_at.tv_nsec;  // (not by a closed stdout)
+    if (stop_requested && by_signal && since < SIGNAL_REPEAT_S) return;
     if (stop_requested) {
         static const char msg[] = "\nsecond signal: exiting now; the last checkpoint written is intact\n";
         ssize_t r = write(2, msg, sizeof msg - 1);
         (void)r;
         _exit(128 + sig);
     }
+    first_signal_at = now;
     stop_requested = 1;
 }
 static void signals_catch(void) {
@@ -875,6 +888,7 @@ static void run_start(Run *r, int argc, char **argv) {
     std_fds_open();
     dist_init(&argc, &argv);
     stop_requested = 0;
+    memset(&first_signal_at, 0, sizeof first_signal_at);
     Source src;
     memset(&src, 0, sizeof src);
     run_options(r, &src, argc, argv);

@@ -400,6 +400,18 @@ static void test_signals_and_pipes(void) {
     hd = header_of("pipe/latest.ckpt");
     CHECK(rc == 0 && hd.st.data_step > 0 && hd.st.data_step < 1000 && says("pipe.err", "stdout is closed"),
           "./train | head: the run stops with a checkpoint at step %llu, exit %d", (unsigned long long)hd.st.data_step, rc);
+    // one request delivered twice in a few milliseconds (timeout(1) signals its command and its process
+    // group; a closing terminal reaches a job through the kernel and its shell) is one signal, not two
+    // (a model whose step takes a few hundred ms, so the second comes while the first waits for it)
+    rc = test_system("cd %s && (%s " TINY " --hidden 256 --batch 64 --seq-len 64 --corpus-bytes 2000000 --steps 100000 "
+                     "--out hup2 > hup2.out 2>&1 & pid=$!; "
+                     "for i in $(seq 400); do grep -q '^train' hup2/train.log 2>/dev/null && break; sleep 0.02; done; "
+                     "python3 -c 'import os, signal, sys, time; p = int(sys.argv[1]); os.kill(p, signal.SIGHUP); "
+                     "time.sleep(0.02); os.kill(p, signal.SIGHUP)' $pid; wait $pid)", dir, trainer);
+    hd = header_of("hup2/latest.ckpt");
+    CHECK(rc == 0 && hd.st.data_step > 0 && !says("hup2.out", "second signal"),
+          "SIGHUP twice 20 ms apart: one stop, a checkpoint at step %llu, exit %d", (unsigned long long)hd.st.data_step,
+          rc);
     // stdout a pipe whose reader has gone before the trainer prints its settings: the run still stops
     // with a checkpoint after its first step (signals are caught before the run directory is made)
     rc = test_system("cd %s && python3 -c 'import os, subprocess, sys; r, w = os.pipe(); os.close(r); "
