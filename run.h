@@ -591,7 +591,14 @@ static void options_from_record(Options *o, const char *path, const char *text, 
             fail("checkpoint %s: its run record holds \"%s\", not a setting this trainer records (written by "
                  "another version?)", path, name);
         if (data) identity[!strcmp(name, RECORD_VAL_DATA)] = value;
-        else apply_flag(&rec, i, value);
+        else {  // a value this build refuses (another version's limits, a corrupt file) is the file's to name
+            char keep[sizeof fail_where];
+            memcpy(keep, fail_where, sizeof keep);
+            if (snprintf(fail_where, sizeof fail_where, "%scheckpoint %.200s, its run record: ", keep, path) < 0)
+                fail_where[0] = 0;
+            apply_flag(&rec, i, value);
+            memcpy(fail_where, keep, sizeof keep);
+        }
         at = (size_t)(value + strlen(value) + 1 - text);
     }
     for (int i = 0; i < NFLAGS; i++) {  // first every check, against the command line's values

@@ -197,6 +197,9 @@ static void test_log_owner(void) {
     fclose(f);
     st.run_id = 0;
     checkpoint_save_run(dst, &m, &st, h, c, record, hd.run_bytes);
+    static const char beyond[] = "seq-len\0" "100000000";  // a value this build's limits refuse
+    snprintf(dst, sizeof dst, "%s/beyond.ckpt", dir);
+    checkpoint_save_run(dst, &m, &st, h, c, (const uint8_t *)beyond, sizeof beyond);
     mlstm_free(&m);
     free(h);
     free(c);
@@ -207,6 +210,9 @@ static void test_log_owner(void) {
               !says("l8.out", "continue it with --resume old"),
           "log: a directory with only a log, or whose latest.ckpt names no run, is refused without advice to resume it "
           "(exits %d %d)", r6, r7);
+    int r8 = train("l10.out", "--resume beyond.ckpt --steps 12 --out by");
+    CHECK(r8 == 2 && says("l10.out", "error: checkpoint .*beyond.ckpt, its run record: --seq-len: must be between"),
+          "record: a recorded value this build refuses names the checkpoint, not only the flag (exit %d)", r8);
     // its own log continues: a resume cuts the lines after the checkpoint (step 8) and appends
     test_system("cp %s/la.log %s/la/train.log && echo 'train 9 cut short' >> %s/la/train.log", dir, dir, dir);
     rc = train("l6.out", "--resume la --steps 12");
