@@ -902,8 +902,9 @@ static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t r
     if (d->replacing) {  // the earlier run's log stays until this run's first checkpoint (run_dir_replaced)
         atomic_open(&d->new_log, d->log_path);
         d->log = d->new_log.f;
+        static int at_exit_set = 0;
+        if (!at_exit_set++) atexit(run_dir_discard_new_log);
         run_dir_replacing = d;
-        atexit(run_dir_discard_new_log);
     } else d->log = fopen(d->log_path, continuing && log_state == 1 ? "r+" : "w");
     if (!d->log) fail("%s: cannot write: %s", d->log_path, strerror(errno));
     if (continuing && log_state == 1) log_truncate(d, data_step);
@@ -916,6 +917,7 @@ static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t r
 
 static void run_dir_close(RunDir *d) {
     run_dir_discard_new_log();  // a run stopped before its first checkpoint: the earlier run stays
+    run_dir_replacing = NULL;
     if (d->log) fclose(d->log);
     if (d->lock_fd >= 0) close(d->lock_fd);  // releases the lock
     d->log = NULL;
