@@ -902,6 +902,14 @@ static void test_prepare_out_dir(void) {
               file_exists(tmp_path("real/later/train_000.bin")) && test_system("cd '%s' && ! ls -a | grep -q "
               "'^later\\.'", tmp_dir) == 0,
           "-o later, a link to real/later not made yet: exit %d, real/later made and written, the link kept", rc);
+    // -o a mount point (a container's data volume): it cannot be renamed, so refused before any work
+    // (mounting needs root: skipped without it)
+    if (test_system("cd '%s' && mkdir -p mnt && mount -t tmpfs -o size=1m tmpfs mnt 2> /dev/null", tmp_dir) == 0) {
+        rc = prepare("--val-fraction 0 od.txt", "mnt");
+        CHECK(rc == 2 && file_contains(log, "-o mnt is a mount point") && test_system("cd '%s' && ! ls -a | grep -q "
+              "'^mnt\\.'", tmp_dir) == 0, "-o a mount point: refused before any work, nothing left (exit %d)", rc);
+        test_system("cd '%s' && umount mnt", tmp_dir);
+    } else SKIP("-o a mount point: cannot mount a tmpfs here (not root)");
     // -o holding the current directory: the switch would leave the shell in the removed old one
     rc = test_system("cd '%s/od' && '%s/prepare' --val-fraction 0 -o . ../od.txt > '%s' 2>&1", tmp_dir, tool_dir, log);
     CHECK(rc == 2 && file_contains(log, "-o . holds the current directory") &&
