@@ -708,7 +708,9 @@ static int64_t write_split(const Corpus *c, const Settings *cfg, const char *spl
 // The switch: the written set (out_dir.tmp) becomes DIR in one rename, then the old set goes.
 static void switch_in(const char *given) {
     struct stat old;
-    if (stat(out_dir.out, &old) == 0 && chmod(out_dir.tmp, old.st_mode & 07777) != 0)  // DIR keeps its permissions
+    int there = stat(out_dir.out, &old) == 0;
+    if (there && chown(out_dir.tmp, old.st_uid, old.st_gid) != 0) {}  // its owner too, where this process may (root)
+    if (there && chmod(out_dir.tmp, old.st_mode & 07777) != 0)  // DIR keeps its permissions
         fail("cannot set the permissions of %s: %s", out_dir.tmp, strerror(errno));
     int exchanged = -1;
 #ifdef RENAME_EXCHANGE
