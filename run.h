@@ -564,11 +564,6 @@ static char *absolute_paths(const char *spec) {
     return out;
 }
 
-// --resume: the run's settings from the checkpoint's record `text` (bytes, NUL-terminated
-// past the end). A RUN_DEFINING flag given on the command line must agree with it; a
-// RUN_LENGTH or RUN_DATA one given replaces it (the data is then checked by content); all
-// others keep the command line's value. The data's identity is returned in identity[2]
-// (train, val; NULL in a record written before the identity was recorded).
 // A number a record always holds when it records the flag (one with no word for unset) is
 // missing only from a record written before the flag was recorded: the command line's stands.
 static int record_predates(const Options *rec, int i) {
@@ -576,6 +571,12 @@ static int record_predates(const Options *rec, int i) {
     return !((rec->given >> i) & 1) && (k == ARG_INT || k == ARG_LONG || k == ARG_DOUBLE) && !flags[i].unset;
 }
 
+// --resume: the run's settings from the checkpoint's record `text` (bytes, NUL-terminated
+// past the end). A RUN_DEFINING flag given on the command line must agree with it (a
+// RUN_SCORING one too when the run is scored_by_validation); a RUN_LENGTH or RUN_DATA one
+// given replaces it (the data is then checked by content); all others keep the command
+// line's value. The data's identity is returned in identity[2]
+// (train, val; NULL in a record written before the identity was recorded).
 static void options_from_record(Options *o, const char *path, const char *text, size_t bytes,
                                 const char *identity[2], int scored_by_validation) {
     if (bytes == 0 || text[bytes - 1] != 0)
@@ -765,10 +766,9 @@ static void log_truncate(RunDir *d, long data_step) {
 }
 
 // Removes <file>.tmp.<pid> files a killed trainer left beside the run's checkpoints (whole
-// checkpoints' worth of bytes each) and its log (a replacing run's, run_dir_replaced): beside
-// the file each name leads to, since a checkpoint
-// that is a symbolic link is written through it (util.h, atomic_open). Only a trainer holding
-// the run's lock writes them.
+// checkpoints' worth of bytes each) and its log (a replacing run's, run_dir_replaced):
+// beside the file each name leads to, since a checkpoint that is a symbolic link is written
+// through it (util.h, atomic_open). Only a trainer holding the run's lock writes them.
 static void remove_stale_temps(const RunDir *d) {
     const char *names[3] = {d->latest, d->best, d->log_path};
     for (int k = 0; k < 3; k++) {
