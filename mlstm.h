@@ -983,7 +983,9 @@ static inline FILE *checkpoint_open(const char *path_given, CkptHeader *out) {
     ckpt_header_unpack(hd, out);
     uint32_t best_by = out->st.best_by;
     uint64_t want_sum = out->checksum;
-    int sane = best_by <= CKPT_BEST_BY_TRAIN && isfinite(out->st.loss_ema) && out->cfg.V == 256 &&
+    // a score and the loss mean are losses in nats: never below 0 (a score may be NaN: not scored)
+    int sane = best_by <= CKPT_BEST_BY_TRAIN && isfinite(out->st.loss_ema) && out->st.loss_ema >= 0 &&
+               !(out->st.score < 0) && out->cfg.V == 256 &&
                out->cfg.D >= 1 && out->cfg.H >= 1 && out->st.G >= 1 && !(out->cfg.wnorm & ~1);
     sane = sane && out->nparams == ckpt_param_count(&out->cfg) && out->nparams;
     sane = sane && out->payload_bytes == ckpt_payload_bytes(&out->cfg, out->nparams, out->st.G) && out->payload_bytes;

@@ -73,6 +73,10 @@ typedef enum {
 // record, doc/formats.md), so that a resume continues that run and no other:
 //   RUN_DEFINING    T, the schedule, clip, precision, seed, the built-in corpus's size:
 //                   taken from the record; given again, the value must agree
+//   RUN_SCORING     --val-steps, --val-batch: which batches and rows a validation reads.
+//                   In a run whose best.ckpt is judged by validation (train.h's Best:
+//                   scores are comparable only over the same text) taken from the record,
+//                   and given again the value must agree; in any other run the invocation's
 //   RUN_DATA        --train, --val: where the data is now, the record's place unless
 //                   given; the run's data is known by its content (the shards' sizes
 //                   and checksums the record holds), so data moved or named another
@@ -84,7 +88,7 @@ typedef enum {
 //                   not recorded, so two runs that train alike write checkpoints alike wherever
 //                   they write them (--matmul picks how the products are summed, not what the
 //                   run computes: like a run moved between the trainers, a resume may change it)
-typedef enum { RUN_DEFINING, RUN_DATA, RUN_LENGTH, RUN_MODEL, RUN_INVOCATION } RunRule;
+typedef enum { RUN_DEFINING, RUN_SCORING, RUN_DATA, RUN_LENGTH, RUN_MODEL, RUN_INVOCATION } RunRule;
 typedef struct {
     const char *name, *arg;
     ArgKind kind;
@@ -148,10 +152,10 @@ static const Flag flags[] = {
     {"val-every", "N", AS_LONG(val_every), 0, MAX_STEPS,
      "validate every N steps, 0 = only at the end", NULL, RUN_INVOCATION, BACKEND_ANY},
     {"val-steps", "N", AS_LONG(val_steps), 0, MAX_STEPS,
-     "batches per validation, 0 = the whole val stream", NULL, RUN_INVOCATION, BACKEND_ANY},
+     "batches per validation, 0 = the whole val stream", NULL, RUN_SCORING, BACKEND_ANY},
     {"val-batch", "N", AS_LONG(val_batch), 1, MAX_ROWS,
      "validate on N rows in all, whatever --batch and the ranks; runs at different\n"
-     "                         batches then score the same rows and windows", "the training batch", RUN_INVOCATION,
+     "                         batches then score the same rows and windows", "the training batch", RUN_SCORING,
      BACKEND_ANY},
     {"sample-every", "N", AS_LONG(sample_every), 0, MAX_STEPS,
      "print a sample every N steps, 0 = only at the end", NULL, RUN_INVOCATION, BACKEND_ANY},
@@ -423,8 +427,8 @@ static void run_text_add(RunText *r, const char *name, const char *value) {
     r->bytes += n + v;
 }
 
-static int flag_recorded(int i) { return flags[i].on_resume == RUN_DEFINING || flags[i].on_resume == RUN_DATA ||
-                                         flags[i].on_resume == RUN_LENGTH; }
+static int flag_recorded(int i) { return flags[i].on_resume == RUN_DEFINING || flags[i].on_resume == RUN_SCORING ||
+                                         flags[i].on_resume == RUN_DATA || flags[i].on_resume == RUN_LENGTH; }
 
 // The record of o's run (the flags a run record holds), or of all its flags.
 typedef enum { RECORD_RUN, RECORD_ALL_FLAGS } RecordWhat;
@@ -560,13 +564,21 @@ static char *absolute_paths(const char *spec) {
     return out;
 }
 
+// A number a record always holds when it records the flag (one with no word for unset) is
+// missing only from a record written before the flag was recorded: the command line's stands.
+static int record_predates(const Options *rec, int i) {
+    ArgKind k = flags[i].kind;
+    return !((rec->given >> i) & 1) && (k == ARG_INT || k == ARG_LONG || k == ARG_DOUBLE) && !flags[i].unset;
+}
+
 // --resume: the run's settings from the checkpoint's record `text` (bytes, NUL-terminated
-// past the end). A RUN_DEFINING flag given on the command line must agree with it; a
-// RUN_LENGTH or RUN_DATA one given replaces it (the data is then checked by content); all
-// others keep the command line's value. The data's identity is returned in identity[2]
+// past the end). A RUN_DEFINING flag given on the command line must agree with it (a
+// RUN_SCORING one too when the run is scored_by_validation); a RUN_LENGTH or RUN_DATA one
+// given replaces it (the data is then checked by content); all others keep the command
+// line's value. The data's identity is returned in identity[2]
 // (train, val; NULL in a record written before the identity was recorded).
 static void options_from_record(Options *o, const char *path, const char *text, size_t bytes,
-                                const char *identity[2]) {
+                                const char *identity[2], int scored_by_validation) {
     if (bytes == 0 || text[bytes - 1] != 0)
         fail("checkpoint %s: its run record is not a list of settings (corrupt file)", path);
     Options rec;
@@ -580,11 +592,20 @@ static void options_from_record(Options *o, const char *path, const char *text, 
             fail("checkpoint %s: its run record holds \"%s\", not a setting this trainer records (written by "
                  "another version?)", path, name);
         if (data) identity[!strcmp(name, RECORD_VAL_DATA)] = value;
-        else apply_flag(&rec, i, value);
+        else {  // a value this build refuses (another version's limits, a corrupt file) is the file's to name
+            char keep[sizeof fail_where];
+            memcpy(keep, fail_where, sizeof keep);
+            if (snprintf(fail_where, sizeof fail_where, "%scheckpoint %.200s, its run record: ", keep, path) < 0)
+                fail_where[0] = 0;
+            apply_flag(&rec, i, value);
+            memcpy(fail_where, keep, sizeof keep);
+        }
         at = (size_t)(value + strlen(value) + 1 - text);
     }
     for (int i = 0; i < NFLAGS; i++) {  // first every check, against the command line's values
-        if (flags[i].on_resume != RUN_DEFINING || !((o->given >> i) & 1)) continue;
+        RunRule rule = flags[i].on_resume;
+        int must_agree = rule == RUN_DEFINING || (rule == RUN_SCORING && scored_by_validation);
+        if (!must_agree || !((o->given >> i) & 1) || record_predates(&rec, i)) continue;
         char b1[64], b2[64];
         const char *mine = flag_value(o, i, b1), *run = flag_value(&rec, i, b2);
         if (!mine != !run || (mine && strcmp(mine, run))) {
@@ -596,8 +617,12 @@ static void options_from_record(Options *o, const char *path, const char *text, 
                  path, flags[i].name, shown[1]);
         }
     }
-    for (int i = 0; i < NFLAGS; i++)  // then the copies (one schedule flag copies all of them)
-        if (flag_recorded(i) && (!((o->given >> i) & 1) || flags[i].kind == ARG_SCHEDULE)) flag_copy(o, &rec, i);
+    for (int i = 0; i < NFLAGS; i++) {  // then the copies (one schedule flag copies all of them)
+        int invocation_own = flags[i].on_resume == RUN_SCORING && !scored_by_validation;
+        if (flag_recorded(i) && !record_predates(&rec, i) && !invocation_own &&
+            (!((o->given >> i) & 1) || flags[i].kind == ARG_SCHEDULE))
+            flag_copy(o, &rec, i);
+    }
 }
 
 // A checkpoint with no run record (format version 1, or one written from Python) says
@@ -623,8 +648,9 @@ static void usage_resume(FILE *f, Backend backend) {
                "DIR; a checkpoint file continues into --out. The model and the global batch come from the\n"
                "checkpoint's header; the data (known by content: --train and --val say where it is now),\n"
                "--corpus-bytes, --no-reset-docs, --seq-len, the schedule, --clip, --fp16 and --seed from its run\n"
-               "record (given again, they must agree). --steps is the run's unless given anew, and these are\n"
-               "each invocation's own, with the defaults above:\n ");
+               "record (given again, they must agree); --val-steps and --val-batch too when best.ckpt is judged by\n"
+               "validation. --steps is the run's unless given anew, and these are each invocation's own, with the\n"
+               "defaults above:\n ");
     int col = 1;
     for (int i = 0; i < NFLAGS; i++) {
         if (flags[i].on_resume != RUN_INVOCATION || flags[i].kind == ARG_HELP || !(flags[i].backends & backend))
@@ -658,6 +684,8 @@ typedef struct {
     char latest[4200], best[4200], log_path[4200], lock_path[4200];
     FILE *log;
     int lock_fd;
+    int replacing;       // the directory holds an earlier run (--overwrite) until this run's first checkpoint
+    AtomicFile new_log;  // while replacing: this run's log, beside the earlier run's (util.h, atomic_open)
 } RunDir;
 
 static void run_dir_paths(RunDir *d, const char *dir) {
@@ -668,6 +696,7 @@ static void run_dir_paths(RunDir *d, const char *dir) {
     snprintf(d->lock_path, sizeof d->lock_path, "%s/%s", dir, RUN_LOCK);
     d->log = NULL;
     d->lock_fd = -1;
+    d->replacing = 0;
 }
 
 // mkdir -p `dir`.
@@ -700,9 +729,11 @@ static int log_owner(const char *path, uint64_t *id) {
     unsigned long long x = 0;
     *id = 0;
     if (!got) return -1;
-    if (sscanf(line, LOG_FIRST_LINE, &x) == 1) {
+    if (sscanf(line, LOG_FIRST_LINE, &x) == 1) {  // the whole line, or a cut one that names no run
+        char whole[64];
+        snprintf(whole, sizeof whole, LOG_FIRST_LINE "\n", x);
         *id = x;
-        return 1;
+        return !strcmp(line, whole);
     }
     return !strncmp(line, "# train step epoch", 18);  // an earlier version's log
 }
@@ -735,12 +766,12 @@ static void log_truncate(RunDir *d, long data_step) {
 }
 
 // Removes <file>.tmp.<pid> files a killed trainer left beside the run's checkpoints (whole
-// checkpoints' worth of bytes each): beside the file each name leads to, since a checkpoint
-// that is a symbolic link is written through it (util.h, atomic_open). Only a trainer holding
-// the run's lock writes them.
+// checkpoints' worth of bytes each) and its log (a replacing run's, run_dir_replaced):
+// beside the file each name leads to, since a checkpoint that is a symbolic link is written
+// through it (util.h, atomic_open). Only a trainer holding the run's lock writes them.
 static void remove_stale_temps(const RunDir *d) {
-    const char *names[2] = {d->latest, d->best};
-    for (int k = 0; k < 2; k++) {
+    const char *names[3] = {d->latest, d->best, d->log_path};
+    for (int k = 0; k < 3; k++) {
         char target[4096], dir[4096];
         struct stat st;
         path_follow_links("--out", names[k], target, &st);
@@ -773,7 +804,8 @@ static void check_outputs_apart(const RunDir *d, const Options *o, const char *r
     int n = 0, cap = 2 + train->n_shards + val->n_shards;
     RunInput *in = (RunInput *)mallocCheck(sizeof(RunInput) * (size_t)cap);
     if (resumed_ckpt) in[n++] = (RunInput){"--resume", resumed_ckpt};
-    if (o->init_from) in[n++] = (RunInput){"--init-from", o->init_from};
+    char init_file[4200];  // a run directory stands for its best.ckpt (checkpoint_file)
+    if (o->init_from) in[n++] = (RunInput){"--init-from", checkpoint_file(o->init_from, init_file, sizeof init_file)};
     for (int k = 0; k < 2; k++) {
         const Stream *s = k ? val : train;
         for (int i = 0; o->train && i < s->n_shards; i++)
@@ -795,7 +827,9 @@ static void check_outputs_apart(const RunDir *d, const Options *o, const char *r
 static int holds_run_file(const char *path, int is_log, int overwrite) {
     struct stat sb;
     if (lstat(path, &sb) != 0) return 0;
-    if (!exists(path, &sb)) fail("%s is a symlink to nothing: remove it, or give another --out", path);
+    if (!exists(path, &sb))
+        fail("%s is a symbolic link that leads to no file (%s): remove it, or give another --out", path,
+             strerror(errno));
     if (!S_ISREG(sb.st_mode)) fail("%s: not a regular file (give another --out)", path);
     if (sb.st_size == 0) return 0;
     uint64_t id;
@@ -807,6 +841,30 @@ static int holds_run_file(const char *path, int is_log, int overwrite) {
         fail("%s is not a %s, so --overwrite does not replace it: move it away, or give another --out", path,
              is_log ? "training log" : "checkpoint");
     return 1;
+}
+
+// A new run that replaces an earlier one (--overwrite) writes its log beside the earlier
+// run's, and that run stays whole until the new run's first checkpoint: a new run that
+// fails or stops before it (a divergence, a signal) leaves the earlier run as it was, its
+// log included, to be continued. Such a run removes its own log at exit (fail() exits
+// from anywhere).
+static RunDir *run_dir_replacing;
+static void run_dir_discard_new_log(void) {
+    RunDir *d = run_dir_replacing;
+    if (!d || !d->replacing || !d->log) return;
+    fclose(d->log);
+    d->log = NULL;
+    unlink(d->new_log.tmp);
+}
+// This run's first checkpoint, `written` (its latest.ckpt or best.ckpt), is in place: the
+// earlier run goes, its other checkpoint removed and its log replaced by this run's.
+static void run_dir_replaced(RunDir *d, const char *written) {
+    if (!d->replacing) return;
+    const char *other = strcmp(written, d->latest) ? d->latest : d->best;
+    if (unlink(other) != 0 && errno != ENOENT) fail("cannot remove %s (the earlier run's): %s", other, strerror(errno));
+    if (fflush(d->log) != 0 || rename(d->new_log.tmp, d->new_log.target) != 0)
+        fail("%s: cannot write: %s", d->log_path, strerror(errno));
+    d->replacing = 0;
 }
 
 // Checks, locks and prepares the run directory (rank 0). continuing: this is a resume
@@ -823,9 +881,12 @@ static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t r
     int earlier = 0;
     const char *files[3] = {d->latest, d->best, d->log_path};
     for (int k = 0; k < 3; k++) earlier |= holds_run_file(files[k], k == 2, o->overwrite) ? 1 << k : 0;
+    if (!continuing && earlier && !o->overwrite && !(earlier & 1))  // nothing to continue: a run stopped early
+        fail("--out %s holds a run that wrote no %s (%s): give another --out, or --overwrite to replace it", o->out,
+             RUN_LATEST_CKPT, files[earlier & 2 ? 1 : 2]);
     if (!continuing && earlier && !o->overwrite)
         fail("--out %s holds a run (%s): continue it with --resume %s, give another --out, or --overwrite to replace "
-             "it", o->out, files[earlier & 1 ? 0 : earlier & 2 ? 1 : 2], o->out);
+             "it", o->out, files[0], o->out);
     check_outputs_apart(d, o, resumed_ckpt, continuing, train, val);
     d->lock_fd = open(d->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (d->lock_fd < 0) fail("--out %s: cannot write %s: %s", o->out, d->lock_path, strerror(errno));
@@ -839,7 +900,14 @@ static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t r
              "them away)", d->log_path, (unsigned long long)log_id, resumed_ckpt, (unsigned long long)run_id);
     if (continuing && log_state == 0)
         fail("%s is not a training log: move it away to continue the run", d->log_path);
-    d->log = fopen(d->log_path, continuing && log_state == 1 ? "r+" : "w");
+    d->replacing = !continuing && earlier;
+    if (d->replacing) {  // the earlier run's log stays until this run's first checkpoint (run_dir_replaced)
+        atomic_open(&d->new_log, d->log_path);
+        d->log = d->new_log.f;
+        static int at_exit_set = 0;
+        if (!at_exit_set++) atexit(run_dir_discard_new_log);
+        run_dir_replacing = d;
+    } else d->log = fopen(d->log_path, continuing && log_state == 1 ? "r+" : "w");
     if (!d->log) fail("%s: cannot write: %s", d->log_path, strerror(errno));
     if (continuing && log_state == 1) log_truncate(d, data_step);
     else {
@@ -850,6 +918,8 @@ static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t r
 }
 
 static void run_dir_close(RunDir *d) {
+    run_dir_discard_new_log();  // a run stopped before its first checkpoint: the earlier run stays
+    run_dir_replacing = NULL;
     if (d->log) fclose(d->log);
     if (d->lock_fd >= 0) close(d->lock_fd);  // releases the lock
     d->log = NULL;

@@ -237,28 +237,31 @@ static void dist_gather(const real *mine, real *all, size_t n) {
 // the loop to stop at its next check (after the step, or between two batches of a
 // validation pass), write a checkpoint and exit 0; so does a closed stdout (`./train |
 // head`: SIGPIPE is ignored, and the failed write is seen after the step). A second
-// signal a second or more after the first exits at once: the checkpoint on disk is whole,
-// since each is written to a temporary file and renamed, and the next start removes that
-// file. One event often arrives twice within that second (a hangup or Ctrl-C reaches the
-// terminal's whole process group, and a wrapper such as timeout or mpirun passes it on
-// too): that is still one request to stop. SA_RESTART: a write to a slow reader (a pipe, a
-// terminal) that a signal interrupts goes on, not fails.
+// signal exits at once: the checkpoint on disk is whole, since each is written to a
+// temporary file and renamed, and the next start removes that file. SA_RESTART: a write
+// to a slow reader (a pipe, a terminal) that a signal interrupts goes on, not fails.
 
+// A signal that comes again within SIGNAL_REPEAT_S of the first is the same request
+// delivered twice, not a second one: timeout(1) signals its command and then the command's
+// process group, a closing terminal reaches a job through the kernel and through its shell,
+// and mpirun forwards the Ctrl-C the terminal also gives its ranks.
+#define SIGNAL_REPEAT_S 0.1
 static volatile sig_atomic_t stop_requested = 0;
-static struct timespec stop_requested_at;  // CLOCK_MONOTONIC (clock_gettime is async-signal-safe)
+static struct timespec first_signal_at;  // (clock_gettime is async-signal-safe)
 static void on_signal(int sig) {
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
+    double since = (double)(now.tv_sec - first_signal_at.tv_sec) +
+                   1e-9 * (double)(now.tv_nsec - first_signal_at.tv_nsec);
+    int by_signal = first_signal_at.tv_sec || first_signal_at.tv_nsec;  // (not by a closed stdout)
+    if (stop_requested && by_signal && since < SIGNAL_REPEAT_S) return;
     if (stop_requested) {
-        double since = (double)(now.tv_sec - stop_requested_at.tv_sec) +
-                       1e-9 * (double)(now.tv_nsec - stop_requested_at.tv_nsec);
-        if (since < 1.0) return;  // the same event, delivered again
         static const char msg[] = "\nsecond signal: exiting now; the last checkpoint written is intact\n";
         ssize_t r = write(2, msg, sizeof msg - 1);
         (void)r;
         _exit(128 + sig);
     }
-    stop_requested_at = now;
+    first_signal_at = now;
     stop_requested = 1;
 }
 static void signals_catch(void) {
@@ -278,7 +281,6 @@ static void stop_if_stdout_closed(long data_step) {
     if (rank != 0 || !ferror(stdout) || said) return;
     said = 1;
     fprintf(stderr, "stdout is closed (its reader exited): stopping after step %ld with a checkpoint\n", data_step);
-    clock_gettime(CLOCK_MONOTONIC, &stop_requested_at);
     stop_requested = 1;
 }
 // Every rank stops at the same check, so no collective is left waiting.
@@ -429,8 +431,7 @@ static void check_input_file(const char *flag, const char *path) {
     struct stat sb;
     if (!*path) fail("--%s: empty path", flag);
     if (stat(path, &sb) != 0) fail("--%s %s: %s", flag, path, strerror(errno));
-    if (S_ISDIR(sb.st_mode)) fail("--%s %s: is a directory with no %s (not a run directory)", flag, path,
-                                  !strcmp(flag, "resume") ? RUN_LATEST_CKPT : RUN_BEST_CKPT);
+    if (S_ISDIR(sb.st_mode)) fail("--%s %s: a directory, not a checkpoint file", flag, path);
     if (!S_ISREG(sb.st_mode)) fail("--%s %s: not a regular file", flag, path);
 }
 
@@ -443,6 +444,8 @@ static const char *checkpoint_named(const char *flag, const char *path, char *ou
     if (strcmp(flag, "resume")) snprintf(out, 4200, "%s", checkpoint_file(path, best, sizeof best));  // its best.ckpt
     else if (*path && stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         snprintf(out, 4200, "%s/%s", path, RUN_LATEST_CKPT);
+        if (stat(out, &sb) != 0 && lstat(out, &sb) == 0)  // there, but a link that leads nowhere (or loops)
+            fail("--resume %s: %s: %s", path, out, strerror(errno));
         if (stat(out, &sb) != 0)
             fail("--resume %s: no %s there (not a run directory, or a run that has not written one yet)", path,
                  RUN_LATEST_CKPT);
@@ -562,7 +565,6 @@ typedef struct {
     char *resumed_record;      // its run record, which the options' strings point into
     Best best;
     long saved_step;           // the step of latest.ckpt, -1: none in this run
-    int foreign_best;          // best.ckpt is another run's (--overwrite replaces it): removed at the first checkpoint
     int ckpt_due;              // a periodic checkpoint waits for a step that is not skipped
     int stop;                  // every rank stops after this step
     long start_step, stuck;    // where this invocation started; steps skipped in a row
@@ -593,6 +595,7 @@ static void save_checkpoint(Run *r, const char *path, double score) {
         st.loss_ema = r->best.loss_ema;
         loss_scaler_serialize(&r->scaler, st.scaler);
         checkpoint_save_run(path, m, &st, hall, call, (const uint8_t *)r->record.text, r->record.bytes);
+        run_dir_replaced(&r->dir, path);  // the first: an earlier run in the directory (--overwrite) goes now
     }
     free(hall);
     free(call);
@@ -758,7 +761,9 @@ static void run_options(Run *r, Source *src, int argc, char **argv) {
         src->f = open_checkpoint(src->path, &src->hd);
         config_from_checkpoint(o, src->path, &src->hd);
         if (o->resume) src->record = (char *)checkpoint_read_run(src->f, src->path, &src->hd);
-        if (src->record) options_from_record(o, src->path, src->record, src->hd.run_bytes, src->identity);
+        if (src->record)
+            options_from_record(o, src->path, src->record, src->hd.run_bytes, src->identity,
+                                src->hd.st.best_by == CKPT_BEST_BY_VAL);
         else if (o->resume) options_without_record(o, src->path);
         if (o->resume && (long)src->hd.st.data_step >= o->steps)
             fail("checkpoint %s is at step %llu and --steps is %ld: nothing to train (give a larger --steps)",
@@ -868,7 +873,10 @@ static int run_state(Run *r, Source *src) {
         load_checkpoint(r, src->f, src->path, &src->hd);
         run_dir_of(src->path, r->resumed_dir);
         if (!flag_given(o, "out") && r->resumed_dir[0]) o->out = r->resumed_dir;  // continue in the run's own directory
-        continuing = r->resumed_dir[0] && src->hd.st.run_id != 0 && same_file(r->resumed_dir, o->out);
+        continuing = r->resumed_dir[0] && same_file(r->resumed_dir, o->out);
+        if (continuing && src->hd.st.run_id == 0)  // its log and best.ckpt cannot be told to be its run's
+            fail("checkpoint %s names no run (an older file), so it cannot be continued in its directory: continue it "
+                 "into a new one (--resume %s --out DIR)", src->path, src->path);
         if (continuing) r->run_id = src->hd.st.run_id;
     }
     loss_scaler_cap(&r->scaler, r->precision.max_loss_scale);  // a resumed one too (the CPU trainer's may hold 2^16)
@@ -881,6 +889,7 @@ static void run_start(Run *r, int argc, char **argv) {
     std_fds_open();
     dist_init(&argc, &argv);
     stop_requested = 0;
+    memset(&first_signal_at, 0, sizeof first_signal_at);
     Source src;
     memset(&src, 0, sizeof src);
     run_options(r, &src, argc, argv);
@@ -891,16 +900,16 @@ static void run_start(Run *r, int argc, char **argv) {
     // the run directory last of what can fail at start-up, so a refused start leaves no
     // file behind, and still before the first step, so a bad --out costs no training.
     // Every rank gets here first: one whose host lacks a shard or the checkpoint has failed
-    // naming its host and the path, and the job ends before rank 0 creates a file.
+    // naming its host and the path, and the job ends before rank 0 creates a file. The
+    // signals are caught from here: a closed stdout or a signal while the settings print
+    // stops the run after its first step, not before it with a directory that holds only a log.
+    signals_catch();
     dist_barrier();
     if (rank == 0)
         run_dir_open(&r->dir, &r->o, continuing, r->run_id, r->data_step, r->o.resume ? src.path : NULL, &r->train_s,
                      &r->val_s);
     best_from_disk(r, continuing);
-    struct stat sb;
-    r->foreign_best = rank == 0 && !continuing && stat(r->dir.best, &sb) == 0;
     if (rank == 0) print_settings(r);
-    signals_catch();
     r->start_step = r->data_step;
     r->saved_step = r->o.resume ? r->data_step : -1;
     r->t_start = now_seconds();
@@ -1005,7 +1014,6 @@ static void report_step(Run *r, const StepResult *s) {
 static void best_offer(Run *r, double score) {
     if (!(score < r->best.score)) return;
     save_checkpoint(r, r->dir.best, score);
-    r->foreign_best = 0;
     r->best.score = score;
     r->best.step = r->data_step;
     if (rank == 0) {
@@ -1062,9 +1070,6 @@ static void after_step(Run *r, const StepResult *s) {
         save_checkpoint(r, r->dir.latest, r->best.by == CKPT_BEST_BY_VAL ? vl : mean);
         r->saved_step = r->data_step;
         r->ckpt_due = 0;
-        if (r->foreign_best && rank == 0 && unlink(r->dir.best) != 0 && errno != ENOENT)
-            fail("cannot remove %s (another run's): %s", r->dir.best, strerror(errno));
-        r->foreign_best = 0;
         if (rank == 0) {
             printf("step %6ld | checkpoint %s\n", r->data_step, r->dir.latest);
             fflush(stdout);

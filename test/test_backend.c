@@ -135,9 +135,9 @@ static void test_cpu_check_apply(void) {
     model_free(md);
 }
 
-// The signal handler: one event delivered twice within a second (a terminal's hangup reaches the
-// whole process group, and timeout or mpirun passes it on too) is one request to stop; a second
-// signal a second later exits at once, 128 + its number. Each case in a child, as it may _exit.
+// The signal handler: one event delivered twice at once (a terminal's hangup reaches the whole
+// process group, and timeout or mpirun passes it on too) is one request to stop; a second signal
+// later (SIGNAL_REPEAT_S) exits at once, 128 + its number. Each case in a child, as it may _exit.
 static int handler_child(int wait_us) {
     pid_t p = fork();
     if (p == 0) {

@@ -902,6 +902,24 @@ static void test_prepare_out_dir(void) {
               file_exists(tmp_path("real/later/train_000.bin")) && test_system("cd '%s' && ! ls -a | grep -q "
               "'^later\\.'", tmp_dir) == 0,
           "-o later, a link to real/later not made yet: exit %d, real/later made and written, the link kept", rc);
+    // DIR keeps its owner and group where prepare may give them (run as root for another user)
+    if (geteuid() == 0) {
+        test_system("cd '%s' && mkdir -p own && chown 65534:65534 own", tmp_dir);
+        rc = prepare("--val-fraction 0 od.txt", "own");
+        struct stat os;
+        memset(&os, 0, sizeof os);
+        CHECK(rc == 0 && stat(tmp_path("own"), &os) == 0 && os.st_uid == 65534 && os.st_gid == 65534,
+              "-o a directory of another user's, prepared by root: it stays theirs (exit %d, owner %u:%u)", rc,
+              (unsigned)os.st_uid, (unsigned)os.st_gid);
+    } else SKIP("-o a directory of another user's: not root");
+    // -o a mount point (a container's data volume): it cannot be renamed, so refused before any work
+    // (mounting needs root: skipped without it)
+    if (test_system("cd '%s' && mkdir -p mnt && mount -t tmpfs -o size=1m tmpfs mnt 2> /dev/null", tmp_dir) == 0) {
+        rc = prepare("--val-fraction 0 od.txt", "mnt");
+        CHECK(rc == 2 && file_contains(log, "-o mnt is a mount point") && test_system("cd '%s' && ! ls -a | grep -q "
+              "'^mnt\\.'", tmp_dir) == 0, "-o a mount point: refused before any work, nothing left (exit %d)", rc);
+        test_system("cd '%s' && umount mnt", tmp_dir);
+    } else SKIP("-o a mount point: cannot mount a tmpfs here (not root)");
     // -o holding the current directory: the switch would leave the shell in the removed old one
     rc = test_system("cd '%s/od' && '%s/prepare' --val-fraction 0 -o . ../od.txt > '%s' 2>&1", tmp_dir, tool_dir, log);
     CHECK(rc == 2 && file_contains(log, "-o . holds the current directory") &&

@@ -249,6 +249,13 @@ int main(void) {
         copy_file(path, p2, -1);
         { uint8_t v[4]; put32(v, 0x80000000u); poke(p2, CKPT_AT_G, v, 4); }
         EXPECT_EXIT(open_header, p2, 2, "inconsistent header", "G = 2^31 (negative as an int)");
+        // a score or loss mean below 0 is no loss: a best.ckpt scored -5 would never be replaced
+        copy_file(path, p2, -1);
+        { uint8_t v[8]; put64(v, f64_bits(-5.0)); poke(p2, CKPT_AT_SCORE, v, 8); }
+        EXPECT_EXIT(open_header, p2, 2, "inconsistent header", "a score of -5 nats");
+        copy_file(path, p2, -1);
+        { uint8_t v[8]; put64(v, f64_bits(-5.0)); poke(p2, CKPT_AT_LOSS_EMA, v, 8); }
+        EXPECT_EXIT(open_header, p2, 2, "inconsistent header", "a loss mean state of -5 nats");
     }
     // 9. what is read must be a checkpoint file: a FIFO is refused at once (it would
     // wait for a writer), and a run directory stands for its best model, DIR/best.ckpt

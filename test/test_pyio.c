@@ -124,7 +124,8 @@ static void test_numpy_roundtrip(const char *tag) {
           "%s: checkpoint -> .npz -> checkpoint is equal to the byte (%ld bytes)", tag, file_size(path(ck)));
     CHECK(file_contains(path(info), "D=16 H=32") && file_contains(path(info), "step 5, data step 5, carried state G=4"),
           "%s: info reports the model, steps and rows", tag);
-    CHECK(file_contains(path(info), "corpus-bytes=60000 seq-len=16 steps=5 clip=1 seed=1 lr-schedule=legw"),
+    CHECK(file_contains(path(info), "corpus-bytes=60000 seq-len=16 steps=5 clip=1 seed=1 val-steps=2 "
+                                    "lr-schedule=legw"),
           "%s: info shows the run record's settings", tag);
     if (re || ri) return;
     // the record itself: the trainer wrote one, and the imported file holds the same bytes

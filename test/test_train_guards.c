@@ -113,23 +113,40 @@ static void test_best(void) {
         }
     if (f) fclose(f);
     CkptHeader nb = header_of("nv/best.ckpt"), nl = header_of("nv/latest.ckpt");
-    CHECK(r3 == 2 && nb.st.best_by == CKPT_BEST_BY_TRAIN && (long)nb.st.data_step == best_step && best_step < 40 &&
+    CHECK(r3 == 2 && nb.st.best_by == CKPT_BEST_BY_TRAIN && (long)nb.st.data_step == best_step && best_step < 45 &&
               fabs(nb.st.score - best) < 1e-5 * best && nl.st.data_step > nb.st.data_step,
           "best without validation: best.ckpt is the checkpoint of the lowest training-loss moving mean, step %llu "
           "(%.4f nats; the log says step %ld, %.4f), latest at step %llu", (unsigned long long)nb.st.data_step,
           nb.st.score, best_step, best, (unsigned long long)nl.st.data_step);
     // an overwriting run that diverges at once leaves the earlier run's checkpoints as they were
     int r4 = train("g.out", TINY " --steps 20 --out g");
-    test_system("cp %s/g/latest.ckpt %s/g.latest && cp %s/g/best.ckpt %s/g.best", dir, dir, dir, dir);
+    test_system("cd %s && cp g/latest.ckpt g.latest && cp g/best.ckpt g.best && cp g/train.log g.log", dir);
     const char *mode[2] = {"", "--fp16"};
     for (int k = 0; k < 2; k++) {
         // the first update sends the weights to ~1e30, and a checkpoint is due after it
         int rc = train("d.out", TINY " %s --lr 1e30 --clip 0 --steps 50 --ckpt-every 1 --overwrite --out g", mode[k]);
         CHECK(r4 == 0 && rc == 2 && says("d.out", "the model has diverged") && same_bytes("g/latest.ckpt", "g.latest") &&
-                  same_bytes("g/best.ckpt", "g.best"),
-              "divergence%s: weights blown up by one update are not saved over the earlier run (exit %d)",
-              mode[k][0] ? " (FP16)" : "", rc);
+                  same_bytes("g/best.ckpt", "g.best") && same_bytes("g/train.log", "g.log") &&
+                  test_system("ls %s/g | grep -q tmp", dir) != 0,
+              "divergence%s: weights blown up by one update are not saved over the earlier run, whose log stays "
+              "and no file of the new run is left (exit %d)", mode[k][0] ? " (FP16)" : "", rc);
     }
+    int r5 = train("g2.out", "--resume g --steps 24");
+    CHECK(r5 == 0 && test_system("[ $(grep -c '^train' %s/g/train.log) = 24 ]", dir) == 0,
+          "divergence: the earlier run continues after the failed --overwrite, in its own log (exit %d)", r5);
+    // best.ckpt's score and the ones it is compared with are over the same validation batches and rows:
+    // a resume takes the run's --val-steps and --val-batch, and refuses others
+    int v1 = train("vs1.out", TINY " --val-every 2 --steps 4 --out vs");
+    int v2 = train("vs2.out", "--resume vs --steps 6 --val-steps 0");
+    int v3 = train("vs3.out", "--resume vs --steps 6 --val-batch 8");
+    int v4 = train("vs4.out", "--resume vs --steps 6 --val-steps 2");
+    int v5 = train("vs5.out", TINY " --steps 4 --out vt");  // judged by the training loss: validation is free
+    int v6 = train("vs6.out", "--resume vt --steps 6 --val-steps 0 --val-batch 8");
+    CHECK(v1 == 0 && v2 == 2 && says("vs2.out", "--val-steps 0 disagrees with checkpoint vs/latest.ckpt, whose run has "
+                                                "--val-steps 2") &&
+              v3 == 2 && says("vs3.out", "--val-batch 8 disagrees") && v4 == 0 && v5 == 0 && v6 == 0,
+          "best: a resume that would score on other validation batches or rows is refused, unless the run is judged "
+          "by its training loss (exits %d %d %d %d %d %d)", v1, v2, v3, v4, v5, v6);
     // a learning rate that trains to thousands of bits per character ends with an error, not exit 0
     int rc = train("e.out", TINY " --lr 1e3 --clip 0 --steps 60 --out lr");
     CHECK(rc == 2 && says("e.out", "the model has diverged") && size_of("lr/latest.ckpt") < 0,
@@ -160,12 +177,53 @@ static void test_log_owner(void) {
               same_bytes("la/train.log", "la.ckpt"),
           "log: a checkpoint named train.log is neither appended to (resume, exit %d) nor replaced (--overwrite, "
           "exit %d)", rc, r5);
+    // a directory that holds only a log (a run stopped before its first checkpoint) has nothing to resume;
+    // one whose latest.ckpt names no run (an older file) cannot be continued there: neither is told to resume
+    test_system("mkdir -p %s/lo %s/old && cp %s/la.log %s/lo/train.log && cp %s/la.log %s/old/train.log", dir, dir, dir,
+                dir, dir, dir);
+    int r6 = train("l7.out", TINY " --steps 4 --out lo");
+    char src[600], dst[600];
+    snprintf(src, sizeof src, "%s/la/latest.ckpt", dir);
+    snprintf(dst, sizeof dst, "%s/old/latest.ckpt", dir);
+    CkptHeader hd;
+    FILE *f = checkpoint_open(src, &hd);
+    Mlstm m;
+    mlstm_build(&m, hd.cfg, 1, 1);
+    size_t state = sizeof(real) * hd.st.G * hd.cfg.H;
+    real *h = (real *)mallocCheck(state), *c = (real *)mallocCheck(state);
+    TrainState st;
+    checkpoint_read(f, src, &hd, &m, &st, h, c, hd.st.G);
+    uint8_t *record = checkpoint_read_run(f, src, &hd);
+    fclose(f);
+    st.run_id = 0;
+    checkpoint_save_run(dst, &m, &st, h, c, record, hd.run_bytes);
+    static const char beyond[] = "seq-len\0" "100000000";  // a value this build's limits refuse
+    snprintf(dst, sizeof dst, "%s/beyond.ckpt", dir);
+    checkpoint_save_run(dst, &m, &st, h, c, (const uint8_t *)beyond, sizeof beyond);
+    mlstm_free(&m);
+    free(h);
+    free(c);
+    free(record);
+    int r7 = train("l8.out", "--resume old --steps 12");
+    CHECK(r6 == 2 && says("l7.out", "holds a run that wrote no latest.ckpt (lo/train.log)") &&
+              !says("l7.out", "--resume") && r7 == 2 && says("l8.out", "old/latest.ckpt names no run") &&
+              !says("l8.out", "continue it with --resume old"),
+          "log: a directory with only a log, or whose latest.ckpt names no run, is refused without advice to resume it "
+          "(exits %d %d)", r6, r7);
+    int r8 = train("l10.out", "--resume beyond.ckpt --steps 12 --out by");
+    CHECK(r8 == 2 && says("l10.out", "error: checkpoint .*beyond.ckpt, its run record: --seq-len: must be between"),
+          "record: a recorded value this build refuses names the checkpoint, not only the flag (exit %d)", r8);
     // its own log continues: a resume cuts the lines after the checkpoint (step 8) and appends
     test_system("cp %s/la.log %s/la/train.log && echo 'train 9 cut short' >> %s/la/train.log", dir, dir, dir);
     rc = train("l6.out", "--resume la --steps 12");
     CHECK(rc == 0 && test_system("[ $(grep -c '^train' %s/la/train.log) = 12 ] && ! grep -q 'cut short' %s/la/train.log "
                                  "&& head -n 1 %s/la/train.log | grep -q '^# mlstm.c training log of run '", dir, dir, dir) == 0,
           "log: the run's own log is cut back to the checkpoint and continued, 12 steps once each (exit %d)", rc);
+    // a first line cut short (a full disk while it was written) names no run, not a run of its hex digits
+    test_system("cp -r %s/la %s/lc && printf '# mlstm.c training log of run 393d' > %s/lc/train.log", dir, dir, dir);
+    rc = train("l9.out", "--resume lc --steps 16");
+    CHECK(rc == 2 && says("l9.out", "lc/train.log is not a training log") && !says("l9.out", "belongs to run"),
+          "log: a log whose first line is cut is not taken for another run's (exit %d)", rc);
 }
 
 // 3. Data is known by content: a resume refuses changed bytes at the same path and follows the data
@@ -256,7 +314,8 @@ static void test_data_identity(void) {
 // 4. Every pair of a run's inputs and outputs is checked for being one file; outputs keep what they replace.
 static void test_outputs_apart(void) {
     int r0 = train("a.out", TINY " --steps 4 --out m");
-    test_system("cp %s/m/latest.ckpt %s/m.good && ln -s m/latest.ckpt %s/link.ckpt", dir, dir, dir);
+    test_system("cp %s/m/latest.ckpt %s/m.good && cp %s/m/best.ckpt %s/m.best && ln -s m/latest.ckpt %s/link.ckpt",
+                dir, dir, dir, dir, dir);
     CHECK(r0 == 0, "aliases: a first run (exit %d)", r0);
     make_shard("tr_000.bin", 8192, 3);
     make_shard("va_000.bin", 8192, 4);
@@ -266,12 +325,15 @@ static void test_outputs_apart(void) {
          "--init-from (a symlink) = --out's latest.ckpt"},
         {"--resume m/best.ckpt --steps 8 --overwrite --out m", "--resume m/best.ckpt is m/best.ckpt",
          "--resume the best.ckpt of --out, which a new run there would replace"},
+        {TINY " --steps 4 --overwrite --init-from m --out m", "--init-from m/best.ckpt is m/best.ckpt",
+         "--init-from the run directory --out itself (its best.ckpt, which the new run would replace)"},
         {TINY " --steps 4 --overwrite --train tr_000.bin --val va_000.bin --out sh",
          "sh/best.ckpt is not a checkpoint, so --overwrite does not replace it", "a --train shard hard-linked as best.ckpt"},
     };
     for (int k = 0; k < (int)(sizeof cases / sizeof cases[0]); k++) {
         int rc = train("al.out", "%s", cases[k][0]);
-        CHECK(rc == 2 && says("al.out", cases[k][1]) && same_bytes("m/latest.ckpt", "m.good") && size_of("m/best.ckpt") > 0 &&
+        CHECK(rc == 2 && says("al.out", cases[k][1]) && same_bytes("m/latest.ckpt", "m.good") &&
+                  same_bytes("m/best.ckpt", "m.best") &&
                   same_bytes("sh/best.ckpt", "tr_000.bin"),
               "aliases: %s: exit %d, the file untouched", cases[k][2], rc);
     }
@@ -345,6 +407,27 @@ static void test_signals_and_pipes(void) {
     hd = header_of("pipe/latest.ckpt");
     CHECK(rc == 0 && hd.st.data_step > 0 && hd.st.data_step < 1000 && says("pipe.err", "stdout is closed"),
           "./train | head: the run stops with a checkpoint at step %llu, exit %d", (unsigned long long)hd.st.data_step, rc);
+    // one request delivered twice in a few milliseconds (timeout(1) signals its command and its process
+    // group; a closing terminal reaches a job through the kernel and its shell) is one signal, not two
+    // (a model whose step takes a few hundred ms, so the second comes while the first waits for it)
+    rc = test_system("cd %s && (%s " TINY " --hidden 256 --batch 64 --seq-len 64 --corpus-bytes 2000000 --steps 100000 "
+                     "--out hup2 > hup2.out 2>&1 & pid=$!; "
+                     "for i in $(seq 400); do grep -q '^train' hup2/train.log 2>/dev/null && break; sleep 0.02; done; "
+                     "python3 -c 'import os, signal, sys, time; p = int(sys.argv[1]); os.kill(p, signal.SIGHUP); "
+                     "time.sleep(0.02); os.kill(p, signal.SIGHUP)' $pid; wait $pid)", dir, trainer);
+    hd = header_of("hup2/latest.ckpt");
+    CHECK(rc == 0 && hd.st.data_step > 0 && !says("hup2.out", "second signal"),
+          "SIGHUP twice 20 ms apart: one stop, a checkpoint at step %llu, exit %d", (unsigned long long)hd.st.data_step,
+          rc);
+    // stdout a pipe whose reader has gone before the trainer prints its settings: the run still stops
+    // with a checkpoint after its first step (signals are caught before the run directory is made)
+    rc = test_system("cd %s && python3 -c 'import os, subprocess, sys; r, w = os.pipe(); os.close(r); "
+                     "sys.exit(subprocess.call(sys.argv[1:], stdout=w))' timeout 120 %s " TINY " --steps 50 "
+                     "--out early 2> early.err", dir, trainer);
+    hd = header_of("early/latest.ckpt");
+    CHECK(rc == 0 && hd.st.data_step == 1 && says("early.err", "stdout is closed"),
+          "stdout closed before the settings table: a checkpoint at step %llu, exit %d (not 141 with only a log)",
+          (unsigned long long)hd.st.data_step, rc);
     // a slow reader on stdout and Ctrl-C once training runs (its first line in the log; the reader
     // still asleep, so writes wait on a full pipe): the interrupted write goes on (SA_RESTART)
     rc = test_system("cd %s && bash -c '%s " TINY " --steps 100000 --print-every 1 --out slow 2> slow.err "
@@ -373,6 +456,15 @@ static void test_inputs_and_errors(void) {
     CHECK(rc == 2 && says("cb.out", "--corpus-bytes 1099511627776: the built-in corpus is made in memory") &&
               !says("cb.out", "--hidden"),
           "errors: a corpus larger than memory names --corpus-bytes, exit %d (was: out of memory, --hidden, exit 1)", rc);
+    // a checkpoint name that is a loop of symbolic links is named with what is wrong, not as missing
+    test_system("cd %s && ln -s loop1 loop2 && ln -s loop2 loop1 && mkdir -p lp && ln -s ../loop1 lp/latest.ckpt", dir);
+    rc = train("lp.out", "--resume lp --steps 6");
+    CHECK(rc == 2 && says("lp.out", "--resume lp: lp/latest.ckpt: Too many levels of symbolic links"),
+          "errors: latest.ckpt a loop of symbolic links is named as one (exit %d)", rc);
+    test_system("mkdir -p %s/idir/best.ckpt", dir);
+    rc = train("id.out", TINY " --steps 1 --init-from idir --out id");
+    CHECK(rc == 2 && says("id.out", "--init-from idir/best.ckpt: a directory, not a checkpoint file"),
+          "errors: a run directory whose best.ckpt is a directory is named as such (exit %d)", rc);
     rc = train("te.out", TINY " --steps 1 --train '' --out te");
     CHECK(rc == 2 && says("te.out", "--train: empty path"), "errors: --train '' names the flag (exit %d)", rc);
     rc = test_system("cd %s && %s " TINY " --steps 2 --out so >&- 2> so.err", dir, trainer);

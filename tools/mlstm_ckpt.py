@@ -290,7 +290,7 @@ def load(path, verify=True):
                                       f"(D at most {MAX_EMBED}, H at most {MAX_HIDDEN})")
             G = G if G < 1 << 31 else 0  # the C reader's int: a larger count is no count of rows
             if v != V or D < 1 or H < 1 or G < 1 or wnorm not in (0, 1) or nparams != param_count(D, H, wnorm) \
-                    or best_by > 2 or not math.isfinite(loss_ema) \
+                    or best_by > 2 or not math.isfinite(loss_ema) or loss_ema < 0 or score < 0 \
                     or payload != 4 * (3 * nparams + 2 * G * H) or run_bytes > MAX_RUN_BYTES \
                     or not _header_unused_zero(hd, version):
                 raise CheckpointError(f"checkpoint {path} has an inconsistent header (corrupt file)")
@@ -386,8 +386,10 @@ def _check(ck, where):
     for name in ("step", "data_step", "rng", "run_id"):
         if not 0 <= int(getattr(ck, name)) < 1 << 64:
             raise CheckpointError(f"{where}: {name} {getattr(ck, name)} is not a u64")
-    if int(ck.best_by) not in (0, 1, 2) or not math.isfinite(float(ck.loss_ema)):
-        raise CheckpointError(f"{where}: best_by {ck.best_by} (0, 1 or 2) or loss_ema {ck.loss_ema} (finite) is bad")
+    if int(ck.best_by) not in (0, 1, 2) or not math.isfinite(float(ck.loss_ema)) or float(ck.loss_ema) < 0 \
+            or float(ck.score) < 0:
+        raise CheckpointError(f"{where}: best_by {ck.best_by} (0, 1 or 2), loss_ema {ck.loss_ema} (finite, >= 0) or "
+                              f"score {ck.score} (>= 0 or NaN) is bad")
     run = bytes(ck.run)
     if len(run) > MAX_RUN_BYTES:
         raise CheckpointError(f"{where}: a run record of {len(run)} bytes, the format's limit is {MAX_RUN_BYTES}")

@@ -593,6 +593,18 @@ static void out_dir_resolve(const char *given) {
     snprintf(out_dir.old, sizeof out_dir.old, "%s.prepare.old.%ld", out_dir.out, (long)getpid());
     if (access(out_dir.parent, W_OK) != 0)
         fail("cannot write to %s, where output directory %s is made: %s", out_dir.parent, given, strerror(errno));
+    // the switch renames DIR, and a mount point (a container's data volume) cannot be renamed
+    // (EBUSY): said now, not after minutes of work
+    struct stat od, pd;
+    int mount_root = stat(out_dir.out, &od) == 0 && stat(out_dir.parent, &pd) == 0 && od.st_dev != pd.st_dev;
+#ifdef STATX_ATTR_MOUNT_ROOT
+    struct statx sx;  // a bind mount of a directory of the same file system too (Linux 5.8)
+    if (statx(AT_FDCWD, out_dir.out, 0, STATX_BASIC_STATS, &sx) == 0 && (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+        mount_root |= (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+#endif
+    if (mount_root)
+        fail("-o %s is a mount point, which cannot be renamed, and a new set switches in by renaming its directory: "
+             "give a directory inside it (-o %s/data)", given, given);
 }
 
 // The temporary directories of prepares into DIR that were killed: <DIR>.prepare.tmp.<pid>
@@ -703,7 +715,9 @@ static int64_t write_split(const Corpus *c, const Settings *cfg, const char *spl
 // The switch: the written set (out_dir.tmp) becomes DIR in one rename, then the old set goes.
 static void switch_in(const char *given) {
     struct stat old;
-    if (stat(out_dir.out, &old) == 0 && chmod(out_dir.tmp, old.st_mode & 07777) != 0)  // DIR keeps its permissions
+    int there = stat(out_dir.out, &old) == 0;
+    if (there && chown(out_dir.tmp, old.st_uid, old.st_gid) != 0) {}  // its owner too, where this process may (root)
+    if (there && chmod(out_dir.tmp, old.st_mode & 07777) != 0)  // DIR keeps its permissions
         fail("cannot set the permissions of %s: %s", out_dir.tmp, strerror(errno));
     int exchanged = -1;
 #ifdef RENAME_EXCHANGE
