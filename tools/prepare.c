@@ -599,7 +599,8 @@ static void out_dir_resolve(const char *given) {
     int mount_root = stat(out_dir.out, &od) == 0 && stat(out_dir.parent, &pd) == 0 && od.st_dev != pd.st_dev;
 #ifdef STATX_ATTR_MOUNT_ROOT
     struct statx sx;  // a bind mount of a directory of the same file system too (Linux 5.8)
-    if (statx(AT_FDCWD, out_dir.out, 0, STATX_BASIC_STATS, &sx) == 0 && (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+    if (statx(AT_FDCWD, out_dir.out, 0, STATX_BASIC_STATS, &sx) == 0 &&
+        (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
         mount_root |= (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
 #endif
     if (mount_root)
