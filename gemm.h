@@ -64,11 +64,12 @@ static inline void gemm_pack_block(float *bp, const float *b, ptrdiff_t rs, ptrd
         if (cs == 1)  // rows of B are contiguous
             for (int k = 0; k < kc; k++)
                 memcpy(d + (size_t)k * GEMM_NR, b + (size_t)(k0 + k) * rs + n0, sizeof(float) * nn);
-        else          // columns are: read each along k
-            for (int j = 0; j < nn; j++) {
-                const float *s = b + (size_t)(n0 + j) * cs + (size_t)k0 * rs;
-                for (int k = 0; k < kc; k++) d[(size_t)k * GEMM_NR + j] = s[(size_t)k * rs];
-            }
+        else  // columns are: 8 at a time (columns a page apart share an L1 set), each line read for 16 k
+            for (int j0 = 0; j0 < nn; j0 += 8)
+                for (int k = 0; k < kc; k++) {
+                    const float *s = b + (size_t)(k0 + k) * rs;
+                    for (int j = j0; j < j0 + 8 && j < nn; j++) d[(size_t)k * GEMM_NR + j] = s[(size_t)(n0 + j) * cs];
+                }
     }
 }
 // The whole of B (K,N), block after block of KC rows: block k0 starts at k0 * panels * NR.
@@ -84,7 +85,9 @@ static inline void gemm_pack(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t 
 
 // The kernel. C tile (mr x nr valid, at c with row stride ldc) = init + A . Bp over
 // kc steps. A row i's element k is at a[i][k*csa]; rows past mr repeat row mr-1.
-// init: 0 zero, 1 C's own values, 2 bias[0..nr) on every row.
+// init: 0 zero, 1 C's own values, 2 bias[0..nr) on every row. next: the packed panel
+// (kc x NR) the caller streams after this one, fetched into L2 as k runs (the time loops'
+// weights come from L3 or memory at every step), or NULL.
 enum { GEMM_ZERO, GEMM_LOAD, GEMM_BIAS };
 #if defined(__clang__)
 __attribute__((noinline))  // one copy of the code: every tile takes the same instructions
@@ -92,7 +95,7 @@ __attribute__((noinline))  // one copy of the code: every tile takes the same in
 __attribute__((noinline, noclone))
 #endif
 static void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float *bp, float *c, ptrdiff_t ldc,
-                      int mr, int nr, int init, const float *bias) {
+                      int mr, int nr, int init, const float *bias, const float *next) {
     float tmp[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
     const int full = mr == GEMM_MR && nr == GEMM_NR;
     float *t = full ? c : tmp;
@@ -115,7 +118,16 @@ static void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float 
         }
     const float *ar[GEMM_MR];
     for (int i = 0; i < GEMM_MR; i++) ar[i] = a[i < mr ? i : mr - 1];
+    const float *pf = next ? next : bp;  // without a next panel: this panel's first line, again (one loop)
+    const ptrdiff_t pf_step = next ? GEMM_NR : 0;
+    // A read down its columns (A^T, the weight gradients): each k a new line, a page or more
+    // from the last, where the hardware does not look; fetched 8 k ahead into L2 (into L1 the
+    // lines, all on one set at these strides, would evict the ones in use).
+    const ptrdiff_t a_step = csa != 1 ? csa : 0, a_ahead = 8 * a_step;
     for (int k = 0; k < kc; k++) {
+        #pragma GCC unroll 4
+        for (int j = 0; j < GEMM_NR; j += 64 / (int)sizeof(float)) __builtin_prefetch(pf + k * pf_step + j, 0, 2);
+        __builtin_prefetch(ar[0] + a_ahead + k * a_step, 0, 2);
         gemm_vec b[GEMM_NV];
         #pragma GCC unroll 4
         for (int v = 0; v < GEMM_NV; v++) b[v] = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR + v * GEMM_VL);
@@ -149,14 +161,14 @@ static inline void gemm_prefetch_c(const float *c, ptrdiff_t ldc, int i0, int mr
 
 static inline void gemm_rows_block(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0,
                                    int mr, const float *blk, int kc, int k0, int N, int p0, int p1, int init,
-                                   const float *bias) {
+                                   const float *bias, const float *next) {
     const float *rows[GEMM_MR];
     for (int i = 0; i < mr; i++) rows[i] = a + (size_t)(i0 + i) * rsa + (size_t)k0 * csa;
     for (int p = p0; p < p1; p++) {
         int n0 = p * GEMM_NR, nr = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
         if (p + 1 < p1) gemm_prefetch_c(c, ldc, i0, mr, n0 + GEMM_NR, N);
         gemm_tile(kc, rows, csa, blk + (size_t)p * kc * GEMM_NR, c + (size_t)i0 * ldc + n0, ldc, mr, nr, init,
-                  bias ? bias + n0 : NULL);
+                  bias ? bias + n0 : NULL, next);
     }
 }
 
@@ -175,7 +187,13 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
                 int mr = M - i0 < GEMM_MR ? M - i0 : GEMM_MR;
                 int next = i0 + GEMM_MR < M ? i0 + GEMM_MR : 0, pn = next ? p : p + 1;  // next tile: rows, then panel
                 if (pn < np) gemm_prefetch_c(c, ldc, next, M - next < GEMM_MR ? M - next : GEMM_MR, pn * GEMM_NR, N);
-                gemm_rows_block(c, ldc, a, rsa, csa, i0, mr, blk, kc, k0, N, p, p + 1, init, NULL);
+                // The first row tile of a panel fetches the next panel (at a block's end, the next block's
+                // first): the recurrent weights stream from L3 or memory at every step, and a few row tiles
+                // of a small batch would otherwise wait on each panel.
+                const float *next_panel = i0 ? NULL
+                                        : p + 1 < np ? blk + (size_t)(p + 1) * kc * GEMM_NR
+                                        : k0 + kc < K ? blk + (size_t)kc * np * GEMM_NR : NULL;
+                gemm_rows_block(c, ldc, a, rsa, csa, i0, mr, blk, kc, k0, N, p, p + 1, init, NULL, next_panel);
             }
     }
 }
@@ -242,7 +260,7 @@ static inline void gemm(float *c, ptrdiff_t ldc, GemmView A, GemmView B, const f
                 for (int q = q0; q < q1; q++) {
                     int i0 = q * GEMM_MR;
                     gemm_rows_block(c + j0, ldc, a, rsa, csa, i0, M - i0 < GEMM_MR ? M - i0 : GEMM_MR, ws, kc, k0, nc,
-                                    0, np, k0 ? GEMM_LOAD : init0, bias ? bias + j0 : NULL);
+                                    0, np, k0 ? GEMM_LOAD : init0, bias ? bias + j0 : NULL, NULL);
                 }
             }
         }
