@@ -83,14 +83,47 @@ static inline void gemm_pack(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t 
         }
 }
 
+// The kernel's k loop: acc += A . Bp over kc steps, A row i's element k at ar[i][k*csa].
+// fetch says which lines it brings into L2 ahead of use; it is a constant at each call,
+// so each case is a loop of its own, and a tile that fetches nothing runs no prefetch.
+//  - GEMM_FETCH_NEXT: the packed panel (kc x NR) at next, which the caller streams after
+//    this one: the time loops' weights come from L3 or memory at every step, and the few
+//    row tiles of a small batch would otherwise wait on each panel.
+//  - GEMM_FETCH_A: A read down its columns (A^T in the weight gradients), 8 k ahead: each
+//    k a new line, a page or more from the last, where the hardware prefetchers do not
+//    follow (into L1 the lines, all on one set at these strides, would evict the ones in
+//    use). Only for the 8-row tile: with 4 rows a line serves four tiles in turn, and
+//    fetching it cost more than it saved (dev/bench/cpu-perf.md).
+enum { GEMM_FETCH_NONE, GEMM_FETCH_NEXT, GEMM_FETCH_A };
+static inline __attribute__((always_inline)) void gemm_tile_steps(gemm_vec acc[GEMM_MR][GEMM_NV], int kc,
+                                                                  const float *const *ar, ptrdiff_t csa,
+                                                                  const float *bp, const float *next, int fetch) {
+    for (int k = 0; k < kc; k++) {
+        if (fetch == GEMM_FETCH_NEXT)
+            #pragma GCC unroll 4
+            for (int j = 0; j < GEMM_NR; j += 64 / (int)sizeof(float))
+                __builtin_prefetch(next + (size_t)k * GEMM_NR + j, 0, 2);
+        if (fetch == GEMM_FETCH_A) __builtin_prefetch(ar[0] + (k + 8) * csa, 0, 2);
+        gemm_vec b[GEMM_NV];
+        #pragma GCC unroll 4
+        for (int v = 0; v < GEMM_NV; v++) b[v] = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR + v * GEMM_VL);
+        const ptrdiff_t o = k * csa;
+        #pragma GCC unroll 16
+        for (int i = 0; i < GEMM_MR; i++) {
+            const float x = ar[i][o];
+            #pragma GCC unroll 4
+            for (int v = 0; v < GEMM_NV; v++) acc[i][v] += x * b[v];
+        }
+    }
+}
+
 // The kernel. C tile (mr x nr valid, at c with row stride ldc) = init + A . Bp over
 // kc steps. A row i's element k is at a[i][k*csa]; rows past mr repeat row mr-1.
-// init: 0 zero, 1 C's own values, 2 bias[0..nr) on every row. next: the packed panel
-// (kc x NR) the caller streams after this one, fetched into L2 as k runs (the time loops'
-// weights come from L3 or memory at every step), or NULL.
+// init: 0 zero, 1 C's own values, 2 bias[0..nr) on every row. next: the packed panel the
+// caller streams after this one, fetched as k runs (gemm_tile_steps), or NULL.
 enum { GEMM_ZERO, GEMM_LOAD, GEMM_BIAS };
 #if defined(__clang__)
-__attribute__((noinline))  // one copy of the code: every tile takes the same instructions
+__attribute__((noinline))  // one copy of the code: every tile the same arithmetic (the k loops differ in prefetches)
 #elif defined(__GNUC__)
 __attribute__((noinline, noclone))
 #endif
@@ -118,27 +151,9 @@ static void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float 
         }
     const float *ar[GEMM_MR];
     for (int i = 0; i < GEMM_MR; i++) ar[i] = a[i < mr ? i : mr - 1];
-    const float *pf = next ? next : bp;  // without a next panel: this panel's first line, again (one loop)
-    const ptrdiff_t pf_step = next ? GEMM_NR : 0;
-    // A read down its columns (A^T, the weight gradients): each k a new line, a page or more
-    // from the last, where the hardware does not look; fetched 8 k ahead into L2 (into L1 the
-    // lines, all on one set at these strides, would evict the ones in use).
-    const ptrdiff_t a_step = csa != 1 ? csa : 0, a_ahead = 8 * a_step;
-    for (int k = 0; k < kc; k++) {
-        #pragma GCC unroll 4
-        for (int j = 0; j < GEMM_NR; j += 64 / (int)sizeof(float)) __builtin_prefetch(pf + k * pf_step + j, 0, 2);
-        __builtin_prefetch(ar[0] + a_ahead + k * a_step, 0, 2);
-        gemm_vec b[GEMM_NV];
-        #pragma GCC unroll 4
-        for (int v = 0; v < GEMM_NV; v++) b[v] = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR + v * GEMM_VL);
-        const ptrdiff_t o = k * csa;
-        #pragma GCC unroll 16
-        for (int i = 0; i < GEMM_MR; i++) {
-            const float x = ar[i][o];
-            #pragma GCC unroll 4
-            for (int v = 0; v < GEMM_NV; v++) acc[i][v] += x * b[v];
-        }
-    }
+    if (next) gemm_tile_steps(acc, kc, ar, csa, bp, next, GEMM_FETCH_NEXT);
+    else if (GEMM_MR == 8 && csa != 1) gemm_tile_steps(acc, kc, ar, csa, bp, NULL, GEMM_FETCH_A);
+    else gemm_tile_steps(acc, kc, ar, csa, bp, NULL, GEMM_FETCH_NONE);
     #pragma GCC unroll 16
     for (int i = 0; i < GEMM_MR; i++)
         #pragma GCC unroll 4
