@@ -202,9 +202,8 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
                 int mr = M - i0 < GEMM_MR ? M - i0 : GEMM_MR;
                 int next = i0 + GEMM_MR < M ? i0 + GEMM_MR : 0, pn = next ? p : p + 1;  // next tile: rows, then panel
                 if (pn < np) gemm_prefetch_c(c, ldc, next, M - next < GEMM_MR ? M - next : GEMM_MR, pn * GEMM_NR, N);
-                // The first row tile of a panel fetches the next panel (at a block's end, the next block's
-                // first): the recurrent weights stream from L3 or memory at every step, and a few row tiles
-                // of a small batch would otherwise wait on each panel.
+                // the first row tile of a panel fetches the next panel (at a block's end, the next block's
+                // first; gemm_tile_steps says why)
                 const float *next_panel = i0 ? NULL
                                         : p + 1 < np ? blk + (size_t)(p + 1) * kc * GEMM_NR
                                         : k0 + kc < K ? blk + (size_t)kc * np * GEMM_NR : NULL;
