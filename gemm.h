@@ -172,8 +172,9 @@ static inline void gemm_prefetch_c(const float *c, ptrdiff_t ldc, int i0, int mr
             __builtin_prefetch(c + (size_t)(i0 + i) * ldc + j);
 }
 
-// Rows [i0, i0+mr) of C against panels [p0, p1) of one packed block (k0, kc).
-
+// Rows [i0, i0+mr) of C against panels [p0, p1) of one packed block (k0, kc). next: the
+// panel the caller streams after p1 - 1, or NULL for no fetching; with it, each tile fetches
+// the panel that follows its own.
 static inline void gemm_rows_block(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0,
                                    int mr, const float *blk, int kc, int k0, int N, int p0, int p1, int init,
                                    const float *bias, const float *next) {
@@ -182,8 +183,9 @@ static inline void gemm_rows_block(float *c, ptrdiff_t ldc, const float *a, ptrd
     for (int p = p0; p < p1; p++) {
         int n0 = p * GEMM_NR, nr = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
         if (p + 1 < p1) gemm_prefetch_c(c, ldc, i0, mr, n0 + GEMM_NR, N);
+        const float *fetch = next && p + 1 < p1 ? blk + (size_t)(p + 1) * kc * GEMM_NR : next;
         gemm_tile(kc, rows, csa, blk + (size_t)p * kc * GEMM_NR, c + (size_t)i0 * ldc + n0, ldc, mr, nr, init,
-                  bias ? bias + n0 : NULL, next);
+                  bias ? bias + n0 : NULL, fetch);
     }
 }
 
