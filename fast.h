@@ -1,8 +1,10 @@
 // fast.h: the CPU trainer's fast path (dev/bench/cpu-perf.md). mlstm.h's model, on mlstm.h's
 // buffers, with the work arranged for speed:
 //  - gemm.h's packed, register-blocked matmuls in place of mlstm.h's plain loops;
-//  - W_h and W_mh packed once per pass, and every time step reusing them;
-//  - each thread runs all T steps of its own rows of the batch, with no barrier per step;
+//  - the weights of the time loops packed once per pass, and every time step reusing them;
+//  - each thread runs all T steps of its own rows of the batch, with no barrier per step,
+//    the input projections and the input gradients of a step included (where its rows are
+//    in cache, not in passes of their own over all T*B rows);
 //  - the cell, softmax and the loss as vectorised loops, with exp and tanh as inline arithmetic;
 //  - the bias gradients with their columns split between the threads.
 // Everything else (weight norm, the embedding, m_t, the gradients of the cell, the
@@ -26,9 +28,9 @@ _Static_assert(sizeof(real) == sizeof(float), "fast.h is the FP32 path: include 
 // included, FAST_PHASE(phase, work) is the work alone: no clock is read.
 enum {
     FP_WNORM_EMBED,  // forward_begin: weight norm forward, the embedding gather, the state in
-    FP_IN_PROJ,      // e W_x^T + b, e W_mx^T over all T*B rows
-    FP_PACK,         // W_h, W_mh packed for the time loops, forward and backward
-    FP_LOOP_FWD,     // the forward time loop as a whole (its three phases and the waiting)
+    FP_PACK,         // W_h, W_mh, W_x, W_mx packed for the time loops, forward and backward
+    FP_LOOP_FWD,     // the forward time loop as a whole (its four phases and the waiting)
+    FP_IN_PROJ,      // e W_x^T + b, e W_mx^T at every step
     FP_REC_FWD,      // h W_mh^T, m W_h^T at every step
     FP_MT_FWD,       // m_t = mx * mh
     FP_CELL_FWD,     // gates, c_t, h_t
@@ -40,8 +42,9 @@ enum {
     FP_CELL_BWD,     // dz, dc at every step
     FP_REC_BWD,      // dz W_h, dmh W_mh at every step
     FP_MT_BWD,       // dmx, dmh
+    FP_IN_BWD,       // dxe = dz W_x + dmx W_mx at every step
     FP_WGRAD,        // dz^T m, dz^T e, dmx^T e, dmh^T h
-    FP_IN_BWD,       // db, dxe = dz W_x + dmx W_mx
+    FP_BIAS_BWD,     // db, the column sums of dz
     FP_WNORM_BWD,    // backward_end: the embedding's gradient, weight norm backward
     FP_COUNT
 };
@@ -167,21 +170,29 @@ static inline FAST_SELECTS_VECTORISE double fast_softmax_xent(Mlstm *m) {
 }
 
 // ----------------------------------------------------------------------------
-// W_h and W_mh in gemm.h's packed layout, for the time loops: packed once per forward
-// (for m_t W_h^T) and once per backward (the other way round, for dz W_h).
+// The weights of the time loops in gemm.h's packed layout: packed once per forward (for
+// m_t W_h^T) and once per backward (the other way round, for dz W_h).
 
 typedef struct {
-    float *W_h, *W_mh;  // room for W_h (4H,H) and W_mh (H,H) packed either way round
+    float *W_h, *W_mh, *W_x, *W_mx;  // room for W_h (4H,H), W_mh (H,H), W_x (4H,D), W_mx (H,D) packed either way round
 } FastPacks;
 
+// floats of a weight (O,K) packed either way round
+static inline size_t fast_packed_floats(int O, int K) {
+    size_t nt = gemm_packed_floats(O, K), nn = gemm_packed_floats(K, O);
+    return nt > nn ? nt : nn;
+}
 static inline void fast_packs_build(FastPacks *pk, const MlstmConfig *c) {
-    size_t h_nt = gemm_packed_floats(4 * c->H, c->H), h_nn = gemm_packed_floats(c->H, 4 * c->H);
-    pk->W_h = mlstm_alloc(h_nt > h_nn ? h_nt : h_nn);
-    pk->W_mh = mlstm_alloc(gemm_packed_floats(c->H, c->H));
+    pk->W_h = mlstm_alloc(fast_packed_floats(4 * c->H, c->H));
+    pk->W_mh = mlstm_alloc(fast_packed_floats(c->H, c->H));
+    pk->W_x = mlstm_alloc(fast_packed_floats(4 * c->H, c->D));
+    pk->W_mx = mlstm_alloc(fast_packed_floats(c->H, c->D));
 }
 static inline void fast_packs_free(FastPacks *pk) {
     free(pk->W_h);
     free(pk->W_mh);
+    free(pk->W_x);
+    free(pk->W_mx);
 }
 
 // This thread's share [i0, i1) of n items inside a parallel region, in whole units
@@ -237,18 +248,28 @@ static inline FAST_SELECTS_VECTORISE void fast_cells_forward(Mlstm *m, int t, in
     }
 }
 
-// The time loop: each thread all T steps of its rows of the batch.
+// The time loop: each thread all T steps of its rows of the batch. The input projections
+// z_t = b + e_t W_x^T and mx_t = e_t W_mx^T are computed at their step, just before the
+// products that use them, where z_t then stays in cache for m_t W_h^T to add to: the same
+// chain per element as one product over all T*B rows ahead of the loop, without writing z
+// and mx out to memory and reading them back.
 static inline void fast_forward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
-    const int H = m->cfg.H;
+    const int D = m->cfg.D, H = m->cfg.H;
+    const float *bias = m->p.t[P_B];
     #pragma omp parallel
     {
         int b0, b1;
         thread_rows(B, &b0, &b1);
         for (int t = 0; t < T; t++) {
             const size_t s = (size_t)t * B * H;
-            FAST_PHASE(FP_REC_FWD, gemm_nt_rows_packed(m->mh + s, m->hs + s, pk->W_mh, b0, b1, H, H, MATMUL_SET));
+            const float *e = m->xe + (size_t)t * B * D;
+            FAST_PHASE(FP_IN_PROJ, gemm_nt_rows_packed(m->mx + s, e, pk->W_mx, NULL, b0, b1, H, D, MATMUL_SET));
+            FAST_PHASE(FP_REC_FWD,
+                       gemm_nt_rows_packed(m->mh + s, m->hs + s, pk->W_mh, NULL, b0, b1, H, H, MATMUL_SET));
             FAST_PHASE(FP_MT_FWD, mt_product(m, t, b0, b1));
-            FAST_PHASE(FP_REC_FWD, gemm_nt_rows_packed(m->z + 4 * s, m->mt + s, pk->W_h, b0, b1, 4 * H, H, MATMUL_ADD));
+            FAST_PHASE(FP_IN_PROJ, gemm_nt_rows_packed(m->z + 4 * s, e, pk->W_x, bias, b0, b1, 4 * H, D, MATMUL_SET));
+            FAST_PHASE(FP_REC_FWD,
+                       gemm_nt_rows_packed(m->z + 4 * s, m->mt + s, pk->W_h, NULL, b0, b1, 4 * H, H, MATMUL_ADD));
             FAST_PHASE(FP_CELL_FWD, fast_cells_forward(m, t, b0, b1));
         }
     }
@@ -258,9 +279,8 @@ static inline double fast_forward(Mlstm *m, FastPacks *pk, const uint8_t *inputs
                                   const uint8_t *reset, const float *h0, const float *c0, int B, int T) {
     FAST_PHASE(FP_WNORM_EMBED, forward_begin(m, inputs, targets, reset, h0, c0, B, T));
     const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, N = B * T;
-    FAST_PHASE(FP_IN_PROJ, gemm_nt(m->z, m->xe, m->W[WN_X], m->p.t[P_B], N, 4 * H, D, MATMUL_SET);
-                           gemm_nt(m->mx, m->xe, m->W[WN_MX], NULL, N, H, D, MATMUL_SET));
-    FAST_PHASE(FP_PACK, gemm_pack_nt(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nt(pk->W_h, m->W[WN_H], 4 * H, H));
+    FAST_PHASE(FP_PACK, gemm_pack_nt(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nt(pk->W_h, m->W[WN_H], 4 * H, H);
+                        gemm_pack_nt(pk->W_mx, m->W[WN_MX], H, D); gemm_pack_nt(pk->W_x, m->W[WN_X], 4 * H, D));
     FAST_PHASE(FP_LOOP_FWD, fast_forward_steps(m, pk, B, T));
     FAST_PHASE(FP_OUT_FWD,
                gemm_nt(m->logits, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, V, H, MATMUL_SET));
@@ -290,18 +310,23 @@ static inline FAST_SELECTS_VECTORISE void fast_cells_backward(Mlstm *m, int t, i
     }
 }
 
-// The time loop, last step first, each thread on its rows.
+// The time loop, last step first, each thread on its rows. The input gradients
+// dxe_t = dz_t W_x + dmx_t W_mx are computed at their step, while dz_t and dmx_t are in
+// cache: the same chain per element as one product over all T*B rows after the loop.
 static inline void fast_backward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
-    const int H = m->cfg.H;
+    const int D = m->cfg.D, H = m->cfg.H;
     #pragma omp parallel
     {
         int b0, b1;
         thread_rows(B, &b0, &b1);
         for (int t = T - 1; t >= 0; t--) {
             const size_t s = (size_t)t * B * H;
+            float *dxe = m->dxe + (size_t)t * B * D;
             FAST_PHASE(FP_CELL_BWD, fast_cells_backward(m, t, b0, b1));
             FAST_PHASE(FP_REC_BWD, gemm_nn_rows_packed(m->dm, m->dz + 4 * s, pk->W_h, b0, b1, H, 4 * H, MATMUL_SET));
+            FAST_PHASE(FP_IN_BWD, gemm_nn_rows_packed(dxe, m->dz + 4 * s, pk->W_x, b0, b1, D, 4 * H, MATMUL_SET));
             FAST_PHASE(FP_MT_BWD, mt_backward(m, t, b0, b1));
+            FAST_PHASE(FP_IN_BWD, gemm_nn_rows_packed(dxe, m->dmx + s, pk->W_mx, b0, b1, D, H, MATMUL_ADD));
             FAST_PHASE(FP_REC_BWD, gemm_nn_rows_packed(m->dh, m->dmh + s, pk->W_mh, b0, b1, H, H, MATMUL_SET));
         }
     }
@@ -313,14 +338,13 @@ static inline void fast_backward(Mlstm *m, FastPacks *pk, float scale) {
     FAST_PHASE(FP_OUT_BWD, gemm_tn(m->g.t[P_WOUT], m->dlogits, m->hs + (size_t)B * H, V, H, N);
                            fast_bias_grad(m->g.t[P_BOUT], m->dlogits, N, V);
                            gemm_nn(m->dhs, m->dlogits, m->p.t[P_WOUT], N, H, V, MATMUL_SET));
-    FAST_PHASE(FP_PACK, gemm_pack_nn(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nn(pk->W_h, m->W[WN_H], H, 4 * H));
+    FAST_PHASE(FP_PACK, gemm_pack_nn(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nn(pk->W_h, m->W[WN_H], H, 4 * H);
+                        gemm_pack_nn(pk->W_mx, m->W[WN_MX], D, H); gemm_pack_nn(pk->W_x, m->W[WN_X], D, 4 * H));
     FAST_PHASE(FP_LOOP_BWD, fast_backward_steps(m, pk, B, T));
     FAST_PHASE(FP_WGRAD, gemm_tn(m->dW[WN_H], m->dz, m->mt, 4 * H, H, N);
                          gemm_tn(m->dW[WN_X], m->dz, m->xe, 4 * H, D, N);
                          gemm_tn(m->dW[WN_MX], m->dmx, m->xe, H, D, N);
                          gemm_tn(m->dW[WN_MH], m->dmh, m->hs, H, H, N));
-    FAST_PHASE(FP_IN_BWD, fast_bias_grad(m->g.t[P_B], m->dz, N, 4 * H);
-                          gemm_nn(m->dxe, m->dz, m->W[WN_X], N, D, 4 * H, MATMUL_SET);
-                          gemm_nn(m->dxe, m->dmx, m->W[WN_MX], N, D, H, MATMUL_ADD));
+    FAST_PHASE(FP_BIAS_BWD, fast_bias_grad(m->g.t[P_B], m->dz, N, 4 * H));
     FAST_PHASE(FP_WNORM_BWD, backward_end(m));
 }

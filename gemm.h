@@ -189,15 +189,22 @@ static inline void gemm_rows_block(float *c, ptrdiff_t ldc, const float *a, ptrd
     }
 }
 
+// C + bias, the start of a chain that adds products to C and a bias (a case the model does not use).
+static inline void gemm_add_bias(float *c, ptrdiff_t ldc, const float *bias, int M, int N) {
+    for (int i = 0; i < M; i++)
+        for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] += bias[n];
+}
+
 // C (M,N) = [C +] A (M,K) . B (K,N) [+ bias (N,)], A's (i,k) at a[i*rsa + k*csa], B
 // already packed by gemm_pack. Serial: for the time loops, where each thread owns
 // its rows of the batch. Column panels outside, rows inside: a panel of B is read
 // once from memory per step and serves every row.
 static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa,
-                                      const float *bp, int M, int N, int K, MatmulInto into) {
-    int np = gemm_panels(N);
+                                      const float *bp, const float *bias, int M, int N, int K, MatmulInto into) {
+    int np = gemm_panels(N), init0 = into == MATMUL_ADD ? GEMM_LOAD : bias ? GEMM_BIAS : GEMM_ZERO;
+    if (into == MATMUL_ADD && bias) gemm_add_bias(c, ldc, bias, M, N);
     for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
-        int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, init = k0 > 0 || into == MATMUL_ADD ? GEMM_LOAD : GEMM_ZERO;
+        int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, init = k0 > 0 ? GEMM_LOAD : init0;
         const float *blk = bp + (size_t)k0 * np * GEMM_NR;
         for (int p = 0; p < np; p++)
             for (int i0 = 0; i0 < M; i0 += GEMM_MR) {
@@ -209,7 +216,7 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
                 const float *next_panel = i0 ? NULL
                                         : p + 1 < np ? blk + (size_t)(p + 1) * kc * GEMM_NR
                                         : k0 + kc < K ? blk + (size_t)kc * np * GEMM_NR : NULL;
-                gemm_rows_block(c, ldc, a, rsa, csa, i0, mr, blk, kc, k0, N, p, p + 1, init, NULL, next_panel);
+                gemm_rows_block(c, ldc, a, rsa, csa, i0, mr, blk, kc, k0, N, p, p + 1, init, bias, next_panel);
             }
     }
 }
@@ -246,9 +253,7 @@ static inline void gemm(float *c, ptrdiff_t ldc, GemmView A, GemmView B, const f
     const float *a = A.at, *b = B.at;
     const ptrdiff_t rsa = A.rows, csa = A.cols, rsb = B.rows, csb = B.cols;
     const int accumulate = into == MATMUL_ADD;
-    if (accumulate && bias)  // C + bias first, then the chain (a case the model does not use)
-        for (int i = 0; i < M; i++)
-            for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] += bias[n];
+    if (accumulate && bias) gemm_add_bias(c, ldc, bias, M, N);
     if (K == 0) {  // no products: C = [C +] bias
         if (!accumulate)
             for (int i = 0; i < M; i++)
@@ -300,15 +305,15 @@ static inline void gemm_tn(float *dW, const float *dOut, const float *in, int O,
 }
 
 // The time loops' products on rows [n0, n1) of the batch, with W (O,K) packed once:
-// gemm_pack_nt(Wp, W, O, K) for out (N,O) = in . W^T, gemm_pack_nn(Wp, W, K, O) for dIn (N,K) = dOut . W
-// (each packs the product's columns and depth, in that order).
+// gemm_pack_nt(Wp, W, O, K) for out (N,O) = in . W^T [+ bias], gemm_pack_nn(Wp, W, K, O) for
+// dIn (N,K) = dOut . W (each packs the product's columns and depth, in that order).
 static inline void gemm_pack_nt(float *Wp, const float *W, int O, int K) { gemm_pack(Wp, W, 1, K, O, K); }
 static inline void gemm_pack_nn(float *Wp, const float *W, int K, int O) { gemm_pack(Wp, W, K, 1, K, O); }
-static inline void gemm_nt_rows_packed(float *out, const float *in, const float *Wp, int n0, int n1, int O, int K,
-                                       MatmulInto into) {
-    gemm_packed_serial(out + (size_t)n0 * O, O, in + (size_t)n0 * K, K, 1, Wp, n1 - n0, O, K, into);
+static inline void gemm_nt_rows_packed(float *out, const float *in, const float *Wp, const float *bias, int n0, int n1,
+                                       int O, int K, MatmulInto into) {
+    gemm_packed_serial(out + (size_t)n0 * O, O, in + (size_t)n0 * K, K, 1, Wp, bias, n1 - n0, O, K, into);
 }
 static inline void gemm_nn_rows_packed(float *dIn, const float *dOut, const float *Wp, int n0, int n1, int K, int O,
                                        MatmulInto into) {
-    gemm_packed_serial(dIn + (size_t)n0 * K, K, dOut + (size_t)n0 * O, O, 1, Wp, n1 - n0, K, O, into);
+    gemm_packed_serial(dIn + (size_t)n0 * K, K, dOut + (size_t)n0 * O, O, 1, Wp, NULL, n1 - n0, K, O, into);
 }

@@ -87,19 +87,24 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
     // the time loops' products with W packed once, on rows [n0, n1) as a thread runs them
     float *Wp = mlstm_alloc(gemm_packed_floats(O, K) > gemm_packed_floats(K, O) ? gemm_packed_floats(O, K) : gemm_packed_floats(K, O));
     int n0 = N > 4 ? 4 : 0, n1 = N;
-    memcpy(fast, init, sizeof(float) * N * O); memcpy(ref, init, sizeof(float) * N * O);
     gemm_pack_nt(Wp, W, O, K);
-    gemm_nt_rows_packed(fast, in, Wp, n0, n1, O, K, MATMUL_ADD);
-    matmul_nt(ref + (size_t)n0 * O, in + (size_t)n0 * K, W, NULL, n1 - n0, O, K, MATMUL_ADD);
-    for (int n = 0; n < N; n++)
-        for (int o = 0; o < O; o++) {
-            double m = fabs(init[(size_t)n * O + o]);
-            for (int k = 0; k < K; k++) m += fabs((double)in[(size_t)n * K + k] * W[(size_t)o * K + k]);
-            mag[(size_t)n * O + o] = m;
+    for (int acc = 0; acc < 2; acc++)
+        for (int wb = 0; wb < 2; wb++) {
+            const float *bp = wb ? bias : NULL;
+            memcpy(fast, init, sizeof(float) * N * O); memcpy(ref, init, sizeof(float) * N * O);
+            gemm_nt_rows_packed(fast, in, Wp, bp, n0, n1, O, K, acc);
+            matmul_nt(ref + (size_t)n0 * O, in + (size_t)n0 * K, W, bp, n1 - n0, O, K, acc);
+            for (int n = 0; n < N; n++)
+                for (int o = 0; o < O; o++) {
+                    double m = (acc ? fabs(init[(size_t)n * O + o]) : 0) + (bp ? fabs(bp[o]) : 0);
+                    for (int k = 0; k < K; k++) m += fabs((double)in[(size_t)n * K + k] * W[(size_t)o * K + k]);
+                    mag[(size_t)n * O + o] = m;
+                }
+            r = worst_ratio(fast, ref, mag, (size_t)N * O, K);
+            CHECK(r <= 1 && memcmp(fast, init, sizeof(float) * n0 * O) == 0,
+                  "nt rows [%d,%d) packed%s%s: worst |fast - plain| is %.3f of the FP32 bound, rows outside untouched",
+                  n0, n1, acc ? " accumulate" : "", bp ? " bias" : "", r);
         }
-    r = worst_ratio(fast, ref, mag, (size_t)N * O, K);
-    CHECK(r <= 1 && memcmp(fast, init, sizeof(float) * n0 * O) == 0,
-          "nt rows [%d,%d) packed: worst |fast - plain| is %.3f of the FP32 bound, rows outside untouched", n0, n1, r);
     gemm_pack_nn(Wp, W, K, O);
     for (size_t i = 0; i < (size_t)N * K; i++) dfast[i] = dref[i] = in[i];
     gemm_nn_rows_packed(dfast, dOut, Wp, n0, n1, K, O, MATMUL_SET);
@@ -121,26 +126,40 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
 // covers or the number of threads: the parallel product, the packed product on
 // all rows, and the packed product in pieces give the same bits.
 static void test_splits(int N, int K, int O, uint64_t *s) {
-    float *in = rand_buf((size_t)N * K, s), *W = rand_buf((size_t)O * K, s);
+    float *in = rand_buf((size_t)N * K, s), *W = rand_buf((size_t)O * K, s), *bias = rand_buf(O, s);
     float *a = mlstm_alloc((size_t)N * O), *b = mlstm_alloc((size_t)N * O), *c = mlstm_alloc((size_t)N * O);
     float *Wp = mlstm_alloc(gemm_packed_floats(O, K));
 #ifdef _OPENMP
     omp_set_num_threads(1);
 #endif
-    gemm_nt(a, in, W, NULL, N, O, K, MATMUL_SET);
+    gemm_nt(a, in, W, bias, N, O, K, MATMUL_SET);
 #ifdef _OPENMP
     omp_set_num_threads(2);
 #endif
-    gemm_nt(b, in, W, NULL, N, O, K, MATMUL_SET);
+    gemm_nt(b, in, W, bias, N, O, K, MATMUL_SET);
     CHECK(memcmp(a, b, sizeof(float) * N * O) == 0, "nt N=%d K=%d O=%d: 1 and 2 threads give the same bits", N, K, O);
     gemm_pack_nt(Wp, W, O, K);
-    gemm_nt_rows_packed(c, in, Wp, 0, N, O, K, MATMUL_SET);
+    gemm_nt_rows_packed(c, in, Wp, bias, 0, N, O, K, MATMUL_SET);
     int same_all = memcmp(a, c, sizeof(float) * N * O) == 0;
     memset(c, 0, sizeof(float) * N * O);
-    for (int n0 = 0; n0 < N; n0 += 3) gemm_nt_rows_packed(c, in, Wp, n0, n0 + 3 < N ? n0 + 3 : N, O, K, MATMUL_SET);  // tiles cut elsewhere
+    for (int n0 = 0; n0 < N; n0 += 3) gemm_nt_rows_packed(c, in, Wp, bias, n0, n0 + 3 < N ? n0 + 3 : N, O, K, MATMUL_SET);  // tiles cut elsewhere
     CHECK(same_all && memcmp(a, c, sizeof(float) * N * O) == 0,
           "nt N=%d K=%d O=%d: packed on all rows, and in pieces of 3 rows, give the parallel product's bits", N, K, O);
-    free(in); free(W); free(a); free(b); free(c); free(Wp);
+    // dIn (N,K) = dOut (N,O) . W: the parallel product against the packed one in pieces, both
+    // with a second product added (fast.h's dxe = dz W_x + dmx W_mx, with W twice)
+    float *dOut = a, *dIn = rand_buf((size_t)N * K, s), *dInPacked = mlstm_alloc((size_t)N * K);
+    free(Wp);
+    Wp = mlstm_alloc(gemm_packed_floats(K, O));
+    gemm_nn(dIn, dOut, W, N, K, O, MATMUL_SET);
+    gemm_nn(dIn, dOut, W, N, K, O, MATMUL_ADD);
+    gemm_pack_nn(Wp, W, K, O);
+    for (int n0 = 0; n0 < N; n0 += 3) {
+        gemm_nn_rows_packed(dInPacked, dOut, Wp, n0, n0 + 3 < N ? n0 + 3 : N, K, O, MATMUL_SET);
+        gemm_nn_rows_packed(dInPacked, dOut, Wp, n0, n0 + 3 < N ? n0 + 3 : N, K, O, MATMUL_ADD);
+    }
+    CHECK(memcmp(dIn, dInPacked, sizeof(float) * N * K) == 0,
+          "nn N=%d K=%d O=%d: packed in pieces of 3 rows, set then added to, gives the parallel product's bits", N, K, O);
+    free(in); free(W); free(bias); free(a); free(b); free(c); free(Wp); free(dIn); free(dInPacked);
 }
 
 // fast_bias_grad splits the columns between threads (above worth_threads' size): each

@@ -80,8 +80,8 @@ static void phase_work(PhaseWork w[PH_COUNT], const MlstmConfig *c, int B, int T
     const double nW = (double)weightnorm_elems(c), P = (double)nparams;
     PhaseWork t[PH_COUNT] = {
         [FP_WNORM_EMBED] = {"weight norm fwd, embedding gather", 0, F * (2 * nW + 2 * N * D + 4 * B * H)},
-        [FP_IN_PROJ] = {"input projections e W_x^T, e W_mx^T", 2 * N * D * 5 * H, 0},
-        [FP_PACK] = {"packing W_h, W_mh (fwd and bwd)", 0, F * 2 * 2 * 5 * H * H},
+        [FP_PACK] = {"packing W_h, W_mh, W_x, W_mx (fwd and bwd)", 0, F * 2 * 2 * 5 * H * (H + D)},
+        [FP_IN_PROJ] = {"input projections e W_x^T, e W_mx^T (time loop)", 2 * N * D * 5 * H, 0},
         [FP_REC_FWD] = {"recurrent products fwd (time loop)", 2 * N * 5 * H * H, 0},
         [FP_MT_FWD] = {"m_t = mx * mh (time loop)", 0, F * 3 * N * H},
         [FP_CELL_FWD] = {"cell fwd (time loop)", 0, F * 11 * N * H},
@@ -93,9 +93,10 @@ static void phase_work(PhaseWork w[PH_COUNT], const MlstmConfig *c, int B, int T
         [FP_CELL_BWD] = {"cell bwd (time loop)", 0, F * 14 * N * H},
         [FP_REC_BWD] = {"recurrent products bwd (time loop)", 2 * N * 5 * H * H, 0},
         [FP_MT_BWD] = {"dmx, dmh (time loop)", 0, F * 5 * N * H},
+        [FP_IN_BWD] = {"input gradients dxe (time loop)", 2 * N * 5 * H * D, 0},
         [PH_WAIT_BWD] = {"threads waiting, bwd time loop", 0, 0},
         [FP_WGRAD] = {"weight-gradient products", 2 * N * (5 * H * H + 5 * H * D), 0},
-        [FP_IN_BWD] = {"input gradients dxe, db", 2 * N * 5 * H * D, 0},
+        [FP_BIAS_BWD] = {"bias gradient db", 0, F * 4 * N * H},
         [FP_WNORM_BWD] = {"weight norm bwd, embedding grad", 0, F * (4 * nW + 2 * N * D)},
         [PH_CHECK] = {"inf/NaN check, gradient norm", 0, F * 2 * P},
         [PH_APPLY] = {"clip and Adam", 0, F * 9 * P},
@@ -105,8 +106,8 @@ static void phase_work(PhaseWork w[PH_COUNT], const MlstmConfig *c, int B, int T
 }
 
 static int phase_in_time_loop(int p) {
-    return p == FP_REC_FWD || p == FP_MT_FWD || p == FP_CELL_FWD ||
-           p == FP_REC_BWD || p == FP_MT_BWD || p == FP_CELL_BWD;
+    return p == FP_IN_PROJ || p == FP_REC_FWD || p == FP_MT_FWD || p == FP_CELL_FWD ||
+           p == FP_REC_BWD || p == FP_MT_BWD || p == FP_CELL_BWD || p == FP_IN_BWD;
 }
 
 // The wall time of fast.h's phases so far: the time loops as wholes (their phases are inside them).
@@ -192,8 +193,8 @@ int main(int argc, char **argv) {
         step_wall += wall;
     }
     const double nsteps = 3.0 * steps;
-    ph[PH_WAIT_FWD] = ph[FP_LOOP_FWD] - ph[FP_REC_FWD] - ph[FP_MT_FWD] - ph[FP_CELL_FWD];
-    ph[PH_WAIT_BWD] = ph[FP_LOOP_BWD] - ph[FP_REC_BWD] - ph[FP_MT_BWD] - ph[FP_CELL_BWD];
+    ph[PH_WAIT_FWD] = ph[FP_LOOP_FWD] - ph[FP_IN_PROJ] - ph[FP_REC_FWD] - ph[FP_MT_FWD] - ph[FP_CELL_FWD];
+    ph[PH_WAIT_BWD] = ph[FP_LOOP_BWD] - ph[FP_CELL_BWD] - ph[FP_REC_BWD] - ph[FP_MT_BWD] - ph[FP_IN_BWD];
     ph[FP_LOOP_FWD] = ph[FP_LOOP_BWD] = 0;  // shown as their parts
     double sg = fmax(fmax(own.wall, blas.wall), given), bw = triad_gbs();
     printf("\nbounds on %d thread(s): SGEMM %.1f GFLOP/s (gemm.h %.1f", threads, sg, own.wall);
@@ -207,9 +208,10 @@ int main(int argc, char **argv) {
            step_flops * nsteps / step_wall / 1e9 / sg, 3, steps);
     PhaseWork w[PH_COUNT];
     phase_work(w, &cfg, B, T, md->m.nparams);
-    static const int order[] = {FP_WNORM_EMBED, FP_IN_PROJ, FP_PACK, FP_REC_FWD, FP_MT_FWD, FP_CELL_FWD, PH_WAIT_FWD,
-                                FP_OUT_FWD, FP_SOFTMAX, FP_DLOGITS, FP_OUT_BWD, FP_CELL_BWD, FP_REC_BWD, FP_MT_BWD,
-                                PH_WAIT_BWD, FP_WGRAD, FP_IN_BWD, FP_WNORM_BWD, PH_CHECK, PH_APPLY, PH_OTHER};
+    static const int order[] = {FP_WNORM_EMBED, FP_PACK, FP_IN_PROJ, FP_REC_FWD, FP_MT_FWD, FP_CELL_FWD,
+                                PH_WAIT_FWD, FP_OUT_FWD, FP_SOFTMAX, FP_DLOGITS, FP_OUT_BWD, FP_CELL_BWD,
+                                FP_REC_BWD, FP_MT_BWD, FP_IN_BWD, PH_WAIT_BWD, FP_WGRAD, FP_BIAS_BWD,
+                                FP_WNORM_BWD, PH_CHECK, PH_APPLY, PH_OTHER};
     printf("| phase (H=%d B=%d, %d thread%s) | ms a step | share | work a step | rate | of its bound |\n", H, B,
            threads, threads > 1 ? "s" : "");
     printf("|---|---|---|---|---|---|\n");
