@@ -273,8 +273,13 @@ static inline void omp_num_threads_check(void) {
 // shares the cores a spinning thread steals the time its partner needs: seen here,
 // 2 threads at 780 chars/s against 6,100 with passive waiting, with one other busy
 // process on 2 cores. Passive waiting costs little because the time loops have no
-// per-step barrier. The runtime reads the policy when it loads, before main, so a
-// program that has not been given one sets it and executes itself again, once.
+// per-step barrier. A thread that sleeps at once, though, must be woken for each of
+// the thirty or so parallel regions of a step, which on a VM can take tens of
+// microseconds: libgomp's threads first spin GOMP_SPINCOUNT = 3000 times (about 30 us at
+// its own estimate of 100,000 a millisecond), short enough to cost nothing measurable
+// with a busy process beside them (dev/bench/cpu-perf.md). The runtime reads these
+// when it loads, before main, so a program that has not been given a policy sets
+// them (a spin count the user set stays) and executes itself again, once.
 // Process-level: only a program's main() calls it (train.c, train.cu, tools/generate.c,
 // tools/transfer.c), never a library function, so a test or tool that includes these
 // headers is never restarted behind its back. It checks OMP_NUM_THREADS first
@@ -284,6 +289,7 @@ static inline void openmp_prefer_passive_wait(char **argv) {
 #ifdef _OPENMP
     if (getenv("OMP_WAIT_POLICY")) return;
     setenv("OMP_WAIT_POLICY", "passive", 1);
+    setenv("GOMP_SPINCOUNT", "3000", 0);
     execv("/proc/self/exe", argv);  // returns only if that failed: then carry on as we are
 #else
     (void)argv;

@@ -209,6 +209,39 @@ static void omp_check_case(void *arg) {
     omp_num_threads_check();
 }
 
+// openmp_prefer_passive_wait executes the program again with the policy set: here
+// test_tools itself, whose main prints what it was given (wait_env_main).
+static void prefer_passive_case(void *arg) {
+    char *argv[] = {"test_tools", "--print-wait-env", NULL};
+    const char *spin = (const char *)arg;
+    unsetenv("OMP_WAIT_POLICY");
+    if (spin) setenv("GOMP_SPINCOUNT", spin, 1);
+    else unsetenv("GOMP_SPINCOUNT");
+    openmp_prefer_passive_wait(argv);
+}
+static int wait_env_main(void) {
+    const char *policy = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+    fprintf(stderr, "%s %s\n", policy ? policy : "-", spin ? spin : "-");
+    return 0;
+}
+static void test_wait_policy(void) {
+    char out[200];
+    int status;
+#ifdef _OPENMP
+    const char *want[2] = {"passive 3000", "passive 77"};
+#else
+    const char *want[2] = {"", ""};  // no OpenMP: nothing to set, the program carries on as it is
+#endif
+    writes_of(prefer_passive_case, NULL, out, sizeof out, &status);
+    out[strcspn(out, "\n")] = 0;
+    CHECK(status == 0 && !strcmp(out, want[0]), "unset OMP_WAIT_POLICY: the program runs again with passive "
+          "waiting after a short spin (got '%s', exit %d)", out, status);
+    writes_of(prefer_passive_case, "77", out, sizeof out, &status);
+    out[strcspn(out, "\n")] = 0;
+    CHECK(status == 0 && !strcmp(out, want[1]), "a GOMP_SPINCOUNT the user set stays (got '%s', exit %d)", out,
+          status);
+}
+
 static void test_util(void) {
     char out[20000];
     int status;
@@ -312,13 +345,15 @@ static void test_readers_agree(void) {
     }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "--print-wait-env")) return wait_env_main();
     snprintf(bin, sizeof bin, "%s", test_bin_dir());
     snprintf(root, sizeof root, "%s/..", bin);
     const char *base = getenv("TMPDIR");
     snprintf(tmp, sizeof tmp, "%s/test_tools.XXXXXX", base && *base ? base : "/tmp");
     if (!mkdtemp(tmp)) { perror("mkdtemp"); return 1; }
     test_util();
+    test_wait_policy();
     test_plots();
     test_transfer_eval_args();
     test_outputs_apart();  // also trains m.ckpt, which the tests below read
