@@ -142,7 +142,8 @@ static void test_splits(int N, int K, int O, uint64_t *s) {
     gemm_nt_rows_packed(c, in, Wp, bias, 0, N, O, K, MATMUL_SET);
     int same_all = memcmp(a, c, sizeof(float) * N * O) == 0;
     memset(c, 0, sizeof(float) * N * O);
-    for (int n0 = 0; n0 < N; n0 += 3) gemm_nt_rows_packed(c, in, Wp, bias, n0, n0 + 3 < N ? n0 + 3 : N, O, K, MATMUL_SET);  // tiles cut elsewhere
+    for (int n0 = 0; n0 < N; n0 += 3)  // tiles cut elsewhere
+        gemm_nt_rows_packed(c, in, Wp, bias, n0, n0 + 3 < N ? n0 + 3 : N, O, K, MATMUL_SET);
     CHECK(same_all && memcmp(a, c, sizeof(float) * N * O) == 0,
           "nt N=%d K=%d O=%d: packed on all rows, and in pieces of 3 rows, give the parallel product's bits", N, K, O);
     // dIn (N,K) = dOut (N,O) . W: the parallel product against the packed one in pieces, both
@@ -158,7 +159,8 @@ static void test_splits(int N, int K, int O, uint64_t *s) {
         gemm_nn_rows_packed(dInPacked, dOut, Wp, n0, n0 + 3 < N ? n0 + 3 : N, K, O, MATMUL_ADD);
     }
     CHECK(memcmp(dIn, dInPacked, sizeof(float) * N * K) == 0,
-          "nn N=%d K=%d O=%d: packed in pieces of 3 rows, set then added to, gives the parallel product's bits", N, K, O);
+          "nn N=%d K=%d O=%d: packed in pieces of 3 rows, set then added to, gives the parallel product's bits",
+          N, K, O);
     free(in); free(W); free(bias); free(a); free(b); free(c); free(Wp); free(dIn); free(dInPacked);
 }
 
