@@ -5,7 +5,9 @@
 CC      ?= gcc
 OPT     ?= -O3 -march=native -ffp-contract=fast  # fused multiply-add in the matmuls (about 15% faster)
 CFLAGS  ?= $(OPT)
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp-simd -I.
+# -fno-math-errno: nothing reads errno after a math function, and without it sqrtf keeps a
+# scalar branch to libm for negative inputs, so Adam's pass (train.c) does not vectorise.
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp-simd -fno-math-errno -I.
 LDLIBS  += -lm
 BUILD   ?= build
 ifeq ($(WERROR),1)

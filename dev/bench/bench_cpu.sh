@@ -51,8 +51,8 @@ pypi=("$venv/bin/python")
 
 make -s build/train >/dev/null
 # the breakdown's program: train.c's step with fast.h's phases timed; OpenBLAS's sgemm beside gemm.h's where it links
-svs_flags=(-O3 -march=native -ffp-contract=fast -std=c11 -D_GNU_SOURCE -fopenmp -I. dev/bench/step_vs_sgemm.c
-           -o "$tmp/svs")
+svs_flags=(-O3 -march=native -ffp-contract=fast -fno-math-errno -std=c11 -D_GNU_SOURCE -fopenmp -I.
+           dev/bench/step_vs_sgemm.c -o "$tmp/svs")
 ${CC:-cc} "${svs_flags[@]}" -DUSE_CBLAS -lopenblas -lm 2>/dev/null || ${CC:-cc} "${svs_flags[@]}" -lm
 for py in pypi deb; do  # which PyTorch and BLAS each is; bench_torch.py stops on a BLAS that is neither
     declare -n cmd=$py
