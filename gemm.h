@@ -95,6 +95,16 @@ static inline void gemm_pack(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t 
 //    use). Only for the 8-row tile: with 4 rows a line serves four tiles in turn, and
 //    fetching it cost more than it saved (dev/bench/cpu-perf.md).
 enum { GEMM_FETCH_NONE, GEMM_FETCH_NEXT, GEMM_FETCH_A };
+// B's vectors are loaded once a k into registers. With 16 vector registers (AVX2, SSE) the
+// 4 x 3 tile needs every one of them, and GCC then reads B as the FMAs' memory operands
+// instead: 12 vector loads and 4 broadcasts a k for 12 FMAs, more than Zen 3's two vector
+// loads a cycle keep up with (gemm.h's SGEMM ran 0.67 of MKL's there; dev/bench/cpu-perf.md).
+// An empty asm that takes the vector in a register keeps the load a load of its own.
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(__AVX512F__)
+#define GEMM_IN_REGISTER(v) __asm__("" : "+x"(v))
+#else
+#define GEMM_IN_REGISTER(v) ((void)0)  // 32 registers: GCC keeps B in them by itself
+#endif
 static inline __attribute__((always_inline)) void gemm_tile_steps(gemm_vec acc[GEMM_MR][GEMM_NV], int kc,
                                                                   const float *const *ar, ptrdiff_t csa,
                                                                   const float *bp, const float *next, int fetch) {
@@ -106,7 +116,10 @@ static inline __attribute__((always_inline)) void gemm_tile_steps(gemm_vec acc[G
         if (fetch == GEMM_FETCH_A) __builtin_prefetch(ar[0] + (k + 8) * csa, 0, 2);
         gemm_vec b[GEMM_NV];
         #pragma GCC unroll 4
-        for (int v = 0; v < GEMM_NV; v++) b[v] = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR + v * GEMM_VL);
+        for (int v = 0; v < GEMM_NV; v++) {
+            b[v] = *(const gemm_vec *)(bp + (size_t)k * GEMM_NR + v * GEMM_VL);
+            GEMM_IN_REGISTER(b[v]);
+        }
         const ptrdiff_t o = k * csa;
         #pragma GCC unroll 16
         for (int i = 0; i < GEMM_MR; i++) {
