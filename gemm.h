@@ -41,6 +41,11 @@
 #define GEMM_MR 4
 #define GEMM_NV 3
 #endif
+// An A read down its columns (the weight gradients' dOut^T) is packed per k block where the
+// tile has 4 rows (gemm_pack_a); the 8-row tile reads it in place, fetched ahead (GEMM_FETCH_A).
+#ifndef GEMM_PACK_A
+#define GEMM_PACK_A (GEMM_MR == 4)
+#endif
 #define GEMM_VL (GEMM_VB / 4)         // floats per vector
 #define GEMM_NR (GEMM_NV * GEMM_VL)   // columns per tile
 #define GEMM_KC 256             // k per packed block: an A sliver (MR x KC) stays in L1
@@ -92,7 +97,8 @@ static inline void gemm_pack(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t 
 //  - GEMM_FETCH_A: A read down its columns (A^T in the weight gradients), 8 k ahead: each
 //    k a new line, a page or more from the last, where the hardware prefetchers do not
 //    follow (into L1 the lines, all on one set at these strides, would evict the ones in
-//    use). Only for the 8-row tile: with 4 rows a line serves four tiles in turn, and
+//    use). Only for the 8-row tile: the 4-row tile packs such an A (gemm_pack_a), or reads
+//    it in place in a product of few panels, where a line serves four tiles in turn and
 //    fetching it cost more than it saved (dev/bench/cpu-perf.md).
 enum { GEMM_FETCH_NONE, GEMM_FETCH_NEXT, GEMM_FETCH_A };
 // B's vectors are loaded once a k into registers. With 16 vector registers (AVX2, SSE) the
@@ -165,7 +171,7 @@ static void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float 
     const float *ar[GEMM_MR];
     for (int i = 0; i < GEMM_MR; i++) ar[i] = a[i < mr ? i : mr - 1];
     if (next) gemm_tile_steps(acc, kc, ar, csa, bp, next, GEMM_FETCH_NEXT);
-    else if (GEMM_MR == 8 && csa != 1) gemm_tile_steps(acc, kc, ar, csa, bp, NULL, GEMM_FETCH_A);
+    else if (GEMM_MR == 8 && csa > GEMM_MR) gemm_tile_steps(acc, kc, ar, csa, bp, NULL, GEMM_FETCH_A);
     else gemm_tile_steps(acc, kc, ar, csa, bp, NULL, GEMM_FETCH_NONE);
     #pragma GCC unroll 16
     for (int i = 0; i < GEMM_MR; i++)
@@ -234,21 +240,46 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
     }
 }
 
-// A thread's buffer for packed blocks of B, kept between calls (the callers are
-// serial; threads beyond GEMM_THREADS take a fresh one per call).
+// A thread's buffers, kept between calls (the callers are serial; threads beyond
+// GEMM_THREADS take fresh ones per call): which 0 holds the packed blocks of B, which 1 the
+// packed slivers of A, grown to the largest size asked.
 #define GEMM_THREADS 64
-static inline float *gemm_thread_buffer(int id, int *owned) {
-    static float *buf[GEMM_THREADS];
-    float **slot = id < GEMM_THREADS ? &buf[id] : NULL, *p = slot ? *slot : NULL;
+static inline float *gemm_thread_buffer(int id, int which, size_t floats, int *owned) {
+    static float *buf[2][GEMM_THREADS];
+    static size_t size[2][GEMM_THREADS];
+    const int kept = id < GEMM_THREADS;
+    float *p = kept && size[which][id] >= floats ? buf[which][id] : NULL;
     if (!p) {
-        if (posix_memalign((void **)&p, 64, sizeof(float) * GEMM_KC * GEMM_NC) != 0) {
-            fprintf(stderr, "error: out of memory in gemm\n");
+        if (posix_memalign((void **)&p, 64, sizeof(float) * floats) != 0) {
+            fprintf(stderr, "error: out of memory in gemm (%zu floats)\n", floats);
             exit(1);
         }
-        if (slot) *slot = p;
+        if (kept) {
+            free(buf[which][id]);
+            buf[which][id] = p, size[which][id] = floats;
+        }
     }
-    *owned = slot == NULL;
+    *owned = !kept;
     return p;
+}
+
+// Rows [i0, i1) of A (i0 a multiple of MR), k block (k0, kc), packed into MR x kc slivers:
+// sliver q holds rows i0 + q MR .. + MR, element (i, k) at q MR kc + k MR + i. For an A read
+// down its columns (A^T in the weight gradients: each k a line of its own, a page or more
+// from the last) the kernel then reads a sliver from L1 at every panel; read in place, a
+// sliver's lines all fall on one L1 set and come from L2 or L3 at every panel, and the
+// weight gradients ran 0.65 of SGEMM on Zen 3. The pack reads A along its rows (k fixed, i
+// running) once per k block, and costs about what a product of 5 panels gains: gemm packs
+// for 8 panels or more (dev/bench/cpu-perf.md).
+static inline void gemm_pack_a(float *ap, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0, int i1, int k0,
+                               int kc) {
+    for (int k = 0; k < kc; k++) {
+        const float *src = a + (size_t)(k0 + k) * csa;
+        for (int i = i0; i < i1; i++) {
+            int q = (i - i0) / GEMM_MR;
+            ap[(size_t)q * GEMM_MR * kc + (size_t)k * GEMM_MR + (i - i0) % GEMM_MR] = src[(size_t)i * rsa];
+        }
+    }
 }
 
 // An operand read in place: element (i,k) at at[i * rows + k * cols] (its row and column strides).
@@ -274,6 +305,7 @@ static inline void gemm(float *c, ptrdiff_t ldc, GemmView A, GemmView B, const f
         return;
     }
     const int init0 = accumulate ? GEMM_LOAD : bias ? GEMM_BIAS : GEMM_ZERO, mp = (M + GEMM_MR - 1) / GEMM_MR;
+    const int pack_a = GEMM_PACK_A && csa != 1 && gemm_panels(N) >= 8;  // gemm_pack_a says why 8
 #ifdef _OPENMP
     const int nested = omp_in_parallel();  // then thread numbers repeat across callers: no shared buffers
 #endif
@@ -284,20 +316,29 @@ static inline void gemm(float *c, ptrdiff_t ldc, GemmView A, GemmView B, const f
 #else
         int nt = 1, id = 0, slot = 0;
 #endif
-        int q0 = (int)((long)mp * id / nt), q1 = (int)((long)mp * (id + 1) / nt), owned;
-        float *ws = q0 < q1 ? gemm_thread_buffer(slot, &owned) : NULL;
-        for (int j0 = 0; ws && j0 < N; j0 += GEMM_NC) {
-            int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC, np = gemm_panels(nc);
-            for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
-                int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+        int q0 = (int)((long)mp * id / nt), q1 = (int)((long)mp * (id + 1) / nt), owned, owned_a = 0;
+        int i0 = q0 * GEMM_MR, i1 = q1 * GEMM_MR < M ? q1 * GEMM_MR : M;
+        float *ws = q0 < q1 ? gemm_thread_buffer(slot, 0, (size_t)GEMM_KC * GEMM_NC, &owned) : NULL;
+        float *ap = ws && pack_a ? gemm_thread_buffer(slot, 1, (size_t)(q1 - q0) * GEMM_MR * GEMM_KC, &owned_a)
+                                 : NULL;
+        for (int k0 = 0; ws && k0 < K; k0 += GEMM_KC) {
+            int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+            if (ap) gemm_pack_a(ap, a, rsa, csa, i0, i1, k0, kc);
+            for (int j0 = 0; j0 < N; j0 += GEMM_NC) {
+                int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC, np = gemm_panels(nc);
                 gemm_pack_block(ws, b + (size_t)j0 * csb, rsb, csb, k0, kc, nc, 0, np);
                 for (int q = q0; q < q1; q++) {
-                    int i0 = q * GEMM_MR;
-                    gemm_rows_block(c + j0, ldc, a, rsa, csa, i0, M - i0 < GEMM_MR ? M - i0 : GEMM_MR, ws, kc, k0, nc,
-                                    0, np, k0 ? GEMM_LOAD : init0, bias ? bias + j0 : NULL, NULL);
+                    int r0 = q * GEMM_MR, mr = M - r0 < GEMM_MR ? M - r0 : GEMM_MR, init = k0 ? GEMM_LOAD : init0;
+                    if (ap)
+                        gemm_rows_block(c + (size_t)r0 * ldc + j0, ldc, ap + (size_t)(q - q0) * GEMM_MR * kc, 1,
+                                        GEMM_MR, 0, mr, ws, kc, 0, nc, 0, np, init, bias ? bias + j0 : NULL, NULL);
+                    else
+                        gemm_rows_block(c + j0, ldc, a, rsa, csa, r0, mr, ws, kc, k0, nc, 0, np, init,
+                                        bias ? bias + j0 : NULL, NULL);
                 }
             }
         }
+        if (ap && owned_a) free(ap);
         if (ws && owned) free(ws);
     }
 }

@@ -122,6 +122,28 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
     free(dOut); free(dfast); free(dref); free(wfast); free(wref); free(Wp);
 }
 
+// A read down its columns (gemm_tn's dOut^T: packed into slivers by gemm_pack_a where the
+// product has enough panels, else read in place) gives the bits of the same A transposed
+// first and read along its rows, on 1 and 2 threads: each element is the same chain.
+static void test_transposed_a(int N, int K, int O, uint64_t *s) {
+    float *dOut = rand_buf((size_t)N * O, s), *in = rand_buf((size_t)N * K, s), *init = rand_buf((size_t)O * K, s);
+    float *dOutT = mlstm_alloc((size_t)O * N), *a = mlstm_alloc((size_t)O * K), *b = mlstm_alloc((size_t)O * K);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++) dOutT[(size_t)o * N + n] = dOut[(size_t)n * O + o];
+    for (int threads = 1; threads <= 2; threads++) {
+#ifdef _OPENMP
+        omp_set_num_threads(threads);
+#endif
+        memcpy(a, init, sizeof(float) * O * K); memcpy(b, init, sizeof(float) * O * K);
+        gemm_tn(a, dOut, in, O, K, N);
+        gemm(b, K, (GemmView){dOutT, N, 1}, (GemmView){in, K, 1}, NULL, O, K, N, MATMUL_ADD);
+        CHECK(memcmp(a, b, sizeof(float) * O * K) == 0,
+              "tn N=%d O=%d K=%d (%d panels%s), %d thread(s): A read down its columns gives the bits of A transposed",
+              N, O, K, gemm_panels(K), GEMM_PACK_A && gemm_panels(K) >= 8 ? ", A packed" : "", threads);
+    }
+    free(dOut); free(in); free(init); free(dOutT); free(a); free(b);
+}
+
 // An element's value does not depend on the tile it falls in, the rows a call
 // covers or the number of threads: the parallel product, the packed product on
 // all rows, and the packed product in pieces give the same bits.
@@ -365,6 +387,9 @@ int main(void) {
     test_layouts(3, 5, 2, &s);
     test_splits(37, 67, 45, &s);
     test_splits(70, GEMM_KC + 31, 3 * GEMM_NR + 7, &s);
+    // A packed (8 panels or more, K above KC, a partial row tile, rows split 2 ways) and read in place
+    test_transposed_a(GEMM_KC + 40, 8 * GEMM_NR + 5, 4 * 9 + 3, &s);
+    test_transposed_a(2 * GEMM_KC + 1, 3 * GEMM_NR, 4 * 5 + 2, &s);
     test_bias_grad(300, 1201, &s);  // columns not a whole number of 16-float shares
     test_pointwise();
     // H above KC (the recurrent products in two k blocks), B splitting 4 + 2 over two threads
