@@ -3,11 +3,11 @@
 //
 // One register-blocked kernel does all the work: a tile of MR rows x NR columns of
 // C lives in vector registers while k runs; each step adds the outer product of MR
-// values of A (broadcast) and NR values of B (two vectors). B is packed first into
-// KC x NR panels that the kernel streams; A is read in place through strides, so
-// A^T (the weight gradients) costs no copy. In the recurrence, W_h and W_mh are the
-// same for all T steps: they are packed once per forward (and once per backward)
-// and every step reuses them.
+// values of A (broadcast) and NR values of B (NV vectors). B is packed first into
+// KC x NR panels that the kernel streams; A is read in place through strides (an A^T
+// of the weight gradients, read down its columns, is packed too on the 4-row tile:
+// gemm_pack_a). In the recurrence, W_h and W_mh are the same for all T steps: they
+// are packed once per forward (and once per backward) and every step reuses them.
 //
 // Every element of C is one chain c = init; c += a_k b_k for k = 0..K-1 in order
 // (init: C itself, the bias, or 0). Tiles beyond the edge of A or B compute on
@@ -48,6 +48,12 @@
 #endif
 #define GEMM_VL (GEMM_VB / 4)         // floats per vector
 #define GEMM_NR (GEMM_NV * GEMM_VL)   // columns per tile
+// k per packed block of a weight the time loops stream (gemm_pack, gemm_packed_serial): a tile
+// then loads and stores its C once per 1024 k, not 256 (C is a step's gates, 512 KB at
+// H = 1024, B = 32, in L3 between blocks), and the A sliver (MR x 1024, 16 KB) stays in L1.
+#ifndef GEMM_KC_STREAMED
+#define GEMM_KC_STREAMED 1024
+#endif
 #define GEMM_KC 256             // k per packed block: an A sliver (MR x KC) stays in L1
 #define GEMM_NC (256 / GEMM_NR * GEMM_NR)  // columns per block of packed B that a thread keeps in L2: whole panels
 _Static_assert(GEMM_NC % GEMM_NR == 0, "a block of B is whole panels: its packed size is KC x NC");
@@ -77,13 +83,13 @@ static inline void gemm_pack_block(float *bp, const float *b, ptrdiff_t rs, ptrd
                 }
     }
 }
-// The whole of B (K,N), block after block of KC rows: block k0 starts at k0 * panels * NR.
+// The whole of B (K,N), block after block of KC_STREAMED rows: block k0 starts at k0 * panels * NR.
 static inline void gemm_pack(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t cs, int N, int K) {
-    int np = gemm_panels(N), nk = (K + GEMM_KC - 1) / GEMM_KC;
+    int np = gemm_panels(N), nk = (K + GEMM_KC_STREAMED - 1) / GEMM_KC_STREAMED;
     #pragma omp parallel for schedule(static) collapse(2)
     for (int kb = 0; kb < nk; kb++)
         for (int p = 0; p < np; p++) {
-            int k0 = kb * GEMM_KC, kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
+            int k0 = kb * GEMM_KC_STREAMED, kc = K - k0 < GEMM_KC_STREAMED ? K - k0 : GEMM_KC_STREAMED;
             gemm_pack_block(bp + (size_t)k0 * np * GEMM_NR, b, rs, cs, k0, kc, N, p, p + 1);
         }
 }
@@ -222,8 +228,8 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
                                       const float *bp, const float *bias, int M, int N, int K, MatmulInto into) {
     int np = gemm_panels(N), init0 = into == MATMUL_ADD ? GEMM_LOAD : bias ? GEMM_BIAS : GEMM_ZERO;
     if (into == MATMUL_ADD && bias) gemm_add_bias(c, ldc, bias, M, N);
-    for (int k0 = 0; k0 < K; k0 += GEMM_KC) {
-        int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC, init = k0 > 0 ? GEMM_LOAD : init0;
+    for (int k0 = 0; k0 < K; k0 += GEMM_KC_STREAMED) {
+        int kc = K - k0 < GEMM_KC_STREAMED ? K - k0 : GEMM_KC_STREAMED, init = k0 > 0 ? GEMM_LOAD : init0;
         const float *blk = bp + (size_t)k0 * np * GEMM_NR;
         for (int p = 0; p < np; p++)
             for (int i0 = 0; i0 < M; i0 += GEMM_MR) {

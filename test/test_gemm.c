@@ -387,6 +387,9 @@ int main(void) {
     test_layouts(3, 5, 2, &s);
     test_splits(37, 67, 45, &s);
     test_splits(70, GEMM_KC + 31, 3 * GEMM_NR + 7, &s);
+    // the time loops' packed weights in two streamed blocks of k
+    test_layouts(9, GEMM_KC_STREAMED + 13, 2 * GEMM_NR + 1, &s);
+    test_splits(13, GEMM_KC_STREAMED + 31, 3 * GEMM_NR + 7, &s);
     // A packed (8 panels or more, K above KC, a partial row tile, rows split 2 ways) and read in place
     test_transposed_a(GEMM_KC + 40, 8 * GEMM_NR + 5, 4 * 9 + 3, &s);
     test_transposed_a(2 * GEMM_KC + 1, 3 * GEMM_NR, 4 * 5 + 2, &s);
