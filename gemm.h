@@ -48,11 +48,12 @@
 #endif
 #define GEMM_VL (GEMM_VB / 4)         // floats per vector
 #define GEMM_NR (GEMM_NV * GEMM_VL)   // columns per tile
-// k per packed block of a weight the time loops stream (gemm_pack, gemm_packed_serial): a tile
-// then loads and stores its C once per 1024 k, not 256 (C is a step's gates, 512 KB at
-// H = 1024, B = 32, in L3 between blocks), and the A sliver (MR x 1024, 16 KB) stays in L1.
+// k per packed block of a weight the time loops stream (gemm_pack, gemm_packed_serial). On
+// the 4-row tile 1024: a tile then loads and stores its C once per 1024 k, not 256 (C is a
+// step's gates, 512 KB at H = 1024, B = 32, in L3 between blocks), and its A sliver (4 x 1024,
+// 16 KB) stays in L1. The 8-row tile keeps 256 (its sliver would fill L1; not measured).
 #ifndef GEMM_KC_STREAMED
-#define GEMM_KC_STREAMED 1024
+#define GEMM_KC_STREAMED (GEMM_MR == 4 ? 1024 : GEMM_KC)
 #endif
 #define GEMM_KC 256             // k per packed block: an A sliver (MR x KC) stays in L1
 #define GEMM_NC (256 / GEMM_NR * GEMM_NR)  // columns per block of packed B that a thread keeps in L2: whole panels
