@@ -323,7 +323,7 @@ static inline void gemm(float *c, ptrdiff_t ldc, GemmView A, GemmView B, const f
 #else
         int nt = 1, id = 0, slot = 0;
 #endif
-        int q0 = (int)((long)mp * id / nt), q1 = (int)((long)mp * (id + 1) / nt), owned, owned_a = 0;
+        int q0 = (int)((long)mp * id / nt), q1 = (int)((long)mp * (id + 1) / nt), owned = 0, owned_a = 0;
         int i0 = q0 * GEMM_MR, i1 = q1 * GEMM_MR < M ? q1 * GEMM_MR : M;
         float *ws = q0 < q1 ? gemm_thread_buffer(slot, 0, (size_t)GEMM_KC * GEMM_NC, &owned) : NULL;
         float *ap = ws && pack_a ? gemm_thread_buffer(slot, 1, (size_t)(q1 - q0) * GEMM_MR * GEMM_KC, &owned_a)

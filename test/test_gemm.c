@@ -124,13 +124,13 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
 
 // A read down its columns (gemm_tn's dOut^T: packed into slivers by gemm_pack_a where the
 // product has enough panels, else read in place) gives the bits of the same A transposed
-// first and read along its rows, on 1 and 2 threads: each element is the same chain.
+// first and read along its rows, on 1, 2 and 3 threads: each element is the same chain.
 static void test_transposed_a(int N, int K, int O, uint64_t *s) {
     float *dOut = rand_buf((size_t)N * O, s), *in = rand_buf((size_t)N * K, s), *init = rand_buf((size_t)O * K, s);
     float *dOutT = mlstm_alloc((size_t)O * N), *a = mlstm_alloc((size_t)O * K), *b = mlstm_alloc((size_t)O * K);
     for (int n = 0; n < N; n++)
         for (int o = 0; o < O; o++) dOutT[(size_t)o * N + n] = dOut[(size_t)n * O + o];
-    for (int threads = 1; threads <= 2; threads++) {
+    for (int threads = 1; threads <= 3; threads++) {
 #ifdef _OPENMP
         omp_set_num_threads(threads);
 #endif
@@ -193,7 +193,7 @@ static void test_bias_grad(int N, int O, uint64_t *s) {
     memcpy(ref, init, sizeof(float) * O);
     bias_grad(ref, d, N, O);
     int same = 1;
-    for (int threads = 1; threads <= 2; threads++) {
+    for (int threads = 1; threads <= 3; threads++) {
 #ifdef _OPENMP
         omp_set_num_threads(threads);
 #endif
@@ -393,6 +393,7 @@ int main(void) {
     // A packed (8 panels or more, K above KC, a partial row tile, rows split 2 ways) and read in place
     test_transposed_a(GEMM_KC + 40, 8 * GEMM_NR + 5, 4 * 9 + 3, &s);
     test_transposed_a(2 * GEMM_KC + 1, 3 * GEMM_NR, 4 * 5 + 2, &s);
+    test_transposed_a(70, 8 * GEMM_NR + 1, 5, &s);  // two row tiles: a third thread has none
     test_bias_grad(300, 1201, &s);  // columns not a whole number of 16-float shares
     test_pointwise();
     // H above KC (the recurrent products in two k blocks), B splitting 4 + 2 over two threads
