@@ -136,6 +136,13 @@ static inline FAST_INLINE float fast_cell_state(float i, float f, float o, float
     *h = o * fast_tanh(c);
     return c;
 }
+// The whole cell for one unit: gates i, f, o, u at stride H, in place (tools/generate.c's
+// one-row step, whose loop over the units does the recurrent product too).
+static inline FAST_INLINE float fast_cell_forward(float *z, size_t H, float c_prev, float *h) {
+    float i = fast_sigmoid(z[0]), f = fast_sigmoid(z[H]), o = fast_sigmoid(z[2 * H]), u = fast_tanh(z[3 * H]);
+    z[0] = i, z[H] = f, z[2 * H] = o, z[3 * H] = u;
+    return fast_cell_state(i, f, o, u, c_prev, h);
+}
 
 // mlstm.h's softmax_xent with fast_exp: the same softmax and losses, each row's loops
 // vectorised (libm's expf is a call per logit: a twentieth of the step at H=256). The
