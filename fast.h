@@ -357,8 +357,7 @@ static inline void fast_backward(Mlstm *m, FastPacks *pk, float scale) {
     FAST_PHASE(FP_PACK, gemm_pack_nn(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nn(pk->W_h, m->W[WN_H], H, 4 * H);
                         gemm_pack_nn(pk->W_mx, m->W[WN_MX], D, H); gemm_pack_nn(pk->W_x, m->W[WN_X], D, 4 * H));
     FAST_PHASE(FP_LOOP_BWD, fast_backward_steps(m, pk, B, T));
-    FAST_PHASE(FP_WGRAD, gemm_tn(m->dW[WN_H], m->dz, m->mt, 4 * H, H, N);
-                         gemm_tn(m->dW[WN_X], m->dz, m->xe, 4 * H, D, N);
+    FAST_PHASE(FP_WGRAD, gemm_tn_pair(m->dW[WN_H], m->mt, H, m->dW[WN_X], m->xe, D, m->dz, 4 * H, N);
                          gemm_tn(m->dW[WN_MX], m->dmx, m->xe, H, D, N);
                          gemm_tn(m->dW[WN_MH], m->dmh, m->hs, H, H, N));
     FAST_PHASE(FP_BIAS_BWD, fast_bias_grad(m->g.t[P_B], m->dz, N, 4 * H));

@@ -295,24 +295,37 @@ typedef struct {
     ptrdiff_t rows, cols;
 } GemmView;
 
-// The same with B unpacked, and the rows of C split between threads in a fixed static
-// way. Each thread packs the blocks of B it needs (KC x NC, in its L2) itself: packing is
-// a small part of the work at the model's sizes, and the threads then meet only once, at
-// the end.
-static inline void gemm(float *c, ptrdiff_t ldc, GemmView A, GemmView B, const float *bias, int M, int N, int K,
-                        MatmulInto into) {
-    const float *a = A.at, *b = B.at;
-    const ptrdiff_t rsa = A.rows, csa = A.cols, rsb = B.rows, csb = B.cols;
+// Columns of a product with A: C (M,N) = [C +] A . B [+ bias], element (k,n) of B at
+// B.at[k * B.rows + n * B.cols].
+typedef struct {
+    float *c;
+    ptrdiff_t ldc;
+    GemmView B;
+    const float *bias;
+    int N;
+} GemmColumns;
+
+// Products with one A, as one product whose columns are the parts' in turn (in each k block,
+// after A is packed for it), with B unpacked and the rows of C split between threads in a
+// fixed static way. Each thread packs the blocks of B it needs (KC x NC, in its L2) itself:
+// packing is a small part of the work at the model's sizes, and the threads then meet only
+// once, at the end.
+static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *parts, int nparts, MatmulInto into) {
+    const float *a = A.at;
+    const ptrdiff_t rsa = A.rows, csa = A.cols;
     const int accumulate = into == MATMUL_ADD;
-    if (accumulate && bias) gemm_add_bias(c, ldc, bias, M, N);
-    if (K == 0) {  // no products: C = [C +] bias
-        if (!accumulate)
+    int panels = 0;
+    for (int p = 0; p < nparts; p++) {
+        const GemmColumns *g = &parts[p];
+        panels += gemm_panels(g->N);
+        if (accumulate && g->bias) gemm_add_bias(g->c, g->ldc, g->bias, M, g->N);
+        if (K == 0 && !accumulate)  // no products: C = bias or 0
             for (int i = 0; i < M; i++)
-                for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] = bias ? bias[n] : 0;
-        return;
+                for (int n = 0; n < g->N; n++) g->c[(size_t)i * g->ldc + n] = g->bias ? g->bias[n] : 0;
     }
-    const int init0 = accumulate ? GEMM_LOAD : bias ? GEMM_BIAS : GEMM_ZERO, mp = (M + GEMM_MR - 1) / GEMM_MR;
-    const int pack_a = GEMM_PACK_A && csa != 1 && gemm_panels(N) >= 8;  // gemm_pack_a says why 8
+    if (K == 0) return;
+    const int mp = (M + GEMM_MR - 1) / GEMM_MR;
+    const int pack_a = GEMM_PACK_A && csa != 1 && panels >= 8;  // gemm_pack_a says why 8
 #ifdef _OPENMP
     const int nested = omp_in_parallel();  // then thread numbers repeat across callers: no shared buffers
 #endif
@@ -331,23 +344,36 @@ static inline void gemm(float *c, ptrdiff_t ldc, GemmView A, GemmView B, const f
         for (int k0 = 0; ws && k0 < K; k0 += GEMM_KC) {
             int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
             if (ap) gemm_pack_a(ap, a, rsa, csa, i0, i1, k0, kc);
-            for (int j0 = 0; j0 < N; j0 += GEMM_NC) {
-                int nc = N - j0 < GEMM_NC ? N - j0 : GEMM_NC, np = gemm_panels(nc);
-                gemm_pack_block(ws, b + (size_t)j0 * csb, rsb, csb, k0, kc, nc, 0, np);
-                for (int q = q0; q < q1; q++) {
-                    int r0 = q * GEMM_MR, mr = M - r0 < GEMM_MR ? M - r0 : GEMM_MR, init = k0 ? GEMM_LOAD : init0;
-                    if (ap)
-                        gemm_rows_block(c + (size_t)r0 * ldc + j0, ldc, ap + (size_t)(q - q0) * GEMM_MR * kc, 1,
-                                        GEMM_MR, 0, mr, ws, kc, 0, nc, 0, np, init, bias ? bias + j0 : NULL, NULL);
-                    else
-                        gemm_rows_block(c + j0, ldc, a, rsa, csa, r0, mr, ws, kc, k0, nc, 0, np, init,
-                                        bias ? bias + j0 : NULL, NULL);
+            for (int p = 0; p < nparts; p++) {
+                const GemmColumns *g = &parts[p];
+                const int init = k0 ? GEMM_LOAD : accumulate ? GEMM_LOAD : g->bias ? GEMM_BIAS : GEMM_ZERO;
+                for (int j0 = 0; j0 < g->N; j0 += GEMM_NC) {
+                    int nc = g->N - j0 < GEMM_NC ? g->N - j0 : GEMM_NC, np = gemm_panels(nc);
+                    const float *bias = g->bias ? g->bias + j0 : NULL;
+                    gemm_pack_block(ws, g->B.at + (size_t)j0 * g->B.cols, g->B.rows, g->B.cols, k0, kc, nc, 0, np);
+                    for (int q = q0; q < q1; q++) {
+                        int r0 = q * GEMM_MR, mr = M - r0 < GEMM_MR ? M - r0 : GEMM_MR;
+                        const float *sliver = ap ? ap + (size_t)(q - q0) * GEMM_MR * kc : NULL;
+                        if (ap)
+                            gemm_rows_block(g->c + (size_t)r0 * g->ldc + j0, g->ldc, sliver, 1, GEMM_MR, 0, mr, ws,
+                                            kc, 0, nc, 0, np, init, bias, NULL);
+                        else
+                            gemm_rows_block(g->c + j0, g->ldc, a, rsa, csa, r0, mr, ws, kc, k0, nc, 0, np, init,
+                                            bias, NULL);
+                    }
                 }
             }
         }
         if (ap && owned_a) free(ap);
         if (ws && owned) free(ws);
     }
+}
+
+// C (M,N) = [C +] A (M,K) . B (K,N) [+ bias (N,)], A's (i,k) at A.at[i*A.rows + k*A.cols].
+static inline void gemm(float *c, ptrdiff_t ldc, GemmView A, GemmView B, const float *bias, int M, int N, int K,
+                        MatmulInto into) {
+    const GemmColumns part = {c, ldc, B, bias, N};
+    gemm_columns(A, M, K, &part, 1, into);
 }
 
 // The three layouts of mlstm.h, with the signatures of its plain matmul_nt/nn/tn.
@@ -363,6 +389,14 @@ static inline void gemm_nn(float *dIn, const float *dOut, const float *W, int N,
 // dW (O,K) += dOut (N,O)^T . in (N,K)
 static inline void gemm_tn(float *dW, const float *dOut, const float *in, int O, int K, int N) {
     gemm(dW, K, (GemmView){dOut, 1, O}, (GemmView){in, K, 1}, NULL, O, K, N, MATMUL_ADD);
+}
+// dW1 (O,K1) += dOut^T . in1 (N,K1) and dW2 (O,K2) += dOut^T . in2 (N,K2): one pass over dOut,
+// packed once for both (a product of few columns, dW_x's D = 64, gets dW_h's packed A).
+static inline void gemm_tn_pair(float *dW1, const float *in1, int K1, float *dW2, const float *in2, int K2,
+                                const float *dOut, int O, int N) {
+    const GemmColumns parts[2] = {{dW1, K1, (GemmView){in1, K1, 1}, NULL, K1},
+                                  {dW2, K2, (GemmView){in2, K2, 1}, NULL, K2}};
+    gemm_columns((GemmView){dOut, 1, O}, O, N, parts, 2, MATMUL_ADD);
 }
 
 // The time loops' products on rows [n0, n1) of the batch, with W (O,K) packed once:

@@ -141,6 +141,17 @@ static void test_transposed_a(int N, int K, int O, uint64_t *s) {
               "tn N=%d O=%d K=%d (%d panels%s), %d thread(s): A read down its columns gives the bits of A transposed",
               N, O, K, gemm_panels(K), GEMM_PACK_A && gemm_panels(K) >= 8 ? ", A packed" : "", threads);
     }
+    // the same product paired with one of 3 columns on the same A (dW_h and dW_x), each part's bits
+    // those of its own gemm_tn, whether the pair packs A and the part alone would not, or neither
+    float *in2 = rand_buf((size_t)N * 3, s), *x = mlstm_alloc((size_t)O * 3), *y = mlstm_alloc((size_t)O * 3);
+    memcpy(a, init, sizeof(float) * O * K); memcpy(b, init, sizeof(float) * O * K);
+    for (size_t i = 0; i < (size_t)O * 3; i++) x[i] = y[i] = init[i];
+    gemm_tn(a, dOut, in, O, K, N);
+    gemm_tn(x, dOut, in2, O, 3, N);
+    gemm_tn_pair(b, in, K, y, in2, 3, dOut, O, N);
+    CHECK(memcmp(a, b, sizeof(float) * O * K) == 0 && memcmp(x, y, sizeof(float) * O * 3) == 0,
+          "tn N=%d O=%d K=%d and K=3 as a pair: each part gives its own product's bits", N, O, K);
+    free(in2); free(x); free(y);
     free(dOut); free(in); free(init); free(dOutT); free(a); free(b);
 }
 
