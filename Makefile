@@ -78,8 +78,8 @@ RUN_HOSTS ?= $(if $(filter 1,$(SAN)),,$(BUILD)/test_hosts)
 .PHONY: test test-build
 test test-build: $(BUILD)/train $(TESTS) $(TOOLS) $(LAB_TESTS)
 test:  # (BUILD: test_docs.py reads the trainer's --help there)
-	@BUILD=$(BUILD) test/run.sh $(filter-out $(BUILD)/test_hosts,$(TESTS)) $(RUN_HOSTS) $(PY_TESTS) $(CUDACPU_TESTS) \
-	    $(LAB_TESTS) $(LAB_PY_TESTS)
+	@BUILD=$(BUILD) test/run.sh $(filter-out $(BUILD)/test_hosts,$(TESTS)) $(RUN_HOSTS) $(PY_TESTS) \
+	    $(LAB_TESTS) $(LAB_PY_TESTS) --side-by-side $(CUDACPU_TESTS)
 
 test-lab: $(BUILD)/train $(TOOLS) $(LAB_TESTS)
 	@test/run.sh $(LAB_TESTS) $(LAB_PY_TESTS)
