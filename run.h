@@ -312,8 +312,11 @@ static void apply_flag(Options *o, int i, const char *v) {
     snprintf(dashed, sizeof dashed, "--%s", f->name);
     o->given |= 1ULL << i;
     switch (f->kind) {
-    case ARG_SWITCH_ON: *(int *)p = 1; break;
-    case ARG_SWITCH_OFF: *(int *)p = 0; break;
+    case ARG_SWITCH_ON:
+    case ARG_SWITCH_OFF:  // no value on the command line; "on" in a run record (flag_value), nothing else
+        if (v && strcmp(v, "on")) fail("--%s: a switch, recorded as \"on\", got \"%s\"", f->name, v);
+        *(int *)p = f->kind == ARG_SWITCH_ON;
+        break;
     case ARG_INT: *(int *)p = (int)parse_whole(dashed, v, (long long)f->min, (long long)f->max); break;
     case ARG_LONG: *(long *)p = (long)parse_whole(dashed, v, (long long)f->min, (long long)f->max); break;
     case ARG_DOUBLE: *(double *)p = parse_real(dashed, v, f->min, f->max); break;

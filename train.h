@@ -904,6 +904,13 @@ static void run_start(Run *r, int argc, char **argv) {
     // signals are caught from here: a closed stdout or a signal while the settings print
     // stops the run after its first step, not before it with a directory that holds only a log.
     signals_catch();
+    // The OpenMP threads are started here, while nothing is on disk: where they cannot be
+    // (an OMP_STACKSIZE beyond the address space, a process limit), libgomp ends the
+    // program now, saying so, and not at the first step with a run directory half made.
+    volatile int threads_started = 0;  // (volatile: GCC drops an empty parallel region)
+    #pragma omp parallel
+    threads_started = 1;
+    (void)threads_started;
     dist_barrier();
     if (rank == 0)
         run_dir_open(&r->dir, &r->o, continuing, r->run_id, r->data_step, r->o.resume ? src.path : NULL, &r->train_s,

@@ -15,6 +15,7 @@ static char trainer[4200];
 #define TINY_REST "--seq-len 16 --corpus-bytes 60000 --val-every 0 --val-steps 2 --sample-len 0 --print-every 1 " \
                   "--threads 1 --lr-schedule legw --lr 3e-3 --base-batch 4 --warmup-steps 3"
 #define TINY TINY_MODEL TINY_REST
+#define TINY_REST_2T "--seq-len 16 --corpus-bytes 60000 --val-every 0 --sample-len 0 --threads 2"
 
 // Runs the trainer with `args` (a shell fragment) in dir, output into dir/<out>; returns its exit status.
 static int train(const char *out, const char *fmt, ...) {
@@ -200,6 +201,9 @@ static void test_log_owner(void) {
     static const char beyond[] = "seq-len\0" "100000000";  // a value this build's limits refuse
     snprintf(dst, sizeof dst, "%s/beyond.ckpt", dir);
     checkpoint_save_run(dst, &m, &st, h, c, (const uint8_t *)beyond, sizeof beyond);
+    static const char switch_off[] = "no-reset-docs\0" "off";  // a switch is recorded as "on" or not at all
+    snprintf(dst, sizeof dst, "%s/switch.ckpt", dir);
+    checkpoint_save_run(dst, &m, &st, h, c, (const uint8_t *)switch_off, sizeof switch_off);
     mlstm_free(&m);
     free(h);
     free(c);
@@ -213,6 +217,10 @@ static void test_log_owner(void) {
     int r8 = train("l10.out", "--resume beyond.ckpt --steps 12 --out by");
     CHECK(r8 == 2 && says("l10.out", "error: checkpoint .*beyond.ckpt, its run record: --seq-len: must be between"),
           "record: a recorded value this build refuses names the checkpoint, not only the flag (exit %d)", r8);
+    r8 = train("l11.out", "--resume switch.ckpt --steps 12 --out sw");
+    CHECK(r8 == 2 && says("l11.out", "error: checkpoint .*switch.ckpt, its run record: --no-reset-docs: a switch, "
+                                     "recorded as \"on\", got \"off\""),
+          "record: a switch recorded with a value other than \"on\" is refused, naming the checkpoint (exit %d)", r8);
     // its own log continues: a resume cuts the lines after the checkpoint (step 8) and appends
     test_system("cp %s/la.log %s/la/train.log && echo 'train 9 cut short' >> %s/la/train.log", dir, dir, dir);
     rc = train("l6.out", "--resume la --steps 12");
@@ -467,6 +475,12 @@ static void test_inputs_and_errors(void) {
           "errors: a run directory whose best.ckpt is a directory is named as such (exit %d)", rc);
     rc = train("te.out", TINY " --steps 1 --train '' --out te");
     CHECK(rc == 2 && says("te.out", "--train: empty path"), "errors: --train '' names the flag (exit %d)", rc);
+    // threads that cannot start (a stack beyond any address space) end the run before its directory is made
+    rc = test_system("cd %s && OMP_STACKSIZE=100000000G timeout 120 %s " TINY_MODEL TINY_REST_2T " --steps 1 --out ss "
+                     "> ss.out 2>&1", dir, trainer);
+    CHECK(rc != 0 && says("ss.out", "Thread creation failed") && size_of("ss") < 0,
+          "errors: OpenMP threads that cannot start: exit %d, libgomp says so, no run directory (%ld)", rc,
+          size_of("ss"));
     rc = test_system("cd %s && %s " TINY " --steps 2 --out so >&- 2> so.err", dir, trainer);
     CHECK(rc == 0 && size_of("so/lock") == 0 && size_of("so/latest.ckpt") > 0,
           "stdout closed: the console output does not land in the lock (%ld bytes; exit %d)", size_of("so/lock"), rc);
