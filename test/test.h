@@ -123,7 +123,12 @@ static inline const char *test_mpirun(const char *what) {
     return NULL;
 }
 
-// Files: size in bytes (-1 if missing), and byte-for-byte equality (checkpoints).
+// Files: written whole (a test cannot go on without its file: exit 1 naming it), size in
+// bytes (-1 if missing), and byte-for-byte equality (checkpoints).
+static inline void test_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(data, 1, n, f) != n || fclose(f) != 0) { perror(path); exit(1); }
+}
 static inline long file_size(const char *p) { struct stat sb; return stat(p, &sb) == 0 ? (long)sb.st_size : -1; }
 static inline int files_equal(const char *a, const char *b) {
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");

@@ -15,12 +15,7 @@ static const char *tmp_path(const char *name) {  // 8 rotating buffers
     return p;
 }
 
-static void write_file(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(data, 1, n, f) != n) { perror(path); exit(1); }
-    fclose(f);
-}
-static void write_text(const char *path, const char *s) { write_file(path, s, strlen(s)); }
+static void write_text(const char *path, const char *s) { test_write_file(path, s, strlen(s)); }
 
 static char *read_all(const char *path, size_t *n) {  // NUL-terminated; NULL if missing
     FILE *f = fopen(path, "rb");
@@ -104,45 +99,45 @@ static void test_shard_errors(void) {
     EXPECT_EXIT(open_shard_child, (void *)missing, 2, want, "missing shard");
 
     const char *empty = tmp_path("empty.bin");
-    write_file(empty, "", 0);
+    test_write_file(empty, "", 0);
     snprintf(want, sizeof want, "%s: empty file", empty);
     EXPECT_EXIT(open_shard_child, (void *)empty, 2, want, "empty shard");
 
     const char *magic = tmp_path("magic.bin");
     memcpy(good, "MLSTMCKP", 8);
-    write_file(magic, good, n);
+    test_write_file(magic, good, n);
     memcpy(good, SHARD_MAGIC, 8);
     snprintf(want, sizeof want, "%s: not a shard (bad magic", magic);
     EXPECT_EXIT(open_shard_child, (void *)magic, 2, want, "wrong magic");
 
     const char *shorthdr = tmp_path("shorthdr.bin");
-    write_file(shorthdr, good, 20);
+    test_write_file(shorthdr, good, 20);
     snprintf(want, sizeof want, "%s: truncated header", shorthdr);
     EXPECT_EXIT(open_shard_child, (void *)shorthdr, 2, want, "truncated header");
 
     const char *newer = tmp_path("newer.bin");
     good[8] = 2;
-    write_file(newer, good, n);
+    test_write_file(newer, good, n);
     good[8] = 1;
     snprintf(want, sizeof want, "%s: shard version 2 is newer than this build reads (1)", newer);
     EXPECT_EXIT(open_shard_child, (void *)newer, 2, want, "newer version");
 
     const char *trunc = tmp_path("trunc.bin");
-    write_file(trunc, good, n - 10);
+    test_write_file(trunc, good, n - 10);
     snprintf(want, sizeof want, "%s: truncated payload: the header says 100 bytes, the file holds 90", trunc);
     EXPECT_EXIT(open_shard_child, (void *)trunc, 2, want, "truncated payload");
 
     const char *longer = tmp_path("longer.bin");
     uint8_t *extra = (uint8_t *)mallocCheck(n + 5);
     memcpy(extra, good, n);
-    write_file(longer, extra, n + 5);
+    test_write_file(longer, extra, n + 5);
     free(extra);
     snprintf(want, sizeof want, "%s: 5 bytes after the payload", longer);
     EXPECT_EXIT(open_shard_child, (void *)longer, 2, want, "trailing bytes");
 
     const char *flagged = tmp_path("flagged.bin");
     good[12] = 0x03;  // bit 1: undefined in version 1
-    write_file(flagged, good, n);
+    test_write_file(flagged, good, n);
     good[12] = 0;
     snprintf(want, sizeof want, "%s: unknown flag bits 0x2 in the header", flagged);
     EXPECT_EXIT(open_shard_child, (void *)flagged, 2, want, "unknown flag bits");
@@ -166,7 +161,7 @@ static void test_shard_errors(void) {
 
     const char *corrupt = tmp_path("corrupt.bin");
     good[SHARD_HEADER_BYTES + 57] ^= 0x10;
-    write_file(corrupt, good, n);
+    test_write_file(corrupt, good, n);
     snprintf(want, sizeof want, "%s: checksum mismatch", corrupt);
     EXPECT_EXIT(open_shard_child, (void *)corrupt, 2, want, "checksum mismatch");
     Shard sh;
@@ -589,7 +584,7 @@ static void test_prepare_jsonl(void) {
         second = read_all(tmp_path("jz/train_000.bin"), &n2);
         CHECK(rc == 0 && second && n1 == n2 && !memcmp(first, second, n1), "gzip JSON lines give the same shard as plain (exit %d)", rc);
         free(second);
-        write_file(tmp_path("broken.jsonl.gz"), "\x1f\x8b\x08\x00garbage", 12);
+        test_write_file(tmp_path("broken.jsonl.gz"), "\x1f\x8b\x08\x00garbage", 12);
         rc = prepare("broken.jsonl.gz", "jb");
         CHECK(rc == 2 && file_contains(log, "error: broken.jsonl.gz: cannot read"), "a damaged gzip file: exit %d", rc);
     } else {
@@ -939,7 +934,7 @@ static void test_prepare_formats(void) {
     for (int k = 0; k < 4; k++) {
         const char *names[3] = {"c.txt.gz", "c.jsonl", "-"};
         for (int j = 0; j < 3; j++) {
-            write_file(tmp_path(j == 2 ? "c.bin" : names[j]), formats[k].bytes, formats[k].n);
+            test_write_file(tmp_path(j == 2 ? "c.bin" : names[j]), formats[k].bytes, formats[k].n);
             char args[200], want[200];
             snprintf(args, sizeof args, j == 2 ? "--format text - < c.bin" : "%s", names[j]);
             if (j == 0)

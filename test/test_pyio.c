@@ -89,11 +89,6 @@ static uint8_t *read_whole(const char *p, long *n) {  // malloc'd, *n bytes; NUL
     if (f) fclose(f);
     return buf;
 }
-static int write_whole(const char *p, const uint8_t *buf, long n) {
-    FILE *f = fopen(p, "wb");
-    int ok = f && fwrite(buf, 1, (size_t)n, f) == (size_t)n;
-    return (f && fclose(f) == 0) && ok;
-}
 
 // The run record mlstm.h reads from a checkpoint (checkpoint_open, checkpoint_read_run),
 // malloc'd, *n bytes; NULL when it has none. The checkpoint must be valid.
@@ -141,13 +136,13 @@ static void test_numpy_roundtrip(const char *tag) {
 static void patch32(const char *p, long at, uint32_t v) {
     long n;
     uint8_t *buf = read_whole(p, &n);
-    if (buf && at + 4 <= n) put32(buf + at, v), write_whole(p, buf, n);
+    if (buf && at + 4 <= n) put32(buf + at, v), test_write_file(p, buf, (size_t)n);
     free(buf);
 }
 static void patch64(const char *p, long at, uint64_t v) {
     long n;
     uint8_t *buf = read_whole(p, &n);
-    if (buf && at + 8 <= n) put64(buf + at, v), write_whole(p, buf, n);
+    if (buf && at + 8 <= n) put64(buf + at, v), test_write_file(p, buf, (size_t)n);
     free(buf);
 }
 
@@ -165,9 +160,9 @@ static long make_version1(const char *from, const char *to) {
     uint64_t sum = checksum_update(CHECKSUM_INIT, buf, CKPT_HEADER_BYTES);
     sum = checksum_update(sum, buf + CKPT_HEADER_BYTES, (size_t)payload);
     put64(buf + CKPT_AT_CHECKSUM, checksum_final(sum));
-    int ok = write_whole(to, buf, CKPT_HEADER_BYTES + payload);
+    test_write_file(to, buf, (size_t)(CKPT_HEADER_BYTES + payload));
     free(buf);
-    return ok ? payload : -1;
+    return payload;
 }
 
 // One header table, three places: mlstm.h's ckpt_fields (what C reads and writes),

@@ -38,10 +38,7 @@ static void expect_fail(const char *needle, const char *what, const char *fmt, .
 static void write_text(const char *name, const char *text) {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", tmp, name);
-    FILE *f = fopen(path, "wb");
-    if (!f) { perror(path); exit(1); }
-    fputs(text, f);
-    fclose(f);
+    test_write_file(path, text, strlen(text));
 }
 
 // A features file (tools/transfer.c): "MLSTMFEA", u32 1, u32 H, u64 n, u64 0, n i32 labels, n x H f32.
