@@ -126,7 +126,7 @@ static inline __attribute__((always_inline)) void gemm_tile_steps(gemm_vec acc[G
             #pragma GCC unroll 4
             for (int j = 0; j < GEMM_NR; j += 64 / (int)sizeof(float))
                 __builtin_prefetch(next + (size_t)k * GEMM_NR + j, 0, 2);
-        if (fetch == GEMM_FETCH_A) __builtin_prefetch(ar[0] + (k + 8) * csa, 0, 2);
+        if (fetch == GEMM_FETCH_A && k + 8 < kc) __builtin_prefetch(ar[0] + (k + 8) * csa, 0, 2);  // within A
         gemm_vec b[GEMM_NV];
         #pragma GCC unroll 4
         for (int v = 0; v < GEMM_NV; v++) {
@@ -238,10 +238,10 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
                 int next = i0 + GEMM_MR < M ? i0 + GEMM_MR : 0, pn = next ? p : p + 1;  // next tile: rows, then panel
                 if (pn < np) gemm_prefetch_c(c, ldc, next, M - next < GEMM_MR ? M - next : GEMM_MR, pn * GEMM_NR, N);
                 // the first row tile of a panel fetches the next panel (at a block's end, the next block's
-                // first; gemm_tile_steps says why)
+                // first, when it is as deep as this one: the fetch runs kc rows; gemm_tile_steps says why)
                 const float *next_panel = i0 ? NULL
                                         : p + 1 < np ? blk + (size_t)(p + 1) * kc * GEMM_NR
-                                        : k0 + kc < K ? blk + (size_t)kc * np * GEMM_NR : NULL;
+                                        : K - k0 - kc >= kc ? blk + (size_t)kc * np * GEMM_NR : NULL;
                 gemm_rows_block(c, ldc, a, rsa, csa, i0, mr, blk, kc, k0, N, p, p + 1, init, bias, next_panel);
             }
     }
