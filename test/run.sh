@@ -11,6 +11,7 @@
 set -u
 passed=0; failed=0; skipped=0; fail_lines=""
 jobs=${TEST_JOBS:-$(nproc 2>/dev/null || echo 1)}
+case $jobs in ''|*[!0-9]*|0*) echo "error: TEST_JOBS=$jobs: expected a whole number from 1"; exit 2 ;; esac
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 # PROGRAM EXIT_STATUS SECONDS, with the program's output on stdin: prints it and adds it up
