@@ -247,9 +247,23 @@ static inline uint64_t checksum_final(uint64_t h) {  // murmur3's finaliser spre
 // flag is: each number of the list (one per nesting level, "4,2"; blanks around a
 // number allowed, as libgomp allows them) within 1..MAX_THREADS, else one line naming
 // it, exit 2, before any file is opened.
+// An error before MPI starts names the rank and host the launcher gave the process, as
+// dist_init's do after it (train.h): the launchers' variables, where there are several ranks.
+static inline void fail_where_from_launcher(void) {
+    const char *r = getenv("OMPI_COMM_WORLD_RANK"), *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!r) r = getenv("PMIX_RANK");
+    if (!r) r = getenv("PMI_RANK");
+    if (!n) n = getenv("PMI_SIZE");
+    char host[256];
+    if (!r || fail_where[0] || (n && atol(n) < 2) || gethostname(host, sizeof host) != 0) return;
+    host[sizeof host - 1] = 0;
+    snprintf(fail_where, sizeof fail_where, "rank %.20s on %s: ", r, host);
+}
+
 static inline void omp_num_threads_check(void) {
     const char *v = getenv("OMP_NUM_THREADS");
     if (!v) return;
+    fail_where_from_launcher();  // (only an error prints it)
     char item[64];
     for (const char *p = v;; p++) {
         size_t n = strcspn(p, ",");

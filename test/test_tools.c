@@ -315,6 +315,19 @@ static void test_omp_num_threads(void) {
                   cmds[k][0], values[v], rc);
         }
     }
+    // under a launcher, before MPI starts, the error names the rank and host as later ones do
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    int rc = test_system("cd %s && OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 OMP_NUM_THREADS=abc %s/train "
+                         "--hidden 8 --steps 1 --out omp.run > omp.out 2> omp.err", tmp, bin);
+    int named = test_system("cd %s && tail -n 1 omp.err | grep -qF 'error: rank 1 on %s: OMP_NUM_THREADS=abc:'", tmp,
+                            host) == 0;
+    int one_rank = test_system("cd %s && OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1 OMP_NUM_THREADS=abc %s/train "
+                               "--hidden 8 > omp.out 2> omp.err; tail -n 1 omp.err | "
+                               "grep -q '^error: OMP_NUM_THREADS=abc'", tmp, bin) == 0;
+    CHECK(rc == 2 && named && one_rank && test_system("[ ! -e %s/omp.run ]", tmp) == 0,
+          "train as rank 1 of 2 with OMP_NUM_THREADS=abc: exit %d, the error names the rank and host (%d); as the only "
+          "rank it does not (%d)", rc, named, one_rank);
 }
 
 // A header whose sizes wrap (D=2, H=2^30; test_mlstm builds the same), and one beyond
