@@ -875,9 +875,11 @@ static void run_dir_replaced(RunDir *d, const char *written) {
 // a run continued from a checkpoint elsewhere, into a directory that holds no run unless
 // --overwrite says to replace it. The log is opened for appending, after its checks. An
 // earlier run's checkpoints stay until this run's first checkpoint replaces them (train.h),
-// so a new run that fails early loses nothing.
+// so a new run that fails early loses nothing. resumed_ckpt: the checkpoint a resume read (NULL
+// for none), resumed_as_read: its identity as read (fstat, the file still open).
 static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t run_id, long data_step,
-                         const char *resumed_ckpt, const Stream *train, const Stream *val) {
+                         const char *resumed_ckpt, const struct stat *resumed_as_read, const Stream *train,
+                         const Stream *val) {
     if (!*o->out) fail("--out: empty path");
     make_dirs("--out", o->out);
     run_dir_paths(d, o->out);
@@ -895,6 +897,13 @@ static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t r
     if (d->lock_fd < 0) fail("--out %s: cannot write %s: %s", o->out, d->lock_path, strerror(errno));
     if (flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0) fail("--out %s is in use by another trainer (it holds %s)", o->out,
                                                         d->lock_path);
+    // The trainer that held the lock until now may have replaced latest.ckpt after this one read
+    // it: continuing from the older would cut the log back and overwrite the newer checkpoint.
+    struct stat now;
+    if (continuing && (stat(d->latest, &now) != 0 || now.st_dev != resumed_as_read->st_dev ||
+                       now.st_ino != resumed_as_read->st_ino))
+        fail("--resume %s: %s was replaced after this trainer read it (by the trainer that held %s): resume again "
+             "to continue from the newer one", o->resume, d->latest, o->out);
     remove_stale_temps(d);
     uint64_t log_id = 0;
     int log_state = log_owner(d->log_path, &log_id);  // 1: a training log, 0: not one, -1: none or empty

@@ -895,8 +895,9 @@ static void run_start(Run *r, int argc, char **argv) {
     run_options(r, &src, argc, argv);
     run_data(r, &src);
     int continuing = run_state(r, &src);
-    if (src.f) fclose(src.f);
     r->resumed_record = src.record;
+    struct stat as_read;  // the checkpoint read, still open, so its inode cannot have become another file's
+    if (src.f && fstat(fileno(src.f), &as_read) != 0) fail("%s: %s", src.path, strerror(errno));
     // the run directory last of what can fail at start-up, so a refused start leaves no
     // file behind, and still before the first step, so a bad --out costs no training.
     // Every rank gets here first: one whose host lacks a shard or the checkpoint has failed
@@ -913,8 +914,9 @@ static void run_start(Run *r, int argc, char **argv) {
     (void)threads_started;
     dist_barrier();
     if (rank == 0)
-        run_dir_open(&r->dir, &r->o, continuing, r->run_id, r->data_step, r->o.resume ? src.path : NULL, &r->train_s,
-                     &r->val_s);
+        run_dir_open(&r->dir, &r->o, continuing, r->run_id, r->data_step, r->o.resume ? src.path : NULL,
+                     src.f ? &as_read : NULL, &r->train_s, &r->val_s);
+    if (src.f) fclose(src.f);
     best_from_disk(r, continuing);
     if (rank == 0) print_settings(r);
     r->start_step = r->data_step;

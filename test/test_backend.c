@@ -160,6 +160,47 @@ static void test_second_signal(void) {
           128 + SIGHUP);
 }
 
+// A resume reads its run's latest.ckpt before it takes the directory's lock. The trainer that held
+// the lock may replace that file and end in between: the resume must then stop before it cuts
+// the log back to the older step and overwrites the newer checkpoint. run_dir_open, given the
+// identity of the file as read, is where the two meet.
+typedef struct {
+    const char *out, *latest;
+    struct stat as_read;
+} ResumeRace;
+static void resume_race_open(void *arg) {
+    ResumeRace *rr = (ResumeRace *)arg;
+    Options o;
+    memset(&o, 0, sizeof o);
+    o.out = o.resume = rr->out;
+    Stream none;
+    memset(&none, 0, sizeof none);
+    RunDir d;
+    memset(&d, 0, sizeof d);
+    char log[700];
+    uint64_t run_id = 0;
+    snprintf(log, sizeof log, "%s/%s", rr->out, RUN_LOG);
+    log_owner(log, &run_id);
+    run_dir_open(&d, &o, 1, run_id, 6, rr->latest, &rr->as_read, &none, &none);
+    run_dir_close(&d);
+}
+static void test_resume_race(void) {
+    char out[600], latest[700], log[700], log_before[700];
+    snprintf(out, sizeof out, "%s/race", dir);
+    snprintf(latest, sizeof latest, "%s/%s", out, RUN_LATEST_CKPT);
+    snprintf(log, sizeof log, "%s/%s", out, RUN_LOG);
+    snprintf(log_before, sizeof log_before, "%s/race.log", dir);
+    ResumeRace rr = {out, latest, {0}};
+    int ok = test_system("cp -r %s/a %s", dir, out) == 0 && stat(latest, &rr.as_read) == 0;
+    EXPECT_EXIT(resume_race_open, &rr, 0, "", "a resume whose latest.ckpt is as it read it opens its directory");
+    // replaced the way a trainer writes it: a new file renamed over the old (so a new inode)
+    ok = ok && test_system("cp %s %s && cp %s %s.new && mv %s.new %s", log, log_before, latest, latest, latest,
+                           latest) == 0;
+    EXPECT_EXIT(resume_race_open, &rr, 2, "was replaced after this trainer read it",
+                "a resume whose latest.ckpt was replaced after its read stops");
+    CHECK(ok && files_equal(log, log_before), "the stopped resume leaves the run's log as it was");
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) {  // only a re-executed test gets arguments: the trainer's (stdout may be /dev/null here)
         fprintf(stderr, "FAIL  test_backend was re-executed with the trainer's flags (%s ...)\n", argv[1]);
@@ -177,6 +218,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     test_no_reexec(trainer);
+    test_resume_race();
     test_cpu_backend();
     test_cpu_check_apply();
     test_second_signal();
