@@ -346,16 +346,16 @@ static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *par
             if (ap) gemm_pack_a(ap, a, rsa, csa, i0, i1, k0, kc);
             for (int p = 0; p < nparts; p++) {
                 const GemmColumns *g = &parts[p];
-                const int init = k0 ? GEMM_LOAD : accumulate ? GEMM_LOAD : g->bias ? GEMM_BIAS : GEMM_ZERO;
+                const int init = k0 || accumulate ? GEMM_LOAD : g->bias ? GEMM_BIAS : GEMM_ZERO;
                 for (int j0 = 0; j0 < g->N; j0 += GEMM_NC) {
                     int nc = g->N - j0 < GEMM_NC ? g->N - j0 : GEMM_NC, np = gemm_panels(nc);
                     const float *bias = g->bias ? g->bias + j0 : NULL;
                     gemm_pack_block(ws, g->B.at + (size_t)j0 * g->B.cols, g->B.rows, g->B.cols, k0, kc, nc, 0, np);
                     for (int q = q0; q < q1; q++) {
                         int r0 = q * GEMM_MR, mr = M - r0 < GEMM_MR ? M - r0 : GEMM_MR;
-                        const float *sliver = ap ? ap + (size_t)(q - q0) * GEMM_MR * kc : NULL;
-                        if (ap)
-                            gemm_rows_block(g->c + (size_t)r0 * g->ldc + j0, g->ldc, sliver, 1, GEMM_MR, 0, mr, ws,
+                        float *c = g->c + (size_t)r0 * g->ldc + j0;
+                        if (ap)  // the rows' packed sliver
+                            gemm_rows_block(c, g->ldc, ap + (size_t)(q - q0) * GEMM_MR * kc, 1, GEMM_MR, 0, mr, ws,
                                             kc, 0, nc, 0, np, init, bias, NULL);
                         else
                             gemm_rows_block(g->c + j0, g->ldc, a, rsa, csa, r0, mr, ws, kc, k0, nc, 0, np, init,

@@ -34,8 +34,9 @@ using std::isnan;
 #define EXIT_BAD_INPUT 2
 
 // Which process failed, and where, before every error: empty in one process; the
-// trainers set it to "rank R on HOST: " when there are several (train.h, dist_init),
-// since on a cluster a file can be missing or different on one host only.
+// trainers set it to "rank R on HOST: " when there are several (train.h, dist_init; before
+// MPI starts, fail_where_from_launcher), since on a cluster a file can be missing or
+// different on one host only.
 static char fail_where[320];
 
 // All n bytes to fd, after a short write or a signal too.
