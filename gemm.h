@@ -98,9 +98,12 @@ static inline void gemm_pack(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t 
 // The kernel's k loop: acc += A . Bp over kc steps, A row i's element k at ar[i][k*csa].
 // fetch says which lines it brings into L2 ahead of use; it is a constant at each call,
 // so each case is a loop of its own, and a tile that fetches nothing runs no prefetch.
-//  - GEMM_FETCH_NEXT: the packed panel (kc x NR) at next, which the caller streams after
-//    this one: the time loops' weights come from L3 or memory at every step, and the few
-//    row tiles of a small batch would otherwise wait on each panel.
+//  - GEMM_FETCH_NEXT: this tile's share of the packed panel the caller streams after this
+//    one (next): the time loops' weights come from L3 or memory at every step, and the few
+//    row tiles of a small batch would otherwise wait on each panel. A panel's row tiles
+//    share the fetch, each a row of the next panel every `every` k, so the lines arrive at
+//    the rate they are used: one tile fetching the whole panel (96 KB at k = 1024) outran
+//    the misses a core keeps in flight, and stalled.
 //  - GEMM_FETCH_A: A read down its columns (A^T in the weight gradients), 8 k ahead: each
 //    k a new line, a page or more from the last, where the hardware prefetchers do not
 //    follow (into L1 the lines, all on one set at these strides, would evict the ones in
@@ -108,6 +111,15 @@ static inline void gemm_pack(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t 
 //    it in place in a product of few panels, where a line serves four tiles in turn and
 //    fetching it cost more than it saved (dev/bench/cpu-perf.md).
 enum { GEMM_FETCH_NONE, GEMM_FETCH_NEXT, GEMM_FETCH_A };
+// How many row tiles share that fetch, the panel's last: 8 bring a 96 KB panel (AVX2) or a
+// 32 KB one (AVX-512) at ~7 GB/s, under what a core's misses in flight carry, and what they
+// fetch waits in L2 for at most 8 tiles' reads of A, not a whole panel's (512 KB of A at
+// B = 128, H = 1024: L2's size on Zen 3).
+#define GEMM_FETCH_TILES 8
+typedef struct {
+    const float *rows;  // the first of n rows (NR floats each) of a packed panel
+    int n, every;       // fetched one row every `every` k, from k = 0
+} GemmFetch;
 // B's vectors are loaded once a k into registers. With 16 vector registers (AVX2, SSE) the
 // 4 x 3 tile needs every one of them, and GCC then reads B as the FMAs' memory operands
 // instead: 12 vector loads and 4 broadcasts a k for 12 FMAs, more than Zen 3's two vector
@@ -120,12 +132,18 @@ enum { GEMM_FETCH_NONE, GEMM_FETCH_NEXT, GEMM_FETCH_A };
 #endif
 static inline __attribute__((always_inline)) void gemm_tile_steps(gemm_vec acc[GEMM_MR][GEMM_NV], int kc,
                                                                   const float *const *ar, ptrdiff_t csa,
-                                                                  const float *bp, const float *next, int fetch) {
+                                                                  const float *bp, GemmFetch next, int fetch) {
+    int fetched = 0, countdown = 1;
     for (int k = 0; k < kc; k++) {
-        if (fetch == GEMM_FETCH_NEXT)
-            #pragma GCC unroll 4
-            for (int j = 0; j < GEMM_NR; j += 64 / (int)sizeof(float))
-                __builtin_prefetch(next + (size_t)k * GEMM_NR + j, 0, 2);
+        if (fetch == GEMM_FETCH_NEXT && --countdown == 0) {
+            countdown = next.every;
+            if (fetched < next.n) {
+                #pragma GCC unroll 4
+                for (int j = 0; j < GEMM_NR; j += 64 / (int)sizeof(float))
+                    __builtin_prefetch(next.rows + (size_t)fetched * GEMM_NR + j, 0, 2);
+                fetched++;
+            }
+        }
         if (fetch == GEMM_FETCH_A && k + 8 < kc) __builtin_prefetch(ar[0] + (k + 8) * csa, 0, 2);  // within A
         gemm_vec b[GEMM_NV];
         #pragma GCC unroll 4
@@ -145,8 +163,8 @@ static inline __attribute__((always_inline)) void gemm_tile_steps(gemm_vec acc[G
 
 // The kernel. C tile (mr x nr valid, at c with row stride ldc) = init + A . Bp over
 // kc steps. A row i's element k is at a[i][k*csa]; rows past mr repeat row mr-1.
-// init: 0 zero, 1 C's own values, 2 bias[0..nr) on every row. next: the packed panel the
-// caller streams after this one, fetched as k runs (gemm_tile_steps), or NULL.
+// init: 0 zero, 1 C's own values, 2 bias[0..nr) on every row. next: the tile's share of the
+// packed panel the caller streams after this one, fetched as k runs (gemm_tile_steps), or NULL.
 enum { GEMM_ZERO, GEMM_LOAD, GEMM_BIAS };
 #if defined(__clang__)
 __attribute__((noinline))  // one copy of the code: every tile the same arithmetic (the k loops differ in prefetches)
@@ -154,7 +172,7 @@ __attribute__((noinline))  // one copy of the code: every tile the same arithmet
 __attribute__((noinline, noclone))
 #endif
 static void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float *bp, float *c, ptrdiff_t ldc,
-                      int mr, int nr, int init, const float *bias, const float *next) {
+                      int mr, int nr, int init, const float *bias, const GemmFetch *next) {
     float tmp[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
     const int full = mr == GEMM_MR && nr == GEMM_NR;
     float *t = full ? c : tmp;
@@ -177,9 +195,10 @@ static void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float 
         }
     const float *ar[GEMM_MR];
     for (int i = 0; i < GEMM_MR; i++) ar[i] = a[i < mr ? i : mr - 1];
-    if (next) gemm_tile_steps(acc, kc, ar, csa, bp, next, GEMM_FETCH_NEXT);
-    else if (GEMM_MR == 8 && csa > GEMM_MR) gemm_tile_steps(acc, kc, ar, csa, bp, NULL, GEMM_FETCH_A);
-    else gemm_tile_steps(acc, kc, ar, csa, bp, NULL, GEMM_FETCH_NONE);
+    const GemmFetch none = {NULL, 0, 1};
+    if (next) gemm_tile_steps(acc, kc, ar, csa, bp, *next, GEMM_FETCH_NEXT);
+    else if (GEMM_MR == 8 && csa > GEMM_MR) gemm_tile_steps(acc, kc, ar, csa, bp, none, GEMM_FETCH_A);
+    else gemm_tile_steps(acc, kc, ar, csa, bp, none, GEMM_FETCH_NONE);
     #pragma GCC unroll 16
     for (int i = 0; i < GEMM_MR; i++)
         #pragma GCC unroll 4
@@ -198,20 +217,18 @@ static inline void gemm_prefetch_c(const float *c, ptrdiff_t ldc, int i0, int mr
             __builtin_prefetch(c + (size_t)(i0 + i) * ldc + j);
 }
 
-// Rows [i0, i0+mr) of C against panels [p0, p1) of one packed block (k0, kc). next: the
-// panel the caller streams after p1 - 1, or NULL for no fetching; with it, each tile fetches
-// the panel that follows its own.
+// Rows [i0, i0+mr) of C against panels [p0, p1) of one packed block (k0, kc). next: what of
+// the panel streamed after p1 - 1 the tiles fetch (gemm_tile_steps), or NULL for nothing.
 static inline void gemm_rows_block(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0,
                                    int mr, const float *blk, int kc, int k0, int N, int p0, int p1, int init,
-                                   const float *bias, const float *next) {
+                                   const float *bias, const GemmFetch *next) {
     const float *rows[GEMM_MR];
     for (int i = 0; i < mr; i++) rows[i] = a + (size_t)(i0 + i) * rsa + (size_t)k0 * csa;
     for (int p = p0; p < p1; p++) {
         int n0 = p * GEMM_NR, nr = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
         if (p + 1 < p1) gemm_prefetch_c(c, ldc, i0, mr, n0 + GEMM_NR, N);
-        const float *fetch = next && p + 1 < p1 ? blk + (size_t)(p + 1) * kc * GEMM_NR : next;
         gemm_tile(kc, rows, csa, blk + (size_t)p * kc * GEMM_NR, c + (size_t)i0 * ldc + n0, ldc, mr, nr, init,
-                  bias ? bias + n0 : NULL, fetch);
+                  bias ? bias + n0 : NULL, next);
     }
 }
 
@@ -232,18 +249,24 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
     for (int k0 = 0; k0 < K; k0 += GEMM_KC_STREAMED) {
         int kc = K - k0 < GEMM_KC_STREAMED ? K - k0 : GEMM_KC_STREAMED, init = k0 > 0 ? GEMM_LOAD : init0;
         const float *blk = bp + (size_t)k0 * np * GEMM_NR;
-        for (int p = 0; p < np; p++)
-            for (int i0 = 0; i0 < M; i0 += GEMM_MR) {
+        // the panel after this one (at a block's end, the next block's first, kn rows deep), fetched
+        // in equal shares of its rows by the last S of the R row tiles (gemm_tile_steps says why;
+        // GEMM_FETCH_TILES, why the last)
+        int R = (M + GEMM_MR - 1) / GEMM_MR, S = R < GEMM_FETCH_TILES ? R : GEMM_FETCH_TILES;
+        int rest = K - k0 - kc < GEMM_KC_STREAMED ? K - k0 - kc : GEMM_KC_STREAMED;
+        for (int p = 0; p < np; p++) {
+            const float *next_panel = blk + (size_t)(p + 1 < np ? p + 1 : np) * kc * GEMM_NR;
+            int kn = p + 1 < np ? kc : rest;
+            for (int i0 = 0, r = 0; i0 < M; i0 += GEMM_MR, r++) {
                 int mr = M - i0 < GEMM_MR ? M - i0 : GEMM_MR;
                 int next = i0 + GEMM_MR < M ? i0 + GEMM_MR : 0, pn = next ? p : p + 1;  // next tile: rows, then panel
                 if (pn < np) gemm_prefetch_c(c, ldc, next, M - next < GEMM_MR ? M - next : GEMM_MR, pn * GEMM_NR, N);
-                // the first row tile of a panel fetches the next panel (at a block's end, the next block's
-                // first, when it is as deep as this one: the fetch runs kc rows; gemm_tile_steps says why)
-                const float *next_panel = i0 ? NULL
-                                        : p + 1 < np ? blk + (size_t)(p + 1) * kc * GEMM_NR
-                                        : K - k0 - kc >= kc ? blk + (size_t)kc * np * GEMM_NR : NULL;
-                gemm_rows_block(c, ldc, a, rsa, csa, i0, mr, blk, kc, k0, N, p, p + 1, init, bias, next_panel);
+                int s = r - (R - S), lo = s >= 0 ? (int)((long)kn * s / S) : 0;
+                int n = s >= 0 ? (int)((long)kn * (s + 1) / S) - lo : 0;
+                const GemmFetch share = {n ? next_panel + (size_t)lo * GEMM_NR : NULL, n, n && kc / n > 1 ? kc / n : 1};
+                gemm_rows_block(c, ldc, a, rsa, csa, i0, mr, blk, kc, k0, N, p, p + 1, init, bias, n ? &share : NULL);
             }
+        }
     }
 }
 

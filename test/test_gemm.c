@@ -401,6 +401,8 @@ int main(void) {
     // the time loops' packed weights in two streamed blocks of k
     test_layouts(9, GEMM_KC_STREAMED + 13, 2 * GEMM_NR + 1, &s);
     test_splits(13, GEMM_KC_STREAMED + 31, 3 * GEMM_NR + 7, &s);
+    // and more row tiles than share the fetch of the next panel (GEMM_FETCH_TILES), a partial one last
+    test_layouts(4 + GEMM_MR * (GEMM_FETCH_TILES + 1) + 3, GEMM_KC_STREAMED + 13, 2 * GEMM_NR + 1, &s);
     // A packed (8 panels or more, K above KC, a partial row tile, rows split 2 ways) and read in place
     test_transposed_a(GEMM_KC + 40, 8 * GEMM_NR + 5, 4 * 9 + 3, &s);
     test_transposed_a(2 * GEMM_KC + 1, 3 * GEMM_NR, 4 * 5 + 2, &s);
