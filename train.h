@@ -96,7 +96,7 @@ static void dist_init(int *argc, char ***argv) {
             char host[MPI_MAX_PROCESSOR_NAME];
             int len = 0;
             MPI_Get_processor_name(host, &len);
-            snprintf(fail_where, sizeof fail_where, "rank %d on %s: ", rank, host);
+            fail_where_set(rank, host);
         }
     }
 #else

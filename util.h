@@ -242,12 +242,10 @@ static inline uint64_t checksum_final(uint64_t h) {  // murmur3's finaliser spre
 // libgomp fails to create its thread stacks.
 #define MAX_THREADS 1024
 
-// OMP_NUM_THREADS is read by the OpenMP runtime, which no flag parser sees: beyond
-// MAX_THREADS the first parallel region would crash (segfault), and a value libgomp
-// cannot parse (empty, 0, "abc") it ignores with a warning and runs on all cores. Checked as a
-// flag is: each number of the list (one per nesting level, "4,2"; blanks around a
-// number allowed, as libgomp allows them) within 1..MAX_THREADS, else one line naming
-// it, exit 2, before any file is opened.
+// The "rank R on HOST: " before every error of a process among several.
+static inline void fail_where_set(long rank, const char *host) {
+    snprintf(fail_where, sizeof fail_where, "rank %ld on %.256s: ", rank, host);
+}
 // An error before MPI starts names the rank and host the launcher gave the process, as
 // dist_init's do after it (train.h): the launchers' variables, where there are several ranks.
 static inline void fail_where_from_launcher(void) {
@@ -258,9 +256,15 @@ static inline void fail_where_from_launcher(void) {
     char host[256];
     if (!r || fail_where[0] || (n && atol(n) < 2) || gethostname(host, sizeof host) != 0) return;
     host[sizeof host - 1] = 0;
-    snprintf(fail_where, sizeof fail_where, "rank %.20s on %s: ", r, host);
+    fail_where_set(atol(r), host);
 }
 
+// OMP_NUM_THREADS is read by the OpenMP runtime, which no flag parser sees: beyond
+// MAX_THREADS the first parallel region would crash (segfault), and a value libgomp
+// cannot parse (empty, 0, "abc") it ignores with a warning and runs on all cores. Checked as a
+// flag is: each number of the list (one per nesting level, "4,2"; blanks around a
+// number allowed, as libgomp allows them) within 1..MAX_THREADS, else one line naming
+// it, exit 2, before any file is opened.
 static inline void omp_num_threads_check(void) {
     const char *v = getenv("OMP_NUM_THREADS");
     if (!v) return;

@@ -179,7 +179,7 @@ static int writes_of(void (*fn)(void *), void *arg, char *out, size_t cap, int *
     return writes;
 }
 static void fail_on_rank(void *arg) {
-    snprintf(fail_where, sizeof fail_where, "rank 3 on node7: ");
+    fail_where_set(3, "node7");
     fail("cannot open shard %s: No such file or directory\nHINT: make shards with build/prepare", (const char *)arg);
 }
 static void fail_long(void *arg) {
@@ -189,7 +189,7 @@ static void fail_long(void *arg) {
     fail("cannot open %s", path);
 }
 static void sigbus_on_rank(void *arg) {  // a shard truncated under its mapping: data.h's SIGBUS handler reports it
-    snprintf(fail_where, sizeof fail_where, "rank 1 on node2: ");
+    fail_where_set(1, "node2");
     const char *p = (const char *)arg;
     uint8_t *big = (uint8_t *)mallocCheck(1 << 16), buf[16];
     shard_write(p, big, 1 << 16, 0);
