@@ -28,18 +28,28 @@
 
 // The tile: MR rows x NV vectors. MR = 4 or 8 divides the rows a thread owns in the time
 // loops (fast.h splits the batch on multiples of 4), so no row of a tile is wasted there.
+// 8 rows where the CPU has AVX-512, 4 elsewhere. -DGEMM_MR=8 or 4 builds the other tile on
+// any CPU (GCC splits vectors wider than the CPU's, slowly): the tests run both tiles' code
+// on every machine (the Makefile's test_gemm_other_tile).
+#ifndef GEMM_MR
 #if defined(__AVX512F__)
-#define GEMM_VB 64   // bytes per vector: 32 registers hold 8x2 accumulators, 2 for B, 1 for A
 #define GEMM_MR 8
-#define GEMM_NV 2
 #else
+#define GEMM_MR 4
+#endif
+#endif
+#if GEMM_MR == 8
+#define GEMM_VB 64   // bytes per vector: 32 registers hold 8x2 accumulators, 2 for B, 1 for A
+#define GEMM_NV 2
+#elif GEMM_MR == 4
 #if defined(__AVX__)
 #define GEMM_VB 32   // 16 registers: 4x3 accumulators, 3 for B, 1 for A
 #else
 #define GEMM_VB 16   // SSE: 16 registers too
 #endif
-#define GEMM_MR 4
 #define GEMM_NV 3
+#else
+#error "gemm.h: GEMM_MR (the tile's rows) is 4 or 8"
 #endif
 // An A read down its columns (the weight gradients' dOut^T) is packed per k block where the
 // tile has 4 rows (gemm_pack_a); the 8-row tile reads it in place, fetched ahead (GEMM_FETCH_A).
@@ -125,10 +135,10 @@ typedef struct {
 // instead: 12 vector loads and 4 broadcasts a k for 12 FMAs, more than Zen 3's two vector
 // loads a cycle keep up with (gemm.h's SGEMM ran 0.67 of MKL's there; dev/bench/cpu-perf.md).
 // An empty asm that takes the vector in a register keeps the load a load of its own.
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(__AVX512F__)
+#if (defined(__x86_64__) || defined(__i386__)) && GEMM_MR == 4
 #define GEMM_IN_REGISTER(v) __asm__("" : "+x"(v))
 #else
-#define GEMM_IN_REGISTER(v) ((void)0)  // 32 registers: GCC keeps B in them by itself
+#define GEMM_IN_REGISTER(v) ((void)0)  // the 8-row tile (AVX-512's 32 registers): GCC keeps B in them itself
 #endif
 static inline __attribute__((always_inline)) void gemm_tile_steps(gemm_vec acc[GEMM_MR][GEMM_NV], int kc,
                                                                   const float *const *ar, ptrdiff_t csa,
