@@ -412,5 +412,5 @@ int main(void) {
     // H above KC (the recurrent products in two k blocks), B splitting 4 + 2 over two threads
     test_model((MlstmConfig){256, 24, 300, 1}, 6, 5, 21);
     test_model((MlstmConfig){256, 16, 40, 0}, 3, 7, 22);  // without weight norm, a partial row tile
-    return test_summary(GEMM_MR == 8 ? "test_gemm (the 8-row tile)" : "test_gemm (the 4-row tile)");
+    return test_summary(GEMM_MR == 8 ? "test_gemm_8_row_tile" : "test_gemm_4_row_tile");
 }
