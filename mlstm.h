@@ -855,8 +855,8 @@ static inline uint64_t ckpt_payload_bytes(const MlstmConfig *c, uint64_t nparams
 
 // The checksum runs over the file's 8-byte words (checksum_update's chunks other than
 // the last must be whole words), and an array of odd length ends inside one: its last
-// float waits in `carry` for the next array's first (an odd H, or H(D+H), hit this).
-typedef struct { uint64_t h; float carry; int has_carry; } CkptSum;
+// float waits in `pending` for the next array's first (an odd H, or H(D+H), hit this).
+typedef struct { uint64_t h; float pending; int has_pending; } CkptSum;
 
 // Writes a real array as FP32, feeding the checksum.
 #define CKPT_CHUNK 4096
@@ -864,13 +864,13 @@ static inline void ckpt_write_f32(AtomicFile *af, CkptSum *s, const real *x, siz
     float buf[1 + CKPT_CHUNK];  // buf[0]: the float carried in, if any
     for (size_t i = 0; i < n; i += CKPT_CHUNK) {
         size_t k = n - i < CKPT_CHUNK ? n - i : CKPT_CHUNK;
-        size_t m = (size_t)s->has_carry;
-        buf[0] = s->carry;
+        size_t m = (size_t)s->has_pending;
+        buf[0] = s->pending;
         for (size_t j = 0; j < k; j++) buf[m + j] = (float)x[i + j];
         atomic_write(af, buf + m, k * 4);
         m += k;
-        s->has_carry = (int)(m & 1);
-        if (s->has_carry) s->carry = buf[m - 1];
+        s->has_pending = (int)(m & 1);
+        if (s->has_pending) s->pending = buf[m - 1];
         s->h = checksum_update(s->h, buf, (m - (m & 1)) * 4);
     }
 }
@@ -898,7 +898,7 @@ static inline void checkpoint_save_run(const char *path, const Mlstm *m, const T
     // the last chunk: the float the payload left half a word open, if any, then the record
     uint8_t *tail = (uint8_t *)mallocCheck(4 + run_bytes);
     size_t n_tail = 0;
-    if (sum.has_carry) memcpy(tail, &sum.carry, 4), n_tail = 4;
+    if (sum.has_pending) memcpy(tail, &sum.pending, 4), n_tail = 4;
     if (run_bytes) memcpy(tail + n_tail, run, run_bytes);
     sum.h = checksum_update(sum.h, tail, n_tail + run_bytes);
     free(tail);
