@@ -21,9 +21,6 @@
 #include "util.h"  // defines: fail (one-line errors, exit 2)
 #include <float.h>
 
-// false for inf and NaN (isfinite is a macro in C and std:: in C++; this is both)
-static inline int lr_finite(double x) { return fabs(x) <= DBL_MAX; }
-
 typedef enum { LR_PURI, LR_LEGW, LR_LINEAR, LR_SQRT, LR_CONSTANT, LR_NRULES } LrRule;
 typedef enum { DECAY_NONE, DECAY_LINEAR, DECAY_COSINE, DECAY_EXPONENTIAL, DECAY_POLYNOMIAL, DECAY_NSHAPES } DecayShape;
 static const char *const lr_rule_names[LR_NRULES] = {"puri", "legw", "linear", "sqrt", "constant"};
@@ -386,40 +383,27 @@ static inline int loss_scaler_update(LossScaler *ls, int overflow) {
 // resumed run behaves exactly as one that never stopped.
 #define LOSS_SCALER_BYTES 40
 
-// f64 fields as their IEEE-754 bits, through util.h's little-endian put64/get64
-static inline void put_f64(unsigned char *p, double d) {
-    uint64_t x;
-    memcpy(&x, &d, 8);
-    put64(p, x);
-}
-static inline double get_f64(const unsigned char *p) {
-    uint64_t x = get64(p);
-    double d;
-    memcpy(&d, &x, 8);
-    return d;
-}
-
 static inline void loss_scaler_serialize(const LossScaler *ls, unsigned char out[LOSS_SCALER_BYTES]) {
-    put_f64(out, ls->scale);
+    put64(out, f64_bits(ls->scale));
     put32(out + 8, (uint32_t)ls->good_steps);
     put32(out + 12, (uint32_t)ls->window);
-    put_f64(out + 16, ls->factor);
-    put_f64(out + 24, ls->floor);
-    put_f64(out + 32, ls->ceiling);
+    put64(out + 16, f64_bits(ls->factor));
+    put64(out + 24, f64_bits(ls->floor));
+    put64(out + 32, f64_bits(ls->ceiling));
 }
 
 // Returns 0 on success, -1 if the bytes do not describe a valid scaler (the caller
 // reports the file); *ls is untouched then.
 static inline int loss_scaler_deserialize(LossScaler *ls, const unsigned char in[LOSS_SCALER_BYTES]) {
     LossScaler t;
-    t.scale = get_f64(in);
+    t.scale = f64_from_bits(get64(in));
     t.good_steps = (long)get32(in + 8);
     t.window = (long)get32(in + 12);
-    t.factor = get_f64(in + 16);
-    t.floor = get_f64(in + 24);
-    t.ceiling = get_f64(in + 32);
-    if (!(t.floor > 0.0 && t.floor <= t.ceiling && lr_finite(t.ceiling) && t.scale >= t.floor &&
-          t.scale <= t.ceiling && t.factor > 1.0 && lr_finite(t.factor) && t.window >= 1 &&
+    t.factor = f64_from_bits(get64(in + 16));
+    t.floor = f64_from_bits(get64(in + 24));
+    t.ceiling = f64_from_bits(get64(in + 32));
+    if (!(t.floor > 0.0 && t.floor <= t.ceiling && isfinite(t.ceiling) && t.scale >= t.floor &&
+          t.scale <= t.ceiling && t.factor > 1.0 && isfinite(t.factor) && t.window >= 1 &&
           t.good_steps < t.window)) return -1;
     *ls = t;
     return 0;

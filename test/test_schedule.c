@@ -307,13 +307,13 @@ static void test_loss_scaler(void) {
     // Bytes that are not a scaler are refused and leave it untouched
     LossScaler keep = restored;
     unsigned char bad[LOSS_SCALER_BYTES];
-    memcpy(bad, bytes, sizeof bad); put_f64(bad, 0.0);
+    memcpy(bad, bytes, sizeof bad); put64(bad, f64_bits(0.0));
     int r1 = loss_scaler_deserialize(&restored, bad);
     memcpy(bad, bytes, sizeof bad); put32(bad + 8, 1000);
     int r2 = loss_scaler_deserialize(&restored, bad);
-    memcpy(bad, bytes, sizeof bad); put_f64(bad + 16, 1.0);
+    memcpy(bad, bytes, sizeof bad); put64(bad + 16, f64_bits(1.0));
     int r3 = loss_scaler_deserialize(&restored, bad);
-    memcpy(bad, bytes, sizeof bad); put_f64(bad, INFINITY);
+    memcpy(bad, bytes, sizeof bad); put64(bad, f64_bits(INFINITY));
     int r4 = loss_scaler_deserialize(&restored, bad);
     CHECK(r1 == -1 && r2 == -1 && r3 == -1 && r4 == -1 && memcmp(&keep, &restored, sizeof keep) == 0,
           "refused: S 0, counter = window, factor 1, S inf (%d %d %d %d)", r1, r2, r3, r4);
