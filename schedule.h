@@ -28,6 +28,16 @@ static const char *const lr_rule_papers[LR_NRULES] = {
     "Puri et al. 2018, reconstructed", "You et al. 2019", "Goyal et al. 2017", "sqrt(k) scaling", "no scaling"};
 static const char *const decay_names[DECAY_NSHAPES] = {"none", "linear", "cosine", "exponential", "polynomial"};
 
+// A table of names as one line: "a, b or c" for a message (sep ", ", last " or "), "a | b | c" for --help.
+static inline const char *names_joined(char *out, size_t n, const char *const *names, int count, const char *sep,
+                                       const char *last) {
+    size_t used = 0;
+    out[0] = 0;
+    for (int i = 0; i < count && used < n; i++)
+        used += (size_t)snprintf(out + used, n - used, "%s%s", i == 0 ? "" : i == count - 1 ? last : sep, names[i]);
+    return out;
+}
+
 typedef struct {
     LrRule rule;
     double base_lr;          // tuned at base_batch (reference recipe: Adam 5e-4 at 128)
@@ -183,7 +193,9 @@ static inline int lr_settings_set(LrSettings *s, const char *flag, const char *v
                 lr_preset(s, (LrRule)r);
                 return 1;
             }
-        fail("--lr-schedule: unknown schedule \"%s\" (expected puri, legw, linear, sqrt or constant)", value);
+        char names[128];
+        fail("--lr-schedule: unknown schedule \"%s\" (expected %s)", value,
+             names_joined(names, sizeof names, lr_rule_names, LR_NRULES, ", ", " or "));
     } else if (strcmp(flag, "--decay") == 0) {
         for (int d = 0; d < DECAY_NSHAPES; d++)
             if (strcmp(value, decay_names[d]) == 0) {
@@ -191,7 +203,9 @@ static inline int lr_settings_set(LrSettings *s, const char *flag, const char *v
                 s->given |= GIVEN_DECAY;
                 return 1;
             }
-        fail("--decay: unknown decay \"%s\" (expected none, linear, cosine, exponential or polynomial)", value);
+        char names[128];
+        fail("--decay: unknown decay \"%s\" (expected %s)", value,
+             names_joined(names, sizeof names, decay_names, DECAY_NSHAPES, ", ", " or "));
     } else if (strcmp(flag, "--lr") == 0) {
         s->base_lr = parse_positive(flag, value);
         s->given |= GIVEN_LR;
@@ -279,19 +293,20 @@ static inline void lr_settings_help_with(FILE *f, const LrSettings *d, const cha
     LrSettings puri = lr_settings_default(), legw;
     memset(&legw, 0, sizeof legw);
     lr_preset(&legw, LR_LEGW);
-    char warm[64], hor[64];
+    char warm[64], hor[64], rules[128], shapes[128];
     if (d->warmup == 0.0) snprintf(warm, sizeof warm, "none");
     else snprintf(warm, sizeof warm, "%g %s", d->warmup, d->warmup_in_epochs ? "epochs" : "steps");
     if (horizon_default) snprintf(hor, sizeof hor, "at %s", horizon_default);
     else snprintf(hor, sizeof hor, "%g %s", d->horizon, d->horizon_in_epochs ? "epochs" : "steps");
     fprintf(f, "learning-rate schedule (doc/schedules.md):\n");
-    fprintf(f, "  --lr-schedule NAME   puri | legw | linear | sqrt | constant (default %s)\n", lr_rule_names[d->rule]);
+    fprintf(f, "  --lr-schedule NAME   %s (default %s)\n",
+            names_joined(rules, sizeof rules, lr_rule_names, LR_NRULES, " | ", " | "), lr_rule_names[d->rule]);
     fprintf(f, "  --lr X               base learning rate, tuned at --base-batch (default %g)\n", d->base_lr);
     fprintf(f, "  --base-batch N       B0, the batch in sequences --lr was tuned at (default %ld)\n", d->base_batch);
     fprintf(f, "  --warmup-epochs X    linear warmup, in epochs (legw: w0, at B0; default %s)\n", warm);
     fprintf(f, "  --warmup-steps N     linear warmup, in applied steps (same at every batch)\n");
-    fprintf(f, "  --decay SHAPE        none | linear | cosine | exponential | polynomial (default %s)\n",
-            decay_names[d->decay]);
+    fprintf(f, "  --decay SHAPE        %s (default %s)\n",
+            names_joined(shapes, sizeof shapes, decay_names, DECAY_NSHAPES, " | ", " | "), decay_names[d->decay]);
     fprintf(f, "  --decay-epochs X     the decay ends X epochs after step 0 (default %s)\n", hor);
     fprintf(f, "  --decay-steps N      the decay ends N steps after step 0\n");
     fprintf(f, "  --decay-power X      polynomial: (1 - p)^X (default %g)\n", d->decay_power);
