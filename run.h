@@ -164,8 +164,7 @@ static const Flag flags[] = {
     {"prompt", "TEXT", AS_STR(prompt), 0, 0, "what a sample starts from", NULL, RUN_INVOCATION, BACKEND_ANY},
     {"temperature", "X", AS_DOUBLE(temperature), 1e-6, 1e6, "sampling temperature", NULL, RUN_INVOCATION, BACKEND_ANY},
     {"out", "DIR", AS_STR(out), 0, 0,
-     "the run directory: latest.ckpt (where a resume continues), best.ckpt (the best\n"
-     "                         so far), train.log, and a lock while running", NULL, RUN_INVOCATION, BACKEND_ANY},
+     "the run directory: latest.ckpt, best.ckpt, train.log and lock", NULL, RUN_INVOCATION, BACKEND_ANY},
     {"ckpt-every", "N", AS_LONG(ckpt_every), 0, MAX_STEPS,
      "write latest.ckpt every N steps, 0 = only at the end", NULL, RUN_INVOCATION, BACKEND_ANY},
     {"resume", "PATH", AS_STR(resume), 0, 0,
@@ -647,7 +646,7 @@ static void options_without_record(const Options *o, const char *path) {
 
 // What --resume does with the flags, for --help (this trainer's: backend).
 static void usage_resume(FILE *f, Backend backend) {
-    fprintf(f, "A run is a directory (--out): latest.ckpt, best.ckpt, train.log. --resume DIR continues the run in\n"
+    fprintf(f, "A run is a directory (--out, above). --resume DIR continues the run in\n"
                "DIR; a checkpoint file continues into --out. The model and the global batch come from the\n"
                "checkpoint's header; the data (known by content: --train and --val say where it is now),\n"
                "--corpus-bytes, --no-reset-docs, --seq-len, the schedule, --clip, --fp16 and --seed from its run\n"
