@@ -1913,7 +1913,7 @@ static Precision model_precision(const Options *o) {
         fprintf(stderr, "note: --fp16 ignored: this is the FP32 build (train_gpu is the FP16 one)\n");
     p.fp16 = 0;
     p.max_loss_scale = INFINITY;  // (S = 1 throughout)
-    snprintf(p.description, sizeof p.description, "FP32 everywhere (PRECISION=FP32 build), S = 1; %s matmuls%s",
+    snprintf(p.description, sizeof p.description, "FP32 everywhere (-DPRECISION_FP32), S = 1; %s matmuls%s",
              matmuls, switches);
 #endif
     return p;
