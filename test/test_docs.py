@@ -16,6 +16,12 @@ doc/*.md, dev/*.md and dev/*/*.md (inline `code` spans; commands in code blocks)
      --help` prints, in the forms the pages use (stated_defaults);
   5. lines: the core sources (*.h, *.c, *.cu at the root, tools/*.c, *.py, *.sh, the Makefile) keep
      within 120 columns;
+  6. facts stated twice: a NAME=value (a page's span, the code's comments and messages) names a make
+     variable, an environment variable or a macro read here; a list, table or count of a run
+     directory's files (pages and --help) is the one run_dir_paths makes; a decay "over N steps" on
+     a trainer's page says where ./train ends it (--steps, as --help says); a page that calls resume
+     bit-exact links the section of gpu.md that gives its conditions; design.md's reading-order
+     table lists the root's sources and its folders of code, as the tree holds them;
 and a self-check: a page with a planted error of each kind is caught, the same page without it
 passes. BUILD (the environment, as make test passes it; default build) names the build directory.
 Runs from the repository root in about two seconds. Ends with 'test_docs: N passed, N failed'."""
@@ -251,6 +257,12 @@ class Code:
         self.scripts = {os.path.splitext(os.path.basename(p))[0] for p in self.files if is_source(p) and
                         re.match(r"(tools|test|dev)/", p) and not p.endswith(".h")} - {"harness"}
         self.scripts |= {"mpirun", "nvcc", "test_gpu"}
+        self.settings = settings_read(self.files)
+        # NAME=value may also define a macro: MLSTM_REAL=double
+        self.settable = self.settings | set(re.findall(r"^[ \t]*#[ \t]*(?:define|ifn?def|if)[ \t]+(?:defined[ (]*)?(" +
+                                                       IDENT + ")", self.text, re.M))
+        self.notes = [(p, n, t) for p in sorted(self.files) if is_source(p) for n, t in source_notes(p, read(p))]
+        self.run_dir = run_dir_names(self.text)
 
     def find_files(self, name, page):
         """The repository files a page's path names: from the root, from the page's folder, or by file name."""
@@ -379,7 +391,7 @@ def command_problems(cmd, page, code):
                 break
             checked += 1
             v = re.match(r"([A-Za-z_][A-Za-z0-9_]*)=", w)
-            if v and v.group(1) not in code.words:
+            if v and v.group(1) not in code.settable:
                 bad.append("make %s: no such variable in the Makefile" % v.group(1))
             elif not v and not w.startswith("-") and w not in code.make_targets and \
                     path_problem(w, page, code) is not None:
@@ -419,6 +431,10 @@ def check_names(page, text, code):
         setting = re.match(r"^([A-Za-z_]\w*)=\S*$", s)
         glob_name = re.match(r"^[A-Za-z_][A-Za-z0-9_*]*\*[A-Za-z0-9_*]*$", s)
         name = span_name(s.replace("::", "."))
+        if setting and SETTING.match(s):  # MAKE_OR_ENV=value: what a reader may set, so it must be read here
+            n_checked += 1
+            bad += ["%s:%d: `%s`" % (page, n, x) for x in setting_problems(s, s, code)]
+            continue
         if setting:
             name = setting.group(1)
         if glob_name:
@@ -510,7 +526,7 @@ def check_places(page, text, code):
     file's includes are what a table of them says."""
     bad, n_checked = [], 0
     for n, f, named, more in include_claims(text):
-        files = code.find_files(f, page)
+        files = [x for x in code.find_files(f, page) if os.path.isfile(os.path.join(ROOT, x))]
         if not files:
             continue
         n_checked += 1
@@ -634,6 +650,181 @@ def check_defaults(page, text, code):
             bad.append("%s:%d: %s's default is %s here, %s in --help" % (page, n, flag, value, printed))
     return bad, n_checked
 
+# ---- facts stated twice: in a page and in the code (or in the code's own comments and messages)
+
+def settings_read(files):
+    """The NAME of every NAME=value a reader may set: the make variables (set or read in the Makefile
+    and test/cuda/*.mk) and the environment variables a program reads (getenv, env_switch, os.environ,
+    a shell script's $NAME)."""
+    out = set()
+    for path in files:
+        if not is_source(path):
+            continue
+        text = read(path)
+        if path.endswith(("Makefile", ".mk")):
+            code = sh_code(text)
+            out |= set(re.findall(r"^\s*(?:override\s+|export\s+)?(" + IDENT + r")\s*(?::=|\?=|\+=|=)", code, re.M))
+            out |= set(re.findall(r"\$[({](" + IDENT + r")[)}]", code))
+            out |= set(re.findall(r"\bif(?:n?def)\s+(" + IDENT + ")", code))
+        elif path.endswith((".h", ".c", ".cu", ".cpp")):
+            out |= set(re.findall(r'\b\w*env\w*\(\s*"(' + IDENT + ')"', text))
+        elif path.endswith(".py"):
+            out |= set(re.findall(r"(?:environ\.get|environ\.setdefault|getenv)\(\s*[\"'](" + IDENT + ")", text))
+            out |= set(re.findall(r"environ\[\s*[\"'](" + IDENT + ")", text))
+        else:
+            out |= set(re.findall(r"\$\{?(" + IDENT + ")", sh_code(text)))
+    return out
+
+
+def source_notes(path, text):
+    """(line, text) of each comment and string of a source file: what the code says in words (C and
+    Python: comments and strings; shell and make: comment lines)."""
+    if path.endswith((".h", ".c", ".cu", ".cpp")):
+        return [(text.count("\n", 0, m.start()) + 1, m.group(0)) for m in C_TOKENS.finditer(text)]
+    if path.endswith(".py"):
+        try:
+            return [(t.start[0], t.string) for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                    if t.type in (tokenize.COMMENT, tokenize.STRING)]
+        except (tokenize.TokenError, SyntaxError):
+            return []
+    return [(text.count("\n", 0, m.start()) + 1, m.group(0)) for m in re.finditer(r"^[ \t]*#.*$", text, re.M)]
+
+
+# NAME=value in words: a make variable or an environment variable (one letter is an equation's, H=4)
+SETTING = re.compile(r"(?<![\w$-])([A-Z][A-Z0-9_]+)=(?!=)(?=[\w\"'$(-])")
+# other programs' environment that this project's commands set
+OTHER_SETTINGS = {"ASAN_OPTIONS": "AddressSanitizer's", "OMPI_ALLOW_RUN_AS_ROOT": "Open MPI's",
+                  "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "Open MPI's", "OMP_STACKSIZE": "OpenMP's",
+                  "BLAS_INFO": "PyTorch's build description (torch.__config__.show())",
+                  "KEY": "the placeholder of a KEY=VALUE usage line"}
+
+
+def setting_problems(where, text, code):
+    """Each NAME=value in `text` whose NAME is no make variable or environment variable read here."""
+    return ["%s: %s= is no make variable, environment variable or macro read here" % (where, m.group(1))
+            for m in SETTING.finditer(text)
+            if m.group(1) not in code.settable and m.group(1) not in OTHER_SETTINGS and m.group(1) not in EXTERNAL]
+
+
+def run_dir_names(code_text):
+    """The names of a run directory's files: the ones run_dir_paths joins to the directory, from the
+    #define of each (RUN_LOCK "lock"). code_text: the sources without comments, strings kept."""
+    macros = dict(re.findall(r'^[ \t]*#[ \t]*define[ \t]+(' + IDENT + r')[ \t]+"([^"]+)"', code_text, re.M))
+    body = re.search(r"\brun_dir_paths\([^)]*\)\s*\{(.*?)\n\}", code_text, re.S)
+    joined = re.findall(r'"%s/%s",\s*\w+,\s*(' + IDENT + r")\)", body.group(1)) if body else []
+    return sorted(macros[n] for n in joined if n in macros)
+
+
+def run_dir_lists(text, names):
+    """(offset, the names) of each list of a run directory's files in a text: three or more of them
+    in a row, each perhaps `quoted` and followed by a (remark), joined by commas, "and" or "or"."""
+    if not names:
+        return []
+    item = r"`?(?<![\w./-])(?:%s)(?![\w-])`?(?:\s*\([^()]*\))?" % "|".join(re.escape(n) for n in names)
+    lists = re.finditer(item + r"(?:(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)" + item + ")+", text)
+    out = []
+    for m in lists:
+        found = set(re.findall("|".join(re.escape(n) for n in names), re.sub(r"\([^()]*\)", "", m.group(0))))
+        if len(found) >= 3:
+            out.append((m.start(), found))
+    return out
+
+
+NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8}
+
+
+def check_run_dir(page, text, code):
+    """A page's list of a run directory's files (a list in words, a table's first column, a count
+    of its names) is the one the trainer makes (run_dir_paths)."""
+    bad, n_checked, names = [], 0, set(code.run_dir)
+    for first, par in paragraphs(text):
+        for at, found in run_dir_lists(par, code.run_dir):
+            n_checked += 1
+            if found != names:
+                bad.append("%s:%d: a run directory of %s; the trainer's holds %s" % (page, first + par.count(
+                    "\n", 0, at), ", ".join(sorted(found)), ", ".join(sorted(names))))
+        if re.search(r"run directory|A run is one directory|`--out`", par):
+            for m in re.finditer(r"\b(%s)\s+(?:names|files)\b" % "|".join(NUMBER_WORDS), par):
+                n_checked += 1
+                if NUMBER_WORDS[m.group(1)] != len(names):
+                    bad.append("%s:%d: says %s names; the trainer's run directory holds %d (%s)" % (
+                        page, first + par.count("\n", 0, m.start()), m.group(1), len(names), ", ".join(sorted(names))))
+    rows = []  # the tables' first cells, table by table
+    for n, ln in enumerate(text.splitlines() + [""], 1):
+        cell = re.match(r"^\s*\|\s*`([^`|]+)`\s*\|", ln)
+        if cell:
+            rows.append((n, cell.group(1)))
+        elif not ln.lstrip().startswith("|"):
+            in_dir = [x for x in rows if x[1] in names]
+            if len(in_dir) >= 2:
+                n_checked += 1
+                listed = {x[1] for x in rows}
+                if listed != names:
+                    bad.append("%s:%d: a table of a run directory's files lists %s; the trainer's holds %s" % (
+                        page, rows[0][0], ", ".join(sorted(listed)), ", ".join(sorted(names))))
+            rows = []
+    return bad, n_checked
+
+
+def check_decay_end(page, text, code):
+    """Where ./train ends a decay: --help says it is at --steps unless a horizon is given, so a
+    trainer's page that gives a decay "over N steps" says in the same paragraph where `--steps` ends it."""
+    bad, n_checked = [], 0
+    if page not in TRAINER_PAGES or "--steps" not in code.train_defaults.get("--decay-epochs", ""):
+        return bad, n_checked
+    for first, par in paragraphs(text):
+        for m in re.finditer(r"\bdecay\w*\b[^.;]{0,40}?\bover\s+(?:a\s+fixed\s+)?(\d[\d,.]*k?)\s+steps\b", par):
+            n_checked += 1
+            if "`--steps`" not in par:
+                bad.append("%s:%d: a decay over %s steps, but ./train ends it at --steps (--help: --decay-epochs)"
+                           % (page, first + par.count("\n", 0, m.start()), m.group(1)))
+    return bad, n_checked
+
+
+# The one place that says when a resume repeats a run bit for bit (the GPU's conditions)
+BIT_EXACT = ("doc/gpu.md", "What is bit-exact")
+
+
+def anchor(heading):
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def check_resume_claim(page, text, code):
+    """A page that says resume is bit-exact points to where its conditions are stated (BIT_EXACT)."""
+    bad, n_checked = [], 0
+    if page == BIT_EXACT[0]:
+        return bad, n_checked
+    link = os.path.basename(BIT_EXACT[0]) + "#" + anchor(BIT_EXACT[1])
+    for first, par in paragraphs(text):
+        for m in re.finditer(r"\b[Rr]esum(?:e|es|ing)\s+(?:is|are)\s+(?:bit-exact|exact|bit for bit|byte-identical)",
+                             par):
+            n_checked += 1
+            if link not in par:
+                bad.append("%s:%d: says resume is bit-exact without its conditions (link %s)" % (
+                    page, first + par.count("\n", 0, m.start()), link))
+    return bad, n_checked
+
+
+def card_problems(page, text, root_files):
+    """The reading-order table (its columns file, job, includes) lists the tree as it is: every
+    source at the root and every folder of code, and nothing else."""
+    top = {p.split("/")[0] + "/" for p in root_files if "/" in p and is_source(p) and not p.startswith(".")}
+    want = {p for p in root_files if "/" not in p and p.endswith((".h", ".c", ".cu"))} | top
+    listed, header, found = set(), None, False
+    for ln in text.splitlines() + [""]:
+        cells = [c.strip() for c in ln.strip().strip("|").split("|")] if ln.lstrip().startswith("|") else None
+        if cells is None:
+            header = None
+        elif header is None:
+            header = cells
+        elif {"file", "job", "includes"} <= set(header) and not set(cells[0]) <= set("-: "):
+            found = True
+            listed |= set(re.findall(r"`([^`]+)`", cells[0]))
+    if not found:
+        return ["%s: no reading-order table (columns file, job, includes)" % page]
+    return ["%s: the reading-order table %s %s" % (page, what, ", ".join(sorted(names))) for what, names in
+            (("lists what the tree does not hold:", listed - want), ("leaves out", want - listed)) if names]
+
 
 def long_lines(path, text):
     return ["%s:%d: %d columns" % (path, n, len(ln)) for n, ln in enumerate(text.splitlines(), 1) if len(ln) > 120]
@@ -671,7 +862,10 @@ def project_includes():
 
 
 CHECKS = (("code names and paths exist", check_names), ("places and calls hold", check_places),
-          ("flags exist", check_flags), ("defaults are --help's", check_defaults))
+          ("flags exist", check_flags), ("defaults are --help's", check_defaults),
+          ("a run directory's files are the trainer's", check_run_dir),
+          ("a decay ends where ./train ends it", check_decay_end),
+          ("bit-exact resume is said with its conditions", check_resume_claim))
 
 
 def run_checks(pages, code):
@@ -686,7 +880,12 @@ def self_check(code):
             "(default `out/`). The default small model (a 256-unit mLSTM, batch 32, T = 64, 800 steps).\n"
             "Without `--lr-schedule` the trainer uses LEGW with 2e-3 at a batch of 32. `CKPT_AT_*`,\n"
             "`-DUSE_MPI`, `make test-lab`, `seq-len`. `run.h` (`RunRule`, `data_identity`) is the code;\n"
-            "`--seed`, default 1, and `--clip 1` (default).\n\n"
+            "`--seed`, default 1, and `--clip 1` (default). `make gpu GPU_DEBUG=1`, `GPU_DEBUG=1`.\n\n"
+            "A run is one directory, `--out`: the trainer owns four names in it, `latest.ckpt`, `best.ckpt`,\n"
+            "`train.log` and `lock`. The `puri` rule decays over 100k steps, ended at `--steps`.\n"
+            "Resume is bit-exact on the default path ([gpu.md](gpu.md#what-is-bit-exact)).\n\n"
+            "| file | what |\n|---|---|\n| `latest.ckpt` | a |\n| `best.ckpt` | b |\n| `train.log` | c |\n"
+            "| `lock` | d |\n\n"
             "| file | includes |\n|---|---|\n| `gemm.h` | `mlstm.h` |\n\n"
             "    ./train --lr 0.002 --steps 10\n"
             "    dev/gpu_check.sh out/\n\n"
@@ -712,6 +911,14 @@ def self_check(code):
         "a default in the third form, wrong": ("`--clip 1` (default)", "`--clip 0` (default)"),
         "the default model in words, wrong": ("T = 64", "T = 128"),
         "the default schedule in words, wrong": ("with 2e-3 at", "with 5e-4 at"),
+        "a make variable that is no variable": ("`make gpu GPU_DEBUG=1`", "`make gpu PRECISION=FP32`"),
+        "a setting that nothing reads": ("`GPU_DEBUG=1`.", "`PRECISION=FP32`."),
+        "a run directory listed short": ("`train.log` and `lock`", "and `train.log`"),
+        "a run directory's files miscounted": ("four names", "three names"),
+        "a run directory's table short": ("| `lock` | d |\n", ""),
+        "a run directory's table with a file too many": ("| `lock` | d |\n", "| `lock` | d |\n| `run.pid` | e |\n"),
+        "a decay over N steps that ./train ends elsewhere": (", ended at `--steps`", ""),
+        "bit-exact resume without its conditions": (" ([gpu.md](gpu.md#what-is-bit-exact))", ""),
     }
     page = "doc/training.md"
     clean = [x for v in run_checks({page: good}, code).values() for x in v[0]]
@@ -720,6 +927,15 @@ def self_check(code):
         assert old in good, what
         found = [x for v in run_checks({page: good.replace(old, new)}, code).values() for x in v[0]]
         check(len(found) >= 1, "self-check: %s is caught (%s)" % (what, "; ".join(found) or "missed"))
+    check(setting_problems("x", "// the PRECISION=FP32 build", code) and
+          not setting_problems("x", "// make gpu GPU_DEBUG=1, MLSTM_SPLITK=1 in the environment", code),
+          "self-check: a comment's PRECISION=FP32 (no make variable) is caught, GPU_DEBUG=1 and MLSTM_SPLITK=1 are not")
+    design = read("doc/design.md")
+    row = re.search(r"^\| `tools/` \|.*\n", design, re.M)
+    check(row and not card_problems("x", design, code.files) and card_problems("x", design.replace(row.group(0), ""),
+          code.files) and card_problems(
+          "x", design.replace(row.group(0), row.group(0) * 2).replace("`tools/`", "`harness.h`", 1), code.files),
+          "self-check: the reading-order table without its tools/ row, or with a file the tree lacks, is caught")
     check(len(long_lines("x", "x" * 121)) == 1 and not long_lines("x", "x" * 120 + "\n" + "é" * 120),
           "self-check: a line of 121 columns is caught, 120 (in ASCII or not) are not")
 
@@ -737,6 +953,19 @@ def main():
           "the code read: %d words, %d source files, %d defaults in --help" % (len(code.words), len(code.defs),
                                                                              len(code.train_defaults)))
     self_check(code)
+    check(len(code.run_dir) >= 3, "the run directory's files, from run_dir_paths: %s" % ", ".join(code.run_dir))
+    helped = run_dir_lists(" ".join(help_text.split()), code.run_dir)
+    check(helped and all(found == set(code.run_dir) for _, found in helped),
+          "%s --help names the run directory's files as run_dir_paths makes them (%s)" % (
+              os.path.join(build, "train"), "; ".join(", ".join(sorted(f)) for _, f in helped) or "no list"))
+    bad = [x for p, n, t in code.notes for x in setting_problems("%s:%d" % (p, n), t, code)]
+    check(not bad, "the code's comments and messages name as NAME=value only what the Makefile or a program reads "
+          "(%d of them)%s" % (len(code.notes), "".join("\n      " + b for b in bad)))
+    bad = card_problems("doc/design.md", read("doc/design.md"), code.files)
+    check(not bad, "doc/design.md's reading-order table lists the root's sources and folders of code%s"
+          % "".join("\n      " + b for b in bad))
+    check(anchor(BIT_EXACT[1]) in {anchor(h) for h in re.findall(r"^#+\s+(.*)$", read(BIT_EXACT[0]), re.M)},
+          "%s has the section the pages point to for bit-exact resume, \"%s\"" % BIT_EXACT)
     pages = {p: read(p) for p in doc_pages()}
     results = run_checks(pages, code)
     for what, _ in CHECKS:
