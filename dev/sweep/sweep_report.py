@@ -281,6 +281,14 @@ def cell(r):
 
 
 def write_table(runs, path, png_names):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        fh.write("\n".join(table_lines(runs, png_names)) + "\n")
+    os.replace(tmp, path)
+
+
+def table_lines(runs, png_names):
+    """results.md's lines: the final val bpc table, then one row per run."""
     ks = sorted({r["k"] for r in runs})
     rules = sorted({r["rule"] for r in runs}, key=rule_order)
     by = {(r["rule"], r["k"]): r for r in runs}
@@ -322,10 +330,7 @@ def write_table(runs, path, png_names):
                 (r["peak"] or "?").split(" at ")[0], r["warmup"] or "?", last, status))
     if png_names:
         lines += [""] + ["![%s](%s)" % (alt, name) for name, alt in png_names]
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        fh.write("\n".join(lines) + "\n")
-    os.replace(tmp, path)
+    return lines
 
 
 COLORS = {"linear": "#d62728", "sqrt": "#1f77b4", "legw": "#2ca02c", "puri": "#9467bd", "constant": "#7f7f7f",
@@ -486,6 +491,19 @@ def read_sweep(d):
 
 
 def claim_report(d):
+    lines, plot_args = claim_lines(d)
+    png = claim_plot(*plot_args, d)
+    if png:
+        lines += ["", "![%s](%s)" % ("mean final val bpc against batch size, one line per rule, 95% intervals", png)]
+    tmp = os.path.join(d, "claim.md.tmp")
+    with open(tmp, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    os.replace(tmp, os.path.join(d, "claim.md"))
+    print("wrote %s%s" % (os.path.join(d, "claim.md"), ", " + os.path.join(d, png) if png else ""))
+
+
+def claim_lines(d):
+    """claim.md's lines but its plot, and the plot's arguments (claim_plot)."""
     subdirs = sorted(x for x in os.listdir(d) if os.path.isdir(os.path.join(d, x))) if os.path.isdir(d) else []
     seeds = [x for x in subdirs if re.match(r"^seed\d+", x)]
     lrs = [x for x in subdirs if x.startswith("lr")]
@@ -653,14 +671,7 @@ def claim_report(d):
                       + " (%d)" % len(pairs[k][2]) for k in pk) + " |",
                   "| by seed | " + " | ".join(", ".join("%s: %+.3f" % (sd, x) for sd, x in pairs[k][2])
                                               for k in pk) + " |"]
-    png = claim_plot(by, vals, rules, ks, bm, limit, d)
-    if png:
-        lines += ["", "![%s](%s)" % ("mean final val bpc against batch size, one line per rule, 95% intervals", png)]
-    tmp = os.path.join(d, "claim.md.tmp")
-    with open(tmp, "w") as fh:
-        fh.write("\n".join(lines) + "\n")
-    os.replace(tmp, os.path.join(d, "claim.md"))
-    print("wrote %s%s" % (os.path.join(d, "claim.md"), ", " + os.path.join(d, png) if png else ""))
+    return lines, (by, vals, rules, ks, bm, limit)
 
 
 def claim_plot(by, vals, rules, ks, bm, limit, d):
