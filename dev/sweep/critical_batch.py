@@ -128,6 +128,13 @@ def main(argv):
         bins = [float(x) for x in o.bins.split(",") if x]
     except ValueError:
         die("--targets and --bins take comma-separated numbers")
+    with rep.unpacked([o.out] + o.dirs) as paths:  # a packed experiment: its pages from its archive
+        o.out, o.dirs = paths[0], paths[1:]
+        return page(o, targets, bins)
+
+
+def page(o, targets, bins):
+    """Writes o.out.md and its plots from the runs of o.dirs."""
     runs = read_runs(o.dirs, o.rule)
     T = runs[0]["T"]
     if any(r["T"] != T for r in runs):

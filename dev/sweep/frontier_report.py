@@ -593,7 +593,12 @@ def main(argv):
     if len(argv) != 1 or argv[0].startswith("-"):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         die("usage: dev/sweep/frontier_report.py ROOT [--legw DIR]")
-    root = argv[0]
+    with rep.unpacked([argv[0], legw]) as (root, legw):  # a packed experiment: its pages from its archive
+        return report(root, legw)
+
+
+def report(root, legw):
+    """Writes every budget's page and the verdicts' page of the experiment at root."""
     if not os.path.isdir(root):
         die("%s is not a directory" % root)
     budgets = sorted((x for x in os.listdir(root) if x.isdigit() and os.path.isdir(os.path.join(root, x))), key=int)

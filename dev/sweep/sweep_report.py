@@ -19,6 +19,7 @@ planned steps and the peak lr). The divergence rule lives here, and
 dev/sweep/sweep.py imports it, so the sweep stops a run on exactly the test this
 report applies afterwards. Standard library only.
 """
+import contextlib
 import gzip
 import json
 import math
@@ -27,6 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 
 RULES = ["linear", "sqrt", "legw", "puri", "constant", "puri-run"]
@@ -88,34 +90,37 @@ def parse_log_lines(lines, train, val):
 
 BLOCK_CHARS = 8192  # a thinned log's line: the steps of this many training characters (dev/sweep/thin_logs.py)
 THIN_HEADER = ("# thinned by dev/sweep/thin_logs.py from the trainer's log: one block line per %d training characters, "
-               "block <last step> <epoch> <lr> <mean loss> <mean bpc> <rms grad norm> <steps>; val lines as written\n"
-               % BLOCK_CHARS)
+               "block <last step> <epoch> <lr> <mean loss> <mean bpc> <rms grad norm> <steps> <clipped steps>; "
+               "val lines as written\n" % BLOCK_CHARS)
 
 
-def blocks(train, chars_per_step):
+def blocks(train, chars_per_step, clip):
     """The train steps in consecutive blocks of BLOCK_CHARS characters (the last block may be
     shorter): (last step, epoch, lr at it, mean loss, mean bpc, root mean square gradient norm
-    over the steps that logged one, steps). One step's loss is one batch's, which at B0 is
-    32 characters: a block is the same amount of text at every batch, so its noise and its
-    lag do not depend on B."""
+    over the steps that logged one, steps, steps whose gradient norm was above clip (0: the
+    run does not clip)). One step's loss is one batch's, which at B0 is 32 characters: a block
+    is the same amount of text at every batch, so its noise and its lag do not depend on B."""
     n = max(1, int(round(BLOCK_CHARS / chars_per_step)))
     out = []
     for i in range(0, len(train), n):
         b = train[i:i + n]
-        g = [t[5] * t[5] for t in b if len(t) > 5 and math.isfinite(t[5])]
+        g = [t[5] for t in b if len(t) > 5 and math.isfinite(t[5])]
         out.append((b[-1][0], b[-1][1], b[-1][2], sum(t[3] for t in b) / len(b), sum(t[4] for t in b) / len(b),
-                    math.sqrt(sum(g) / len(g)) if g else float("nan"), len(b)))
+                    math.sqrt(sum(x * x for x in g) / len(g)) if g else float("nan"), len(b),
+                    sum(1 for x in g if x > clip) if clip > 0 else 0))
     return out
 
 
 def read_thin(path):
-    """A thinned log: (blocks, val) as blocks() and parse_log_lines() give them."""
+    """A thinned log: (blocks, val) as blocks() and parse_log_lines() give them. A log thinned before
+    the clipped count was kept has None there."""
     out, val = [], []
     with (gzip.open(path, "rt", errors="replace") if path.endswith(".gz") else open(path, errors="replace")) as fh:
         for line in fh:
             f = line.split()
             if len(f) >= 8 and f[0] == "block":
-                out.append((int(f[1]),) + tuple(parse_float(x) for x in f[2:7]) + (int(f[7]),))
+                out.append((int(f[1]),) + tuple(parse_float(x) for x in f[2:7]) + (int(f[7]),)
+                           + (int(f[8]) if len(f) > 8 else None,))
             elif f and f[0] == "val":
                 parse_log_lines([line], [], val)
     return out, val
@@ -166,52 +171,76 @@ def divergence(train, val, planned_steps=None, window=WINDOW, start=0):
     return None
 
 
+ARCHIVE = "logs.tar.xz"  # an experiment's run trees, packed by dev/sweep/pack_logs.py
+PAGE_SUFFIXES = (".md", ".png")  # what the reports write: the pages and their plots, never packed
+
+
+def packed_experiment(path):
+    """The directory at or above path that holds an ARCHIVE, or None."""
+    d = os.path.abspath(path)
+    while True:
+        if os.path.exists(os.path.join(d, ARCHIVE)):
+            return d
+        up = os.path.dirname(d)
+        if up == d:
+            return None
+        d = up
+
+
+def unpack_archive(exp, dest):
+    """Extracts exp's ARCHIVE into dest, refusing a member that would land outside it."""
+    with tarfile.open(os.path.join(exp, ARCHIVE), "r:xz") as tf:
+        for m in tf.getmembers():
+            if not m.isfile() or os.path.isabs(m.name) or ".." in m.name.split("/"):
+                die("%s: member %s is not a plain file inside the experiment" % (os.path.join(exp, ARCHIVE), m.name))
+        for m in tf.getmembers():
+            out = os.path.join(dest, m.name)
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            with tf.extractfile(m) as src, open(out, "wb") as fh:
+                shutil.copyfileobj(src, fh)
+
+
+@contextlib.contextmanager
+def unpacked(paths):
+    """Yields paths to read the run trees of paths by: a path inside an experiment packed into
+    ARCHIVE (dev/sweep/pack_logs.py) is read from a temporary copy of its trees, unpacked at the
+    same path relative to the working directory, which is changed to the copy's root meanwhile
+    (so that the pages print the paths they were given); on leaving, every page and plot written
+    in the copy is copied to the same place in the experiment. Other paths are yielded as they
+    are (absolute while the directory is changed)."""
+    exps = sorted({e for e in map(packed_experiment, paths) if e})
+    if not exps:
+        yield list(paths)
+        return
+    cwd = os.getcwd()
+    for e in exps:
+        if os.path.relpath(e, cwd).startswith(".."):
+            die("%s is packed (%s) and outside the working directory: run from above it" % (e, ARCHIVE))
+    with tempfile.TemporaryDirectory() as tmp:
+        for e in exps:
+            unpack_archive(e, os.path.join(tmp, os.path.relpath(e, cwd)))
+        mapped = [os.path.relpath(os.path.abspath(p), cwd) if packed_experiment(p) else os.path.abspath(p)
+                  for p in paths]
+        os.chdir(tmp)
+        try:
+            yield mapped
+        finally:
+            os.chdir(cwd)
+        for e in exps:
+            copy = os.path.join(tmp, os.path.relpath(e, cwd))
+            for d, subdirs, files in os.walk(copy):
+                for f in files:
+                    if f.endswith(PAGE_SUFFIXES):
+                        dest = os.path.join(e, os.path.relpath(os.path.join(d, f), copy))
+                        os.makedirs(os.path.dirname(dest), exist_ok=True)
+                        shutil.copyfile(os.path.join(d, f), dest + ".tmp")
+                        os.replace(dest + ".tmp", dest)
+
+
 def table_value(text, name):
     """A value from the trainer's start-up table (`| name | value |`)."""
     m = re.search(r"^\| %s\s*\| (.*?)\s*\|$" % re.escape(name), text, re.M)
     return m.group(1) if m else None
-
-
-def run_logs(runs_dir):
-    """The run logs in runs_dir, one per run: x.log where both x.log and x.log.gz exist."""
-    if not os.path.isdir(runs_dir):
-        return []
-    names = set(f for f in os.listdir(runs_dir) if RUN_RE.match(f))
-    return sorted(f for f in names if not (f.endswith(".gz") and f[:-3] in names))
-
-
-def read_run(runs_dir, fname):
-    m = RUN_RE.match(fname)
-    rule, k = m.group("rule"), int(m.group("k"))
-    log = os.path.join(runs_dir, fname)
-    name = fname[:-7] if fname.endswith(".log.gz") else fname[:-4]
-    out = os.path.join(runs_dir, name + ".out")
-    text = open(out, errors="replace").read() if os.path.exists(out) else ""
-    train, val = read_log(log)
-    r = {"rule": rule, "k": k, "name": name, "train": train, "val": val}
-    steps = table_value(text, "steps")
-    r["planned"] = int(steps.split()[0]) if steps else None
-    batch = table_value(text, "batch")  # "8 rows/rank x 1 ranks = 8, T = 32"
-    bm = re.search(r"= (\d+), T = (\d+)", batch or "")
-    r["B"] = int(bm.group(1)) if bm else None
-    r["T"] = int(bm.group(2)) if bm else None
-    spe = table_value(text, "steps per epoch")
-    r["steps_per_epoch"] = int(spe) if spe else None
-    r["peak"] = table_value(text, "peak lr")
-    r["warmup"] = table_value(text, "warmup")
-    r["cap"], r["decay"] = table_value(text, "lr cap"), table_value(text, "decay")
-    r["base"] = table_value(text, "base lr")
-    r["optimizer"] = table_value(text, "optimizer")
-    r["last_step"] = train[-1][0] if train else 0
-    d = divergence(train, val, r["planned"])
-    final = [v for v in val if v[0] == r["planned"]] if r["planned"] else []
-    if d:
-        r["status"], r["div_step"], r["div_reason"] = "diverged", d[0], d[1]
-    elif final:
-        r["status"], r["bpc"] = "done", final[-1][3]
-    else:
-        r["status"] = "incomplete"
-    return r
 
 
 def run_names(runs_dir):
@@ -223,42 +252,47 @@ def run_names(runs_dir):
 
 def read_run_blocks(runs_dir, name):
     """One run as blocks (blocks()), from its log if it is here, else from its thinned log:
-    rule, k, seed, B, T, the start-up table's planned steps and peak lr, status ('done',
-    'diverged', 'incomplete'), the final val bpc of a finished run. A thinned log keeps no
-    single steps, so the divergence rule cannot be applied to it again: the status is then
-    the one the sweep recorded (.status) when the rule watched the run."""
+    rule, k, seed, B, T, the start-up table's planned steps, lrs, warmup, decay and optimizer,
+    the validation lines, the last step, status ('done', 'diverged', 'incomplete'), the final
+    val bpc of a finished run, and for a diverged one the step and the reason. A thinned log
+    keeps no single steps, so the divergence rule cannot be applied to it again: the status,
+    step and reason are then the ones the sweep recorded (.status) when the rule watched the run."""
     m = RUN_RE.match(name + ".log")
     raw = [p for p in (os.path.join(runs_dir, name + x) for x in (".log", ".log.gz")) if os.path.exists(p)]
-    thin = os.path.join(runs_dir, name + ".thin.gz")
+    thin = next((p for p in (os.path.join(runs_dir, name + x) for x in (".thin.gz", ".thin")) if os.path.exists(p)),
+                None)
     with open(os.path.join(runs_dir, name + ".out"), errors="replace") as fh:
         text = fh.read()
     sm = re.search(r" --seed (\d+)", text.split("\n", 1)[0])
-    bm = re.search(r"= (\d+), T = (\d+)", table_value(text, "batch") or "")
+    bm = re.search(r"= (\d+), T = (\d+)", table_value(text, "batch") or "")  # "8 rows/rank x 1 ranks = 8, T = 32"
     steps = table_value(text, "steps")
     r = {"rule": m.group("rule"), "k": int(m.group("k")), "name": name, "seed": int(sm.group(1)) if sm else None,
          "B": int(bm.group(1)) if bm else None, "T": int(bm.group(2)) if bm else None,
          "planned": int(steps.split()[0]) if steps else None, "peak": table_value(text, "peak lr"),
          "base_lr": table_value(text, "base lr"), "warmup": table_value(text, "warmup"),
+         "cap": table_value(text, "lr cap"), "decay": table_value(text, "decay"),
          "optimizer": table_value(text, "optimizer")}
     if not r["B"]:
         die("%s: no batch in the start-up table of %s.out" % (runs_dir, name))
+    cm = re.search(r"clip ([0-9.e+-]+)", r["optimizer"] or "")
+    r["clip"] = float(cm.group(1)) if cm else 0.0
     status = None
     if os.path.exists(os.path.join(runs_dir, name + ".status")):
         with open(os.path.join(runs_dir, name + ".status")) as fh:
             status = json.load(fh)
     if raw:
         train, val = read_log(raw[0])
-        r["blocks"] = blocks(train, r["B"] * r["T"])
+        r["blocks"] = blocks(train, r["B"] * r["T"], r["clip"])
         d = divergence(train, val, r["planned"])
-        diverged = d is not None
-    elif os.path.exists(thin):
+    elif thin:
         r["blocks"], val = read_thin(thin)
-        diverged = status is not None and status["status"] == "diverged"
+        d = (status["step"], status["reason"]) if status is not None and status["status"] == "diverged" else None
     else:
         die("%s: %s has neither a log nor a thinned log" % (runs_dir, name))
+    r["val"], r["last_step"] = val, r["blocks"][-1][0] if r["blocks"] else 0
     final = [v for v in val if v[0] == r["planned"]]
-    if diverged:
-        r["status"] = "diverged"
+    if d:
+        r["status"], r["div_step"], r["div_reason"] = "diverged", d[0], d[1]
     elif final:
         r["status"], r["bpc"] = "done", final[-1][3]
     else:
@@ -281,6 +315,14 @@ def cell(r):
 
 
 def write_table(runs, path, png_names):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        fh.write("\n".join(table_lines(runs, png_names)) + "\n")
+    os.replace(tmp, path)
+
+
+def table_lines(runs, png_names):
+    """results.md's lines: the final val bpc table, then one row per run."""
     ks = sorted({r["k"] for r in runs})
     rules = sorted({r["rule"] for r in runs}, key=rule_order)
     by = {(r["rule"], r["k"]): r for r in runs}
@@ -301,8 +343,8 @@ def write_table(runs, path, png_names):
     for rule in rules:
         lines.append("| " + " | ".join([rule] + [cell(by.get((rule, k))) for k in ks]) + " |")
     lines += ["", "Per run: steps, peak learning rate and warmup (from the trainer's start-up table), "
-              "the last train loss in bpc (mean of the last %d steps), and why a diverged run was stopped."
-              % WINDOW, "",
+              "the last train loss in bpc (mean of the last block of %d training characters), and why a diverged "
+              "run was stopped." % BLOCK_CHARS, "",
               "| run | batch | steps | peak lr | warmup | last train bpc | status |",
               "|---|---|---|---|---|---|---|"]
     for rule in rules:
@@ -310,8 +352,7 @@ def write_table(runs, path, png_names):
             r = by.get((rule, k))
             if not r:
                 continue
-            tail = [t[4] for t in r["train"][-WINDOW:]]
-            last = ("%.3f" % (sum(tail) / len(tail))) if tail else "-"
+            last = "%.3f" % r["blocks"][-1][4] if r["blocks"] else "-"
             status = r["status"]
             if status == "diverged":
                 status = "diverged at step %d: %s" % (r["div_step"], r["div_reason"])
@@ -322,10 +363,7 @@ def write_table(runs, path, png_names):
                 (r["peak"] or "?").split(" at ")[0], r["warmup"] or "?", last, status))
     if png_names:
         lines += [""] + ["![%s](%s)" % (alt, name) for name, alt in png_names]
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        fh.write("\n".join(lines) + "\n")
-    os.replace(tmp, path)
+    return lines
 
 
 COLORS = {"linear": "#d62728", "sqrt": "#1f77b4", "legw": "#2ca02c", "puri": "#9467bd", "constant": "#7f7f7f",
@@ -388,12 +426,12 @@ def plots(runs, outdir):
         for r in sorted(largest, key=lambda r: rules.index(r["rule"])):
             fn = os.path.join(tmp, "curve_%s" % r["rule"])
             with open(fn, "w") as fh:
-                fh.writelines("%g %g %g\n" % (t[1], t[4], t[2]) for t in r["train"] if math.isfinite(t[4]))
+                fh.writelines("%g %g %g\n" % (t[1], t[4], t[2]) for t in r["blocks"] if math.isfinite(t[4]))
             vn = os.path.join(tmp, "val_%s" % r["rule"])
             with open(vn, "w") as fh:
                 fh.writelines("%g %g\n" % (v[1], v[3]) for v in r["val"] if math.isfinite(v[3]))
             c = color(r["rule"])
-            t = r["rule"] + (" (diverged%s)" % (", off the top" if any(x[4] > 10 for x in r["train"]) else "")
+            t = r["rule"] + (" (diverged%s)" % (", off the top" if any(x[4] > 10 for x in r["blocks"]) else "")
                              if r["status"] == "diverged" else "")
             curves.append('"%s" using 1:2 with lines lw 2 lc rgb "%s" title "%s train"' % (fn, c, t))
             if os.path.getsize(vn):
@@ -427,11 +465,10 @@ def report(d):
     runs_dir = os.path.join(d, "runs")
     if not os.path.isdir(runs_dir):
         die("%s has no runs/ directory (is it a sweep directory? see dev/sweep/sweep.py)" % d)
-    names = run_logs(runs_dir)
+    names = run_names(runs_dir)
     if not names:
-        die("%s holds no run logs (<rule>_k<k>.log)" % runs_dir)
-    runs = [read_run(runs_dir, f) for f in names]
-    runs = [r for r in runs if r["train"]]
+        die("%s holds no runs (<rule>_k<k>.out and its log)" % runs_dir)
+    runs = [r for r in (read_run_blocks(runs_dir, f) for f in names) if r["blocks"]]
     if not runs:
         die("no run log in %s has a 'train' line" % runs_dir)
     pngs = plots(runs, d)
@@ -481,11 +518,23 @@ def paired_ci(a, b):
 
 def read_sweep(d):
     runs_dir = os.path.join(d, "runs")
-    names = run_logs(runs_dir)
-    return [r for r in (read_run(runs_dir, f) for f in names) if r["train"]]
+    return [r for r in (read_run_blocks(runs_dir, f) for f in run_names(runs_dir)) if r["blocks"]]
 
 
 def claim_report(d):
+    lines, plot_args = claim_lines(d)
+    png = claim_plot(*plot_args, d)
+    if png:
+        lines += ["", "![%s](%s)" % ("mean final val bpc against batch size, one line per rule, 95% intervals", png)]
+    tmp = os.path.join(d, "claim.md.tmp")
+    with open(tmp, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    os.replace(tmp, os.path.join(d, "claim.md"))
+    print("wrote %s%s" % (os.path.join(d, "claim.md"), ", " + os.path.join(d, png) if png else ""))
+
+
+def claim_lines(d):
+    """claim.md's lines but its plot, and the plot's arguments (claim_plot)."""
     subdirs = sorted(x for x in os.listdir(d) if os.path.isdir(os.path.join(d, x))) if os.path.isdir(d) else []
     seeds = [x for x in subdirs if re.match(r"^seed\d+", x)]
     lrs = [x for x in subdirs if x.startswith("lr")]
@@ -619,11 +668,8 @@ def claim_report(d):
         for k in ks:
             shares = []
             for _, r in by.get((rule, k), []):
-                cm = re.search(r"clip ([0-9.e+-]+)", r["optimizer"] or "")
-                clip = float(cm.group(1)) if cm else 0.0
-                g = [t[5] for t in r["train"] if math.isfinite(t[5])]
-                if clip > 0 and g:
-                    shares.append(100.0 * sum(1 for x in g if x > clip) / len(g))
+                if r["clip"] > 0 and r["blocks"] and all(b[7] is not None for b in r["blocks"]):
+                    shares.append(100.0 * sum(b[7] for b in r["blocks"]) / sum(b[6] for b in r["blocks"]))
             cells.append("%.1f%% (%d)" % (sum(shares) / len(shares), len(shares)) if shares else "-")
         clip_rows.append("| %s | %s |" % (rule, " | ".join(cells)))
     lines += ["", "## How often clipping changed a step", "",
@@ -635,7 +681,7 @@ def claim_report(d):
     pk = [k for k in ks if paired_ci(seedval.get(("puri", k), {}), seedval.get(("legw", k), {}))[2]]
     if pk:
         base, cap, decay = (next((r[f] for v in by.values() for _, r in v if r["rule"] == "puri" and r.get(f)), "?")
-                            for f in ("base", "cap", "decay"))
+                            for f in ("base_lr", "cap", "decay"))
         pairs = {k: paired_ci(seedval[("puri", k)], seedval[("legw", k)]) for k in pk}
         lines += ["", "## puri against LEGW", "",
                   "Final bpc of the reconstructed `puri` rule minus LEGW's at the same k and seed, the mean over the "
@@ -653,14 +699,7 @@ def claim_report(d):
                       + " (%d)" % len(pairs[k][2]) for k in pk) + " |",
                   "| by seed | " + " | ".join(", ".join("%s: %+.3f" % (sd, x) for sd, x in pairs[k][2])
                                               for k in pk) + " |"]
-    png = claim_plot(by, vals, rules, ks, bm, limit, d)
-    if png:
-        lines += ["", "![%s](%s)" % ("mean final val bpc against batch size, one line per rule, 95% intervals", png)]
-    tmp = os.path.join(d, "claim.md.tmp")
-    with open(tmp, "w") as fh:
-        fh.write("\n".join(lines) + "\n")
-    os.replace(tmp, os.path.join(d, "claim.md"))
-    print("wrote %s%s" % (os.path.join(d, "claim.md"), ", " + os.path.join(d, png) if png else ""))
+    return lines, (by, vals, rules, ks, bm, limit)
 
 
 def claim_plot(by, vals, rules, ks, bm, limit, d):
@@ -694,10 +733,11 @@ def claim_plot(by, vals, rules, ks, bm, limit, d):
 
 def main(argv):
     if len(argv) == 2 and argv[0] == "--claim":
-        for x in sorted(os.listdir(argv[1])) if os.path.isdir(argv[1]) else []:
-            if re.match(r"^seed\d+", x) and os.path.isdir(os.path.join(argv[1], x, "runs")):
-                report(os.path.join(argv[1], x))
-        claim_report(argv[1])
+        with unpacked([argv[1]]) as (d,):
+            for x in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+                if re.match(r"^seed\d+", x) and os.path.isdir(os.path.join(d, x, "runs")):
+                    report(os.path.join(d, x))
+            claim_report(d)
         return 0
     if len(argv) == 2 and argv[0] == "--check":
         if not os.path.exists(argv[1]):
@@ -710,7 +750,8 @@ def main(argv):
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         die("usage: dev/sweep/sweep_report.py DIR  |  dev/sweep/sweep_report.py --check LOG  |  "
             "dev/sweep/sweep_report.py --claim DIR")
-    report(argv[0])
+    with unpacked([argv[0]]) as (d,):
+        report(d)
     return 0
 
 

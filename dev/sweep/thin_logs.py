@@ -3,8 +3,8 @@
 for every runs/<rule>_k<k>.log under the given directories whose run is finished (its
 .status exists), writes runs/<rule>_k<k>.thin.gz: one line per BLOCK_CHARS (8192) training
 characters with the block's mean loss and bpc, its root mean square gradient norm, the lr and
-epoch at its last step, and the validation lines as the trainer wrote them
-(sweep_report.blocks). The trainer logs every step: a one-pass run at B0 = 4 sequences of 8
+epoch at its last step, its steps and how many of them the clip changed, and the validation
+lines as the trainer wrote them (sweep_report.blocks). The trainer logs every step: a one-pass run at B0 = 4 sequences of 8
 characters over 8 MB has 250,000 lines, 6 MB gzipped; its thinned log has 977.
 
     dev/sweep/thin_logs.py DIR...
@@ -21,11 +21,12 @@ import sweep_report as rep  # noqa: E402
 
 
 def thin_one(runs_dir, name):
-    log = os.path.join(runs_dir, name + ".log")
+    """Writes runs_dir/name.thin.gz from the run's per-step log (name.log or name.log.gz); returns
+    whether it wrote."""
     r = rep.read_run_blocks(runs_dir, name)
-    _, val = rep.read_log(log)
+    val = r["val"]
     lines = [rep.THIN_HEADER]
-    lines += ["block %d %.6g %.6e %.6f %.6f %.6e %d\n" % b for b in r["blocks"]]
+    lines += ["block %d %.6g %.6e %.6f %.6f %.6e %d %d\n" % b for b in r["blocks"]]
     lines += ["val %d %.6g %.6f %.6f\n" % v for v in val]
     data = "".join(lines).encode()
     out = os.path.join(runs_dir, name + ".thin.gz")
