@@ -683,7 +683,8 @@ static inline double grad_norm(const real *g, size_t n) {
 #define CKPT_VERSION 3        // 2 added the run record, 3 the run's identity and the score; 1 and 2 are read too
 #define CKPT_MAX_RUN_BYTES (1u << 30)
 #define CKPT_HEADER_BYTES 256
-#define CKPT_SCALER_BYTES 48  // the scaler's field; schedule.h's LOSS_SCALER_BYTES of it are used, the rest 0
+#define CKPT_SCALER_BYTES 48  // the scaler's field; CKPT_SCALER_USED of it are used, the rest 0
+#define CKPT_SCALER_USED 40   // schedule.h's LOSS_SCALER_BYTES (train.h asserts the two agree)
 
 // The header, little-endian: the byte offset of each field (doc/formats.md has the table).
 enum {
@@ -938,6 +939,76 @@ static inline const char *checkpoint_file(const char *path, char *file, size_t c
     return NULL;
 }
 
+// The run record of an open checkpoint whose checksum matched: (run_bytes + 1,) malloc'd, NUL-terminated
+// past its end; NULL when the file has none (version 1, or written by tools/mlstm_ckpt.py new).
+static inline uint8_t *checkpoint_read_run(FILE *f, const char *path, const CkptHeader *hd) {
+    if (!hd->run_bytes) return NULL;
+    uint8_t *run = (uint8_t *)mallocCheck(hd->run_bytes + 1);
+    if (fseeko(f, (off_t)(CKPT_HEADER_BYTES + hd->payload_bytes), SEEK_SET) != 0 ||
+        fread(run, 1, hd->run_bytes, f) != hd->run_bytes)
+        fail("cannot read checkpoint %s: its run record", path);
+    return run;
+}
+
+// The run record's data identity (doc/formats.md, "Run record"): the values of these two
+// names are one line per shard, "<bytes> <checksum, 16 hex digits> <file name>\n" (run.h,
+// data_identity, writes them).
+#define RECORD_TRAIN_DATA "train data"
+#define RECORD_VAL_DATA "val data"
+#define RECORD_NAME_MAX 200  // the most bytes of a shard's file name an identity line keeps
+
+// Whether `line` (up to its '\n') is one identity line exactly as data_identity writes it:
+// the size in digits without a leading zero, within int64; one space; 16 lowercase hex
+// digits; one space; 1 to RECORD_NAME_MAX bytes of name; '\n'. Returns its length, 0 if not.
+static inline size_t ckpt_identity_line(const char *line) {
+    size_t digits = strspn(line, "0123456789");
+    if (!digits || digits > 19 || (digits > 1 && line[0] == '0') || line[digits] != ' ') return 0;
+    errno = 0;
+    if (strtoull(line, NULL, 10) > (unsigned long long)INT64_MAX || errno) return 0;
+    const char *sum = line + digits + 1;
+    if (strspn(sum, "0123456789abcdef") != 16 || sum[16] != ' ') return 0;
+    const char *name = sum + 17;
+    size_t len = strcspn(name, "\n");
+    if (!len || len > RECORD_NAME_MAX || name[len] != '\n') return 0;
+    return (size_t)(name + len + 1 - line);
+}
+
+// What is wrong with a run record of n bytes, in why (cap bytes), or 0 when nothing is: it
+// is whole NUL-terminated name, value pairs, no name empty, and each data identity one or
+// more identity lines. Every reader checks it (checkpoint_open; tools/mlstm_ckpt.py's load).
+static inline int ckpt_record_invalid(const uint8_t *run, uint64_t n, char *why, size_t cap) {
+    const char *text = (const char *)run;
+    if (n && run[n - 1] != 0) {
+        snprintf(why, cap, "the run record (%llu bytes) is not a list of NUL-terminated name, value pairs",
+                 (unsigned long long)n);
+        return 1;
+    }
+    for (uint64_t at = 0; at < n;) {
+        const char *name = text + at;
+        at += strlen(name) + 1;
+        const char *value = text + at;
+        if (at >= n || !name[0]) {
+            snprintf(why, cap, "the run record (%llu bytes) is not a list of NUL-terminated name, value pairs%s",
+                     (unsigned long long)n, at < n ? " (an empty name)" : "");
+            return 1;
+        }
+        at += strlen(value) + 1;
+        if (strcmp(name, RECORD_TRAIN_DATA) && strcmp(name, RECORD_VAL_DATA)) continue;
+        int line = 1;
+        for (const char *p = value;; line++) {
+            size_t len = ckpt_identity_line(p);
+            if (!len) {
+                snprintf(why, cap, "the run record's \"%s\" line %d is not \"<bytes> <checksum: 16 hex digits> "
+                         "<file name>\" as the trainer writes it", name, line);
+                return 1;
+            }
+            p += len;
+            if (!*p) break;
+        }
+    }
+    return 0;
+}
+
 // Opens a checkpoint and validates its header and checksum (the whole file is read
 // once). Any problem is fatal with a message naming the file (DIR/best.ckpt for a run
 // directory, checkpoint_file). The weights are then read from the returned file
@@ -986,7 +1057,9 @@ static inline FILE *checkpoint_open(const char *path_given, CkptHeader *out) {
     // a score and the loss mean are losses in nats: never below 0 (a score may be NaN: not scored)
     int sane = best_by <= CKPT_BEST_BY_TRAIN && isfinite(out->st.loss_ema) && out->st.loss_ema >= 0 &&
                !(out->st.score < 0) && out->cfg.V == 256 &&
-               out->cfg.D >= 1 && out->cfg.H >= 1 && out->st.G >= 1 && !(out->cfg.wnorm & ~1);
+               out->cfg.D >= 1 && out->cfg.H >= 1 && out->st.G >= 1 && !(out->cfg.wnorm & ~1) &&
+               out->header_bytes == CKPT_HEADER_BYTES;
+    for (int i = CKPT_SCALER_USED; i < CKPT_SCALER_BYTES; i++) sane = sane && out->st.scaler[i] == 0;
     sane = sane && out->nparams == ckpt_param_count(&out->cfg) && out->nparams;
     sane = sane && out->payload_bytes == ckpt_payload_bytes(&out->cfg, out->nparams, out->st.G) && out->payload_bytes;
     sane = sane && out->run_bytes <= CKPT_MAX_RUN_BYTES && ckpt_header_unused_zero(hd, version);
@@ -1012,6 +1085,14 @@ static inline FILE *checkpoint_open(const char *path_given, CkptHeader *out) {
         fail("checkpoint %s has %llu bytes after the payload and run record (corrupt file)", path,
              (unsigned long long)(total - want));
     if (bad == 3) fail("checkpoint %s fails its checksum (corrupt file)", path);
+    uint8_t *run = checkpoint_read_run(f, path, out);
+    char why[300];
+    int invalid = ckpt_record_invalid(run, out->run_bytes, why, sizeof why);
+    free(run);
+    if (invalid) {
+        fclose(f);
+        fail("checkpoint %s: %s (corrupt file)", path, why);
+    }
     return f;
 }
 // Validation alone (the header fields for the caller), the file closed again.
@@ -1024,17 +1105,6 @@ static inline void ckpt_read_f32(FILE *f, real *x, size_t n) {
         if (fread(buf, 4, k, f) != k) fail("checkpoint changed while being read");
         for (size_t j = 0; j < k; j++) x[i + j] = buf[j];
     }
-}
-
-// The run record of an open, verified checkpoint: (run_bytes + 1,) malloc'd, NUL-terminated
-// past its end; NULL when the file has none (version 1, or written by tools/mlstm_ckpt.py new).
-static inline uint8_t *checkpoint_read_run(FILE *f, const char *path, const CkptHeader *hd) {
-    if (!hd->run_bytes) return NULL;
-    uint8_t *run = (uint8_t *)mallocCheck(hd->run_bytes + 1);
-    if (fseeko(f, (off_t)(CKPT_HEADER_BYTES + hd->payload_bytes), SEEK_SET) != 0 ||
-        fread(run, 1, hd->run_bytes, f) != hd->run_bytes)
-        fail("cannot read checkpoint %s: its run record", path);
-    return run;
 }
 
 // Reads an open, verified checkpoint (checkpoint_open) into a model built with the

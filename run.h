@@ -477,10 +477,9 @@ static void flag_shown(const char *value, char out[200]) {
 // The data's identity. A run is tied to the bytes it reads, not to the path it read them
 // from: one line per shard, "<bytes> <checksum> <name>", the checksum the shard's
 // header carries (data.h, verified when the shard was opened) or, for the built-in
-// corpus, the one computed over the generated text. Names are for messages only.
-
-#define RECORD_TRAIN_DATA "train data"
-#define RECORD_VAL_DATA "val data"
+// corpus, the one computed over the generated text. Names are for messages only, at most
+// RECORD_NAME_MAX bytes of them, a newline in one written as '?' (mlstm.h,
+// ckpt_identity_line, is the line's form every reader checks).
 
 static char *data_identity(const Stream *s) {
     size_t cap = 64 + (size_t)s->n_shards * 300, n = 0;
@@ -488,8 +487,12 @@ static char *data_identity(const Stream *s) {
     for (int i = 0; i < s->n_shards; i++) {
         const Shard *sh = &s->shards[i];
         const char *slash = strrchr(sh->path, '/');
-        n += (size_t)snprintf(text + n, cap - n, "%lld %016llx %.200s\n", (long long)sh->size,
-                              (unsigned long long)sh->checksum, slash ? slash + 1 : sh->path);
+        char *name = text + n + snprintf(text + n, cap - n, "%lld %016llx ", (long long)sh->size,
+                                         (unsigned long long)sh->checksum);
+        n += (size_t)snprintf(text + n, cap - n, "%lld %016llx %.*s\n", (long long)sh->size,
+                              (unsigned long long)sh->checksum, RECORD_NAME_MAX, slash ? slash + 1 : sh->path);
+        for (; name < text + n - 1; name++)
+            if (*name == '\n') *name = '?';
     }
     return text;
 }

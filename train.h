@@ -21,7 +21,7 @@
 #endif
 
 // The loss scaler's state (schedule.h) travels in the checkpoint's scaler field (mlstm.h).
-static_assert(LOSS_SCALER_BYTES <= CKPT_SCALER_BYTES, "the loss scaler must fit its checkpoint field");
+static_assert(LOSS_SCALER_BYTES == CKPT_SCALER_USED, "the loss scaler fills its checkpoint field's used bytes");
 
 // ----------------------------------------------------------------------------
 // The backend contract. The loop owns the data, the schedule, the loss scaler and

@@ -149,7 +149,8 @@ static inline void refuse_same_file(const char *out_what, const char *out, const
 // Numbers on command lines: one rule for every flag of every program. A whole number is
 // written in digits, a '-' first at most: 1e5, 12x, 0x10, +3 and 2.5 are refused, and the
 // range is checked before any narrowing, so 4294967298 is an error and not 2. A real
-// number is what strtod reads, all of it, and finite. Each exits 2 naming the flag.
+// number is what strtod reads, all of it, and finite; one a double cannot hold (1e400,
+// 1e-320) is out of range. Each exits 2 naming the flag.
 
 static inline long long parse_whole(const char *flag, const char *text, long long min, long long max) {
     char *end;
@@ -170,8 +171,10 @@ static inline double parse_real(const char *flag, const char *text, double min, 
     char *end;
     errno = 0;
     double x = strtod(text, &end);
-    if (end == text || *end || errno == ERANGE || !(fabs(x) <= DBL_MAX))
+    if (end == text || *end || (errno != ERANGE && !(fabs(x) <= DBL_MAX)))  // inf and nan are not numbers here
         fail("%s: expected a number, got \"%s\"", flag, text);
+    if (errno == ERANGE)  // a number, but beyond what a double holds (1e400), or too close to 0 for it (1e-320)
+        fail("%s: %s is out of range: a number's size must be 0 or between %g and %g", flag, text, DBL_MIN, DBL_MAX);
     if (x < min || x > max) {
         if (x < min && max >= 1e15) fail("%s: must be at least %g, got %s", flag, min, text);
         fail("%s: must be between %g and %g, got %s", flag, min, max, text);

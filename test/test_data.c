@@ -586,7 +586,8 @@ static void test_prepare_jsonl(void) {
         free(second);
         test_write_file(tmp_path("broken.jsonl.gz"), "\x1f\x8b\x08\x00garbage", 12);
         rc = prepare("broken.jsonl.gz", "jb");
-        CHECK(rc == 2 && file_contains(log, "error: broken.jsonl.gz: cannot read"), "a damaged gzip file: exit %d", rc);
+        CHECK(rc == 2 && file_contains(log, "error: broken.jsonl.gz: the gzip data ends early"), "a damaged gzip file: exit %d",
+              rc);
     } else {
         SKIP("gzip is not installed: gzip JSON lines untested");
     }
@@ -964,6 +965,97 @@ static void test_prepare_formats(void) {
     CHECK(rc == 0 && file_exists(tmp_path("cf/train_000.bin")), "plain text still reads (exit %d)", rc);
 }
 
+// What prepare reads is bounded and named. A line (a CSV record) longer than
+// MAX_LINE_BYTES is refused, naming its file and line, in every format and through
+// standard input and gzip (a file without newlines, /dev/zero, grew the buffer to 2 GB and
+// ended in zlib's "request does not fit in an int"); running out of memory is one line,
+// exit 2. gzip is read by prepare itself: what follows the gzip data must be more gzip
+// (trailing garbage passed without a word), and errors name the file (not zlib's "<fd:3>").
+// "--" ends the options. A FIFO is read as it is written, and a wait for its writer is said.
+static void test_prepare_limits(void) {
+    char log[4200];
+    snprintf(log, sizeof log, "%s", tmp_path("log.txt"));  // tmp_path's buffers rotate
+    int rc = test_system("cd '%s' && timeout 60 '%s/prepare' --format text -o lz /dev/zero > log.txt 2>&1", tmp_dir,
+                         tool_dir);
+    CHECK(rc == 2 && file_contains(log, "error: /dev/zero:1: a line longer than 64 MiB") && !file_exists(tmp_path("lz")),
+          "prepare --format text /dev/zero: exit %d, names /dev/zero:1 and the limit", rc);
+    rc = test_system("cd '%s' && { echo first; head -c 70000000 /dev/zero | tr '\\0' a; echo; } | gzip -1 | "
+                     "'%s/prepare' --format text -o lz - > log.txt 2>&1", tmp_dir, tool_dir);
+    CHECK(rc == 2 && file_contains(log, "error: <stdin>:2: a line longer than 64 MiB"),
+          "a 70 MB second line, gzip on standard input: exit %d, names <stdin>:2", rc);
+    rc = test_system("cd '%s' && { printf '{\"reviewText\": \"'; head -c 70000000 /dev/zero | tr '\\0' a; "
+                     "printf '\"}\\n'; } > long.jsonl && '%s/prepare' -o lz long.jsonl > log.txt 2>&1; r=$?; "
+                     "rm -f long.jsonl; exit $r", tmp_dir, tool_dir);
+    CHECK(rc == 2 && file_contains(log, "error: long.jsonl:1: a line longer than 64 MiB"),
+          "a 70 MB JSON line: exit %d, names long.jsonl:1", rc);
+    rc = test_system("cd '%s' && { echo label,text; echo 1,fine; printf '0,\"open'; yes 'a quoted line' | "
+                     "head -c 70000000; } > long.csv && '%s/prepare' -o lz long.csv > log.txt 2>&1; r=$?; rm -f long.csv; "
+                     "exit $r", tmp_dir, tool_dir);
+    CHECK(rc == 2 && file_contains(log, "error: long.csv:3: a CSV record longer than 64 MiB"),
+          "a CSV quote never closed over 70 MB of lines: exit %d, names long.csv:3", rc);
+#if defined(__SANITIZE_ADDRESS__)  // gcc
+#define SANITIZED 1
+#elif defined(__has_feature)       // clang
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+#ifndef SANITIZED  // AddressSanitizer's shadow memory does not fit under ulimit -v
+    rc = test_system("cd '%s' && (ulimit -v 400000 && '%s/prepare' --builtin 1000000000 -o lz) > log.txt 2>&1", tmp_dir,
+                     tool_dir);
+    CHECK(rc == 2 && file_contains(log, "error: out of memory: ") && file_contains(log, "split the input") &&
+          test_system("[ $(wc -l < '%s') = 1 ]", log) == 0,
+          "out of memory holding the documents (ulimit -v 400000): exit %d, one line", rc);
+#endif
+    // gzip: more members are read on; anything else after the gzip data, a cut and a corruption are refused by name
+    test_write_file(tmp_path("one.txt"), "one\n", 4);
+    test_system("cd '%s' && gzip -c < one.txt > one.txt.gz && { cat one.txt.gz; echo two | gzip -c; } > two.txt.gz && "
+                "{ cat one.txt.gz; printf 'junk'; } > junk.txt.gz && { cat one.txt.gz; head -c 64 /dev/zero; } > "
+                "zeros.txt.gz && head -c 15 two.txt.gz > cut.txt.gz && cp one.txt.gz bad.txt.gz && "
+                "printf '\\377' | dd of=bad.txt.gz bs=1 seek=$(($(wc -c < one.txt.gz) - 8)) conv=notrunc 2>/dev/null",
+                tmp_dir);  // bad.txt.gz: its CRC-32 changed
+    char all[4096];
+    int ok;
+    rc = prepare("--val-fraction 0 two.txt.gz", "gz");
+    int64_t n = read_split(tmp_path("gz"), "train", all, sizeof all, &ok);
+    CHECK(rc == 0 && ok && n == 2 && has_each_once(all, "-:one;-:two;"), "two gzip members back to back: both read (%s)",
+          all);
+    static const char *const gz_bad[][2] = {
+        {"junk.txt.gz", "error: junk.txt.gz: bytes that are not gzip data follow its gzip data (at byte "},
+        {"zeros.txt.gz", "error: zeros.txt.gz: bytes that are not gzip data follow its gzip data (at byte "},
+        {"--format text - < junk.txt.gz", "error: <stdin>: bytes that are not gzip data follow its gzip data"},
+        {"cut.txt.gz", "error: cut.txt.gz: the gzip data ends early, in line 1 of its text (a truncated file?)"},
+        {"bad.txt.gz", "error: bad.txt.gz: corrupt gzip data at byte 20 of the file, in line 1 of its text: incorrect data check"}};
+    for (int k = 0; k < 5; k++) {
+        rc = prepare(gz_bad[k][0], "gzb");
+        CHECK(rc == 2 && file_contains(log, gz_bad[k][1]) && !file_contains(log, "<fd:") && !file_exists(tmp_path("gzb")),
+              "prepare %s: exit %d, \"%s\"", gz_bad[k][0], rc, gz_bad[k][1]);
+    }
+    // "--": what follows is inputs, a name that starts with a dash too
+    test_write_file(tmp_path("-dash.txt"), "dashed\n", 7);
+    rc = test_system("cd '%s' && '%s/prepare' --val-fraction 0 -o dd -- -dash.txt > log.txt 2>&1", tmp_dir, tool_dir);
+    n = read_split(tmp_path("dd"), "train", all, sizeof all, &ok);
+    CHECK(rc == 0 && ok && n == 1 && has_each_once(all, "-:dashed;"), "prepare -o d -- -dash.txt reads -dash.txt (exit %d)",
+          rc);
+    // a FIFO: read as it is written; while no writer has opened it, prepare says what it waits for
+    rc = test_system("cd '%s' && rm -f fifo.txt && mkfifo fifo.txt && { '%s/prepare' --val-fraction 0 -o ff fifo.txt "
+                     "> log.txt 2>&1 & p=$!; sleep 1.5; echo streamed > fifo.txt; wait $p; }", tmp_dir, tool_dir);
+    n = read_split(tmp_path("ff"), "train", all, sizeof all, &ok);
+    CHECK(rc == 0 && ok && n == 1 && has_each_once(all, "-:streamed;") &&
+          file_contains(log, "prepare: fifo.txt is a FIFO: waiting for a writer to open it"),
+          "a FIFO: prepare says it waits for a writer, then reads what is written (exit %d)", rc);
+    test_system("cd '%s' && rm -f fifo.txt", tmp_dir);
+    // a NUL byte is text (build/transfer keeps it too), but a label holding one is no label
+    test_write_file(tmp_path("nul.csv"), "label,text\n1,a\0b\n1\0x,c\n", 23);
+    rc = prepare("--val-fraction 0 nul.csv", "nul");
+    size_t nb;
+    char *shard = read_all(tmp_path("nul/train_000.bin"), &nb);
+    CHECK(rc == 0 && shard && nb >= 6 && !memcmp(shard + nb - 6, "\n a\0b ", 6) &&
+          file_contains(log, "warning: nul.csv:3: malformed CSV: the label holds a NUL byte (skipped)"),
+          "a NUL byte in a CSV text is kept, one in a label skips the line (exit %d)", rc);
+    free(shard);
+}
+
 // Labels are kept whole (a JSON label of 300 bytes was cut to 255, a real to 6 digits),
 // and a document with an integer beyond 64 bits in some field is kept (jansson refused
 // the whole line, "too big integer").
@@ -1112,6 +1204,7 @@ int main(void) {
         test_prepare_out_dir();
         test_prepare_formats();
         test_prepare_labels();
+        test_prepare_limits();
         test_prepare_kill_anywhere();
     } else {
         CHECK(0, "build/prepare not found next to this test (%s): run make", prep);

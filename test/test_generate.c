@@ -510,6 +510,11 @@ static void test_bad_flags(void) {
         {"--temperature", "-0.5", "--temperature: must be at least 0, got -0.5"},
         {"--temperature", "nan", "--temperature"},
         {"--temperature", "inf", "--temperature"},
+        // numbers a double cannot hold, too small (subnormal) or too large: out of range, not "expected a number"
+        {"--temperature", "1e-320", "--temperature: 1e-320 is out of range: a number's size must be 0 or between "
+                                    "2.22507e-308 and 1.79769e+308"},
+        {"--temperature", "1e400", "--temperature: 1e400 is out of range"},
+        {"--top-p", "-1e-400", "--top-p: -1e-400 is out of range"},
         {"--top-k", "257", "--top-k: must be between 0 and 256"},
         {"--top-p", "0", "--top-p: must be positive"},
         {"--top-p", "1.5", "--top-p: must be between 0 and 1"},

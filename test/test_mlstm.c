@@ -19,7 +19,7 @@ static void make(Mlstm *m, real *h, real *c, TrainState *st, uint64_t seed) {
     for (int i = 0; i < G * cfg.H; i++) { h[i] = (real)rng_normal(&s); c[i] = (real)rng_normal(&s); }
     memset(st, 0, sizeof *st);
     st->step = 1234; st->data_step = 1300; st->rng = 0xdeadbeefcafef00dULL; st->G = G;
-    for (int i = 0; i < CKPT_SCALER_BYTES; i++) st->scaler[i] = (uint8_t)(i * 7 + 1);
+    for (int i = 0; i < CKPT_SCALER_USED; i++) st->scaler[i] = (uint8_t)(i * 7 + 1);  // the rest must stay 0
 }
 
 static void copy_file(const char *from, const char *to, long nbytes) {  // nbytes < 0: all
@@ -188,14 +188,15 @@ int main(void) {
     }
     // 6. the run record: saved after the payload under the checksum, read back as written
     {
-        static const char run[] = "seq-len\0" "32\0" "train\0" "data\0";  // odd length: ends inside a word
+        static const char run[] = "seq-len\0" "32\0" "train\0" "dat\0";  // 21 bytes, odd: ends inside a word
+        const size_t run_n = sizeof run - 1;  // whole pairs: without the literal's own final NUL
         snprintf(bad, sizeof bad, "%s/run.ckpt", dir);
-        checkpoint_save_run(bad, &m1, &s1, h1, c1, (const uint8_t *)run, sizeof run);
+        checkpoint_save_run(bad, &m1, &s1, h1, c1, (const uint8_t *)run, run_n);
         CkptHeader hd;
         FILE *f = checkpoint_open(bad, &hd);
         uint8_t *got = checkpoint_read_run(f, bad, &hd);
-        CHECK(hd.run_bytes == sizeof run && got && !memcmp(got, run, sizeof run) && file_size(bad) == want + (long)sizeof run,
-              "the run record (%zu bytes) is saved after the payload and read back", sizeof run);
+        CHECK(hd.run_bytes == run_n && got && !memcmp(got, run, run_n) && file_size(bad) == want + (long)run_n,
+              "the run record (%zu bytes) is saved after the payload and read back", run_n);
         free(got);
         fclose(f);
         copy_file(bad, p2, -1); { uint8_t x = 'S'; poke(p2, want, &x, 1); }

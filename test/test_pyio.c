@@ -252,6 +252,75 @@ static void test_versions(void) {
     expect_refused("a flipped run record byte", "fails its checksum", out, "export %s %s", path("fliprun.ckpt"), out);
 }
 
+// A header or run record crafted and its checksum recomputed, so that only the format's
+// own rules (doc/formats.md) can refuse it: each is refused by both readers, mlstm.h's
+// checkpoint_open (the trainers', generate's, transfer's) and tools/mlstm_ckpt.py's load, in
+// one line naming the file; the same file checksummed again unchanged is read by both.
+static void open_child(void *p) { checkpoint_header((const char *)p, &(CkptHeader){0}); }
+static void test_crafted(void) {
+    long n;
+    uint8_t *orig = read_whole(path("a.ckpt"), &n);
+    if (!orig || n < CKPT_HEADER_BYTES) {
+        CHECK(0, "cannot read a.ckpt");
+        free(orig);
+        return;
+    }
+    long record = CKPT_HEADER_BYTES + (long)get64(orig + CKPT_AT_PAYLOAD);
+    uint8_t *data = (uint8_t *)memmem(orig + record, (size_t)(n - record), RECORD_TRAIN_DATA, sizeof RECORD_TRAIN_DATA);
+    long value = data ? (long)(data - orig) + (long)sizeof RECORD_TRAIN_DATA : -1;  // "<bytes> <checksum> <name>\n"
+    long sep1 = value < 0 ? -1 : value + (long)strspn((const char *)orig + value, "0123456789"), sep2 = sep1 + 17;
+    CHECK(value > 0 && orig[sep1] == ' ' && orig[sep2] == ' ' && orig[n - 2] == '\n',
+          "a.ckpt's record holds a train data identity line (at byte %ld)", value);
+    if (value <= 0 || orig[sep1] != ' ' || orig[sep2] != ' ' || orig[n - 2] != '\n') {
+        free(orig);
+        return;
+    }
+    const char *header = "inconsistent header", *pairs = "is not a list of NUL-terminated name, value pairs",
+               *line1 = "the run record's \"train data\" line 1 is not \"<bytes> <checksum: 16 hex digits> <file name>\"",
+               *val_line1 = "the run record's \"val data\" line 1 is not \"<bytes> <checksum: 16 hex digits> <file name>\"";
+    struct { const char *what; long at; int width; uint64_t value; const char *needle; } cases[] = {
+        {"header size 255", CKPT_AT_HEADER_SIZE, 4, 255, header},
+        {"header size 512", CKPT_AT_HEADER_SIZE, 4, 512, header},
+        {"a loss scaler byte past its 40 used ones", CKPT_AT_SCALER + CKPT_SCALER_USED, 1, 1, header},
+        {"the loss scaler's last byte", CKPT_AT_SCALER + CKPT_SCALER_BYTES - 1, 1, 0x80, header},
+        {"a tab between an identity line's size and checksum", sep1, 1, '\t', line1},
+        {"an underscore between the checksum and the name", sep2, 1, '_', line1},
+        {"an identity line's size with a leading zero", value, 1, '0', line1},
+        {"an identity line's checksum in capitals", sep1 + 16, 1, 'F', line1},
+        {"the val data identity's last newline a space", n - 2, 1, ' ', val_line1},
+        {"the record's last NUL an 'x'", n - 1, 1, 'x', pairs},
+    };
+    char out[700];
+    snprintf(out, sizeof out, "%s", path("never.npz"));
+    for (int k = -1; k < (int)(sizeof cases / sizeof cases[0]); k++) {
+        uint8_t *buf = (uint8_t *)mallocCheck((size_t)n);
+        memcpy(buf, orig, (size_t)n);
+        if (k >= 0) {
+            if (cases[k].width == 4) put32(buf + cases[k].at, (uint32_t)cases[k].value);
+            else buf[cases[k].at] = (uint8_t)cases[k].value;
+        }
+        put64(buf + CKPT_AT_CHECKSUM, 0);
+        put64(buf + CKPT_AT_CHECKSUM, checksum_final(checksum_update(CHECKSUM_INIT, buf, (size_t)n)));
+        char name[64];
+        snprintf(name, sizeof name, "crafted%d.ckpt", k + 1);
+        test_write_file(path(name), buf, (size_t)n);
+        free(buf);
+        if (k < 0) {
+            EXPECT_EXIT(open_child, (void *)path(name), 0, "", "the checkpoint checksummed again unchanged: mlstm.h reads it");
+            int rc = test_system("PYTHONPATH=%s/notorch %s tools/mlstm_ckpt.py info %s > /dev/null", dir, python,
+                                 path(name));
+            CHECK(rc == 0, "and tools/mlstm_ckpt.py reads it (exit %d)", rc);
+            continue;
+        }
+        char what[200];
+        snprintf(what, sizeof what, "mlstm.h refuses %s (checksum recomputed)", cases[k].what);
+        EXPECT_EXIT(open_child, (void *)path(name), 2, cases[k].needle, what);
+        snprintf(what, sizeof what, "mlstm_ckpt.py refuses %s (checksum recomputed)", cases[k].what);
+        expect_refused(what, cases[k].needle, out, "export %s %s", path(name), out);
+    }
+    free(orig);
+}
+
 // The record is the run: edited in the .npz (--steps 5 -> 9), imported, it is what
 // mlstm.h reads and what ./train --resume continues by (to step 9 with no --steps).
 static void test_record_edit(void) {
@@ -681,6 +750,7 @@ int main(void) {
     test_numpy_roundtrip("n");
     test_header_table();
     test_versions();
+    test_crafted();
     test_record_edit();
     test_resume("a", "");
     test_resume("n", "--no-weight-norm");

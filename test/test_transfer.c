@@ -515,6 +515,34 @@ static void test_inputs(void) {
     n = feats_count("bom.feat", &pos);
     CHECK(rc == 0 && n == 2 && pos == 1, "CSV with a UTF-8 BOM: exit %d, %d documents, %d positive (want 0, 2, 1)", rc, n, pos);
 
+    // A NUL byte is text, in transfer as in build/prepare (a CSV cut the document there, and a leading NUL left it
+    // empty): each document's features from the CSV are those from prepare's shards of the same CSV
+    static const struct { const char *bytes; size_t n; } nul_csv[2] = {
+        {"label,sentence\n1,abc\0zero tail\n", 31}, {"label,sentence\n0,\0leading zero\n", 31}};
+    for (int k = 0; k < 2; k++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/nul%d.csv", tmp, k);
+        test_write_file(path, nul_csv[k].bytes, nul_csv[k].n);
+        rc = test_system("%s/%s %s %s -o %s/nul%d.feat %s >/dev/null 2>&1 && %s/prepare --val-fraction 0 -o %s/nul%d "
+                         "%s >/dev/null 2>&1 && %s/%s %s %s -o %s/nulp%d.feat %s/nul%d/train_labels.tsv >/dev/null 2>&1",
+                         bin, T, m, ck, tmp, k, path, bin, tmp, k, path, bin, T, m, ck, tmp, k, tmp, k);
+        Feats direct = {0}, prepared = {0};
+        char fa[4200], fb[4200];
+        snprintf(fa, sizeof fa, "%s/nul%d.feat", tmp, k);
+        snprintf(fb, sizeof fb, "%s/nulp%d.feat", tmp, k);
+        int same = rc == 0 && feats_read(fa, &direct) && feats_read(fb, &prepared) && direct.n == 1 &&
+                   prepared.n == 1 && direct.H == prepared.H &&
+                   !memcmp(direct.x, prepared.x, sizeof(float) * (size_t)direct.H);
+        CHECK(same, "a NUL byte %s the text: the CSV's features are those of prepare's shards of it (exit %d)",
+              k ? "leading" : "inside", rc);
+        free(direct.label); free(direct.x); free(prepared.label); free(prepared.x);
+    }
+    char nul_label[4200];
+    snprintf(nul_label, sizeof nul_label, "%s/nullab.csv", tmp);
+    test_write_file(nul_label, "label,sentence\n1\0x,text\n", 24);
+    expect_fail("nullab.csv:2: the label holds a NUL byte", "CSV label with a NUL byte",
+                "%s/%s %s %s -o %s/x.feat %s/nullab.csv", bin, T, m, ck, tmp, tmp);
+
     // NaN or Inf features are refused, naming the file: one NaN made classify report 50% with thresholds "c > nan"
     char fp[4200];
     snprintf(fp, sizeof fp, "%s/ok.feat", tmp);

@@ -26,6 +26,7 @@ input, a damaged .npz included; nothing half-written):
 """
 import math
 import os
+import re
 import shlex
 import stat
 import struct
@@ -37,7 +38,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MAGIC, VERSION, HEADER_BYTES, SCALER_BYTES, V = b"MLSTMCKP", 3, 256, 48, 256
+SCALER_USED = 40  # mlstm.h's CKPT_SCALER_USED: the scaler's bytes after these are 0
 MAX_RUN_BYTES = 1 << 30  # mlstm.h's CKPT_MAX_RUN_BYTES
+RECORD_DATA, RECORD_NAME_MAX = (b"train data", b"val data"), 200  # the run record's data identity (mlstm.h)
 MAX_HIDDEN, MAX_EMBED = 65536, 65536  # mlstm.h's limits: every reader refuses the same files
 RUN_BEST_CKPT, RUN_LATEST_CKPT = "best.ckpt", "latest.ckpt"  # a run directory's checkpoints (mlstm.h)
 # The parameters in the order of mlstm.h's single buffer (param_names there).
@@ -292,7 +295,8 @@ def load(path, verify=True):
             if v != V or D < 1 or H < 1 or G < 1 or wnorm not in (0, 1) or nparams != param_count(D, H, wnorm) \
                     or best_by > 2 or not math.isfinite(loss_ema) or loss_ema < 0 or score < 0 \
                     or payload != 4 * (3 * nparams + 2 * G * H) or run_bytes > MAX_RUN_BYTES \
-                    or not _header_unused_zero(hd, version):
+                    or not _header_unused_zero(hd, version) or h["header size"] != HEADER_BYTES \
+                    or any(scaler[SCALER_USED:]):
                 raise CheckpointError(f"checkpoint {path} has an inconsistent header (corrupt file)")
             size = os.fstat(f.fileno()).st_size - HEADER_BYTES  # checked before allocating from the header
             total = payload + run_bytes
@@ -310,6 +314,10 @@ def load(path, verify=True):
     if verify and checksum([hd[:128] + bytes(8) + hd[136:], buf], _progress(path, len(buf))) != want:
         raise CheckpointError(f"checkpoint {path} fails its checksum (corrupt file)")
     run = bytes(buf[payload:])
+    try:
+        run_settings(run)
+    except CheckpointError as e:
+        raise CheckpointError(f"checkpoint {path}: {e} (corrupt file)") from None
     flat = np.frombuffer(buf, "<f4", count=payload // 4)  # views into one writable buffer, no copies
 
     def tensors(off):
@@ -325,15 +333,34 @@ def load(path, verify=True):
                       step, data_step, rng, scaler, run, run_id, best_by, score, loss_ema)
 
 
+# A data identity line of the run record (mlstm.h's ckpt_identity_line): the size, the
+# checksum, the shard's file name, as run.h's data_identity writes them.
+_IDENTITY_LINE = re.compile(rb"(0|[1-9][0-9]{0,18}) [0-9a-f]{16} [^\n]{1,%d}\n" % RECORD_NAME_MAX)
+
+
 def run_settings(run):
     """The run record's (name, value) pairs as str (bytes that are not UTF-8 as \\x escapes);
-    raises CheckpointError if it is not whole NUL-terminated pairs."""
+    raises CheckpointError if it is not whole NUL-terminated pairs with no name empty, or a
+    data identity (RECORD_DATA) is not identity lines (mlstm.h's ckpt_record_invalid)."""
     run = bytes(run)
     if not run:
         return []
     strings = run.split(b"\0")
-    if strings[-1] != b"" or len(strings) % 2 != 1:
-        raise CheckpointError(f"the run record ({len(run)} bytes) is not a list of NUL-terminated name, value pairs")
+    if strings[-1] != b"" or len(strings) % 2 != 1 or not all(strings[0:-1:2]):
+        raise CheckpointError(f"the run record ({len(run)} bytes) is not a list of NUL-terminated name, value pairs"
+                              + ("" if strings[-1] != b"" or len(strings) % 2 != 1 else " (an empty name)"))
+    for name, value in zip(strings[0:-1:2], strings[1:-1:2]):
+        if name not in RECORD_DATA:
+            continue
+        at, line = 0, 1
+        while True:
+            m = _IDENTITY_LINE.match(value, at)
+            if not m or int(m.group(1)) >= 1 << 63:
+                raise CheckpointError(f"the run record's \"{name.decode()}\" line {line} is not \"<bytes> <checksum: "
+                                      "16 hex digits> <file name>\" as the trainer writes it")
+            at, line = m.end(), line + 1
+            if at == len(value):
+                break
     text = [s.decode("utf-8", "backslashreplace") for s in strings[:-1]]
     return list(zip(text[0::2], text[1::2]))
 
@@ -381,8 +408,9 @@ def _check(ck, where):
         raise CheckpointError(f"{where}: h must be (G, H) with G >= 1, got shape {list(np.shape(ck.h))}")
     arrays += [_f32(ck.h, f"{where}: h", (G, H)), _f32(ck.c, f"{where}: c", (G, H))]
     scaler = bytes(ck.scaler)
-    if len(scaler) != SCALER_BYTES:
-        raise CheckpointError(f"{where}: scaler must be {SCALER_BYTES} bytes, got {len(scaler)}")
+    if len(scaler) != SCALER_BYTES or any(scaler[SCALER_USED:]):
+        raise CheckpointError(f"{where}: scaler must be {SCALER_BYTES} bytes, the last {SCALER_BYTES - SCALER_USED} of "
+                              f"them 0 (got {len(scaler)} bytes, ending {scaler[SCALER_USED:].hex()})")
     for name in ("step", "data_step", "rng", "run_id"):
         if not 0 <= int(getattr(ck, name)) < 1 << 64:
             raise CheckpointError(f"{where}: {name} {getattr(ck, name)} is not a u64")

@@ -3,8 +3,8 @@
 //   build/prepare [options] -o DIR INPUT...
 //   build/prepare --builtin BYTES -o DIR         the built-in corpus, labelled
 //
-// Inputs (format from the name, after an optional .gz, or --format; zlib reads plain
-// and gzip files alike):
+// Inputs (format from the name, after an optional .gz, or --format; plain and gzip
+// files alike, by their first bytes):
 //   .txt            plain text: each non-empty line is one document, no label
 //   .json .jsonl    JSON lines (the Amazon review dumps): one object per line, text from
 //                   --text-field (default reviewText), label from --label-field (default
@@ -25,7 +25,8 @@
 //
 // Bad lines (malformed JSON, a missing text field, invalid UTF-8, a malformed CSV
 // record) are skipped and counted, the first few with a warning naming file:line;
-// --strict makes the first one fatal. An unterminated CSV quote is always fatal.
+// --strict makes the first one fatal. An unterminated CSV quote is always fatal, and so
+// is a line (a CSV record) longer than MAX_LINE_BYTES.
 #include "data.h"
 #include <time.h>
 #include <dirent.h>
@@ -49,11 +50,9 @@ static void *grow(void *p, int64_t *cap, int64_t need, size_t elem) {
     int64_t c = *cap ? *cap : 1024;
     while (c < need) c *= 2;
     p = realloc(p, (size_t)c * elem);
-    if (!p) {
-        fprintf(stderr, "error: out of memory (%lld bytes)\nHINT: split the input and prepare it in parts\n",
-                (long long)c * (long long)elem);
-        exit(1);
-    }
+    if (!p)  // the user's to fix, as a flag is: exit 2
+        fail("out of memory: %lld bytes for the documents read so far (all are held for the shuffle): split the "
+             "input and prepare it in parts", (long long)c * (long long)elem);
     *cap = c;
     return p;
 }
@@ -147,10 +146,24 @@ static void add_text(Corpus *c, const Settings *cfg, const char *path, long line
 
 // ----------------------------------------------------------------------------
 // Reading lines from a plain or gzip file, with progress.
+//
+// gzip is inflated here rather than through zlib's gz* layer, which passes bytes after
+// the last gzip member over without a word (a file with something appended, or two
+// files concatenated of which one is not gzip) and names the file "<fd:N>" in its
+// errors. Concatenated gzip members are read as one stream, as gzip -d reads them.
+
+// The longest line (and CSV record) read: the line is held whole, and with no newline in
+// sight (a binary file, /dev/zero) the buffer would otherwise grow until memory ran out.
+#define MAX_LINE_BYTES (64 << 20)
 
 typedef struct {
-    gzFile gz;
+    int fd;
     const char *path;
+    int gzip;                          // 1: inflated; 0: the bytes as they are
+    z_stream z;                        // gzip: the inflater; both: z.next_in/avail_in is unread raw input
+    unsigned char *raw; size_t raw_cap;
+    int raw_eof, member_done;
+    int64_t raw_read;                  // raw bytes read from fd so far
     char *buf; size_t cap, beg, end;
     int eof;
     long line;          // number of the line last returned, from 1
@@ -160,35 +173,84 @@ typedef struct {
 
 static int64_t bytes_read_total = 0;  // uncompressed, all inputs
 
+// More raw bytes behind the unread ones (moved to the front); sets raw_eof at the end of the file.
+static void raw_fill(LineReader *r) {
+    if (r->raw_eof) return;
+    memmove(r->raw, r->z.next_in, r->z.avail_in);
+    r->z.next_in = r->raw;
+    for (;;) {
+        ssize_t k = read(r->fd, r->raw + r->z.avail_in, r->raw_cap - r->z.avail_in);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) fail("%s: cannot read after line %ld: %s", r->path, r->line, strerror(errno));
+        if (k == 0) r->raw_eof = 1;
+        r->z.avail_in += (uInt)k;
+        r->raw_read += k;
+        return;
+    }
+}
+
+// Up to cap bytes of the file's text into dst; 0 at its end.
+static size_t source_read(LineReader *r, char *dst, size_t cap) {
+    if (!r->gzip) {
+        if (r->z.avail_in == 0) raw_fill(r);
+        size_t n = r->z.avail_in < cap ? r->z.avail_in : cap;
+        memcpy(dst, r->z.next_in, n);
+        r->z.next_in += n;
+        r->z.avail_in -= (uInt)n;
+        return n;
+    }
+    r->z.next_out = (unsigned char *)dst;
+    r->z.avail_out = (uInt)cap;
+    while (r->z.avail_out == cap) {
+        if (r->member_done) {  // what follows a gzip member is another member, or the end of the file
+            while (r->z.avail_in < 2 && !r->raw_eof) raw_fill(r);
+            if (r->z.avail_in == 0) return 0;
+            if (r->z.avail_in < 2 || r->z.next_in[0] != 0x1f || r->z.next_in[1] != 0x8b)
+                fail("%s: bytes that are not gzip data follow its gzip data (at byte %lld of the file): "
+                     "trailing garbage, or a file appended to it", r->path,
+                     (long long)(r->raw_read - r->z.avail_in));
+            inflateReset(&r->z);
+            r->member_done = 0;
+        }
+        if (r->z.avail_in == 0) raw_fill(r);
+        int ret = inflate(&r->z, Z_NO_FLUSH);
+        if (ret == Z_STREAM_END) r->member_done = 1;
+        else if (ret == Z_MEM_ERROR) fail("%s: out of memory inflating it", r->path);
+        else if (ret == Z_BUF_ERROR && r->z.avail_in == 0 && r->raw_eof)
+            fail("%s: the gzip data ends early, in line %ld of its text (a truncated file?)", r->path, r->line + 1);
+        else if (ret != Z_OK && ret != Z_BUF_ERROR)
+            fail("%s: corrupt gzip data at byte %lld of the file, in line %ld of its text: %s", r->path,
+                 (long long)(r->raw_read - r->z.avail_in), r->line + 1, r->z.msg ? r->z.msg : "inflate failed");
+    }
+    return cap - r->z.avail_out;
+}
+
+static void line_too_long(const LineReader *r) {
+    fail("%s:%ld: a line longer than %d MiB, the most prepare reads as one document (is it text, one document a "
+         "line?)", r->path, r->line + 1, MAX_LINE_BYTES >> 20);
+}
+
 // The next chunk of the file into the buffer (the unread part moves to the front);
-// returns 0 at the end of the file.
+// returns 0 at the end of the file. Called when the unread part holds no newline: it is
+// (the start of) one line, refused when longer than MAX_LINE_BYTES.
 static int reader_fill(LineReader *r) {
     if (r->eof) return 0;
     memmove(r->buf, r->buf + r->beg, r->end - r->beg);
     r->end -= r->beg; r->beg = 0;
+    if (r->end > MAX_LINE_BYTES) line_too_long(r);
     if (r->cap - r->end < (1 << 19)) {
         r->cap *= 2;
         r->buf = (char *)realloc(r->buf, r->cap);
-        if (!r->buf) { fprintf(stderr, "error: out of memory reading %s\n", r->path); exit(1); }
+        if (!r->buf) fail("%s: out of memory reading line %ld (%zu bytes)", r->path, r->line + 1, r->cap);
     }
-    int got = gzread(r->gz, r->buf + r->end, (unsigned)(r->cap - r->end - 1));
-    if (got < 0) {
-        int zerr;
-        const char *msg = gzerror(r->gz, &zerr);
-        fail("%s: cannot read after line %ld: %s", r->path, r->line, zerr == Z_ERRNO ? strerror(errno) : msg);
-    }
-    if (got == 0) {
-        int zerr;
-        const char *msg = gzerror(r->gz, &zerr);
-        if (zerr != Z_OK && zerr != Z_STREAM_END) fail("%s: cannot read after line %ld: %s", r->path, r->line, msg);
-        r->eof = 1;
-    }
-    r->end += (size_t)got;
+    size_t got = source_read(r, r->buf + r->end, r->cap - r->end - 1);
+    if (got == 0) r->eof = 1;
+    r->end += got;
     return got > 0;
 }
 
-// The compressed formats zlib does not read, by their magic bytes: read as text they
-// would be garbage documents. gzip itself, met in what zlib has already decompressed,
+// The compressed formats prepare does not read, by their magic bytes: read as text they
+// would be garbage documents. gzip itself, met in what has already been inflated,
 // was compressed twice.
 static const char *compressed_format(const unsigned char *p, size_t n) {
     static const struct { const char *name, *magic; size_t n; } formats[] = {
@@ -202,21 +264,47 @@ static const char *compressed_format(const unsigned char *p, size_t n) {
     return NULL;
 }
 
-// "-" is standard input (`zcat big.json.gz | prepare -o d -`; zlib also reads gzip
-// there). A UTF-8 byte order mark at the start (spreadsheets write one) is not text.
-// An input named .gz must be gzip data, and data compressed in a format zlib does not
-// read is refused under any name: zlib would pass it through as text.
+// A FIFO's open waits for a writer to open it, silently: after a second of it, this says so.
+static char fifo_wait_note[4200];
+static void on_fifo_wait(int sig) {
+    (void)sig;
+    write_all(2, fifo_wait_note, strlen(fifo_wait_note));
+}
+
+// "-" is standard input (`zcat big.json.gz | prepare -o d -`; gzip is read there too).
+// A UTF-8 byte order mark at the start (spreadsheets write one) is not text. An input
+// named .gz must be gzip data, and data compressed in a format prepare does not read is
+// refused under any name: it would be read as text. A FIFO (or `<(zcat x.gz)`) is read as
+// it is written, like standard input.
 static void reader_open(LineReader *r, const char *path) {
     memset(r, 0, sizeof *r);
     int is_stdin = !strcmp(path, "-");
     r->path = is_stdin ? "<stdin>" : path;
-    int fd = is_stdin ? dup(0) : open(path, O_RDONLY);
-    if (fd < 0) fail("cannot open %s: %s", r->path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) fail("cannot read %s: it is a directory", r->path);
-    r->gz = gzdopen(fd, "rb");
-    if (!r->gz) fail("cannot open %s: %s", r->path, errno ? strerror(errno) : "zlib could not open it");
-    gzbuffer(r->gz, 1 << 18);
+    int fifo = !is_stdin && stat(path, &st) == 0 && S_ISFIFO(st.st_mode);
+    struct sigaction wait_note = {.sa_handler = on_fifo_wait, .sa_flags = SA_RESTART}, before;
+    if (fifo) {
+        snprintf(fifo_wait_note, sizeof fifo_wait_note, "prepare: %s is a FIFO: waiting for a writer to open it\n",
+                 path);
+        sigemptyset(&wait_note.sa_mask);
+        sigaction(SIGALRM, &wait_note, &before);
+        alarm(1);
+    }
+    r->fd = is_stdin ? dup(0) : open(path, O_RDONLY | O_CLOEXEC);
+    int open_errno = errno;
+    if (fifo) {
+        alarm(0);
+        sigaction(SIGALRM, &before, NULL);
+    }
+    if (r->fd < 0) fail("cannot open %s: %s", r->path, strerror(open_errno));
+    if (fstat(r->fd, &st) == 0 && S_ISDIR(st.st_mode)) fail("cannot read %s: it is a directory", r->path);
+    r->raw_cap = 1 << 18;
+    r->raw = (unsigned char *)mallocCheck(r->raw_cap);
+    r->z.next_in = r->raw;
+    while (r->z.avail_in < 2 && !r->raw_eof) raw_fill(r);
+    r->gzip = r->z.avail_in >= 2 && r->raw[0] == 0x1f && r->raw[1] == 0x8b;
+    if (r->gzip && inflateInit2(&r->z, 15 + 16) != Z_OK)  // 15 + 16: a gzip stream, the largest window
+        fail("%s: out of memory starting to inflate it", r->path);
     r->cap = 1 << 20;
     r->buf = (char *)mallocCheck(r->cap);
     r->next_progress = 64LL << 20;
@@ -224,7 +312,7 @@ static void reader_open(LineReader *r, const char *path) {
     const unsigned char *head = (const unsigned char *)r->buf;
     const char *inner = compressed_format(head, r->end);
     size_t n = strlen(r->path);
-    if (!is_stdin && n > 3 && !strcmp(r->path + n - 3, ".gz") && gzdirect(r->gz)) {
+    if (!is_stdin && n > 3 && !strcmp(r->path + n - 3, ".gz") && !r->gzip) {
         char what[64];
         snprintf(what, sizeof what, "%s%s", inner ? inner : r->end ? "it does not start with the gzip bytes 1f 8b"
                  : "it is empty", inner ? " data" : "");
@@ -232,13 +320,15 @@ static void reader_open(LineReader *r, const char *path) {
     }
     if (inner)
         fail("%s: %s data%s, which prepare does not read: decompress it first (prepare reads text, and gzip)", r->path,
-             inner, gzdirect(r->gz) ? "" : " inside gzip");
+             inner, r->gzip ? " inside gzip" : "");
     if (r->end >= 3 && !memcmp(r->buf, "\xEF\xBB\xBF", 3)) { r->beg = 3; r->bytes = 3; }
 }
 
-// The first byte that is not white space, without consuming it; -1 if there is none.
+// The first byte that is not white space, without consuming it; -1 if there is none
+// (within the first MAX_LINE_BYTES).
 static int reader_peek(LineReader *r) {
     for (size_t i = r->beg;; i++) {
+        if (i - r->beg > MAX_LINE_BYTES) return -1;
         while (i >= r->end) {
             size_t off = i - r->beg;
             if (!reader_fill(r)) return -1;
@@ -249,7 +339,13 @@ static int reader_peek(LineReader *r) {
     }
 }
 
-static void reader_close(LineReader *r) { bytes_read_total += r->bytes; gzclose(r->gz); free(r->buf); }
+static void reader_close(LineReader *r) {
+    bytes_read_total += r->bytes;
+    if (r->gzip) inflateEnd(&r->z);
+    close(r->fd);
+    free(r->raw);
+    free(r->buf);
+}
 
 // The next line without its "\n" (and "\r"), NUL-terminated; NULL at the end.
 static char *reader_line(LineReader *r, size_t *len) {
@@ -258,6 +354,7 @@ static char *reader_line(LineReader *r, size_t *len) {
         char *nl = (char *)memchr(start, '\n', r->end - r->beg);
         if (nl || (r->eof && r->end > r->beg)) {
             size_t n = nl ? (size_t)(nl - start) : r->end - r->beg;
+            if (n > MAX_LINE_BYTES) line_too_long(r);
             r->beg += n + (nl ? 1 : 0);
             r->bytes += (int64_t)n + (nl ? 1 : 0);
             if (n > 0 && start[n - 1] == '\r') n--;
@@ -383,6 +480,10 @@ static int csv_record(LineReader *r, CsvRecord *f, char *why, size_t why_cap) {
             line = reader_line(r, &len);  // a quoted field goes on to the next line
             if (!line) fail("%s:%ld: unterminated quoted field: the quote opened on line %ld is never closed",
                             r->path, f->first_line, f->first_line);
+            if (f->n + (int64_t)len > MAX_LINE_BYTES)  // one record is held whole, as one line is
+                fail("%s:%ld: a CSV record longer than %d MiB, the most prepare reads as one document (a quote "
+                     "opened on line %ld and never closed?)", r->path, f->first_line, MAX_LINE_BYTES >> 20,
+                     f->first_line);
             csv_put(f, '\n');
             i = 0;
             continue;
@@ -445,10 +546,17 @@ static void read_csv(Corpus *c, const Settings *cfg, LineReader *r, int text_fla
             skip_line(cfg, SKIP_CSV, path, f.first_line, why);
             continue;
         }
+        // a field's length from where the next starts: a NUL byte in the text is text (as build/transfer keeps it)
         const char *text = f.buf + f.start[text_col];
         int64_t end = text_col + 1 < f.n_fields ? f.start[text_col + 1] : f.n;
         size_t len = (size_t)(end - f.start[text_col] - 1);  // less the NUL
-        add_text(c, cfg, path, f.first_line, text, len, label_col >= 0 ? f.buf + f.start[label_col] : NULL);
+        const char *label = label_col >= 0 ? f.buf + f.start[label_col] : NULL;
+        int64_t label_end = label_col + 1 < f.n_fields ? f.start[label_col + 1] : f.n;
+        if (label && (int64_t)strlen(label) != label_end - f.start[label_col] - 1) {
+            skip_line(cfg, SKIP_CSV, path, f.first_line, "the label holds a NUL byte");
+            continue;
+        }
+        add_text(c, cfg, path, f.first_line, text, len, label);
     }
     free(f.buf); free(f.start);
 }
@@ -767,7 +875,10 @@ static void usage(void) {
         "  --seed N               shuffle seed (default 1)\n"
         "  --shard-mb N           largest shard in MB (default 1024; a shard holds at least one document)\n"
         "  --strict               stop at the first bad line instead of skipping it\n"
-        "  --builtin BYTES        write about BYTES of the built-in corpus (labels 1-5) instead of reading inputs\n");
+        "  --builtin BYTES        write about BYTES of the built-in corpus (labels 1-5) instead of reading inputs\n"
+        "  --                     the end of the options: every word after it is an INPUT\n"
+        "A line (a CSV record) is at most %d MiB; a longer one is refused, naming its file and line.\n",
+        MAX_LINE_BYTES >> 20);
 }
 
 static double now_seconds(void) {
@@ -790,6 +901,10 @@ int main(int argc, char **argv) {
         const char *a = argv[i];
         int has_value = i + 1 < argc;
         #define VALUE() (has_value ? argv[++i] : (fail("%s needs a value", a), ""))
+        if (!strcmp(a, "--")) {  // the end of the options: what follows is inputs, "-x.txt" too
+            while (++i < argc) inputs[n_inputs++] = argv[i];
+            break;
+        }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(); return 0; }
         else if (!strcmp(a, "-o") || !strcmp(a, "--out")) cfg.out_dir = VALUE();
         else if (!strcmp(a, "--format")) cfg.format = VALUE();

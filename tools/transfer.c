@@ -122,9 +122,11 @@ static char *read_file(const char *path, size_t *n) {
 
 // RFC 4180: fields separated by commas, records by CRLF or LF; a quoted field may hold
 // commas, newlines and "" for a quote. Parses one record starting at *pos into fields
-// (unescaped in place, NUL-terminated); returns the number of fields, 0 at the end.
+// (unescaped in place, NUL-terminated) and their lengths (a NUL byte in the text is text,
+// as build/prepare keeps it); returns the number of fields, 0 at the end.
 #define CSV_MAX_FIELDS 64
-static int csv_record(char *buf, size_t n, size_t *pos, long *line, char *fields[CSV_MAX_FIELDS], const char *path) {
+static int csv_record(char *buf, size_t n, size_t *pos, long *line, char *fields[CSV_MAX_FIELDS],
+                      size_t lens[CSV_MAX_FIELDS], const char *path) {
     size_t i = *pos;
     if (i >= n) return 0;
     long first = *line;
@@ -144,6 +146,7 @@ static int csv_record(char *buf, size_t n, size_t *pos, long *line, char *fields
                 else { quoted = 0; was_quoted = 1; }
             } else { if (ch == '\n') (*line)++; *w++ = ch; }
         } else if (ch == ',') {
+            lens[nf - 1] = (size_t)(w - fields[nf - 1]);
             *w++ = 0;
             if (nf == CSV_MAX_FIELDS) fail("%s:%ld: more than %d fields", path, first, CSV_MAX_FIELDS);
             fields[nf++] = w; was_quoted = 0;
@@ -154,6 +157,7 @@ static int csv_record(char *buf, size_t n, size_t *pos, long *line, char *fields
         else if (ch == '"') fail("%s:%ld: stray quote inside an unquoted field", path, first);
         else *w++ = ch;
     }
+    lens[nf - 1] = (size_t)(w - fields[nf - 1]);
     *w = 0;
     *pos = i;
     return nf;
@@ -179,7 +183,8 @@ static void read_csv(Docs *d, const char *path, const InputOptions *o) {
     // a UTF-8 byte order mark (spreadsheets write one) is not part of the first name
     if (n >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3)) pos = 3;
     char *hdr[CSV_MAX_FIELDS], *f[CSV_MAX_FIELDS];
-    int nh = csv_record(buf, n, &pos, &line, hdr, path);
+    size_t hdr_len[CSV_MAX_FIELDS], f_len[CSV_MAX_FIELDS];
+    int nh = csv_record(buf, n, &pos, &line, hdr, hdr_len, path);
     if (nh == 0) fail("%s: empty file, expected a CSV header line (e.g. label,sentence)", path);
     int tc = find_column(hdr, nh, o->text_field, text_names, 4);
     int lc = find_column(hdr, nh, o->label_field, label_names, 5);
@@ -196,14 +201,15 @@ static void read_csv(Docs *d, const char *path, const InputOptions *o) {
     int nf;
     long rec_line;
     char where[4200];
-    while (rec_line = line, (nf = csv_record(buf, n, &pos, &line, f, path)) > 0) {
-        if (nf == 1 && f[0][0] == 0) continue;  // a blank line
+    while (rec_line = line, (nf = csv_record(buf, n, &pos, &line, f, f_len, path)) > 0) {
+        if (nf == 1 && f_len[0] == 0) continue;  // a blank line
         snprintf(where, sizeof where, "%s:%ld", path, rec_line);
         if (nf != nh)  // a field more is as likely a comma the text lost its quotes for as a field less
             fail("%s: %d fields, the header has %d (%s)", where, nf, nh, nf < nh ? "missing column" :
                  "an extra field: a comma in the text needs the field quoted");
+        if (strlen(f[lc]) != f_len[lc]) fail("%s: the label holds a NUL byte", where);
         int y = parse_label(where, f[lc], o);
-        if (y >= 0) docs_add(d, where, f[tc], strlen(f[tc]), y);
+        if (y >= 0) docs_add(d, where, f[tc], f_len[tc], y);
     }
     free(buf);
 }
@@ -800,6 +806,7 @@ static void put_html_char(FILE *f, const char *s, size_t n) {
         else if (ch == '>') fputs("&gt;", f);
         else if (ch == '&') fputs("&amp;", f);
         else if (ch == ' ') fputs("&nbsp;", f);
+        else if (ch == 0) fputs("&#xfffd;", f);  // a NUL byte of the text: HTML has no place for it
         else fputc(ch, f);
     }
 }
