@@ -373,7 +373,8 @@ if [ -n "$NVCC_REL" ]; then
     if "$NVCC" -c "$WORK/probe.cu" -o "$WORK/probe.o" > "$WORK/probe.txt" 2>&1; then HOSTCXX_OK=yes
     else
         cat "$WORK/probe.txt"
-        fail "preflight: nvcc cannot compile with this host compiler (an unsupported g++ version? NVCC=\"nvcc -ccbin g++-N\")"
+        fail "preflight: nvcc cannot compile with this host compiler" \
+             "(an unsupported g++ version? NVCC=\"nvcc -ccbin g++-N\")"
     fi
 fi
 MPICC=${MPICC-$(command -v mpicc || true)}  # (MPICC= in the environment: no MPI, for make too)
@@ -442,7 +443,8 @@ fi
 # written after this script's build, no binary rebuilt since (a make by hand may have used other flags)
 BUILD_KEY="nvcc $NVCC $NVCC_REL; make ${MAKE_ARGS[*]}; NO_CUBLASLT=${NO_CUBLASLT:-}; MPICC=$MPICC"
 REUSE=0
-if [ -f build/gpu_check.key ] && [ "$(cat build/gpu_check.key)" = "$BUILD_KEY" ] && [ -s build/ptxas-train_gpu.txt ]; then
+if [ -f build/gpu_check.key ] && [ "$(cat build/gpu_check.key)" = "$BUILD_KEY" ] &&
+   [ -s build/ptxas-train_gpu.txt ]; then
     REUSE=1
     for b in train_gpu train_gpu_fp32 build/test_gpu build/test_gpu_fp32; do
         [ -x "$b" ] && [ build/gpu_check.key -nt "$b" ] || REUSE=0
@@ -469,24 +471,33 @@ if [ -n "$MODEL_GPU" ] && command -v python3 > /dev/null; then
 fi
 
 say "found"
+runs=""; [ -n "$DRIVER" ] && [ -n "$NVCC_REL" ] && runs=": runs CUDA $NVCC_REL binaries"
+hostcxx_said=${HOSTCXX:-none}
+[ -n "$HOSTCXX" ] && hostcxx_said="$HOSTCXX ($("$HOSTCXX" --version | head -n 1))${HOSTCXX_OK:+, accepted}"
+lt_none=""; [ "${NO_CUBLASLT:-}" = 1 ] && lt_none=" (NO_CUBLASLT=1)"
+py_said="none: no predictions"; command -v python3 > /dev/null && py_said=$(python3 --version 2>&1)
 echo "GPU:               ${GPU_NAME:-none} (compute capability ${CC_CAP:-?}, ${GPU_MEM:-? MiB})"
-echo "driver:            ${DRIVER:-none}, CUDA ${DRIVER_CUDA:-?}$([ -n "$DRIVER" ] && [ -n "$NVCC_REL" ] && echo ": runs CUDA $NVCC_REL binaries")"
-echo "nvcc:              ${NVCC:-none}${NVCC_REL:+ (CUDA $NVCC_REL)}; host C++ ${HOSTCXX:-none}$( [ -n "$HOSTCXX" ] && echo " ($("$HOSTCXX" --version | head -n 1))")${HOSTCXX_OK:+, accepted}"
+echo "driver:            ${DRIVER:-none}, CUDA ${DRIVER_CUDA:-?}$runs"
+echo "nvcc:              ${NVCC:-none}${NVCC_REL:+ (CUDA $NVCC_REL)}; host C++ $hostcxx_said"
 if [ "$LT_OK" = 1 ]; then echo "cuBLASLt:          $LT_WHERE"
-else echo "cuBLASLt:          ${LT_WHERE:-none}$([ "${NO_CUBLASLT:-}" = 1 ] && echo " (NO_CUBLASLT=1)"): built without it (--matmul cublaslt says so; its benchmarks and checks are skipped)"; fi
+else echo "cuBLASLt:          ${LT_WHERE:-none}$lt_none: built without it (its benchmarks not run)"; fi
 if [ -z "$NCCL_WHERE" ]; then echo "NCCL:              not found (single-process build)"
 elif [ -z "$MPICC" ]; then echo "NCCL:              $NCCL_WHERE, not used: no MPI (mpicc), so the build is single-process"
 else echo "NCCL:              $NCCL_WHERE"; fi
 echo "MPI:               ${MPICC:-none: the GPU build is single-process (multi-GPU needs MPI and NCCL)}"
 echo "compute-sanitizer: ${SANITIZER:-not found: the sanitizer step is skipped}"
 echo "free disk:         ${FREE_GB:-?} GB in $PWD"
-echo "python3:           $(command -v python3 > /dev/null && python3 --version 2>&1 || echo 'none: no predictions'); predictions: $PRED_SAID"
+echo "python3:           $py_said; predictions: $PRED_SAID"
 echo "peak:              ${PEAK:-unknown (set PEAK_TFLOPS for MFU)} dense FP16 TFLOP/s"
 echo "plan (each step capped, all within DEADLINE_S=${DEADLINE_S}s; a benchmark cut off is noted, not failed):"
-echo "  build      $([ "$REUSE" = 1 ] && echo "make gpu: reused (build/gpu_check.key matches), up to ${BUILD_S}s" || echo "make -B gpu, up to ${BUILD_S}s") ${MAKE_ARGS[*]}"
+if [ "$REUSE" = 1 ]; then echo "  build      make gpu: reused (build/gpu_check.key), up to ${BUILD_S}s ${MAKE_ARGS[*]}"
+else echo "  build      make -B gpu, up to ${BUILD_S}s ${MAKE_ARGS[*]}"; fi
 echo "  tests      test_gpu --quick (150s), test_gpu --only matmul (90s), test_gpu_fp32 --quick (120s)"
-echo "  sanitizer  $([ -n "$SANITIZER" ] && echo "memcheck, racecheck, synccheck, initcheck on test_gpu --quick --only $SAN_GROUP, up to ${SAN_S}s each" || echo "skipped (no compute-sanitizer)")"
-echo "  benchmarks copies, kernels (B=128, 256), steps (B=128, 256, 512; direct; 6 switch runs), matmul (B=128, 256, 512)"
+if [ -n "$SANITIZER" ]; then
+    echo "  sanitizer  memcheck, racecheck, synccheck, initcheck on test_gpu --quick --only $SAN_GROUP, ${SAN_S}s each"
+else echo "  sanitizer  skipped (no compute-sanitizer)"; fi
+echo "  benchmarks copies, kernels (B=128, 256), steps (B=128, 256, 512; direct; 6 switch runs),"
+echo "             matmul (B=128, 256, 512)"
 echo "  report     $REPORT and the H200 scaling"
 if [ -s "$FAILS" ] && [ "$HAVE_GPU" = 0 ]; then echo "(no GPU: the build still runs; the tests will fail)"; fi
 

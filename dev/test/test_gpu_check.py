@@ -294,7 +294,7 @@ with tempfile.TemporaryDirectory() as tmp:
           "the preflight prints, before the build and in one screen, %s" % ", ".join(k.strip(": ") for k in keys))
     check("DEADLINE_S=340s" in r1.stdout, "the default deadline leaves the report and summary inside 6 minutes")
     check(len(builds) == 2 and builds[0].startswith("-B ") and not builds[1].startswith("-B ")
-          and "make gpu: reused" in r2.stdout,
+          and "make gpu: reused (build/gpu_check.key)" in r2.stdout,
           "a second run reuses the build (make gpu, not make -B gpu): %s" % builds)
 
     # cuBLASLt only as pip's wheel (nvidia-cublas-cu12/13): linked from build/cublaslt-wheel
