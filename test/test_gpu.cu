@@ -1570,8 +1570,8 @@ static void test_switches(void) {
                 CHECK(w.base_ptr == (void *)md->W[WN_MH] && w.num_bytes == (size_t)H * H * sizeof(floatX) &&
                           w.hitProp == cudaAccessPropertyPersisting && w.hitRatio == l2_share(limit, w.num_bytes),
                       "[%s] the stream's L2 window is W_mh (%zu bytes, persisting, hit ratio %g), %zu bytes set aside "
-                      "(read back: the hit ratio is the share of the window it covers)", r.name, w.num_bytes, w.hitRatio,
-                      limit);
+                      "(read back: the hit ratio is the share of the window it covers)",
+                      r.name, w.num_bytes, w.hitRatio, limit);
             else
                 CHECK(w.num_bytes == 0, "[%s] no persisting L2 on this device (sm_%d): no window", r.name,
                       prop.major * 10 + prop.minor);

@@ -342,8 +342,8 @@ with tempfile.TemporaryDirectory() as tmp:
                   "NCCL's wheel with mpicc: linked from build/nccl-wheel, which is still there after the run "
                   "(the binaries' rpath): %s" % line)
         else:
-            check(r.returncode == 0 and line == ["NCCL:              %s, not used: no MPI (mpicc), so the build is single-process"
-                                                 % wheel] and "NCCL_HOME" not in made,
+            said = "NCCL:              %s, not used: no MPI (mpicc), so the build is single-process" % wheel
+            check(r.returncode == 0 and line == [said] and "NCCL_HOME" not in made,
                   "NCCL's wheel without mpicc: one line says the build is single-process, NCCL not linked: %s" % line)
 
     # 4. bad arguments
