@@ -115,9 +115,23 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/de
 NVCC_OK := $(shell [ -n "$(NVCC)" ] && printf '__global__ void k(){}\nint main(){k<<<1,1>>>();return 0;}\n' \
              > $(PROBE_DIR)/k.cu && \
              $(NVCC) -c $(PROBE_DIR)/k.cu -o $(PROBE_DIR)/k.o 2>/dev/null && echo yes)
-NCCL_OK := $(shell [ "$(NVCC_OK)" = yes ] && printf '%s\n' '$(HASH)include <nccl.h>' \
+# (NO_NCCL=1: as if the system had none; NCCL_HOME, below, still counts)
+NCCL_OK := $(shell [ "$(NVCC_OK)" = yes ] && [ "$(NO_NCCL)" != 1 ] && printf '%s\n' '$(HASH)include <nccl.h>' \
              'int main(){int v;return ncclGetVersion(&v)!=ncclSuccess;}' > $(PROBE_DIR)/n.cu && \
              $(NVCC) $(PROBE_DIR)/n.cu -lnccl -o $(PROBE_DIR)/n 2>/dev/null && echo yes)
+# cuBLASLt (train.cu's --matmul cublaslt; the default matmuls need none): from the toolkit, from
+# CUBLASLT_HOME=DIR (cublasLt.h and libcublasLt under DIR/include, DIR/lib: dev/gpu_check.sh points
+# it at pip's wheel), or not at all with NO_CUBLASLT=1 (the build without it, as on an image without)
+ifneq ($(CUBLASLT_HOME),)
+  CUBLASLT_FLAGS := -I$(CUBLASLT_HOME)/include -L$(CUBLASLT_HOME)/lib -Xlinker -rpath=$(CUBLASLT_HOME)/lib
+endif
+CUBLASLT_OK := $(shell [ "$(NVCC_OK)" = yes ] && [ "$(NO_CUBLASLT)" != 1 ] && \
+             printf '%s\n' '$(HASH)include <cublasLt.h>' \
+             'int main(){cublasLtHandle_t h;return cublasLtCreate(&h)!=CUBLAS_STATUS_SUCCESS;}' \
+             > $(PROBE_DIR)/lt.cu && \
+             $(NVCC) $(CUBLASLT_FLAGS) $(PROBE_DIR)/lt.cu -lcublasLt -o $(PROBE_DIR)/lt 2>/dev/null && echo yes)
+CUBLASLT_WHY := $(if $(filter 1,$(NO_CUBLASLT)),NO_CUBLASLT=1,cublasLt.h/libcublasLt not usable$(if \
+    $(CUBLASLT_HOME), under $(CUBLASLT_HOME)))
 $(shell rm -rf $(PROBE_DIR))
 # the CPU trainer: with MPI when mpicc works (it still runs as one process without mpirun)
 ifeq ($(MPI_OK),yes)
@@ -133,6 +147,7 @@ probe:
 	apt-get install libopenmpi-dev openmpi-bin))"
 	$(SAY) "nvcc: $(if $(NVCC_OK),yes ($(NVCC)),no (skipping train.cu and test_gpu.cu: no working nvcc))"
 	$(SAY) "NCCL: $(if $(NCCL_OK),yes,no (GPU build is single-process only: nccl.h/libnccl not usable))"
+	$(SAY) "cuBLASLt: $(if $(CUBLASLT_OK),yes,no (GPU build without --matmul cublaslt: $(CUBLASLT_WHY)))"
 
 include test/fuzz/fuzz.mk
 
@@ -142,7 +157,8 @@ include test/fuzz/fuzz.mk
 # CUDA 13 no longer targets sm_70; for a V100 build with CUDA 12 (WMMA works there,
 # cp.async is only compiled for sm_80+):
 #   make gpu NVCC=/usr/local/cuda-12/bin/nvcc GPU_ARCHS="-gencode arch=compute_70,code=sm_70"
-# Options: NCCL_HOME=DIR (nccl.h and libnccl under DIR/include, DIR/lib),
+# Options: NCCL_HOME=DIR (nccl.h and libnccl under DIR/include, DIR/lib), CUBLASLT_HOME=DIR,
+# NO_CUBLASLT=1 and NO_NCCL=1 (the probes above),
 # GPU_DEBUG=1 (every launch waited for and checked, so a fault names the function that
 # launched the kernel, with file and line; the time loops run without CUDA graphs; slower):
 # rebuild with make -B.
@@ -157,7 +173,10 @@ NVCCFLAGS += -std=c++17 -I. -D_GNU_SOURCE -lineinfo $(GPU_ARCHS) \
 ifeq ($(WERROR),1)
   NVCCFLAGS += -Werror all-warnings -Xcompiler -Werror
 endif
-GPU_LIBS := -lcublasLt
+ifeq ($(CUBLASLT_OK),yes)
+  GPU_DEFS += -DUSE_CUBLASLT $(CUBLASLT_FLAGS)
+  GPU_LIBS += -lcublasLt
+endif
 ifneq ($(NCCL_HOME),)
   NCCL_FLAGS := -I$(NCCL_HOME)/include -L$(NCCL_HOME)/lib -Xlinker -rpath=$(NCCL_HOME)/lib
   GPU_PROBE := $(shell mktemp -d 2>/dev/null || echo /tmp)
@@ -192,7 +211,8 @@ GPU_BINS := train_gpu train_gpu_fp32 $(BUILD)/test_gpu $(BUILD)/test_gpu_fp32
 gpu:
 ifeq ($(NVCC_OK),yes)
 gpu: $(GPU_BINS)
-	$(SAY) "GPU build: $(GPU_BINS) ($(if $(GPU_MPI_CFLAGS),MPI,no MPI), $(if $(filter yes,$(NCCL_OK)),NCCL,no NCCL))"
+	$(SAY) "GPU build: $(GPU_BINS) ($(if $(GPU_MPI_CFLAGS),MPI,no MPI), $(if $(filter yes,$(NCCL_OK)),NCCL,no NCCL), \
+	$(if $(filter yes,$(CUBLASLT_OK)),cuBLASLt,no cuBLASLt))"
 all: gpu
 else
 	$(SAY) "nvcc: no working nvcc; skipping the GPU build"

@@ -12,8 +12,9 @@
 // cublaslt (cuBLASLt's matmuls; a flag of run.h's table that only this trainer takes), and in
 // the environment MLSTM_SPLITK=1, MLSTM_OVERLAP=1, MLSTM_L2=1, MLSTM_WARP64=1, MLSTM_NO_GRAPH=1.
 // Build-time switches: -DPRECISION_FP32 (everything FP32, the comparison of the
-// paper's 4.2x), -DUSE_NCCL (multi-process), -DUSE_MPI (as train.c), -DGPU_DEBUG (every
-// launch waited for and checked, no CUDA graphs: make gpu GPU_DEBUG=1).
+// paper's 4.2x), -DUSE_NCCL (multi-process), -DUSE_MPI (as train.c), -DUSE_CUBLASLT (--matmul
+// cublaslt; the Makefile sets it where cuBLASLt builds), -DGPU_DEBUG (every launch waited for and
+// checked, no CUDA graphs: make gpu GPU_DEBUG=1).
 //
 // Every launch goes through a Launch context that the Model owns and passes down (its stream,
 // switches, workspaces and cuBLASLt plans), so the training and the validation model share
@@ -78,7 +79,12 @@ static_assert(FP16_MAX_LOSS_SCALE * MAX_ABS_DLOGIT <= FP16_MAX && 2 * FP16_MAX_L
 #include <cuda_fp16.h>
 #include <mma.h>
 #include <type_traits>
+#ifdef USE_CUBLASLT
 #include <cublasLt.h>
+#define GPU_CUBLASLT 1
+#else
+#define GPU_CUBLASLT 0  // --matmul cublaslt is refused at start-up (switches_of)
+#endif
 #if defined(USE_NCCL) && defined(USE_MPI)
 #include <nccl.h>
 #define GPU_NCCL 1
@@ -162,6 +168,9 @@ static Switches switches_of(const Options *o) {
     s.l2 = env_switch("MLSTM_L2");
     s.warp64 = env_switch("MLSTM_WARP64");
     s.cublaslt = o->matmul == MATMUL_CUBLASLT;
+    if (s.cublaslt && !GPU_CUBLASLT)
+        fail("--matmul cublaslt: this build has no cuBLASLt (cublasLt.h and libcublasLt were not found: make probe "
+             "says where it looked); --matmul wmma needs none");
     return s;
 }
 // ----------------------------------------------------------------------------
@@ -587,6 +596,10 @@ static void matmul_simt(const Launch *L, const floatX *A, const floatX *B, int M
 // aligned only when B H % 128 == 0; so the key holds each operand's alignment, read from its
 // pointer, which the plan states as the heuristic's minimum. Switch overlap's weight gradients
 // plan for the SMs they may use (Launch.lt_sm_target). Each Model keeps its own plans (LtPlans).
+// A shape the heuristic refuses runs on the hand-written kernel (matmul), so one odd shape cannot
+// end a run that --matmul cublaslt would otherwise finish.
+#define LT_WORKSPACE_BYTES (32u << 20)
+#if GPU_CUBLASLT
 static void lt_check(cublasStatus_t st, const char *file, int line) {
     if (st == CUBLAS_STATUS_SUCCESS) return;
     fprintf(stderr, "error: cuBLASLt status %d at %s:%d\n", (int)st, file, line);
@@ -594,7 +607,6 @@ static void lt_check(cublasStatus_t st, const char *file, int line) {
     exit(1);
 }
 #define ltCheck(x) lt_check((x), __FILE__, __LINE__)
-#define LT_WORKSPACE_BYTES (32u << 20)
 
 typedef struct {
     int layout, M, N, K, out_f32, bias;
@@ -604,6 +616,7 @@ typedef struct {
 } LtKey;  // made by lt_key (padding zeroed: keys are compared as bytes)
 typedef struct LtPlan {
     LtKey key;
+    int refused;  // cuBLASLt has no algorithm for it: the product runs on the hand-written kernel
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
@@ -614,14 +627,17 @@ struct LtPlans {
     LtPlan *plans;            // every plan made, newest first
     int n;
 };
+static void lt_plan_destroy(LtPlan *p) {
+    ltCheck(cublasLtMatrixLayoutDestroy(p->a));
+    ltCheck(cublasLtMatrixLayoutDestroy(p->b));
+    ltCheck(cublasLtMatrixLayoutDestroy(p->d));
+    ltCheck(cublasLtMatmulDescDestroy(p->desc));
+}
 static void lt_plans_free(LtPlans *lt) {
     while (lt->plans) {
         LtPlan *p = lt->plans;
         lt->plans = p->next;
-        ltCheck(cublasLtMatrixLayoutDestroy(p->a));
-        ltCheck(cublasLtMatrixLayoutDestroy(p->b));
-        ltCheck(cublasLtMatrixLayoutDestroy(p->d));
-        ltCheck(cublasLtMatmulDescDestroy(p->desc));
+        if (!p->refused) lt_plan_destroy(p);
         free(p);
     }
     if (lt->handle) ltCheck(cublasLtDestroy(lt->handle));
@@ -647,6 +663,26 @@ static LtKey lt_key(const Launch *L, int layout, int M, int N, int K, const void
     k.workspace = L->lt_ws_n;
     return k;
 }
+// A shape cuBLASLt refuses (its heuristic's CUBLAS_STATUS_NOT_SUPPORTED, no algorithm, or one
+// whose state is not success) runs on the hand-written kernel: one line says so per shape and
+// layout in the process (every model and plan key of that shape stays quiet after it).
+typedef struct LtRefused {
+    int layout, M, N, K;
+    struct LtRefused *next;
+} LtRefused;
+static void lt_say_refused(const LtKey *k, cublasStatus_t st, int found, cublasStatus_t state) {
+    static LtRefused *said;
+    for (const LtRefused *r = said; r; r = r->next)
+        if (r->layout == k->layout && r->M == k->M && r->N == k->N && r->K == k->K) return;
+    LtRefused *r = (LtRefused *)mallocCheck(sizeof(LtRefused));
+    *r = (LtRefused){k->layout, k->M, k->N, k->K, said};
+    said = r;
+    if (rank == 0)
+        fprintf(stderr, "note: cuBLASLt refuses %d x %d x %d (layout %d, alignments %u %u %u bytes; heuristic status "
+                "%d, %d found, state %d): it runs on the hand-written kernel\n", k->M, k->N, k->K, k->layout,
+                k->align[0], k->align[1], k->align[3], (int)st, found, (int)state);
+}
+// The plan of key k (made on first use and kept); its refused flag says cuBLASLt has none.
 static const LtPlan *lt_plan(LtPlans *lt, const LtKey *k, const float *bias) {
     for (const LtPlan *p = lt->plans; p; p = p->next)
         if (!memcmp(&p->key, k, sizeof *k)) return p;
@@ -686,15 +722,19 @@ static const LtPlan *lt_plan(LtPlans *lt, const LtKey *k, const float *bias) {
     for (int i = 0; i < 4; i++)
         ltCheck(cublasLtMatmulPreferenceSetAttribute(pref, min_align[i], &k->align[i], sizeof k->align[i]));
     cublasLtMatmulHeuristicResult_t r;
+    memset(&r, 0, sizeof r);
     int found = 0;
-    ltCheck(cublasLtMatmulAlgoGetHeuristic(lt->handle, p->desc, p->a, p->b, p->d, p->d, pref, 1, &r, &found));
+    const cublasStatus_t st =
+        cublasLtMatmulAlgoGetHeuristic(lt->handle, p->desc, p->a, p->b, p->d, p->d, pref, 1, &r, &found);
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED) ltCheck(st);
     ltCheck(cublasLtMatmulPreferenceDestroy(pref));
-    if (!found) {
-        fprintf(stderr, "error: cuBLASLt has no algorithm for %d x %d x %d (layout %d, alignments %u %u %u bytes)\n", M,
-                N, K, k->layout, k->align[0], k->align[1], k->align[3]);
-        exit(1);
+    p->refused = st != CUBLAS_STATUS_SUCCESS || found < 1 || r.state != CUBLAS_STATUS_SUCCESS;
+    if (p->refused) {
+        lt_plan_destroy(p);
+        lt_say_refused(k, st, found, r.state);
+    } else {
+        p->algo = r.algo;
     }
-    p->algo = r.algo;
     p->next = lt->plans;
     lt->plans = p;
     lt->n++;
@@ -707,7 +747,8 @@ __global__ void epilogue_kernel(const float *C, int M, int N, Epilogue e) {
     if (i < (size_t)M * N) epilogue_store(e, (int)(i / N), (int)(i % N), C[i]);
 }
 
-static void matmul_lt(const Launch *L, int layout, int M, int N, int K, const floatX *A, const floatX *B,
+// Whether cuBLASLt ran the product (false: it has no algorithm for the shape; the caller runs it).
+static bool matmul_lt(const Launch *L, int layout, int M, int N, int K, const floatX *A, const floatX *B,
                       const Epilogue &e) {
     const bool lt_finishes = e.kind == EPI_PLAIN && (!e.bias || e.outf);  // (the bias in D's type)
     if (!lt_finishes && (!L->lt_scratch || (size_t)M * N > L->lt_scratch_n)) {
@@ -719,6 +760,7 @@ static void matmul_lt(const Launch *L, int layout, int M, int N, int K, const fl
     const float *bias = lt_finishes ? e.bias : NULL;
     const LtKey k = lt_key(L, layout, M, N, K, A, B, D, !lt_finishes || e.outf != NULL, bias);
     const LtPlan *p = lt_plan(L->lt, &k, bias);
+    if (p->refused) return false;
     if (bias)  // the pointer of this call (the plan may have been made for another)
         ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     const float alpha = lt_finishes ? e.scale : 1.f, beta = lt_finishes && e.accumulate ? 1.f : 0.f;
@@ -729,7 +771,18 @@ static void matmul_lt(const Launch *L, int layout, int M, int N, int K, const fl
         epilogue_kernel<<<ceil_div((long)M * N, BLOCK_THREADS), BLOCK_THREADS, 0, L->stream>>>(L->lt_scratch, M, N, e);
         launchCheck();
     }
+    return true;
 }
+#else
+struct LtPlans {
+    int n;  // (no plans: without cuBLASLt the switch cannot be on)
+};
+static void lt_plans_free(LtPlans *lt) { memset(lt, 0, sizeof *lt); }
+static bool matmul_lt(const Launch *, int, int, int, int, const floatX *, const floatX *, const Epilogue &) {
+    return false;
+}
+#endif
+
 
 // Which kernel runs a shape (FP16 build): a TILE_BIG square tile where its blocks
 // fill at least TILE_BIG_MIN_FILL = 90% of one wave on the SMs, else TILE_SMALL (the per-step matmuls
@@ -807,10 +860,7 @@ __global__ void splitk_reduce_kernel(const float *partial, int splits, int M, in
 static void matmul(const Launch *L, int layout, int M, int N, int K, const floatX *A, const floatX *B,
                    const Epilogue &e) {
     L->seam->bounded += L->grid_bound > 0 || L->lt_sm_target > 0;
-    if (L->sw.cublaslt) {
-        matmul_lt(L, layout, M, N, K, A, B, e);
-        return;
-    }
+    if (L->sw.cublaslt && matmul_lt(L, layout, M, N, K, A, B, e)) return;
     int splits;
     int plan = matmul_plan(L, M, N, K, A, B, &splits);
     float *partial = NULL;  // (the FP32 build never splits: its SIMT kernel has no split-K)
@@ -1490,7 +1540,9 @@ static void model_alloc(Model *md) {
 // of its 50), so the per-step products mh and dh read it from L2 instead of from DRAM after W_h's
 // 134 MB stream has evicted it. A window on the model's main stream: the launches on it, and the
 // kernel nodes captured from it, carry it. Without persisting L2 (before sm_80) the switch does
-// nothing.
+// nothing. The share of the window that persists (hitRatio) is what the driver set aside, read
+// back: CUDA does not promise the set-aside asked for (a driver sets L2 aside in units of its own,
+// and may give less), and a window larger than its set-aside would evict its own lines.
 static void l2_window(Model *md, const cudaDeviceProp *prop) {
     size_t persist = (size_t)prop->persistingL2CacheMaxSize, max_win = (size_t)prop->accessPolicyMaxWindowSize;
     if (!persist || !max_win) {
@@ -1502,10 +1554,12 @@ static void l2_window(Model *md, const cudaDeviceProp *prop) {
     memset(&a, 0, sizeof a);
     a.accessPolicyWindow.base_ptr = (void *)md->W[WN_MH];
     a.accessPolicyWindow.num_bytes = win;
-    a.accessPolicyWindow.hitRatio = win <= persist ? 1.f : (float)persist / win;  // the share that persists
+    cudaCheck(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, win < persist ? win : persist));
+    size_t granted = 0;
+    cudaCheck(cudaDeviceGetLimit(&granted, cudaLimitPersistingL2CacheSize));
+    a.accessPolicyWindow.hitRatio = win <= granted ? 1.f : (float)granted / win;  // the share that persists
     a.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
     a.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-    cudaCheck(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, win < persist ? win : persist));
     cudaCheck(cudaStreamSetAttribute(md->launch.stream, cudaStreamAttributeAccessPolicyWindow, &a));
 }
 

@@ -5,20 +5,23 @@
 #   dev/gpu_check.sh [LOG_DIR]            on a GPU machine (LOG_DIR: e.g. "$OUT")
 #   dev/gpu_check.sh --report LOG_DIR     the report again, from LOG_DIR's bench.txt and predict.txt
 #
-# 1. preflight: prints and checks what the build and the run need: nvidia-smi and the
-#    GPU (nvidia-smi -q kept in LOG_DIR), the driver against nvcc's CUDA release (CUDA 13
-#    needs a 580 or newer driver; an older one stops the run here, with one line saying so:
-#    every binary would fail), a host compiler nvcc accepts, cuBLASLt (cublasLt.h and
-#    libcublasLt, which train.cu links: without them the run stops here too), python3 (for
-#    the predictions), mpicc and NCCL (for more than one GPU; optional: NCCL without MPI is
-#    said in one line and not used, the build is single-process);
-# 2. build: make -B gpu for this GPU's architecture only (GPU_ARCHS; faster), with NCCL
-#    from the system, the CUDA directory or pip's site-packages/nvidia/nccl if present (its
-#    libnccl linked from build/nccl-wheel, which outlives the run); ptxas's register reports
-#    (build/ptxas-*.txt) copied to LOG_DIR;
+# 1. preflight (about 15 s): every probe, then one screen of what it found (GPU, driver, nvcc and
+#    the host compiler, cuBLASLt, NCCL, MPI, compute-sanitizer, free disk, predictions) and the plan
+#    it will run within the deadline. A driver that cannot run nvcc's binaries stops the run here,
+#    with one line (CUDA's minor-version compatibility: a driver of the same major release runs
+#    them, an older major does not; driver_refusal); so does no nvcc. cuBLASLt and NCCL come from
+#    the toolkit or the system (the Makefile's probes), else from pip's wheels (nvidia/cublas,
+#    nvidia/nccl in site-packages, linked from build/cublaslt-wheel and build/nccl-wheel, which
+#    outlive the run: the binaries' rpath); without cuBLASLt the build goes on without --matmul
+#    cublaslt (NO_CUBLASLT=1 forces that), without MPI NCCL is said in one line and not used;
+# 2. build: make -B gpu for this GPU's architecture only (GPU_ARCHS; faster), or make gpu when
+#    build/gpu_check.key shows the same make arguments built it (a second run reuses the build);
+#    ptxas's register reports (build/ptxas-*.txt) copied to LOG_DIR;
 # 3. tests: build/test_gpu --quick, then its matmul group in full (the paper's shapes: a
 #    fatal exit there cannot hide the other groups' results), build/test_gpu_fp32 --quick
-#    (the GPU against the CPU reference);
+#    (the GPU against the CPU reference); then compute-sanitizer's memcheck, racecheck,
+#    synccheck and initcheck on test_gpu --quick --only model (SAN_GROUP), each up to SAN_S
+#    seconds, summarised in sanitizer.txt (skipped with one line when it is not found);
 # 4. benchmarks: the DRAM and the L2 bandwidth by device copies (the model's constants); FP16:
 #    each kernel of one forward and one backward time step timed by events
 #    (B = 128, 256); the training step at H=4096 D=64 T=256, B = 128, 256, 512, at B=128
@@ -34,17 +37,18 @@
 #    measured step (dev/scaling.py); what the run does not exercise (NCCL with two ranks,
 #    the GPU_DEBUG build).
 #
-# Every command has a timeout inside one deadline (DEADLINE_S, default 420 s). A
+# Every command has a timeout inside one deadline (DEADLINE_S, default 340 s). A
 # benchmark cut off by its timeout, or not started for lack of time, is reported as
 # such and is not a failure. Exit status: 0 when the preflight's required checks, the
-# build and both test programs pass (and no benchmark crashed); 1 otherwise.
-# LOG_DIR receives, as they are written, 7 files: gpu_check.log (everything), bench.txt (the
-# bench_* lines), predict.txt (the predictions), report.md (the tables), nvidia-smi-q.txt, and
-# ptxas-train_gpu.txt, ptxas-train_gpu_fp32.txt (registers and spills per kernel).
-#
-# Environment: DEADLINE_S, JOBS, BENCH_STEPS_FP16 (default 8), PEAK_TFLOPS (dense FP16
-# TFLOP/s for a card not in the table below), GPU_ARCHS (nvcc -gencode flags, instead of
-# the detected architecture), NVCC (as for make).
+# build and both test programs pass, no sanitizer tool reports an error, and no benchmark
+# crashed; 1 otherwise.
+# LOG_DIR receives, as they are written, 8 files: gpu_check.log (everything), bench.txt (the
+# bench_* lines), predict.txt (the predictions), report.md (the tables), nvidia-smi-q.txt,
+# ptxas-train_gpu.txt, ptxas-train_gpu_fp32.txt (registers and spills per kernel), sanitizer.txt.
+# Environment: DEADLINE_S, BUILD_S, SAN_S, SAN_GROUP, JOBS, BENCH_STEPS_FP16 (default 8),
+# PEAK_TFLOPS (dense FP16 TFLOP/s for a card not in the table below), GPU_ARCHS (nvcc -gencode
+# flags, instead of the detected architecture), NVCC and MPICC (as for make), NO_CUBLASLT=1,
+# COMPUTE_SANITIZER (its path).
 set -u
 cd "$(dirname "$0")/.." || exit 1
 
@@ -222,7 +226,10 @@ FAILS=$WORK/failures    # files, so that results inside pipelines (subshells) co
 TIMEOUTS=$WORK/timeouts
 : > "$FAILS"; : > "$TIMEOUTS"; : > "$BENCH"; : > "$PRED"
 T_START=$(date +%s)
-DEADLINE_S=${DEADLINE_S:-420}
+DEADLINE_S=${DEADLINE_S:-340}
+BUILD_S=${BUILD_S:-240}       # the build's cap (a fresh one; a reused one takes seconds)
+SAN_S=${SAN_S:-25}            # each compute-sanitizer tool's cap
+SAN_GROUP=${SAN_GROUP:-model}  # the test_gpu group the sanitizer runs (a training step's every kernel)
 # The trainer re-executes itself to set OMP_WAIT_POLICY when it is unset (mlstm.h);
 # test_gpu runs the trainer's main, so set the policy here and skip that.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
@@ -258,121 +265,190 @@ run() {
 }
 # version_ge A B: A >= B for dotted versions
 version_ge() { [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -n 1)" = "$2" ]; }
+# driver_refusal DRIVER DRIVER_CUDA NVCC_RELEASE: why this driver cannot run what this nvcc builds, or
+# nothing when it can. CUDA's compatibility rules: a driver runs binaries of its own CUDA major release
+# whatever their minor (minor-version compatibility: 13.1's binaries on a 13.0 driver; only PTX of the
+# newer minor would not JIT, and the build holds SASS for the detected GPU) and of every older major,
+# not of a newer major; and each major release needs its minimum driver (CUDA 12: 525.60.13, 13: 580).
+# DRIVER_CUDA may be empty (not in nvidia-smi's header): then the minimum alone decides.
+driver_refusal() {
+    local drv=$1 drv_cuda=$2 rel=$3 major=${3%%.*} min=""
+    case "$major" in 12) min=525.60.13 ;; 13) min=580 ;; esac
+    if [ -n "$drv_cuda" ] && [ "${drv_cuda%%.*}" -lt "$major" ]; then
+        echo "driver $drv supports CUDA $drv_cuda, nvcc is CUDA $rel: needs driver ${min:-a newer one} or newer for" \
+             "CUDA $major (or NVCC= a CUDA ${drv_cuda%%.*} toolkit)"
+    elif [ -n "$min" ] && ! version_ge "$drv" "$min"; then
+        echo "driver $drv is older than CUDA $major's minimum: needs driver $min or newer for CUDA $major" \
+             "(or NVCC= an older toolkit)"
+    fi
+}
+# The sanitizer step (3b below): each tool on build/test_gpu --quick --only SAN_GROUP, its verdict and
+# first reports in LOG_DIR/sanitizer.txt.
+sanitize() {
+    local out=$LOG_DIR/sanitizer.txt tool t rc n t0
+    if [ -z "$SANITIZER" ]; then
+        echo "compute-sanitizer: not found (on PATH, beside nvcc, or COMPUTE_SANITIZER=): the sanitizer step skipped" \
+            | tee "$out"
+        return 0
+    fi
+    say "compute-sanitizer: build/test_gpu --quick --only $SAN_GROUP under each tool (up to ${SAN_S}s each)"
+    "$SANITIZER" --version 2>&1 | tail -n 1 > "$out"
+    for tool in memcheck racecheck synccheck initcheck; do
+        t=$(left "$SAN_S")
+        if [ "$t" -lt 10 ]; then
+            echo "compute-sanitizer $tool: not run (the ${DEADLINE_S}s deadline)" | tee -a "$out" "$TIMEOUTS"
+            continue
+        fi
+        t0=$(date +%s)
+        timeout -k 10 "$t" "$SANITIZER" --tool "$tool" --error-exitcode 99 --print-limit 20 \
+            build/test_gpu --quick --only "$SAN_GROUP" > "$WORK/san-$tool.txt" 2>&1
+        rc=$?
+        # the tool's own count; a run cut off has none, so its reports are counted
+        n=$(grep -o 'ERROR SUMMARY: [0-9]*' "$WORK/san-$tool.txt" | tail -n 1 | grep -o '[0-9]*$')
+        [ -z "$n" ] && n=$(grep -E '^========= [A-Z]' "$WORK/san-$tool.txt" |
+                           grep -cvE 'COMPUTE-SANITIZER|SUMMARY|Target application')
+        {
+            echo "== $tool: exit $rc after $(( $(date +%s) - t0 ))s, $n errors"
+            grep -E '^=========' "$WORK/san-$tool.txt" | grep -v COMPUTE-SANITIZER | head -n 40
+        } >> "$out"
+        if [ "$n" -gt 0 ] || [ "$rc" -eq 99 ]; then
+            fail "compute-sanitizer $tool: $n errors (sanitizer.txt)"
+        elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+            echo "compute-sanitizer $tool: cut off after ${t}s, no error before" | tee -a "$TIMEOUTS"
+        elif [ "$rc" -ne 0 ]; then
+            echo "compute-sanitizer $tool: no error; test_gpu exit $rc under it (its checks ran without it above)"
+        else
+            echo "compute-sanitizer $tool: no error"
+        fi
+    done
+}
 
 main() {
 set -o pipefail
 say "gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n), logs in $LOG_DIR"
 git log -1 --format='commit %H %s' 2>/dev/null || true
 
-# ---- 1. preflight
+# ---- 1. preflight: every probe first (about 15 s), then one screen of what was found and the plan
 say "preflight"
 missing=""
-for c in make timeout awk sort find; do command -v "$c" > /dev/null || missing="$missing $c"; done
+for c in make timeout awk sort find df; do command -v "$c" > /dev/null || missing="$missing $c"; done
 [ -n "$missing" ] && fail "preflight: missing commands:$missing"
-HAVE_GPU=0 GPU_NAME="" CC_CAP="" DRIVER="" DRIVER_CUDA=""
-if command -v nvidia-smi > /dev/null; then
-    if timeout 30 nvidia-smi; then
-        HAVE_GPU=1
-        timeout 30 nvidia-smi -q > "$LOG_DIR/nvidia-smi-q.txt" 2>&1 || true
-        GPU_NAME=$(timeout 30 nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
-        DRIVER=$(timeout 30 nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1)
-        CC_CAP=$(timeout 30 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1)
-        DRIVER_CUDA=$(timeout 30 nvidia-smi 2>/dev/null | grep -o 'CUDA Version: *[0-9.]*' | grep -o '[0-9.]*$' | head -n 1)
-    else
-        fail "preflight: nvidia-smi fails (no driver loaded, or no GPU)"
-    fi
-else
+HAVE_GPU=0 GPU_NAME="" CC_CAP="" DRIVER="" DRIVER_CUDA="" GPU_MEM=""
+if ! command -v nvidia-smi > /dev/null; then
     fail "preflight: nvidia-smi not found: no NVIDIA driver on this machine"
+elif ! timeout 20 nvidia-smi > "$WORK/smi.txt" 2>&1; then
+    cat "$WORK/smi.txt"
+    fail "preflight: nvidia-smi fails (no driver loaded, or no GPU)"
+else
+    HAVE_GPU=1
+    timeout 20 nvidia-smi -q > "$LOG_DIR/nvidia-smi-q.txt" 2>&1 || true
+    IFS=, read -r GPU_NAME DRIVER CC_CAP GPU_MEM < <(timeout 20 nvidia-smi \
+        --query-gpu=name,driver_version,compute_cap,memory.total --format=csv,noheader 2>/dev/null | head -n 1)
+    GPU_NAME=$(echo "$GPU_NAME" | xargs); DRIVER=$(echo "$DRIVER" | xargs)
+    CC_CAP=$(echo "$CC_CAP" | xargs); GPU_MEM=$(echo "$GPU_MEM" | xargs)
+    DRIVER_CUDA=$(grep -o 'CUDA Version: *[0-9.]*' "$WORK/smi.txt" | grep -o '[0-9.]*$' | head -n 1)
 fi
 NVCC=${NVCC:-$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)}
 NVCC_REL=""
 [ -n "$NVCC" ] && NVCC_REL=$("$NVCC" --version 2>/dev/null | grep -o 'release [0-9.]*' | grep -o '[0-9.]*$')
-echo "GPU:      ${GPU_NAME:-none} (compute capability ${CC_CAP:-?})"
-echo "driver:   ${DRIVER:-none}, supports CUDA ${DRIVER_CUDA:-?}"
-echo "nvcc:     ${NVCC:-none}${NVCC_REL:+ (CUDA $NVCC_REL)}"
-# A driver older than the toolkit needs: every binary would fail with cudaErrorInsufficientDriver
+# A driver the toolkit cannot use: every binary would fail with cudaErrorInsufficientDriver
 # (R550/R570 are common on H200 fleets; CUDA 13 needs R580). Nothing else is worth running: stop
 # here, with one line saying what is needed.
 need=""
-if [ -n "$NVCC_REL" ] && [ -n "$DRIVER_CUDA" ] && ! version_ge "$DRIVER_CUDA" "$NVCC_REL"; then
-    need="driver $DRIVER supports CUDA $DRIVER_CUDA, nvcc is CUDA $NVCC_REL"
-elif [ -n "$NVCC_REL" ] && [ -n "$DRIVER" ] && version_ge "$NVCC_REL" 13.0 && ! version_ge "$DRIVER" 580; then
-    need="driver $DRIVER is older than CUDA 13's minimum"
-fi
 if [ -z "$NVCC_REL" ]; then
     fail "preflight: no working nvcc (install the CUDA toolkit, or NVCC=/path/to/nvcc)"
-elif [ -n "$need" ]; then
-    need="preflight: $need: needs driver 580 or newer for CUDA 13 (or NVCC= a CUDA ${DRIVER_CUDA:-12} toolkit); nothing built or run"
+elif [ -n "$DRIVER" ]; then
+    need=$(driver_refusal "$DRIVER" "${DRIVER_CUDA:-}" "$NVCC_REL")
+fi
+if [ -n "$need" ]; then
+    need="preflight: $need; nothing built or run"
     echo "$need" >> "$FAILS"
     echo "gpu_check: STOP: $need"
     return 1
-else
-    [ -n "$DRIVER" ] && echo "driver:   ok for CUDA $NVCC_REL"
 fi
 HOSTCXX=$(command -v g++ || command -v c++ || true)
-echo "host C++: ${HOSTCXX:-none} ($( [ -n "$HOSTCXX" ] && "$HOSTCXX" --version | head -n 1))"
+HOSTCXX_OK=""
 if [ -n "$NVCC_REL" ]; then
     printf '__global__ void k(float *x) { x[threadIdx.x] = 1.f; }\nint main() { return 0; }\n' > "$WORK/probe.cu"
-    if "$NVCC" -c "$WORK/probe.cu" -o "$WORK/probe.o" > "$WORK/probe.txt" 2>&1; then
-        echo "host C++: nvcc accepts it"
+    if "$NVCC" -c "$WORK/probe.cu" -o "$WORK/probe.o" > "$WORK/probe.txt" 2>&1; then HOSTCXX_OK=yes
     else
         cat "$WORK/probe.txt"
-        fail "preflight: nvcc cannot compile with this host compiler (an unsupported g++ version? NVCC=\"nvcc -ccbin g++-N\")"
+        fail "preflight: nvcc cannot compile with this host compiler" \
+             "(an unsupported g++ version? NVCC=\"nvcc -ccbin g++-N\")"
     fi
 fi
-# cuBLASLt: train.cu links it (--matmul cublaslt); without cublasLt.h or libcublasLt the build
-# fails, so the run stops here, with one line saying what is missing
-if [ -n "$NVCC_REL" ]; then
-    printf '#include <cublasLt.h>\nint main() { cublasLtHandle_t h; return cublasLtCreate(&h) != CUBLAS_STATUS_SUCCESS; }\n' \
-        > "$WORK/lt.cu"
-    if "$NVCC" "$WORK/lt.cu" -lcublasLt -o "$WORK/lt" > "$WORK/lt.txt" 2>&1; then
-        echo "cuBLASLt: cublasLt.h and libcublasLt found by nvcc"
-    else
-        head -n 5 "$WORK/lt.txt"
-        need="preflight: cuBLASLt not found by nvcc (cublasLt.h and libcublasLt, the toolkit's cuBLAS: train.cu links it)"
-        echo "$need" >> "$FAILS"
-        echo "gpu_check: STOP: $need; nothing built or run"
-        return 1
-    fi
-fi
-if command -v python3 > /dev/null; then echo "python3:  $(python3 --version 2>&1) (predictions)"
-else echo "python3:  none: no predictions beside the measurements"; fi
 MPICC=${MPICC-$(command -v mpicc || true)}  # (MPICC= in the environment: no MPI, for make too)
-echo "mpicc:    ${MPICC:-none: the GPU build is single-process (multi-GPU needs MPI and NCCL)}"
 
-# NCCL: system locations first (the Makefile probe finds those), then pip's wheel. train.cu uses
-# NCCL only with MPI (one process per GPU), so without mpicc it is said in one line and left out.
+# NCCL and cuBLASLt: where the Makefile's probes find them (the toolkit, the system), else pip's wheels
+# (nvidia-nccl-cu12/13: site-packages/nvidia/nccl; nvidia-cublas-cu12/13: site-packages/nvidia/cublas),
+# each linked from a directory in build/ (the binaries' rpath points there, so it outlives the run).
+# train.cu uses NCCL only with MPI (one process per GPU), and cuBLASLt only for --matmul cublaslt:
+# without either the build goes on, and says so. NO_CUBLASLT=1 in the environment builds without
+# cuBLASLt, as on an image that has none (the dry run of dev/README.md).
 MAKE_ARGS=()
-NCCL_WHERE=""
-if make -s probe 2>/dev/null | grep -q '^NCCL: yes'; then
-    NCCL_WHERE="system (nccl.h and libnccl found by the Makefile probe)"
-elif command -v python3 > /dev/null; then
-    for sp in $(python3 -c 'import site; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null); do
-        n=$sp/nvidia/nccl
-        if [ -f "$n/include/nccl.h" ] && ls "$n"/lib/libnccl.so* > /dev/null 2>&1; then
-            NCCL_WHERE=$n
-            [ -n "$MPICC" ] || break
-            # pip's wheel ships libnccl.so.2 only: a libnccl.so for the linker, beside the headers, in build/
-            # (the binaries' rpath points there, so it must outlive this run: not in $WORK)
-            lib=$(find "$n/lib" -name 'libnccl.so*' | sort | head -n 1)
-            d=$PWD/build/nccl-wheel
-            mkdir -p "$d/lib"
-            ln -sfn "$n/include" "$d/include"
-            ln -sf "$lib" "$d/lib/libnccl.so"
-            ln -sf "$lib" "$d/lib/libnccl.so.2"
-            MAKE_ARGS+=("NCCL_HOME=$d")
-            break
+site_dirs() {
+    command -v python3 > /dev/null &&
+        python3 -c 'import site; print("\n".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null
+}
+# wheel_link NAME LIB DEST: DEST/include -> the wheel's, DEST/lib/libLIB.so and its soname -> the wheel's
+# libLIB.so.N (a wheel ships no unversioned library for the linker); prints the wheel's directory
+wheel_link() {
+    local sp w lib
+    for sp in $(site_dirs); do
+        w=$sp/nvidia/$1
+        lib=$(find "$w/lib" -maxdepth 1 -name "lib$2.so.*" 2>/dev/null | sort | head -n 1)
+        if [ -d "$w/include" ] && [ -n "$lib" ]; then
+            mkdir -p "$3/lib"
+            ln -sfn "$w/include" "$3/include"
+            ln -sf "$lib" "$3/lib/lib$2.so"
+            ln -sf "$lib" "$3/lib/$(basename "$lib")"
+            echo "$w"
+            return 0
         fi
     done
+    return 1
+}
+make -s probe > "$WORK/probe-make.txt" 2>&1
+NCCL_WHERE="" LT_WHERE="" LT_OK=0
+if grep -q '^NCCL: yes' "$WORK/probe-make.txt"; then NCCL_WHERE="system (the Makefile's probe)"
+elif [ -n "$MPICC" ] && w=$(wheel_link nccl nccl "$PWD/build/nccl-wheel"); then
+    NCCL_WHERE="$w (pip's wheel)"; MAKE_ARGS+=("NCCL_HOME=$PWD/build/nccl-wheel")
+elif [ -z "$MPICC" ]; then
+    for sp in $(site_dirs); do [ -f "$sp/nvidia/nccl/include/nccl.h" ] && NCCL_WHERE=$sp/nvidia/nccl && break; done
 fi
-if [ -z "$NCCL_WHERE" ]; then echo "NCCL:     not found (single-process build)"
-elif [ -z "$MPICC" ]; then echo "NCCL:     $NCCL_WHERE, not used: no MPI (mpicc), so the build is single-process"
-else echo "NCCL:     $NCCL_WHERE"; fi
+if grep -q '^cuBLASLt: yes' "$WORK/probe-make.txt"; then LT_WHERE="the toolkit's (the Makefile's probe)" LT_OK=1
+elif [ "${NO_CUBLASLT:-}" != 1 ] && w=$(wheel_link cublas cublasLt "$PWD/build/cublaslt-wheel"); then
+    if make -s probe CUBLASLT_HOME="$PWD/build/cublaslt-wheel" 2>/dev/null | grep -q '^cuBLASLt: yes'; then
+        LT_WHERE="$w (pip's wheel)" LT_OK=1; MAKE_ARGS+=("CUBLASLT_HOME=$PWD/build/cublaslt-wheel")
+    else LT_WHERE="none: pip's wheel at $w does not build (nvcc: cublasLt.h and libcublasLt)"; fi
+fi
 if [ -n "${GPU_ARCHS:-}" ]; then
     MAKE_ARGS+=("GPU_ARCHS=$GPU_ARCHS")
 elif [ -n "$CC_CAP" ]; then
     arch=${CC_CAP/./}
     MAKE_ARGS+=("GPU_ARCHS=-gencode arch=compute_$arch,code=sm_$arch")
+fi
+SANITIZER=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || true)}
+if [ -z "$SANITIZER" ] && [ -n "$NVCC" ]; then
+    for s in "$(dirname "$NVCC")/compute-sanitizer" "$(dirname "$NVCC")/../compute-sanitizer/compute-sanitizer"; do
+        [ -x "$s" ] && SANITIZER=$s && break
+    done
+fi
+FREE_GB=$(df -Pk . 2>/dev/null | awk 'NR == 2 { printf "%.1f", $4 / 1048576 }')
+# a fresh build needs about 1 GB (four binaries, their objects and nvcc's temporaries)
+if [ -n "$FREE_GB" ] && awk -v f="$FREE_GB" 'BEGIN { exit !(f < 1) }'; then
+    fail "preflight: $FREE_GB GB free on $(df -P . | awk 'NR == 2 { print $6 }'): a build needs about 1 GB"
+fi
+# a build of the same sources with the same make arguments is reused (a second run skips it): the key
+# written after this script's build, no binary rebuilt since (a make by hand may have used other flags)
+BUILD_KEY="nvcc $NVCC $NVCC_REL; make ${MAKE_ARGS[*]}; NO_CUBLASLT=${NO_CUBLASLT:-}; MPICC=$MPICC"
+REUSE=0
+if [ -f build/gpu_check.key ] && [ "$(cat build/gpu_check.key)" = "$BUILD_KEY" ] &&
+   [ -s build/ptxas-train_gpu.txt ]; then
+    REUSE=1
+    for b in train_gpu train_gpu_fp32 build/test_gpu build/test_gpu_fp32; do
+        [ -x "$b" ] && [ build/gpu_check.key -nt "$b" ] || REUSE=0
+    done
 fi
 
 # The card's dense FP16 tensor-core TFLOP/s with FP32 accumulation (vendor data sheets), for MFU
@@ -388,22 +464,52 @@ case "$GPU_NAME" in
     *A10G*|*A10*) PEAK=${PEAK:-125} ;;
     *T4*) PEAK=${PEAK:-65} ;;
 esac
-echo "peak:     ${PEAK:-unknown (set PEAK_TFLOPS for MFU)} dense FP16 TFLOP/s"
+PRED_SAID="none (dev/perf_model.py models the H200 and the V100)"
 if [ -n "$MODEL_GPU" ] && command -v python3 > /dev/null; then
     python3 dev/perf_model.py --gpu "$MODEL_GPU" --predict > "$PRED" 2>&1 || fail "dev/perf_model.py --predict"
-    echo "predictions: python3 dev/perf_model.py --gpu $MODEL_GPU --predict ($(grep -c '^predict' "$PRED") lines in predict.txt)"
-else
-    echo "predictions: none (dev/perf_model.py models the H200 and the V100)"
+    PRED_SAID="$(grep -c '^predict' "$PRED") lines in predict.txt (dev/perf_model.py --gpu $MODEL_GPU --predict)"
 fi
+
+say "found"
+runs=""; [ -n "$DRIVER" ] && [ -n "$NVCC_REL" ] && runs=": runs CUDA $NVCC_REL binaries"
+hostcxx_said=${HOSTCXX:-none}
+[ -n "$HOSTCXX" ] && hostcxx_said="$HOSTCXX ($("$HOSTCXX" --version | head -n 1))${HOSTCXX_OK:+, accepted}"
+lt_none=""; [ "${NO_CUBLASLT:-}" = 1 ] && lt_none=" (NO_CUBLASLT=1)"
+py_said="none: no predictions"; command -v python3 > /dev/null && py_said=$(python3 --version 2>&1)
+echo "GPU:               ${GPU_NAME:-none} (compute capability ${CC_CAP:-?}, ${GPU_MEM:-? MiB})"
+echo "driver:            ${DRIVER:-none}, CUDA ${DRIVER_CUDA:-?}$runs"
+echo "nvcc:              ${NVCC:-none}${NVCC_REL:+ (CUDA $NVCC_REL)}; host C++ $hostcxx_said"
+if [ "$LT_OK" = 1 ]; then echo "cuBLASLt:          $LT_WHERE"
+else echo "cuBLASLt:          ${LT_WHERE:-none}$lt_none: built without it (its benchmarks not run)"; fi
+if [ -z "$NCCL_WHERE" ]; then echo "NCCL:              not found (single-process build)"
+elif [ -z "$MPICC" ]; then echo "NCCL:              $NCCL_WHERE, not used: no MPI (mpicc), so the build is single-process"
+else echo "NCCL:              $NCCL_WHERE"; fi
+echo "MPI:               ${MPICC:-none: the GPU build is single-process (multi-GPU needs MPI and NCCL)}"
+echo "compute-sanitizer: ${SANITIZER:-not found: the sanitizer step is skipped}"
+echo "free disk:         ${FREE_GB:-?} GB in $PWD"
+echo "python3:           $py_said; predictions: $PRED_SAID"
+echo "peak:              ${PEAK:-unknown (set PEAK_TFLOPS for MFU)} dense FP16 TFLOP/s"
+echo "plan (each step capped, all within DEADLINE_S=${DEADLINE_S}s; a benchmark cut off is noted, not failed):"
+if [ "$REUSE" = 1 ]; then echo "  build      make gpu: reused (build/gpu_check.key), up to ${BUILD_S}s ${MAKE_ARGS[*]}"
+else echo "  build      make -B gpu, up to ${BUILD_S}s ${MAKE_ARGS[*]}"; fi
+echo "  tests      test_gpu --quick (150s), test_gpu --only matmul (90s), test_gpu_fp32 --quick (120s)"
+if [ -n "$SANITIZER" ]; then
+    echo "  sanitizer  memcheck, racecheck, synccheck, initcheck on test_gpu --quick --only $SAN_GROUP, ${SAN_S}s each"
+else echo "  sanitizer  skipped (no compute-sanitizer)"; fi
+echo "  benchmarks copies, kernels (B=128, 256), steps (B=128, 256, 512; direct; 6 switch runs),"
+echo "             matmul (B=128, 256, 512)"
+echo "  report     $REPORT and the H200 scaling"
 if [ -s "$FAILS" ] && [ "$HAVE_GPU" = 0 ]; then echo "(no GPU: the build still runs; the tests will fail)"; fi
 
-# ---- 2. build
-say "build: make -B gpu ${MAKE_ARGS[*]}"
+# ---- 2. build (make works out what is stale when the key matches; -B otherwise)
+say "build: make $([ "$REUSE" = 1 ] || echo "-B ")gpu ${MAKE_ARGS[*]}"
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
-if ! run must build 300 make -B -j"$JOBS" gpu "${MAKE_ARGS[@]}"; then
+rm -f build/gpu_check.key
+if ! run must build "$BUILD_S" make $([ "$REUSE" = 1 ] || echo -B) -j"$JOBS" gpu "${MAKE_ARGS[@]}"; then
     echo "gpu_check: the build failed; nothing else to run"
     return 1
 fi
+echo "$BUILD_KEY" > build/gpu_check.key
 cp build/ptxas-train_gpu.txt build/ptxas-train_gpu_fp32.txt "$LOG_DIR"/ 2> /dev/null || true
 
 # ---- 3. tests: every group without the H=4096 shapes first, then the matmul group with them (the
@@ -414,6 +520,13 @@ say "tests: build/test_gpu --only matmul (the paper's shapes too)"
 run must "test_gpu --only matmul" 90 build/test_gpu --only matmul
 say "tests: build/test_gpu_fp32 --quick"
 run must test_gpu_fp32 120 build/test_gpu_fp32 --quick
+
+# ---- 3b. compute-sanitizer: what the CPU layer cannot see (it runs a grid's blocks one after another):
+# races in shared memory between a block's threads (racecheck), out-of-bounds and misaligned accesses
+# (memcheck), barriers a thread misses (synccheck), reads of memory never written (initcheck). One short
+# group (a training step's every kernel: the model group, --quick), each tool capped at SAN_S; what they
+# say is summarised in sanitizer.txt. A tool's errors fail the check; a tool cut off by its cap does not.
+sanitize
 
 # ---- 4. benchmarks
 if [ "$HAVE_GPU" = 0 ]; then
@@ -446,9 +559,13 @@ done
 run bench "bench FP16 B=256 all-wmma" 90 env MLSTM_SPLITK=1 MLSTM_OVERLAP=1 MLSTM_L2=1 MLSTM_WARP64=1 \
     build/test_gpu --bench-step 256 "$S16" \
     | tee -a "$BENCH"
-run bench "bench FP16 B=256 cublaslt" 90 build/test_gpu --matmul cublaslt --bench-step 256 "$S16" | tee -a "$BENCH"
-run bench "bench FP16 B=256 all" 90 env MLSTM_SPLITK=1 MLSTM_OVERLAP=1 MLSTM_L2=1 build/test_gpu --matmul cublaslt \
-    --bench-step 256 "$S16" | tee -a "$BENCH"
+if [ "$LT_OK" = 1 ]; then
+    run bench "bench FP16 B=256 cublaslt" 90 build/test_gpu --matmul cublaslt --bench-step 256 "$S16" | tee -a "$BENCH"
+    run bench "bench FP16 B=256 all" 90 env MLSTM_SPLITK=1 MLSTM_OVERLAP=1 MLSTM_L2=1 build/test_gpu --matmul cublaslt \
+        --bench-step 256 "$S16" | tee -a "$BENCH"
+else
+    echo "bench FP16 B=256 cublaslt, all: not run (built without cuBLASLt)" | tee -a "$TIMEOUTS"
+fi
 
 # ---- 5. report
 say "report"
@@ -467,9 +584,10 @@ return 0
 
 summary() {
     say "summary"
-    if [ -s "$TIMEOUTS" ]; then echo "benchmarks cut short (not failures):"; sed 's/^/  /' "$TIMEOUTS"; fi
+    if [ -s "$TIMEOUTS" ]; then echo "cut short or not run (not failures):"; sed 's/^/  /' "$TIMEOUTS"; fi
     if [ "$1" -eq 0 ]; then
-        echo "gpu_check: PASS (preflight, build, test_gpu FP16 --quick and its matmul group, test_gpu_fp32 --quick)" \
+        echo "gpu_check: PASS (preflight, build, test_gpu FP16 --quick and its matmul group, test_gpu_fp32 --quick," \
+             "compute-sanitizer's tools that ran)" \
              "in $(( $(date +%s) - T_START )) s; logs in $LOG_DIR"
     else
         echo "gpu_check: FAIL: $(paste -sd ';' "$FAILS")"

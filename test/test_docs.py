@@ -58,6 +58,7 @@ EXTERNAL = {
     "analysis/scale.md": "a page of sentiment-discovery",
     # libraries and tools, by their own names
     "include/nccl.h": "NCCL's header under NCCL_HOME",
+    "include/cublasLt.h": "cuBLASLt's header under CUBLASLT_HOME",
     "NCCL_SOCKET_IFNAME": "NCCL's environment", "NCCL_IB_HCA": "NCCL's environment",
     "NCCL_IB_DISABLE": "NCCL's environment", "NCCL_DEBUG": "NCCL's environment",
     "UCX_NET_DEVICES": "UCX's environment (Open MPI over InfiniBand)",

@@ -5,14 +5,20 @@ on PATH, so what is checked is the script's own logic:
   1. a benchmark cut off by the deadline is reported as timed out, the ones after it as not
      run, and neither is a failure (exit 0): a slow benchmark cannot take the tests' results with it;
   2. a benchmark that crashes, or a failing test program, is a failure (exit 1);
-  3. a driver older than nvcc's CUDA release, or no cuBLASLt for nvcc, stops the run first, with
-     one line, before any build or test;
-  4. the logs are in LOG_DIR, written as the run goes (7 files: nvidia-smi -q and ptxas's reports
-     too); the report says what was not exercised (NCCL with two ranks, the GPU_DEBUG build);
-  5. test_gpu runs --quick first, then its matmul group in full;
-  6. NCCL from pip's wheel: with mpicc linked from build/nccl-wheel, which outlives the run (the
-     binaries' rpath); without mpicc said in one line (single-process) and not linked.
-  7. the paper's run on H200 nodes from the measured step: dev/scaling.py's H200 tables alone.
+  3. a driver of an older CUDA major release than nvcc's, or below the major's minimum, stops the run
+     first, with one line, before any build or test; one of the same major and an older minor runs
+     (CUDA's minor-version compatibility; driver_refusal);
+  4. the logs are in LOG_DIR, written as the run goes (8 files: nvidia-smi -q, ptxas's reports and
+     the sanitizer's summary too); the report says what was not exercised (NCCL with two ranks, the
+     GPU_DEBUG build);
+  5. test_gpu runs --quick first, then its matmul group in full; then compute-sanitizer's four tools
+     on a short group: a tool's error fails the run, a missing compute-sanitizer is one line;
+  6. NCCL and cuBLASLt from pip's wheels: linked from build/nccl-wheel and build/cublaslt-wheel, which
+     outlive the run (the binaries' rpath); NCCL without mpicc said in one line (single-process) and
+     not linked; no cuBLASLt anywhere: the build goes on without it, its benchmarks not run;
+  7. the paper's run on H200 nodes from the measured step: dev/scaling.py's H200 tables alone;
+  8. the preflight prints what it found and the plan before the build; the default deadline is within
+     6 minutes; a second run with the same make arguments reuses the build (make without -B).
 Ends with 'test_gpu_check: N passed, N failed'."""
 import os
 import shutil
@@ -68,15 +74,21 @@ esac
 '''
 FAKE_MAKE = r'''
 echo "$*" >> "$FAKE_BIN/../make_calls"
-if [ "$1" = -s ] && [ "$2" = probe ]; then echo "NCCL: no"; exit 0; fi
+if [ "$1" = -s ] && [ "$2" = probe ]; then
+  echo "NCCL: no"
+  case "$*" in *CUBLASLT_HOME=*) echo "cuBLASLt: yes" ;; *) echo "cuBLASLt: ${FAKE_LT:-yes}" ;; esac
+  exit 0
+fi
 mkdir -p build
 cp "$FAKE_BIN/test_prog" build/test_gpu && cp "$FAKE_BIN/test_prog" build/test_gpu_fp32
+cp "$FAKE_BIN/test_prog" train_gpu && cp "$FAKE_BIN/test_prog" train_gpu_fp32
 echo "ptxas info    : Used 122 registers" > build/ptxas-train_gpu.txt
 echo "ptxas info    : Used 64 registers" > build/ptxas-train_gpu_fp32.txt
 echo "GPU build: (stand-in) $*"
 '''
 FAKE_SMI = r'''
 case "$*" in
+  *name,driver_version,compute_cap,memory.total*) echo "NVIDIA H200, ${FAKE_DRIVER:-580.159.04}, 9.0, 143771 MiB" ;;
   *name*) echo "NVIDIA H200" ;;
   *driver_version*) echo "${FAKE_DRIVER:-580.159.04}" ;;
   *compute_cap*) echo "9.0" ;;
@@ -85,9 +97,21 @@ case "$*" in
 esac
 '''
 FAKE_NVCC = r'''
-if [ "$1" = --version ]; then echo "Cuda compilation tools, release 13.0, V13.0.48"; exit 0; fi
-case "$*" in *-lcublasLt*) [ "$FAKE" = nolt ] && { echo "lt.cu(1): fatal error: cublasLt.h: No such file"; exit 1; } ;; esac
+if [ "$1" = --version ]; then echo "Cuda compilation tools, release ${FAKE_NVCC_REL:-13.0}, V13.0.48"; exit 0; fi
 for a in "$@"; do case "$prev" in -o) : > "$a" ;; esac; prev=$a; done
+'''
+# compute-sanitizer: no error, or (FAKE=racy) one race under racecheck, exit 99 (--error-exitcode)
+FAKE_SANITIZER = r'''
+echo "$*" >> "$FAKE_BIN/../sanitizer_calls"
+[ "$1" = --version ] && { echo "Copyright (c) 2020-2025 NVIDIA Corporation"; echo "Version 2025.3.0"; exit 0; }
+echo "========= COMPUTE-SANITIZER"
+if [ "$FAKE" = racy ] && [ "$2" = racecheck ]; then
+  echo "========= Error: Race reported between Write access at matmul_wmma_kernel+0x1a0"
+  echo "=========     and Read access at matmul_wmma_kernel+0x2c0 [128 hazards]"
+  echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"
+  echo "========= ERROR SUMMARY: 1 error"; exit 99
+fi
+echo "========= ERROR SUMMARY: 0 errors"
 '''
 
 
@@ -97,7 +121,10 @@ def run_check(tmp, fake, deadline, extra_env=None):
     env = dict(os.environ, PATH=os.path.join(tmp, "bin") + ":" + os.environ["PATH"], FAKE=fake,
                FAKE_BIN=os.path.join(tmp, "bin"), DEADLINE_S=str(deadline), NVCC=os.path.join(tmp, "bin", "nvcc"),
                BENCH_STEPS_FP16="2", BENCH_STEPS_FP32="1")
-    env.pop("GPU_ARCHS", None)
+    if deadline is None:
+        env.pop("DEADLINE_S")
+    for k in ("GPU_ARCHS", "COMPUTE_SANITIZER", "NO_CUBLASLT", "SAN_GROUP", "SAN_S", "BUILD_S"):
+        env.pop(k, None)
     env.pop("PEAK_TFLOPS", None)
     env.update(extra_env or {})
     r = subprocess.run(["bash", os.path.join(repo, "dev", "gpu_check.sh"), log], cwd=tmp, env=env,
@@ -115,12 +142,13 @@ with tempfile.TemporaryDirectory() as tmp:
     script(os.path.join(tmp, "bin", "make"), FAKE_MAKE)
     script(os.path.join(tmp, "bin", "nvidia-smi"), FAKE_SMI)
     script(os.path.join(tmp, "bin", "nvcc"), FAKE_NVCC)
+    script(os.path.join(tmp, "bin", "compute-sanitizer"), FAKE_SANITIZER)
 
     # 1. B=512 runs past the deadline: timed out, later benchmarks not run, exit 0
-    r, log = run_check(tmp, "slow512", 14)
+    r, log = run_check(tmp, "slow512", 20)
     out = r.stdout
     check(r.returncode == 0 and "gpu_check: PASS" in out, "benchmark past the deadline: exit 0, PASS (exit %d)" % r.returncode)
-    check("bench FP16 B=512: timed out after" in out and "benchmarks cut short (not failures)" in out,
+    check("bench FP16 B=512: timed out after" in out and "cut short or not run (not failures)" in out,
           "the timed-out benchmark is reported as timed out")
     check("bench matmul B=128: not run" in out and "FAILED" not in out, "later benchmarks: not run, not failed")
     g = perf_model.GPUS["h200"]
@@ -129,7 +157,8 @@ with tempfile.TemporaryDirectory() as tmp:
     check(row in out, "the report puts the B=128 step beside its prediction: %s" % row)
     files = sorted(os.listdir(log)) if os.path.isdir(log) else []
     check(files == ["bench.txt", "gpu_check.log", "nvidia-smi-q.txt", "predict.txt", "ptxas-train_gpu.txt",
-                    "ptxas-train_gpu_fp32.txt", "report.md"], "LOG_DIR holds %s (at most 8 come back from a GPU run)" % files)
+                    "ptxas-train_gpu_fp32.txt", "report.md", "sanitizer.txt"],
+          "LOG_DIR holds %s (at most 8 come back from a GPU run)" % files)
     with open(os.path.join(log, "gpu_check.log")) as f:
         check("gpu_check: PASS" in f.read(), "gpu_check.log ends with the summary")
     check("GPU_ARCHS=-gencode arch=compute_90,code=sm_90" in out, "builds for the detected architecture only")
@@ -197,18 +226,99 @@ with tempfile.TemporaryDirectory() as tmp:
         check(not ran and "==== build" not in r.stdout and "==== tests" not in r.stdout,
               "driver %s: it stops before the build: no make, no test program (%s)" % (drv, ran or "none ran"))
 
-    # no cuBLASLt for nvcc (cublasLt.h, libcublasLt): one line, then nothing built or run
+    # minor-version compatibility: a driver of nvcc's major release and an older minor runs its binaries
+    # (13.1's on a 13.0 driver; 12.8's on R550, CUDA 12.4); an older major, or below the major's minimum,
+    # does not (11.8's R520 under nvcc 12.4)
+    for drv, drv_cuda, rel, runs in (("580.65.06", "13.0", "13.1", True), ("550.54.15", "12.4", "12.8", True),
+                                      ("520.61.05", "11.8", "12.4", False), ("580.65.06", "13.0", "12.8", True)):
+        r, log = run_check(tmp, "none", 300, dict(FAKE_DRIVER=drv, FAKE_DRIVER_CUDA=drv_cuda, FAKE_NVCC_REL=rel))
+        stops = [ln for ln in r.stdout.splitlines() if ln.startswith("gpu_check: STOP:")]
+        if runs:
+            check(r.returncode == 0 and not stops and "runs CUDA %s binaries" % rel in r.stdout,
+                  "driver %s (CUDA %s) under nvcc %s: runs (exit %d)" % (drv, drv_cuda, rel, r.returncode))
+        else:
+            check(r.returncode == 1 and len(stops) == 1 and "needs driver 525.60.13 or newer for CUDA 12" in stops[0],
+                  "driver %s (CUDA %s) under nvcc %s: one STOP line: %s" % (drv, drv_cuda, rel, stops))
+
+    # no cuBLASLt (no wheel either): the build goes on without it, one line says so, the two cuBLASLt
+    # step benchmarks are not run (not failed)
     for f in ("make_calls", "test_calls"):
         if os.path.exists(os.path.join(tmp, f)):
             os.remove(os.path.join(tmp, f))
-    r, log = run_check(tmp, "nolt", 300)
-    stops = [ln for ln in r.stdout.splitlines() if ln.startswith("gpu_check: STOP:")]
-    check(r.returncode == 1 and len(stops) == 1 and "cuBLASLt not found by nvcc" in stops[0]
-          and not os.path.exists(os.path.join(tmp, "make_calls")),
-          "no cuBLASLt: exit %d, one STOP line, no build: %s" % (r.returncode, stops))
+    r, log = run_check(tmp, "none", 300, dict(FAKE_LT="no"))
+    calls = open(os.path.join(tmp, "test_calls")).read()
+    lt_line = [ln for ln in r.stdout.splitlines() if ln.startswith("cuBLASLt:")]
+    check(r.returncode == 0 and lt_line and "none: built without it" in lt_line[0]
+          and "bench FP16 B=256 cublaslt, all: not run (built without cuBLASLt)" in r.stdout
+          and "--matmul cublaslt" not in calls and "test_gpu --quick" in calls,
+          "no cuBLASLt: built and tested without it, its benchmarks not run (exit %d): %s" % (r.returncode, lt_line))
+
+    # compute-sanitizer: four tools on test_gpu --quick --only model; a race fails the run and is shown
+    if os.path.exists(os.path.join(tmp, "sanitizer_calls")):
+        os.remove(os.path.join(tmp, "sanitizer_calls"))
+    r, log = run_check(tmp, "racy", 300)
+    calls = [ln for ln in open(os.path.join(tmp, "sanitizer_calls")).read().splitlines() if "--tool" in ln]
+    tools = [ln.split()[1] for ln in calls]
+    with open(os.path.join(log, "sanitizer.txt")) as f:
+        san = f.read()
+    check(tools == ["memcheck", "racecheck", "synccheck", "initcheck"]
+          and all(ln.endswith("build/test_gpu --quick --only model") for ln in calls),
+          "compute-sanitizer runs its four tools on test_gpu --quick --only model: %s" % tools)
+    check(r.returncode == 1 and "compute-sanitizer racecheck: 1 errors (sanitizer.txt)" in r.stdout
+          and "== racecheck: exit 99" in san and "Race reported between Write access" in san
+          and "== memcheck: exit 0 after" in san and "compute-sanitizer memcheck: no error" in r.stdout,
+          "a race under racecheck fails the run; sanitizer.txt holds each tool's verdict and the race (exit %d)"
+          % r.returncode)
+    san_bin = os.path.join(tmp, "bin", "compute-sanitizer")
+    os.rename(san_bin, san_bin + ".hidden")
+    r, log = run_check(tmp, "none", 300)
+    os.rename(san_bin + ".hidden", san_bin)
+    with open(os.path.join(log, "sanitizer.txt")) as f:
+        san = f.read()
+    check(r.returncode == 0 and "compute-sanitizer: not found" in san and "compute-sanitizer: not found" in r.stdout,
+          "no compute-sanitizer: one line says the step is skipped, in the log and sanitizer.txt (exit %d)"
+          % r.returncode)
+
+    # the preflight: what it found and the plan, before the build; the default deadline within 6 minutes;
+    # a second run with the same make arguments reuses the build
+    if os.path.exists(os.path.join(tmp, "make_calls")):
+        os.remove(os.path.join(tmp, "make_calls"))
+    if os.path.exists(os.path.join(tmp, "repo", "build", "gpu_check.key")):
+        os.remove(os.path.join(tmp, "repo", "build", "gpu_check.key"))
+    r1, _ = run_check(tmp, "none", None)
+    r2, _ = run_check(tmp, "none", None)
+    builds = [ln for ln in open(os.path.join(tmp, "make_calls")).read().splitlines() if " gpu" in ln]
+    found = r1.stdout.split("==== found", 1)[1].split("==== build", 1)[0] if "==== found" in r1.stdout else ""
+    keys = ("GPU:", "driver:", "nvcc:", "cuBLASLt:", "NCCL:", "MPI:", "compute-sanitizer:", "free disk:", "plan ")
+    check(found and all(("\n" + k) in found for k in keys) and len(found.splitlines()) <= 24,
+          "the preflight prints, before the build and in one screen, %s" % ", ".join(k.strip(": ") for k in keys))
+    check("DEADLINE_S=340s" in r1.stdout, "the default deadline leaves the report and summary inside 6 minutes")
+    check(len(builds) == 2 and builds[0].startswith("-B ") and not builds[1].startswith("-B ")
+          and "make gpu: reused (build/gpu_check.key)" in r2.stdout,
+          "a second run reuses the build (make gpu, not make -B gpu): %s" % builds)
+
+    # cuBLASLt only as pip's wheel (nvidia-cublas-cu12/13): linked from build/cublaslt-wheel
+    ver = "python%d.%d" % sys.version_info[:2]
+    ltw = os.path.join(tmp, "userbase", "lib", ver, "site-packages", "nvidia", "cublas")
+    os.makedirs(os.path.join(ltw, "include"))
+    os.makedirs(os.path.join(ltw, "lib"))
+    open(os.path.join(ltw, "include", "cublasLt.h"), "w").close()
+    open(os.path.join(ltw, "lib", "libcublasLt.so.13"), "w").close()
+    if os.path.exists(os.path.join(tmp, "make_calls")):
+        os.remove(os.path.join(tmp, "make_calls"))
+    r, log = run_check(tmp, "none", 300, dict(FAKE_LT="no", PYTHONUSERBASE=os.path.join(tmp, "userbase")))
+    made = open(os.path.join(tmp, "make_calls")).read()
+    d = os.path.join(tmp, "repo", "build", "cublaslt-wheel")
+    lt_line = [ln for ln in r.stdout.splitlines() if ln.startswith("cuBLASLt:")]
+    check(r.returncode == 0 and "CUBLASLT_HOME=%s" % d in made.splitlines()[-1]
+          and os.path.realpath(os.path.join(d, "lib", "libcublasLt.so")) == os.path.realpath(
+              os.path.join(ltw, "lib", "libcublasLt.so.13"))
+          and os.path.realpath(os.path.join(d, "include")) == os.path.realpath(os.path.join(ltw, "include"))
+          and lt_line == ["cuBLASLt:          %s (pip's wheel)" % ltw],
+          "cuBLASLt from pip's wheel: linked from build/cublaslt-wheel, the build made with CUBLASLT_HOME: %s"
+          % lt_line)
 
     # NCCL only as pip's wheel (nvidia-nccl-cu13), found through the user site-packages
-    ver = "python%d.%d" % sys.version_info[:2]
     wheel = os.path.join(tmp, "userbase", "lib", ver, "site-packages", "nvidia", "nccl")
     os.makedirs(os.path.join(wheel, "include"))
     os.makedirs(os.path.join(wheel, "lib"))
@@ -232,8 +342,8 @@ with tempfile.TemporaryDirectory() as tmp:
                   "NCCL's wheel with mpicc: linked from build/nccl-wheel, which is still there after the run "
                   "(the binaries' rpath): %s" % line)
         else:
-            check(r.returncode == 0 and line == ["NCCL:     %s, not used: no MPI (mpicc), so the build is single-process"
-                                                 % wheel] and "NCCL_HOME" not in made,
+            said = "NCCL:              %s, not used: no MPI (mpicc), so the build is single-process" % wheel
+            check(r.returncode == 0 and line == [said] and "NCCL_HOME" not in made,
                   "NCCL's wheel without mpicc: one line says the build is single-process, NCCL not linked: %s" % line)
 
     # 4. bad arguments

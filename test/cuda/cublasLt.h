@@ -1,6 +1,13 @@
 // test/cuda/cublasLt.h: the part of cuBLASLt train.cu uses (--matmul cublaslt), on the CPU layer.
-// cublasLtMatmul is a host product in double, column-major as cuBLASLt: D = alpha op(A) op(B) +
-// beta C, then the bias epilogue (a bias per row of D), rounded once into D's type. It is submitted
+// cublasLtMatmul is a host product, column-major as cuBLASLt: D = alpha op(A) op(B) + beta C, then
+// the bias epilogue (a bias per row of D), rounded into D's type. The sum over k is an FP32
+// accumulator that truncates (rounds toward zero) after every product, as tensor cores add
+// (Fasi et al. 2021, "Numerical behavior of NVIDIA tensor cores"), walking k from the last to
+// the first: the other order, and the other rounding, of the hand-written kernel's, so the two
+// differ as much as two FP32 accumulators can (test_gpu argues its tolerance from that).
+// CUDACPU_LT_REFUSE=MODE[:K] makes the heuristic refuse every problem (of depth K): MODE status
+// (CUBLAS_STATUS_NOT_SUPPORTED), none (success, no algorithm) or state (an algorithm whose state
+// is CUBLAS_STATUS_NOT_SUPPORTED), the three ways cuBLASLt says it has nothing for a shape. It is submitted
 // to its stream like a launch, so a capturing stream records it into the graph (cuBLASLt's
 // kernels are captured on a GPU; the replay computes it then). Checked, as a GPU would fail or
 // misbehave: every layout's rows, columns and leading dimension against its matrix, operand types,
@@ -12,7 +19,10 @@
 // the alignment of the bias pointer the heuristic was given for the bias.
 // CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET is kept in the descriptor and changes nothing here.
 #pragma once
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include "cublas_api.h"
 
 typedef struct cublaslt_context {
@@ -172,7 +182,32 @@ static inline size_t lt_bytes(const cublaslt_layout *l) {
 }
 }  // namespace cudacpu
 
-// One algorithm for any supported problem, asking for no workspace; none for an unsupported one.
+namespace cudacpu {
+// CUDACPU_LT_REFUSE's mode for a problem of depth k: 0 (not refused), 's', 'n' or 't'.
+static inline char lt_refusal(uint64_t k) {
+    const char *v = getenv("CUDACPU_LT_REFUSE");
+    if (!v || !*v) return 0;
+    const char *colon = strchr(v, ':');
+    const size_t n = colon ? (size_t)(colon - v) : strlen(v);
+    const char mode = n == 6 && !strncmp(v, "status", n) ? 's' : n == 4 && !strncmp(v, "none", n) ? 'n'
+                      : n == 5 && !strncmp(v, "state", n) ? 't' : 0;
+    if (!mode) {
+        fprintf(stderr, "cudacpu: CUDACPU_LT_REFUSE=%s: expected status, none or state, then :K or nothing\n", v);
+        exit(2);
+    }
+    return !colon || strtoull(colon + 1, NULL, 10) == k ? mode : 0;
+}
+// a + b in FP32, rounded toward zero (a tensor core's accumulator)
+static inline float lt_add_toward_zero(float a, double b) {
+    const double d = (double)a + b;
+    float f = (float)d;
+    if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.f);
+    return f;
+}
+}  // namespace cudacpu
+
+// One algorithm for any supported problem, asking for no workspace; none for an unsupported one
+// (or a refused one, CUDACPU_LT_REFUSE).
 static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d,
                                                             cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
                                                             cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dd,
@@ -181,13 +216,16 @@ static inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cu
     *returned = 0;
     if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
     if (!cudacpu::lt_shapes_ok(d, a, b, c, dd)) return CUBLAS_STATUS_NOT_SUPPORTED;
+    const char refusal = cudacpu::lt_refusal(d->ta == CUBLAS_OP_N ? a->cols : a->rows);
+    if (refusal == 's') return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (refusal == 'n') return CUBLAS_STATUS_SUCCESS;
     memset(&results[0], 0, sizeof results[0]);
     results[0].algo.data[0] = (uint64_t)(uintptr_t)d;
     results[0].algo.data[1] = (uint64_t)d->serial;
     for (int i = 0; i < 4; i++) results[0].algo.data[2 + i] = pref->min_align[i];
     results[0].algo.data[6] = d->epilogue == CUBLASLT_EPILOGUE_BIAS ? cudacpu::lt_aligned_to(d->bias) : 0;
     results[0].workspaceSize = 0;
-    results[0].state = CUBLAS_STATUS_SUCCESS;
+    results[0].state = refusal == 't' ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS;
     results[0].wavesCount = 1.f;
     *returned = 1;
     return CUBLAS_STATUS_SUCCESS;
@@ -247,8 +285,9 @@ static inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDe
 #pragma omp parallel for schedule(static)
         for (int j = 0; j < n; j++)
             for (int i = 0; i < m; i++) {
-                double sum = 0;
-                for (int q = 0; q < k; q++) sum += get(A, a.type, ai(i, q)) * get(B, b.type, bi(q, j));
+                float sum = 0.f;  // (a product of two FP16 or two FP32 values is exact in double)
+                for (int q = k - 1; q >= 0; q--)
+                    sum = cudacpu::lt_add_toward_zero(sum, get(A, a.type, ai(i, q)) * get(B, b.type, bi(q, j)));
                 size_t o = (size_t)j * dl.ld + i;
                 double v = al * sum + (be != 0 ? be * get(C, c.type, (size_t)j * c.ld + i) : 0.0);
                 if (dc.epilogue == CUBLASLT_EPILOGUE_BIAS) v += get(dc.bias, dl.type, i);  // (the bias has D's type)

@@ -979,7 +979,8 @@ cudaError_t cudaFuncSetAttribute_(const void *fn, cudaFuncAttribute attr, int va
 // capture (the layer's rule). What persists is not simulated (results do not depend on it). The
 // set-aside cudaDeviceGetLimit reads back is what was asked rounded up to whole MiB (capped at the
 // maximum): CUDA does not promise the value asked for (a driver sets L2 aside in units of its own),
-// so code must compare it with >=.
+// so code must compare it with >=. CUDACPU_L2_GRANT_MAX=BYTES makes the layer grant at most that
+// (a driver that gives less than asked), so code must read back what it got.
 static size_t persisting_limit;
 static const size_t L2_SET_ASIDE_UNIT = (size_t)1 << 20;
 cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
@@ -993,6 +994,9 @@ cudaError_t cudaDeviceSetLimit(cudaLimit limit, size_t value) {
     }
     persisting_limit = (value + L2_SET_ASIDE_UNIT - 1) / L2_SET_ASIDE_UNIT * L2_SET_ASIDE_UNIT;
     if (persisting_limit > (size_t)L2_PERSIST_MAX) persisting_limit = L2_PERSIST_MAX;
+    const char *grant_max = getenv("CUDACPU_L2_GRANT_MAX");
+    if (grant_max && *grant_max && persisting_limit > strtoull(grant_max, NULL, 10))
+        persisting_limit = strtoull(grant_max, NULL, 10);
     return cudaSuccess;
 }
 cudaError_t cudaDeviceGetLimit(size_t *value, cudaLimit limit) {

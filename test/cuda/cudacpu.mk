@@ -6,12 +6,14 @@
 # GPU_DEBUG build (FP32, lockstep: every launch checked and waited for, no graphs); in
 # the SAN build only the first (ASan+UBSan are ~5x slower). test_half checks the float->half
 # conversion on all 2^32 inputs; test_cudacpu checks the layer's own reports, the GPU trainer's
-# --matmul against the CPU trainer's flags, and runs the emulated trainer under mpirun -np 2
-# against -np 1 with twice the rows.
+# --matmul against the CPU trainer's flags (and against a build without cuBLASLt, train_gpu_nolt,
+# at -O0: it only starts), and runs the emulated trainer under mpirun -np 2 against -np 1 with
+# twice the rows. Every build but train_gpu_nolt has the layer's cuBLASLt (-DUSE_CUBLASLT).
 CXX ?= g++
 CUDACPU := $(BUILD)/cudacpu
 CUDACPU_CXXFLAGS := $(if $(filter 1,$(SAN)),$(SANFLAGS),$(OPT)) -std=c++17 -D_GNU_SOURCE -I test/cuda -I . -fno-strict-aliasing \
-    -Wall -Wextra -Wno-unknown-pragmas $(if $(filter yes,$(OMP_OK)),-fopenmp) $(if $(filter 1,$(WERROR)),-Werror)
+    -Wall -Wextra -Wno-unknown-pragmas $(if $(filter yes,$(OMP_OK)),-fopenmp) $(if $(filter 1,$(WERROR)),-Werror) \
+    -DUSE_CUBLASLT
 CUDACPU_MPI := $(if $(MPI_OK),-DUSE_MPI -DUSE_NCCL $(shell $(MPICC) -showme:compile 2>/dev/null))
 CUDACPU_MPI_LIBS := $(if $(MPI_OK),$(shell $(MPICC) -showme:link 2>/dev/null))
 CUDACPU_HDRS := $(wildcard test/cuda/*.h)
@@ -47,8 +49,10 @@ $(CUDACPU)/train_gpu: $(CUDACPU)/train.cpp $(CUDACPU)/layer_800.o
 	$(CXX) $(CUDACPU_CXXFLAGS) $(CUDACPU_MPI) -D__CUDA_ARCH__=800 $^ -o $@ $(CUDACPU_MPI_LIBS) -lm
 $(CUDACPU)/train_gpu_fp32: $(CUDACPU)/train.cpp $(CUDACPU)/layer_800.o
 	$(CXX) $(CUDACPU_CXXFLAGS) $(CUDACPU_MPI) -D__CUDA_ARCH__=800 -DPRECISION_FP32 $^ -o $@ $(CUDACPU_MPI_LIBS) -lm
+$(CUDACPU)/train_gpu_nolt: $(CUDACPU)/train.cpp $(CUDACPU)/layer_800.o
+	$(CXX) $(filter-out -DUSE_CUBLASLT,$(CUDACPU_CXXFLAGS)) -O0 -D__CUDA_ARCH__=800 $^ -o $@ -lm
 $(CUDACPU)/test_cudacpu: $(CUDACPU)/test_cudacpu.cpp $(CUDACPU)/layer_800.o test/test.h | $(CUDACPU)/train_gpu $(CUDACPU)/train_gpu_fp32 \
-    $(BUILD)/train
+    $(CUDACPU)/train_gpu_nolt $(BUILD)/train
 	$(CXX) $(CUDACPU_CXXFLAGS) -D__CUDA_ARCH__=800 $(filter %.cpp %.o,$^) -o $@ -lm
 $(CUDACPU)/test_half: test/cuda/test_half.cpp test/cuda/cuda_fp16.h test/test.h | $(CUDACPU)
 	$(CXX) $(CUDACPU_CXXFLAGS) $< -o $@

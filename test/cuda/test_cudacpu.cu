@@ -622,6 +622,41 @@ static void test_mpi(const char *trainer, const char *what, double tol) {
 // run between the trainers); compared across ranks like every flag.
 #define MATMUL_TINY "--hidden 64 --embed 32 --seq-len 8 --batch 8 --corpus-bytes 60000 --val-every 0 --val-steps 1 " \
                     "--sample-len 0 --print-every 1000 --threads 1"
+// Shapes cuBLASLt refuses (the layer's heuristic made to, in each of its three ways: a status, no
+// algorithm, an algorithm in a failed state) run on the hand-written kernel: a run with --matmul
+// cublaslt whose every shape is refused trains as --matmul wmma, bit for bit, and says so once per
+// shape, not per call (2 steps and a validation run every product several times).
+static void test_lt_refused(const char *gpu, const char *dir) {
+    int ref = test_system("%s " MATMUL_TINY " --steps 2 --out %s/w > %s/w.out 2>&1", gpu, dir, dir);
+    Mlstm w, r;
+    TrainState sw, sr;
+    MlstmConfig cfg = {256, 32, 64, 1};
+    real *hs = (real *)mallocCheck(sizeof(real) * 8 * 64 * 2);
+    mlstm_build(&w, cfg, 1, 1);
+    mlstm_build(&r, cfg, 1, 1);
+    char p[4400];
+    snprintf(p, sizeof p, "%s/w/latest.ckpt", dir);
+    if (!ref) checkpoint_load(p, &w, &sw, hs, hs + 8 * 64, 8);
+    const char *modes[] = {"status", "none", "state"};
+    for (int i = 0; i < 3; i++) {
+        int rc = test_system("CUDACPU_LT_REFUSE=%s %s " MATMUL_TINY " --steps 2 --matmul cublaslt --out %s/%s "
+                             "> %s/%s.out 2>&1", modes[i], gpu, dir, modes[i], dir, modes[i]);
+        snprintf(p, sizeof p, "%s/%s/latest.ckpt", dir, modes[i]);
+        if (!rc && !ref) checkpoint_load(p, &r, &sr, hs, hs + 8 * 64, 8);
+        const bool same = !rc && !ref && !memcmp(r.params, w.params, sizeof(real) * w.nparams) && sr.step == sw.step;
+        // each refused shape said once: some lines, none repeated
+        int once = test_system("n=$(grep -c 'cuBLASLt refuses .*: it runs on the hand-written kernel' %s/%s.out) && "
+                               "test $n -ge 2 && test $(grep 'cuBLASLt refuses' %s/%s.out | sort -u | wc -l) = $n", dir,
+                               modes[i], dir, modes[i]);
+        CHECK(same && once == 0, "every shape refused by cuBLASLt (CUDACPU_LT_REFUSE=%s): the run trains as --matmul "
+              "wmma, bit for bit, each shape said once (exit %d)", modes[i], rc);
+        if (rc || once) test_system("cat %s/%s.out", dir, modes[i]);
+    }
+    mlstm_free(&w);
+    mlstm_free(&r);
+    free(hs);
+}
+
 static void test_matmul_flag(const char *self, int have_mpirun) {
     char dir[] = "/tmp/test_cudacpu_XXXXXX";
     if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
@@ -645,6 +680,15 @@ static void test_matmul_flag(const char *self, int have_mpirun) {
     CHECK(r1 == 0 && r2 == 0 && recorded == 1,
           "a run with --matmul cublaslt resumes with the hand-written matmuls; its checkpoint's record holds no "
           "--matmul (exit %d, %d; grep %d)", r1, r2, recorded);
+    // a build without cuBLASLt: --matmul cublaslt is one line and exit 2, before the run directory
+    int nolt =
+        test_system("%s_nolt " MATMUL_TINY " --steps 1 --matmul cublaslt --out %s/n > %s/n.out 2>&1", gpu, dir, dir);
+    int nolt_said = test_system("test $(wc -l < %s/n.out) = 1 && grep -q -- '--matmul cublaslt: this build has no "
+                                "cuBLASLt' %s/n.out && test ! -e %s/n", dir, dir, dir);
+    CHECK(nolt == 2 && nolt_said == 0, "built without cuBLASLt: --matmul cublaslt says so in one line, exit 2, no run "
+          "directory (exit %d)", nolt);
+    if (nolt_said) test_system("cat %s/n.out", dir);
+    test_lt_refused(gpu, dir);
     if (have_mpirun) {
         int rc = test_system("cd %s && %s -np 1 %s " MATMUL_TINY " --steps 2 --matmul cublaslt --out mp : -np 1 %s "
                              MATMUL_TINY " --steps 2 --out mp > mp.out 2>&1", dir, mpirun_cmd, gpu, gpu);
