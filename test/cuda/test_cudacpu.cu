@@ -517,9 +517,10 @@ static cublasStatus_t lt_product(half *A, half *B, half *D, const void *bias, cu
         const int a = CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES + i;
         cublasLtMatmulPreferenceSetAttribute(pref, (cublasLtMatmulPreferenceAttributes_t)a, &align, sizeof align);
     }
-    cublasLtMatmulHeuristicResult_t r;
+    cublasLtMatmulHeuristicResult_t r = {};
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, d, l, l, l, l, pref, 1, &r, &found);
+    if (st == CUBLAS_STATUS_SUCCESS && found == 0) st = CUBLAS_STATUS_NOT_SUPPORTED;  // no algorithm: refused
     if (st == CUBLAS_STATUS_SUCCESS) {
         const float one = 1.f, zero = 0.f;
         st = cublasLtMatmul(h, d, &one, A, l, B, l, &zero, D, l, D, l, &r.algo, NULL, 0, 0);
