@@ -30,7 +30,7 @@ static Model *model_create(const Options *o, int B) {
     check_memory(&cfg, acts * sizeof(real) + bt * sizeof(double), "--hidden, --batch x --seq-len:");
     Model *md = (Model *)mallocCheck(sizeof(Model));
     mlstm_build(&md->m, cfg, B, T);
-    fast_packs_build(&md->packs, &cfg);
+    fast_packs_build(&md->packs, &cfg, GEMM_FP32);
     mlstm_init(&md->m, (uint64_t)o->seed);
     md->B = B;
     md->T = T;

@@ -203,7 +203,7 @@ static void test_val_batch(void) {
     Mlstm m;
     FastPacks pk;
     mlstm_build(&m, cfg, 8, 16);
-    fast_packs_build(&pk, &cfg);
+    fast_packs_build(&pk, &cfg, GEMM_FP32);
     TrainState st;
     real *h = (real *)calloc(8 * 32, sizeof(real)), *c = (real *)calloc(8 * 32, sizeof(real));
     real *th = (real *)mallocCheck(sizeof(real) * 4 * 32), *tc = (real *)mallocCheck(sizeof(real) * 4 * 32);

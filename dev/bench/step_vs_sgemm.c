@@ -40,7 +40,7 @@ static Rate sgemm_rate(const float *a, const float *b, float *o, int use_blas) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, SG_M, SG_N, SG_K, 1, a, SG_K, b, SG_N, 0, o, SG_N);
         else
 #endif
-            gemm_nn(o, a, b, SG_M, SG_N, SG_K, MATMUL_SET);
+            gemm_nn(o, a, b, SG_M, SG_N, SG_K, MATMUL_SET, GEMM_FP32);
         (void)use_blas;
         double flops = 2.0 * SG_M * SG_N * SG_K, gw = flops / (wall_seconds() - w) / 1e9;
         double gc = flops / (cpu_seconds() - c) / 1e9;
