@@ -117,12 +117,13 @@ static inline int gemm_depth_rows(int kc, GemmPrecision prec) { return prec == G
 // FP32 to BF16, to nearest, ties to even (as vcvtneps2bf16): the carry of the rounding increment
 // runs into the exponent, so the largest values round to infinity; a NaN stays a (quiet) NaN;
 // subnormals become zero, as vdpbf16ps reads them.
+// (Selects, not branches: the packing loops vectorise.)
 static inline uint16_t gemm_bf16_round(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
-    if ((u & 0x7f800000u) == 0) return (uint16_t)((u >> 16) & 0x8000u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    uint32_t nearest = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    nearest = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x0040u : nearest;
+    return (uint16_t)((u & 0x7f800000u) == 0 ? (u >> 16) & 0x8000u : nearest);
 }
 static inline float gemm_bf16_value(uint32_t bits16) {
     uint32_t u = bits16 << 16;
@@ -485,13 +486,20 @@ static inline float *gemm_thread_buffer(int id, int which, size_t floats, int *o
 static inline void gemm_pack_a(float *ap, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0, int i1, int k0,
                                int kc, GemmPrecision prec) {
     const int rows = gemm_depth_rows(kc, prec);
-    for (int k = 0; k < kc; k++) {
-        const float *src = a + (size_t)(k0 + k) * csa;
+    if (csa == 1)  // A along its rows (BF16's time loops and output layer): a row at a time, as it lies
         for (int i = i0; i < i1; i++) {
-            int q = (i - i0) / GEMM_MR;
-            gemm_put(ap + (size_t)q * GEMM_MR * rows, GEMM_MR, k, (i - i0) % GEMM_MR, src[(size_t)i * rsa], prec);
+            const float *src = a + (size_t)i * rsa + k0;
+            float *sliver = ap + (size_t)(i - i0) / GEMM_MR * GEMM_MR * rows;
+            for (int k = 0; k < kc; k++) gemm_put(sliver, GEMM_MR, k, (i - i0) % GEMM_MR, src[k], prec);
         }
-    }
+    else  // down its columns: each k's run of i contiguous
+        for (int k = 0; k < kc; k++) {
+            const float *src = a + (size_t)(k0 + k) * csa;
+            for (int i = i0; i < i1; i++) {
+                int q = (i - i0) / GEMM_MR;
+                gemm_put(ap + (size_t)q * GEMM_MR * rows, GEMM_MR, k, (i - i0) % GEMM_MR, src[(size_t)i * rsa], prec);
+            }
+        }
     if (prec != GEMM_FP32 && kc % 2)
         for (int i = i0; i < i1; i++)
             gemm_put(ap + (size_t)(i - i0) / GEMM_MR * GEMM_MR * rows, GEMM_MR, kc, (i - i0) % GEMM_MR, 0, prec);
