@@ -28,7 +28,8 @@ TOOL_LDLIBS_prepare := -ljansson -lz
 TOOL_LDLIBS_transfer := -ljansson -llinear
 HEADERS := util.h mlstm.h fast.h gemm.h data.h corpus.h schedule.h test/test.h
 # the system's tests (test/): C programs, and test/test_*.py run by python3 from the repository root
-TESTS   := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/test_*.c)) $(BUILD)/test_gemm_other_tile
+OTHER_TILE_TESTS := test_gemm test_gemm_bf16  # built again with the other tile (below)
+TESTS   := $(patsubst test/%.c,$(BUILD)/%,$(wildcard test/test_*.c)) $(OTHER_TILE_TESTS:%=$(BUILD)/%_other_tile)
 PY_TESTS := $(wildcard test/test_*.py)
 # the lab's tests (dev/test/): the GPU performance and scaling models, gpu_check.sh's bookkeeping,
 # the PyTorch baseline of the benchmarks, the large-batch sweep's harness; make test runs them
@@ -55,10 +56,10 @@ run: train
 $(BUILD)/%: test/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 
-# test_gemm again, built with the tile this CPU's build does not use (gemm.h: 8 rows with AVX-512,
-# 4 without), so that both tiles' code runs on every machine
+# OTHER_TILE_TESTS again, built with the tile this CPU's build does not use (gemm.h: 8 rows with
+# AVX-512, 4 without), so that both tiles' code runs on every machine
 GEMM_OTHER_MR := $(if $(findstring __AVX512F__,$(shell $(CC) $(CFLAGS) -dM -E -x c /dev/null 2>/dev/null)),4,8)
-$(BUILD)/test_gemm_other_tile: test/test_gemm.c $(HEADERS) | $(BUILD)
+$(BUILD)/%_other_tile: test/%.c $(HEADERS) | $(BUILD)
 	$(CC) $(CFLAGS) -DGEMM_MR=$(GEMM_OTHER_MR) $< -o $@ $(LDLIBS)
 
 # test_backend includes train.c (without its main) and calls train_main in-process

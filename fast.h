@@ -181,16 +181,21 @@ static inline FAST_SELECTS_VECTORISE double fast_softmax_xent(Mlstm *m) {
 // The weights of the time loops in gemm.h's packed layout: packed once per forward (for
 // m_t W_h^T) and once per backward (the other way round, for dz W_h).
 
+// precision: what every product of the step (the time loops', the output layer's, the weight
+// gradients') rounds its operands to; FP32 or BF16 (gemm.h), accumulating in FP32 either way.
+// The cell, softmax, norms and everything outside the products stay FP32.
 typedef struct {
     float *W_h, *W_mh, *W_x, *W_mx;  // room for W_h (4H,H), W_mh (H,H), W_x (4H,D), W_mx (H,D) packed either way round
+    GemmPrecision precision;
 } FastPacks;
 
 // floats of a weight (O,K) packed either way round
 static inline size_t fast_packed_floats(int O, int K) {
-    size_t nt = gemm_packed_floats(O, K), nn = gemm_packed_floats(K, O);
-    return nt > nn ? nt : nn;
+    size_t nt = gemm_packed_floats(O, K, GEMM_FP32), nn = gemm_packed_floats(K, O, GEMM_FP32);
+    return nt > nn ? nt : nn;  // BF16 packs in half of it, or about
 }
-static inline void fast_packs_build(FastPacks *pk, const MlstmConfig *c) {
+static inline void fast_packs_build(FastPacks *pk, const MlstmConfig *c, GemmPrecision precision) {
+    pk->precision = precision;
     pk->W_h = mlstm_alloc(fast_packed_floats(4 * c->H, c->H));
     pk->W_mh = mlstm_alloc(fast_packed_floats(c->H, c->H));
     pk->W_x = mlstm_alloc(fast_packed_floats(4 * c->H, c->D));
@@ -272,6 +277,7 @@ static inline FAST_SELECTS_VECTORISE void fast_cells_forward(Mlstm *m, int t, in
 static inline void fast_forward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
     const int D = m->cfg.D, H = m->cfg.H;
     const float *bias = m->p.t[P_B];
+    const GemmPrecision pr = pk->precision;
     #pragma omp parallel
     {
         int b0, b1;
@@ -279,13 +285,15 @@ static inline void fast_forward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
         for (int t = 0; t < T; t++) {
             const size_t s = (size_t)t * B * H;
             const float *e = m->xe + (size_t)t * B * D;
-            FAST_PHASE(FP_IN_PROJ, gemm_nt_rows_packed(m->mx + s, e, pk->W_mx, NULL, b0, b1, H, D, MATMUL_SET));
+            FAST_PHASE(FP_IN_PROJ,
+                       gemm_nt_rows_packed(m->mx + s, e, pk->W_mx, NULL, b0, b1, H, D, MATMUL_SET, pr));
             FAST_PHASE(FP_REC_FWD,
-                       gemm_nt_rows_packed(m->mh + s, m->hs + s, pk->W_mh, NULL, b0, b1, H, H, MATMUL_SET));
+                       gemm_nt_rows_packed(m->mh + s, m->hs + s, pk->W_mh, NULL, b0, b1, H, H, MATMUL_SET, pr));
             FAST_PHASE(FP_MT_FWD, mt_product(m, t, b0, b1));
-            FAST_PHASE(FP_IN_PROJ, gemm_nt_rows_packed(m->z + 4 * s, e, pk->W_x, bias, b0, b1, 4 * H, D, MATMUL_SET));
+            FAST_PHASE(FP_IN_PROJ,
+                       gemm_nt_rows_packed(m->z + 4 * s, e, pk->W_x, bias, b0, b1, 4 * H, D, MATMUL_SET, pr));
             FAST_PHASE(FP_REC_FWD,
-                       gemm_nt_rows_packed(m->z + 4 * s, m->mt + s, pk->W_h, NULL, b0, b1, 4 * H, H, MATMUL_ADD));
+                       gemm_nt_rows_packed(m->z + 4 * s, m->mt + s, pk->W_h, NULL, b0, b1, 4 * H, H, MATMUL_ADD, pr));
             FAST_PHASE(FP_CELL_FWD, fast_cells_forward(m, t, b0, b1));
         }
     }
@@ -295,11 +303,14 @@ static inline double fast_forward(Mlstm *m, FastPacks *pk, const uint8_t *inputs
                                   const uint8_t *reset, const float *h0, const float *c0, int B, int T) {
     FAST_PHASE(FP_WNORM_EMBED, forward_begin(m, inputs, targets, reset, h0, c0, B, T));
     const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, N = B * T;
-    FAST_PHASE(FP_PACK, gemm_pack_nt(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nt(pk->W_h, m->W[WN_H], 4 * H, H);
-                        gemm_pack_nt(pk->W_mx, m->W[WN_MX], H, D); gemm_pack_nt(pk->W_x, m->W[WN_X], 4 * H, D));
+    FAST_PHASE(FP_PACK, gemm_pack_nt(pk->W_mh, m->W[WN_MH], H, H, pk->precision);
+                        gemm_pack_nt(pk->W_h, m->W[WN_H], 4 * H, H, pk->precision);
+                        gemm_pack_nt(pk->W_mx, m->W[WN_MX], H, D, pk->precision);
+                        gemm_pack_nt(pk->W_x, m->W[WN_X], 4 * H, D, pk->precision));
     FAST_PHASE(FP_LOOP_FWD, fast_forward_steps(m, pk, B, T));
     FAST_PHASE(FP_OUT_FWD,
-               gemm_nt(m->logits, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, V, H, MATMUL_SET));
+               gemm_nt(m->logits, m->hs + (size_t)B * H, m->p.t[P_WOUT], m->p.t[P_BOUT], N, V, H, MATMUL_SET,
+                       pk->precision));
     double loss;
     FAST_PHASE(FP_SOFTMAX, loss = fast_softmax_xent(m));
     return loss;
@@ -331,6 +342,7 @@ static inline FAST_SELECTS_VECTORISE void fast_cells_backward(Mlstm *m, int t, i
 // cache: the same chain per element as one product over all T*B rows after the loop.
 static inline void fast_backward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
     const int D = m->cfg.D, H = m->cfg.H;
+    const GemmPrecision pr = pk->precision;
     #pragma omp parallel
     {
         int b0, b1;
@@ -339,11 +351,12 @@ static inline void fast_backward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
             const size_t s = (size_t)t * B * H;
             float *dxe = m->dxe + (size_t)t * B * D;
             FAST_PHASE(FP_CELL_BWD, fast_cells_backward(m, t, b0, b1));
-            FAST_PHASE(FP_REC_BWD, gemm_nn_rows_packed(m->dm, m->dz + 4 * s, pk->W_h, b0, b1, H, 4 * H, MATMUL_SET));
-            FAST_PHASE(FP_IN_BWD, gemm_nn_rows_packed(dxe, m->dz + 4 * s, pk->W_x, b0, b1, D, 4 * H, MATMUL_SET));
+            FAST_PHASE(FP_REC_BWD,
+                       gemm_nn_rows_packed(m->dm, m->dz + 4 * s, pk->W_h, b0, b1, H, 4 * H, MATMUL_SET, pr));
+            FAST_PHASE(FP_IN_BWD, gemm_nn_rows_packed(dxe, m->dz + 4 * s, pk->W_x, b0, b1, D, 4 * H, MATMUL_SET, pr));
             FAST_PHASE(FP_MT_BWD, mt_backward(m, t, b0, b1));
-            FAST_PHASE(FP_IN_BWD, gemm_nn_rows_packed(dxe, m->dmx + s, pk->W_mx, b0, b1, D, H, MATMUL_ADD));
-            FAST_PHASE(FP_REC_BWD, gemm_nn_rows_packed(m->dh, m->dmh + s, pk->W_mh, b0, b1, H, H, MATMUL_SET));
+            FAST_PHASE(FP_IN_BWD, gemm_nn_rows_packed(dxe, m->dmx + s, pk->W_mx, b0, b1, D, H, MATMUL_ADD, pr));
+            FAST_PHASE(FP_REC_BWD, gemm_nn_rows_packed(m->dh, m->dmh + s, pk->W_mh, b0, b1, H, H, MATMUL_SET, pr));
         }
     }
 }
@@ -351,15 +364,17 @@ static inline void fast_backward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
 static inline void fast_backward(Mlstm *m, FastPacks *pk, float scale) {
     const int D = m->cfg.D, H = m->cfg.H, V = m->cfg.V, B = m->b, T = m->t, N = B * T;
     FAST_PHASE(FP_DLOGITS, backward_begin(m, scale));
-    FAST_PHASE(FP_OUT_BWD, gemm_tn(m->g.t[P_WOUT], m->dlogits, m->hs + (size_t)B * H, V, H, N);
+    FAST_PHASE(FP_OUT_BWD, gemm_tn(m->g.t[P_WOUT], m->dlogits, m->hs + (size_t)B * H, V, H, N, pk->precision);
                            fast_bias_grad(m->g.t[P_BOUT], m->dlogits, N, V);
-                           gemm_nn(m->dhs, m->dlogits, m->p.t[P_WOUT], N, H, V, MATMUL_SET));
-    FAST_PHASE(FP_PACK, gemm_pack_nn(pk->W_mh, m->W[WN_MH], H, H); gemm_pack_nn(pk->W_h, m->W[WN_H], H, 4 * H);
-                        gemm_pack_nn(pk->W_mx, m->W[WN_MX], D, H); gemm_pack_nn(pk->W_x, m->W[WN_X], D, 4 * H));
+                           gemm_nn(m->dhs, m->dlogits, m->p.t[P_WOUT], N, H, V, MATMUL_SET, pk->precision));
+    FAST_PHASE(FP_PACK, gemm_pack_nn(pk->W_mh, m->W[WN_MH], H, H, pk->precision);
+                        gemm_pack_nn(pk->W_h, m->W[WN_H], H, 4 * H, pk->precision);
+                        gemm_pack_nn(pk->W_mx, m->W[WN_MX], D, H, pk->precision);
+                        gemm_pack_nn(pk->W_x, m->W[WN_X], D, 4 * H, pk->precision));
     FAST_PHASE(FP_LOOP_BWD, fast_backward_steps(m, pk, B, T));
-    FAST_PHASE(FP_WGRAD, gemm_tn_pair(m->dW[WN_H], m->mt, H, m->dW[WN_X], m->xe, D, m->dz, 4 * H, N);
-                         gemm_tn(m->dW[WN_MX], m->dmx, m->xe, H, D, N);
-                         gemm_tn(m->dW[WN_MH], m->dmh, m->hs, H, H, N));
+    FAST_PHASE(FP_WGRAD, gemm_tn_pair(m->dW[WN_H], m->mt, H, m->dW[WN_X], m->xe, D, m->dz, 4 * H, N, pk->precision);
+                         gemm_tn(m->dW[WN_MX], m->dmx, m->xe, H, D, N, pk->precision);
+                         gemm_tn(m->dW[WN_MH], m->dmh, m->hs, H, H, N, pk->precision));
     FAST_PHASE(FP_BIAS_BWD, fast_bias_grad(m->g.t[P_B], m->dz, N, 4 * H));
     FAST_PHASE(FP_WNORM_BWD, backward_end(m));
 }

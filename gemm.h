@@ -16,6 +16,18 @@
 // whatever vector width the compiler was given (MR, NR differ by instruction set,
 // the chain does not). Fused multiply-add, where the build contracts a*b+c, makes
 // the rounding differ between machines; never between runs or thread counts.
+//
+// BF16 products (GemmPrecision), the mixed precision of Micikevicius et al. 2018 that the paper
+// trains with on the GPU, on the same packing, blocking and tiles: both operands are rounded to
+// BF16 (to nearest, ties to even) as they are packed, two k to a 4-byte slot, and the kernel adds
+// a pair's products to the FP32 accumulators with AVX512-BF16's vdpbf16ps. Its arithmetic is
+// exact products (8-bit by 8-bit significands), added to the accumulator one after the other,
+// the odd k first, each sum of the exact values rounded to nearest even, a subnormal accumulator
+// read as zero and a subnormal sum flushed to zero (with its sign): c = (c + a_{k+1} b_{k+1}) +
+// a_k b_k, as Intel defines it, and as probed bit for bit on Zen 4 (random operands, and
+// subnormal, tiny, huge and cancelling ones: test_gemm_bf16). The scalar emulation
+// (gemm_bf16_dot_emulated) does the same operations in that order, so native and emulated give
+// the same bits, and the emulation runs (slowly) on every CPU.
 #pragma once
 #include "mlstm.h"  // MatmulInto and the order of a matmul's sizes: (rows, cols, depth)
 #include <stddef.h>
@@ -68,40 +80,107 @@
 #define GEMM_KC 256             // k per packed block: an A sliver (MR x KC) stays in L1
 #define GEMM_NC (256 / GEMM_NR * GEMM_NR)  // columns per block of packed B that a thread keeps in L2: whole panels
 _Static_assert(GEMM_NC % GEMM_NR == 0, "a block of B is whole panels: its packed size is KC x NC");
+_Static_assert(GEMM_KC % 2 == 0 && GEMM_KC_STREAMED % 2 == 0, "BF16 k pairs never straddle two k blocks");
 
 typedef float gemm_vec __attribute__((vector_size(GEMM_VB), aligned(4), may_alias));
 
+// What a product's operands are rounded to: FP32 (as they are), or BF16 (8-bit significands,
+// FP32's exponent range) with FP32 accumulation, on AVX512-BF16 (Zen 4 and later, Cooper Lake,
+// Sapphire Rapids and later) or in the scalar emulation of the same arithmetic on any CPU.
+typedef enum { GEMM_FP32, GEMM_BF16_NATIVE, GEMM_BF16_EMULATED } GemmPrecision;
+typedef uint16_t gemm_bf16 __attribute__((may_alias));  // a BF16 value's bits, stored in a float buffer
+typedef uint32_t gemm_slot __attribute__((may_alias));  // a packed pair of BF16 (k even low, k + 1 high)
+
+// Whether this build and CPU run vdpbf16ps: GCC 10 and clang 11 know the target, and the CPU
+// says so in cpuid (libgcc's check includes the OS saving AVX-512's registers).
+#if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 11) || \
+                            (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 10))
+#define GEMM_BF16_BUILT 1
+#include <immintrin.h>
+#define GEMM_BF16_TARGET __attribute__((target("avx512f,avx512vl,avx512bf16")))
+#else
+#define GEMM_BF16_BUILT 0
+#endif
+static inline int gemm_bf16_native_supported(void) {
+#if GEMM_BF16_BUILT
+    return __builtin_cpu_supports("avx512bf16") != 0;
+#else
+    return 0;
+#endif
+}
+
+// k values per packed row: a BF16 operand holds a k pair in each 4-byte slot, so a block of kc k
+// is (kc + 1) / 2 rows of slots (an odd kc's last pair padded with a zero); offsets into packed
+// operands count slots (floats) for either precision.
+static inline int gemm_depth_rows(int kc, GemmPrecision prec) { return prec == GEMM_FP32 ? kc : (kc + 1) / 2; }
+
+// FP32 to BF16, to nearest, ties to even (as vcvtneps2bf16): the carry of the rounding increment
+// runs into the exponent, so the largest values round to infinity; a NaN stays a (quiet) NaN;
+// subnormals become zero, as vdpbf16ps reads them.
+// (Selects, not branches: the packing loops vectorise.)
+static inline uint16_t gemm_bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint32_t nearest = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    nearest = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 0x0040u : nearest;
+    return (uint16_t)((u & 0x7f800000u) == 0 ? (u >> 16) & 0x8000u : nearest);
+}
+static inline float gemm_bf16_value(uint32_t bits16) {
+    uint32_t u = bits16 << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+// Element (k, j) of an operand packed k after k, W values of j per k (a panel of B: W = NR; a
+// sliver of A: W = MR), in d: a float each, or BF16 in k pairs, ((k/2) W + j) slots in.
+static inline void gemm_put(float *d, int W, int k, int j, float x, GemmPrecision prec) {
+    if (prec == GEMM_FP32) d[(size_t)k * W + j] = x;
+    else ((gemm_bf16 *)d)[((size_t)(k >> 1) * W + j) * 2 + (k & 1)] = gemm_bf16_round(x);
+}
+
 static inline int gemm_panels(int N) { return (N + GEMM_NR - 1) / GEMM_NR; }
 // floats of a packed (K,N) operand, N columns and depth K: panels of NR columns, zero-padded
-static inline size_t gemm_packed_floats(int N, int K) { return (size_t)K * gemm_panels(N) * GEMM_NR; }
+// (BF16: the same in k pairs; every streamed block but the last holds an even number of k)
+static inline size_t gemm_packed_floats(int N, int K, GemmPrecision prec) {
+    return (size_t)gemm_depth_rows(K, prec) * gemm_panels(N) * GEMM_NR;
+}
 
 // Packs B (K,N), element (k,n) at b[k*rs + n*cs], rows [k0, k0+kc), into
-// bp[panel][k][NR]: the kernel's order. Columns past N are zero.
+// bp[panel][k][NR] (BF16: bp[panel][k/2][NR] in k pairs): the kernel's order. Columns past N,
+// and an odd kc's last pair's second k, are zero.
 static inline void gemm_pack_block(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t cs, int k0, int kc, int N, int p0,
-                                   int p1) {
+                                   int p1, GemmPrecision prec) {
+    const int rows = gemm_depth_rows(kc, prec);
     for (int p = p0; p < p1; p++) {
-        float *d = bp + (size_t)p * kc * GEMM_NR;
+        float *d = bp + (size_t)p * rows * GEMM_NR;
         int n0 = p * GEMM_NR, nn = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
-        if (nn < GEMM_NR) memset(d, 0, sizeof(float) * kc * GEMM_NR);
-        if (cs == 1)  // rows of B are contiguous
+        if (nn < GEMM_NR || (prec != GEMM_FP32 && kc % 2)) memset(d, 0, sizeof(float) * rows * GEMM_NR);
+        if (cs == 1 && prec == GEMM_FP32)  // rows of B are contiguous
             for (int k = 0; k < kc; k++)
                 memcpy(d + (size_t)k * GEMM_NR, b + (size_t)(k0 + k) * rs + n0, sizeof(float) * nn);
+        else if (cs == 1)
+            for (int k = 0; k < kc; k++)
+                for (int j = 0; j < nn; j++) gemm_put(d, GEMM_NR, k, j, b[(size_t)(k0 + k) * rs + n0 + j], prec);
         else  // columns are: 8 at a time (columns a page apart share an L1 set), each line read for 16 k
             for (int j0 = 0; j0 < nn; j0 += 8)
                 for (int k = 0; k < kc; k++) {
                     const float *s = b + (size_t)(k0 + k) * rs;
-                    for (int j = j0; j < j0 + 8 && j < nn; j++) d[(size_t)k * GEMM_NR + j] = s[(size_t)(n0 + j) * cs];
+                    for (int j = j0; j < j0 + 8 && j < nn; j++)
+                        gemm_put(d, GEMM_NR, k, j, s[(size_t)(n0 + j) * cs], prec);
                 }
     }
 }
-// The whole of B (K,N), block after block of KC_STREAMED rows: block k0 starts at k0 * panels * NR.
-static inline void gemm_pack(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t cs, int N, int K) {
+// The whole of B (K,N), block after block of KC_STREAMED rows: block k0 starts at
+// gemm_depth_rows(k0) * panels * NR.
+static inline void gemm_pack(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t cs, int N, int K, GemmPrecision prec) {
     int np = gemm_panels(N), nk = (K + GEMM_KC_STREAMED - 1) / GEMM_KC_STREAMED;
     #pragma omp parallel for schedule(static) collapse(2)
     for (int kb = 0; kb < nk; kb++)
         for (int p = 0; p < np; p++) {
             int k0 = kb * GEMM_KC_STREAMED, kc = K - k0 < GEMM_KC_STREAMED ? K - k0 : GEMM_KC_STREAMED;
-            gemm_pack_block(bp + (size_t)k0 * np * GEMM_NR, b, rs, cs, k0, kc, N, p, p + 1);
+            gemm_pack_block(bp + (size_t)gemm_depth_rows(k0, prec) * np * GEMM_NR, b, rs, cs, k0, kc, N, p, p + 1,
+                            prec);
         }
 }
 
@@ -140,20 +219,23 @@ typedef struct {
 #else
 #define GEMM_IN_REGISTER(v) ((void)0)  // the 8-row tile (AVX-512's 32 registers): GCC keeps B in them itself
 #endif
+// One k step's share of the fetch of the next panel (GEMM_FETCH_NEXT), rows of NR slots.
+static inline __attribute__((always_inline)) void gemm_fetch_step(GemmFetch next, int *fetched, int *countdown) {
+    if (--*countdown) return;
+    *countdown = next.every;
+    if (*fetched < next.n) {
+        #pragma GCC unroll 4
+        for (int j = 0; j < GEMM_NR; j += 64 / (int)sizeof(float))
+            __builtin_prefetch(next.rows + (size_t)*fetched * GEMM_NR + j, 0, 2);
+        ++*fetched;
+    }
+}
 static inline __attribute__((always_inline)) void gemm_tile_steps(gemm_vec acc[GEMM_MR][GEMM_NV], int kc,
                                                                   const float *const *ar, ptrdiff_t csa,
                                                                   const float *bp, GemmFetch next, int fetch) {
     int fetched = 0, countdown = 1;
     for (int k = 0; k < kc; k++) {
-        if (fetch == GEMM_FETCH_NEXT && --countdown == 0) {
-            countdown = next.every;
-            if (fetched < next.n) {
-                #pragma GCC unroll 4
-                for (int j = 0; j < GEMM_NR; j += 64 / (int)sizeof(float))
-                    __builtin_prefetch(next.rows + (size_t)fetched * GEMM_NR + j, 0, 2);
-                fetched++;
-            }
-        }
+        if (fetch == GEMM_FETCH_NEXT) gemm_fetch_step(next, &fetched, &countdown);
         if (fetch == GEMM_FETCH_A && k + 8 < kc) __builtin_prefetch(ar[0] + (k + 8) * csa, 0, 2);  // within A
         gemm_vec b[GEMM_NV];
         #pragma GCC unroll 4
@@ -171,50 +253,167 @@ static inline __attribute__((always_inline)) void gemm_tile_steps(gemm_vec acc[G
     }
 }
 
+// vdpbf16ps in scalar arithmetic: c + a1 b1 + a0 b0, the odd k's product first. A product of two
+// BF16 is exact in double (16 significant bits, exponents far inside double's), and so is its
+// sum with c before the one rounding to FP32 (a sum of two such values rounded to double then to
+// float is rounded correctly: 53 >= 2 x 24 + 2 bits, Figueroa 1995), which is the instruction's
+// sum of exact values rounded once; a subnormal c reads as zero and a subnormal result flushes to
+// zero with its sign (x * 0), as the instruction's.
+static inline float gemm_bf16_flush(float x) { return x > -0x1p-126f && x < 0x1p-126f ? x * 0.0f : x; }
+static inline float gemm_bf16_dot_emulated(float c, uint32_t a, uint32_t b) {
+    double p1 = (double)gemm_bf16_value(a >> 16) * gemm_bf16_value(b >> 16);
+    double p0 = (double)gemm_bf16_value(a & 0xffff) * gemm_bf16_value(b & 0xffff);
+    c = gemm_bf16_flush((float)((double)gemm_bf16_flush(c) + p1));
+    return gemm_bf16_flush((float)((double)c + p0));
+}
+// The k loop over kc2 = gemm_depth_rows(kc) pairs of BF16 operands (slots): A row i's pair kk at
+// ar[i][kk*csa], the panel's row of NR pairs at bp + kk*NR. Emulated: element by element, the
+// same arithmetic as vdpbf16ps (tests, and CPUs without it).
+static inline __attribute__((always_inline)) void gemm_tile_steps_bf16_emulated(gemm_vec acc[GEMM_MR][GEMM_NV],
+                                                                                int kc2, const float *const *ar,
+                                                                                ptrdiff_t csa, const float *bp) {
+    for (int kk = 0; kk < kc2; kk++)
+        for (int i = 0; i < GEMM_MR; i++) {
+            const uint32_t a = *(const gemm_slot *)(ar[i] + kk * csa);
+            for (int v = 0; v < GEMM_NV; v++)
+                for (int l = 0; l < GEMM_VL; l++)
+                    acc[i][v][l] = gemm_bf16_dot_emulated(
+                        acc[i][v][l], a, *(const gemm_slot *)(bp + (size_t)kk * GEMM_NR + v * GEMM_VL + l));
+        }
+}
+#if GEMM_BF16_BUILT
+// vdpbf16ps on the build's vector width (512, 256 or 128 bits: the last two with AVX512-VL), so
+// the BF16 tile is the FP32 one, whatever -march the build was given.
+#if GEMM_VB == 64
+#define GEMM_BF16_DOT(c, a32, b) \
+    ((gemm_vec)_mm512_dpbf16_ps((__m512)(c), (__m512bh)_mm512_set1_epi32(a32), (__m512bh)(b)))
+#elif GEMM_VB == 32
+#define GEMM_BF16_DOT(c, a32, b) \
+    ((gemm_vec)_mm256_dpbf16_ps((__m256)(c), (__m256bh)_mm256_set1_epi32(a32), (__m256bh)(b)))
+#else
+#define GEMM_BF16_DOT(c, a32, b) ((gemm_vec)_mm_dpbf16_ps((__m128)(c), (__m128bh)_mm_set1_epi32(a32), (__m128bh)(b)))
+#endif
+static inline __attribute__((always_inline)) GEMM_BF16_TARGET void gemm_tile_steps_bf16(
+    gemm_vec acc[GEMM_MR][GEMM_NV], int kc2, const float *const *ar, ptrdiff_t csa, const float *bp, GemmFetch next,
+    int fetch) {
+    int fetched = 0, countdown = 1;
+    for (int kk = 0; kk < kc2; kk++) {
+        if (fetch == GEMM_FETCH_NEXT) gemm_fetch_step(next, &fetched, &countdown);
+        gemm_vec b[GEMM_NV];
+        #pragma GCC unroll 4
+        for (int v = 0; v < GEMM_NV; v++) b[v] = *(const gemm_vec *)(bp + (size_t)kk * GEMM_NR + v * GEMM_VL);
+        #pragma GCC unroll 16
+        for (int i = 0; i < GEMM_MR; i++) {
+            const int a = (int)*(const gemm_slot *)(ar[i] + kk * csa);
+            #pragma GCC unroll 4
+            for (int v = 0; v < GEMM_NV; v++) acc[i][v] = GEMM_BF16_DOT(acc[i][v], a, b[v]);
+        }
+    }
+}
+#endif
+
 // The kernel. C tile (mr x nr valid, at c with row stride ldc) = init + A . Bp over
 // kc steps. A row i's element k is at a[i][k*csa]; rows past mr repeat row mr-1.
 // init: 0 zero, 1 C's own values, 2 bias[0..nr) on every row. next: the tile's share of the
 // packed panel the caller streams after this one, fetched as k runs (gemm_tile_steps), or NULL.
+// One function per precision's k loop, each one copy of the code; they share the tile's start
+// (gemm_tile_begin: the accumulators, through a buffer at the edges) and its end.
 enum { GEMM_ZERO, GEMM_LOAD, GEMM_BIAS };
-#if defined(__clang__)
-__attribute__((noinline))  // one copy of the code: every tile the same arithmetic (the k loops differ in prefetches)
-#elif defined(__GNUC__)
-__attribute__((noinline, noclone))
-#endif
-static void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float *bp, float *c, ptrdiff_t ldc,
-                      int mr, int nr, int init, const float *bias, const GemmFetch *next) {
+typedef struct {
     float tmp[GEMM_MR * GEMM_NR] __attribute__((aligned(64)));
-    const int full = mr == GEMM_MR && nr == GEMM_NR;
-    float *t = full ? c : tmp;
-    ptrdiff_t ld = full ? ldc : GEMM_NR;
-    if (!full) {
-        memset(tmp, 0, sizeof tmp);
+    float *t;  // where the accumulators load from and store to: C itself, or tmp at the edges
+    ptrdiff_t ld;
+    int full;
+} GemmTileIo;
+static inline __attribute__((always_inline)) void gemm_tile_begin(GemmTileIo *io, gemm_vec acc[GEMM_MR][GEMM_NV],
+                                                                  float *c, ptrdiff_t ldc, int mr, int nr, int init,
+                                                                  const float *bias) {
+    io->full = mr == GEMM_MR && nr == GEMM_NR;
+    io->t = io->full ? c : io->tmp;
+    io->ld = io->full ? ldc : GEMM_NR;
+    if (!io->full) {
+        memset(io->tmp, 0, sizeof io->tmp);
         if (init == GEMM_LOAD)
-            for (int i = 0; i < mr; i++) memcpy(tmp + i * GEMM_NR, c + i * ldc, sizeof(float) * nr);
+            for (int i = 0; i < mr; i++) memcpy(io->tmp + i * GEMM_NR, c + i * ldc, sizeof(float) * nr);
         if (init == GEMM_BIAS)
-            for (int i = 0; i < mr; i++) memcpy(tmp + i * GEMM_NR, bias, sizeof(float) * nr);
+            for (int i = 0; i < mr; i++) memcpy(io->tmp + i * GEMM_NR, bias, sizeof(float) * nr);
     }
-    gemm_vec acc[GEMM_MR][GEMM_NV];
     #pragma GCC unroll 16
     for (int i = 0; i < GEMM_MR; i++)
         #pragma GCC unroll 4
         for (int v = 0; v < GEMM_NV; v++) {
             if (init == GEMM_ZERO) acc[i][v] = (gemm_vec){0};
-            else if (init == GEMM_BIAS && full) acc[i][v] = *(const gemm_vec *)(bias + v * GEMM_VL);
-            else acc[i][v] = *(const gemm_vec *)(t + i * ld + v * GEMM_VL);
+            else if (init == GEMM_BIAS && io->full) acc[i][v] = *(const gemm_vec *)(bias + v * GEMM_VL);
+            else acc[i][v] = *(const gemm_vec *)(io->t + i * io->ld + v * GEMM_VL);
         }
+}
+static inline __attribute__((always_inline)) void gemm_tile_end(GemmTileIo *io, gemm_vec acc[GEMM_MR][GEMM_NV],
+                                                                float *c, ptrdiff_t ldc, int mr, int nr) {
+    #pragma GCC unroll 16
+    for (int i = 0; i < GEMM_MR; i++)
+        #pragma GCC unroll 4
+        for (int v = 0; v < GEMM_NV; v++) *(gemm_vec *)(io->t + i * io->ld + v * GEMM_VL) = acc[i][v];
+    if (!io->full)
+        for (int i = 0; i < mr; i++) memcpy(c + i * ldc, io->tmp + i * GEMM_NR, sizeof(float) * nr);
+}
+#if defined(__clang__)
+#define GEMM_ONE_COPY __attribute__((noinline))  // one copy of the code: every tile the same arithmetic
+#elif defined(__GNUC__)
+#define GEMM_ONE_COPY __attribute__((noinline, noclone))
+#else
+#define GEMM_ONE_COPY
+#endif
+// the k loops differ in prefetches only
+static GEMM_ONE_COPY void gemm_tile_fp32(int kc, const float *const *a, ptrdiff_t csa, const float *bp, float *c,
+                                         ptrdiff_t ldc, int mr, int nr, int init, const float *bias,
+                                         const GemmFetch *next) {
+    GemmTileIo io;
+    gemm_vec acc[GEMM_MR][GEMM_NV];
+    gemm_tile_begin(&io, acc, c, ldc, mr, nr, init, bias);
     const float *ar[GEMM_MR];
     for (int i = 0; i < GEMM_MR; i++) ar[i] = a[i < mr ? i : mr - 1];
     const GemmFetch none = {NULL, 0, 1};
     if (next) gemm_tile_steps(acc, kc, ar, csa, bp, *next, GEMM_FETCH_NEXT);
     else if (GEMM_MR == 8 && csa > GEMM_MR) gemm_tile_steps(acc, kc, ar, csa, bp, none, GEMM_FETCH_A);
     else gemm_tile_steps(acc, kc, ar, csa, bp, none, GEMM_FETCH_NONE);
-    #pragma GCC unroll 16
-    for (int i = 0; i < GEMM_MR; i++)
-        #pragma GCC unroll 4
-        for (int v = 0; v < GEMM_NV; v++) *(gemm_vec *)(t + i * ld + v * GEMM_VL) = acc[i][v];
-    if (!full)
-        for (int i = 0; i < mr; i++) memcpy(c + i * ldc, tmp + i * GEMM_NR, sizeof(float) * nr);
+    gemm_tile_end(&io, acc, c, ldc, mr, nr);
+}
+// BF16's A is always packed (gemm_pack_a): no fetch of A
+static GEMM_ONE_COPY void gemm_tile_bf16_emulated(int kc, const float *const *a, ptrdiff_t csa, const float *bp,
+                                                  float *c, ptrdiff_t ldc, int mr, int nr, int init,
+                                                  const float *bias) {
+    GemmTileIo io;
+    gemm_vec acc[GEMM_MR][GEMM_NV];
+    gemm_tile_begin(&io, acc, c, ldc, mr, nr, init, bias);
+    const float *ar[GEMM_MR];
+    for (int i = 0; i < GEMM_MR; i++) ar[i] = a[i < mr ? i : mr - 1];
+    gemm_tile_steps_bf16_emulated(acc, gemm_depth_rows(kc, GEMM_BF16_EMULATED), ar, csa, bp);
+    gemm_tile_end(&io, acc, c, ldc, mr, nr);
+}
+#if GEMM_BF16_BUILT
+static GEMM_ONE_COPY GEMM_BF16_TARGET void gemm_tile_bf16(int kc, const float *const *a, ptrdiff_t csa,
+                                                          const float *bp, float *c, ptrdiff_t ldc, int mr, int nr,
+                                                          int init, const float *bias, const GemmFetch *next) {
+    GemmTileIo io;
+    gemm_vec acc[GEMM_MR][GEMM_NV];
+    gemm_tile_begin(&io, acc, c, ldc, mr, nr, init, bias);
+    const float *ar[GEMM_MR];
+    for (int i = 0; i < GEMM_MR; i++) ar[i] = a[i < mr ? i : mr - 1];
+    const GemmFetch none = {NULL, 0, 1};
+    const int kc2 = gemm_depth_rows(kc, GEMM_BF16_NATIVE);
+    if (next) gemm_tile_steps_bf16(acc, kc2, ar, csa, bp, *next, GEMM_FETCH_NEXT);
+    else gemm_tile_steps_bf16(acc, kc2, ar, csa, bp, none, GEMM_FETCH_NONE);
+    gemm_tile_end(&io, acc, c, ldc, mr, nr);
+}
+#endif
+static inline void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const float *bp, float *c, ptrdiff_t ldc,
+                             int mr, int nr, int init, const float *bias, const GemmFetch *next, GemmPrecision prec) {
+    if (prec == GEMM_FP32) gemm_tile_fp32(kc, a, csa, bp, c, ldc, mr, nr, init, bias, next);
+    else if (prec == GEMM_BF16_EMULATED || !GEMM_BF16_BUILT)  // the same bits: a build without vdpbf16ps runs this
+        gemm_tile_bf16_emulated(kc, a, csa, bp, c, ldc, mr, nr, init, bias);
+#if GEMM_BF16_BUILT
+    else gemm_tile_bf16(kc, a, csa, bp, c, ldc, mr, nr, init, bias, next);
+#endif
 }
 
 // The next tile's C, on its way while a tile computes: rows [i0, i0+mr), columns
@@ -229,16 +428,17 @@ static inline void gemm_prefetch_c(const float *c, ptrdiff_t ldc, int i0, int mr
 
 // Rows [i0, i0+mr) of C against panels [p0, p1) of one packed block (k0, kc). next: what of
 // the panel streamed after p1 - 1 the tiles fetch (gemm_tile_steps), or NULL for nothing.
+// BF16 reads A packed (gemm_pack_a), from its block's start: k0 = 0.
 static inline void gemm_rows_block(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0,
                                    int mr, const float *blk, int kc, int k0, int N, int p0, int p1, int init,
-                                   const float *bias, const GemmFetch *next) {
+                                   const float *bias, const GemmFetch *next, GemmPrecision prec) {
     const float *rows[GEMM_MR];
     for (int i = 0; i < mr; i++) rows[i] = a + (size_t)(i0 + i) * rsa + (size_t)k0 * csa;
     for (int p = p0; p < p1; p++) {
         int n0 = p * GEMM_NR, nr = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
         if (p + 1 < p1) gemm_prefetch_c(c, ldc, i0, mr, n0 + GEMM_NR, N);
-        gemm_tile(kc, rows, csa, blk + (size_t)p * kc * GEMM_NR, c + (size_t)i0 * ldc + n0, ldc, mr, nr, init,
-                  bias ? bias + n0 : NULL, next);
+        gemm_tile(kc, rows, csa, blk + (size_t)p * gemm_depth_rows(kc, prec) * GEMM_NR, c + (size_t)i0 * ldc + n0, ldc,
+                  mr, nr, init, bias ? bias + n0 : NULL, next, prec);
     }
 }
 
@@ -248,45 +448,14 @@ static inline void gemm_add_bias(float *c, ptrdiff_t ldc, const float *bias, int
         for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] += bias[n];
 }
 
-// C (M,N) = [C +] A (M,K) . B (K,N) [+ bias (N,)], A's (i,k) at a[i*rsa + k*csa], B
-// already packed by gemm_pack. Serial: for the time loops, where each thread owns
-// its rows of the batch. Column panels outside, rows inside: a panel of B is read
-// once from memory per step and serves every row.
-static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa,
-                                      const float *bp, const float *bias, int M, int N, int K, MatmulInto into) {
-    int np = gemm_panels(N), init0 = into == MATMUL_ADD ? GEMM_LOAD : bias ? GEMM_BIAS : GEMM_ZERO;
-    if (into == MATMUL_ADD && bias) gemm_add_bias(c, ldc, bias, M, N);
-    for (int k0 = 0; k0 < K; k0 += GEMM_KC_STREAMED) {
-        int kc = K - k0 < GEMM_KC_STREAMED ? K - k0 : GEMM_KC_STREAMED, init = k0 > 0 ? GEMM_LOAD : init0;
-        const float *blk = bp + (size_t)k0 * np * GEMM_NR;
-        // the panel after this one (at a block's end, the next block's first, kn rows deep), fetched
-        // in equal shares of its rows by the last S of the R row tiles (gemm_tile_steps says why;
-        // GEMM_FETCH_TILES, why the last)
-        int R = (M + GEMM_MR - 1) / GEMM_MR, S = R < GEMM_FETCH_TILES ? R : GEMM_FETCH_TILES;
-        int rest = K - k0 - kc < GEMM_KC_STREAMED ? K - k0 - kc : GEMM_KC_STREAMED;
-        for (int p = 0; p < np; p++) {
-            const float *next_panel = blk + (size_t)(p + 1 < np ? p + 1 : np) * kc * GEMM_NR;
-            int kn = p + 1 < np ? kc : rest;
-            for (int i0 = 0, r = 0; i0 < M; i0 += GEMM_MR, r++) {
-                int mr = M - i0 < GEMM_MR ? M - i0 : GEMM_MR;
-                int next = i0 + GEMM_MR < M ? i0 + GEMM_MR : 0, pn = next ? p : p + 1;  // next tile: rows, then panel
-                if (pn < np) gemm_prefetch_c(c, ldc, next, M - next < GEMM_MR ? M - next : GEMM_MR, pn * GEMM_NR, N);
-                int s = r - (R - S), lo = s >= 0 ? (int)((long)kn * s / S) : 0;
-                int n = s >= 0 ? (int)((long)kn * (s + 1) / S) - lo : 0;
-                const GemmFetch share = {n ? next_panel + (size_t)lo * GEMM_NR : NULL, n, n && kc / n > 1 ? kc / n : 1};
-                gemm_rows_block(c, ldc, a, rsa, csa, i0, mr, blk, kc, k0, N, p, p + 1, init, bias, n ? &share : NULL);
-            }
-        }
-    }
-}
-
 // A thread's buffers, kept between calls (the callers are serial; threads beyond
 // GEMM_THREADS take fresh ones per call): which 0 holds the packed blocks of B, which 1 the
-// packed slivers of A, grown to the largest size asked.
+// packed slivers of A, which 2 the BF16 slivers of A of the time loops (gemm_packed_serial),
+// grown to the largest size asked.
 #define GEMM_THREADS 64
 static inline float *gemm_thread_buffer(int id, int which, size_t floats, int *owned) {
-    static float *buf[2][GEMM_THREADS];
-    static size_t size[2][GEMM_THREADS];
+    static float *buf[3][GEMM_THREADS];
+    static size_t size[3][GEMM_THREADS];
     const int kept = id < GEMM_THREADS;
     float *p = kept && size[which][id] >= floats ? buf[which][id] : NULL;
     if (!p) {
@@ -311,15 +480,89 @@ static inline float *gemm_thread_buffer(int id, int which, size_t floats, int *o
 // weight gradients ran 0.65 of SGEMM on Zen 3. The pack reads A along its rows (k fixed, i
 // running) once per k block, and costs about what a product of 5 panels gains: gemm packs
 // for 8 panels or more (dev/bench/cpu-perf.md).
+//
+// BF16 packs every A it reads (each value rounded once per k block, not at every panel): the
+// sliver holds k pairs, (kc + 1) / 2 rows of MR slots, an odd kc's last pair padded with zero.
 static inline void gemm_pack_a(float *ap, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0, int i1, int k0,
-                               int kc) {
-    for (int k = 0; k < kc; k++) {
-        const float *src = a + (size_t)(k0 + k) * csa;
+                               int kc, GemmPrecision prec) {
+    const int rows = gemm_depth_rows(kc, prec);
+    if (csa == 1)  // A along its rows (BF16's time loops and output layer): a row at a time, as it lies
         for (int i = i0; i < i1; i++) {
-            int q = (i - i0) / GEMM_MR;
-            ap[(size_t)q * GEMM_MR * kc + (size_t)k * GEMM_MR + (i - i0) % GEMM_MR] = src[(size_t)i * rsa];
+            const float *src = a + (size_t)i * rsa + k0;
+            float *sliver = ap + (size_t)(i - i0) / GEMM_MR * GEMM_MR * rows;
+            for (int k = 0; k < kc; k++) gemm_put(sliver, GEMM_MR, k, (i - i0) % GEMM_MR, src[k], prec);
+        }
+    else  // down its columns: each k's run of i contiguous
+        for (int k = 0; k < kc; k++) {
+            const float *src = a + (size_t)(k0 + k) * csa;
+            for (int i = i0; i < i1; i++) {
+                int q = (i - i0) / GEMM_MR;
+                gemm_put(ap + (size_t)q * GEMM_MR * rows, GEMM_MR, k, (i - i0) % GEMM_MR, src[(size_t)i * rsa], prec);
+            }
+        }
+    if (prec != GEMM_FP32 && kc % 2)
+        for (int i = i0; i < i1; i++)
+            gemm_put(ap + (size_t)(i - i0) / GEMM_MR * GEMM_MR * rows, GEMM_MR, kc, (i - i0) % GEMM_MR, 0, prec);
+}
+
+// The thread-buffer slot of a serial product's caller (gemm_packed_serial): its thread number
+// in the one parallel region of the time loops, or a fresh buffer where regions nest.
+static inline int gemm_serial_slot(void) {
+#ifdef _OPENMP
+    return omp_get_active_level() <= 1 ? omp_get_thread_num() : GEMM_THREADS;
+#else
+    return 0;
+#endif
+}
+
+
+// C (M,N) = [C +] A (M,K) . B (K,N) [+ bias (N,)], A's (i,k) at a[i*rsa + k*csa], B
+// already packed by gemm_pack. Serial: for the time loops, where each thread owns
+// its rows of the batch. Column panels outside, rows inside: a panel of B is read
+// once from memory per step and serves every row. BF16: the rows of A are rounded and
+// packed per k block first (gemm_pack_a), into a buffer of the calling thread's.
+static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa,
+                                      const float *bp, const float *bias, int M, int N, int K, MatmulInto into,
+                                      GemmPrecision prec) {
+    int np = gemm_panels(N), init0 = into == MATMUL_ADD ? GEMM_LOAD : bias ? GEMM_BIAS : GEMM_ZERO;
+    if (into == MATMUL_ADD && bias) gemm_add_bias(c, ldc, bias, M, N);
+    int owned_a = 0;
+    float *ap = prec != GEMM_FP32 && M > 0 && K > 0
+                    ? gemm_thread_buffer(gemm_serial_slot(), 2,
+                                         (size_t)(M + GEMM_MR - 1) / GEMM_MR * GEMM_MR *
+                                             gemm_depth_rows(GEMM_KC_STREAMED, prec), &owned_a)
+                    : NULL;
+    for (int k0 = 0; k0 < K; k0 += GEMM_KC_STREAMED) {
+        int kc = K - k0 < GEMM_KC_STREAMED ? K - k0 : GEMM_KC_STREAMED, init = k0 > 0 ? GEMM_LOAD : init0;
+        int kc_rows = gemm_depth_rows(kc, prec);
+        const float *blk = bp + (size_t)gemm_depth_rows(k0, prec) * np * GEMM_NR;
+        if (ap) gemm_pack_a(ap, a, rsa, csa, 0, M, k0, kc, prec);
+        // the panel after this one (at a block's end, the next block's first, kn rows deep), fetched
+        // in equal shares of its rows by the last S of the R row tiles (gemm_tile_steps says why;
+        // GEMM_FETCH_TILES, why the last)
+        int R = (M + GEMM_MR - 1) / GEMM_MR, S = R < GEMM_FETCH_TILES ? R : GEMM_FETCH_TILES;
+        int rest = gemm_depth_rows(K - k0 - kc < GEMM_KC_STREAMED ? K - k0 - kc : GEMM_KC_STREAMED, prec);
+        for (int p = 0; p < np; p++) {
+            const float *next_panel = blk + (size_t)(p + 1 < np ? p + 1 : np) * kc_rows * GEMM_NR;
+            int kn = p + 1 < np ? kc_rows : rest;  // the next panel's rows of NR slots
+            for (int i0 = 0, r = 0; i0 < M; i0 += GEMM_MR, r++) {
+                int mr = M - i0 < GEMM_MR ? M - i0 : GEMM_MR;
+                int next = i0 + GEMM_MR < M ? i0 + GEMM_MR : 0, pn = next ? p : p + 1;  // next tile: rows, then panel
+                if (pn < np) gemm_prefetch_c(c, ldc, next, M - next < GEMM_MR ? M - next : GEMM_MR, pn * GEMM_NR, N);
+                int s = r - (R - S), lo = s >= 0 ? (int)((long)kn * s / S) : 0;
+                int n = s >= 0 ? (int)((long)kn * (s + 1) / S) - lo : 0;
+                const GemmFetch share = {n ? next_panel + (size_t)lo * GEMM_NR : NULL, n,
+                                         n && kc_rows / n > 1 ? kc_rows / n : 1};
+                if (ap)  // the rows' packed sliver
+                    gemm_rows_block(c + (size_t)i0 * ldc, ldc, ap + (size_t)i0 * kc_rows, 1, GEMM_MR, 0, mr, blk, kc,
+                                    0, N, p, p + 1, init, bias, n ? &share : NULL, prec);
+                else
+                    gemm_rows_block(c, ldc, a, rsa, csa, i0, mr, blk, kc, k0, N, p, p + 1, init, bias,
+                                    n ? &share : NULL, prec);
+            }
         }
     }
+    if (ap && owned_a) free(ap);
 }
 
 // An operand read in place: element (i,k) at at[i * rows + k * cols] (its row and column strides).
@@ -342,8 +585,9 @@ typedef struct {
 // after A is packed for it), with B unpacked and the rows of C split between threads in a
 // fixed static way. Each thread packs the blocks of B it needs (KC x NC, in its L2) itself:
 // packing is a small part of the work at the model's sizes, and the threads then meet only
-// once, at the end.
-static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *parts, int nparts, MatmulInto into) {
+// once, at the end. BF16 rounds A as it packs it, and B as it packs each block.
+static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *parts, int nparts, MatmulInto into,
+                                GemmPrecision prec) {
     const float *a = A.at;
     const ptrdiff_t rsa = A.rows, csa = A.cols;
     const int accumulate = into == MATMUL_ADD;
@@ -358,7 +602,7 @@ static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *par
     }
     if (K == 0) return;
     const int mp = (M + GEMM_MR - 1) / GEMM_MR;
-    const int pack_a = GEMM_PACK_A && csa != 1 && panels >= 8;  // gemm_pack_a says why 8
+    const int pack_a = prec != GEMM_FP32 || (GEMM_PACK_A && csa != 1 && panels >= 8);  // gemm_pack_a says why 8
 #ifdef _OPENMP
     const int nested = omp_in_parallel();  // then thread numbers repeat across callers: no shared buffers
 #endif
@@ -376,23 +620,25 @@ static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *par
                                  : NULL;
         for (int k0 = 0; ws && k0 < K; k0 += GEMM_KC) {
             int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
-            if (ap) gemm_pack_a(ap, a, rsa, csa, i0, i1, k0, kc);
+            const int kc_rows = gemm_depth_rows(kc, prec);
+            if (ap) gemm_pack_a(ap, a, rsa, csa, i0, i1, k0, kc, prec);
             for (int p = 0; p < nparts; p++) {
                 const GemmColumns *g = &parts[p];
                 const int init = k0 || accumulate ? GEMM_LOAD : g->bias ? GEMM_BIAS : GEMM_ZERO;
                 for (int j0 = 0; j0 < g->N; j0 += GEMM_NC) {
                     int nc = g->N - j0 < GEMM_NC ? g->N - j0 : GEMM_NC, np = gemm_panels(nc);
                     const float *bias = g->bias ? g->bias + j0 : NULL;
-                    gemm_pack_block(ws, g->B.at + (size_t)j0 * g->B.cols, g->B.rows, g->B.cols, k0, kc, nc, 0, np);
+                    gemm_pack_block(ws, g->B.at + (size_t)j0 * g->B.cols, g->B.rows, g->B.cols, k0, kc, nc, 0, np,
+                                    prec);
                     for (int q = q0; q < q1; q++) {
                         int r0 = q * GEMM_MR, mr = M - r0 < GEMM_MR ? M - r0 : GEMM_MR;
                         float *c = g->c + (size_t)r0 * g->ldc + j0;
                         if (ap)  // the rows' packed sliver
-                            gemm_rows_block(c, g->ldc, ap + (size_t)(q - q0) * GEMM_MR * kc, 1, GEMM_MR, 0, mr, ws,
-                                            kc, 0, nc, 0, np, init, bias, NULL);
+                            gemm_rows_block(c, g->ldc, ap + (size_t)(q - q0) * GEMM_MR * kc_rows, 1, GEMM_MR, 0, mr,
+                                            ws, kc, 0, nc, 0, np, init, bias, NULL, prec);
                         else
                             gemm_rows_block(g->c + j0, g->ldc, a, rsa, csa, r0, mr, ws, kc, k0, nc, 0, np, init,
-                                            bias, NULL);
+                                            bias, NULL, prec);
                     }
                 }
             }
@@ -404,44 +650,50 @@ static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *par
 
 // C (M,N) = [C +] A (M,K) . B (K,N) [+ bias (N,)], A's (i,k) at A.at[i*A.rows + k*A.cols].
 static inline void gemm(float *c, ptrdiff_t ldc, GemmView A, GemmView B, const float *bias, int M, int N, int K,
-                        MatmulInto into) {
+                        MatmulInto into, GemmPrecision prec) {
     const GemmColumns part = {c, ldc, B, bias, N};
-    gemm_columns(A, M, K, &part, 1, into);
+    gemm_columns(A, M, K, &part, 1, into, prec);
 }
 
-// The three layouts of mlstm.h, with the signatures of its plain matmul_nt/nn/tn.
+// The three layouts of mlstm.h, with the signatures of its plain matmul_nt/nn/tn and the precision.
 // out (N,O) = [out +] in (N,K) . W (O,K)^T [+ bias (O,)]
 static inline void gemm_nt(float *out, const float *in, const float *W, const float *bias, int N, int O, int K,
-                           MatmulInto into) {
-    gemm(out, O, (GemmView){in, K, 1}, (GemmView){W, 1, K}, bias, N, O, K, into);
+                           MatmulInto into, GemmPrecision prec) {
+    gemm(out, O, (GemmView){in, K, 1}, (GemmView){W, 1, K}, bias, N, O, K, into, prec);
 }
 // dIn (N,K) = [dIn +] dOut (N,O) . W (O,K)
-static inline void gemm_nn(float *dIn, const float *dOut, const float *W, int N, int K, int O, MatmulInto into) {
-    gemm(dIn, K, (GemmView){dOut, O, 1}, (GemmView){W, K, 1}, NULL, N, K, O, into);
+static inline void gemm_nn(float *dIn, const float *dOut, const float *W, int N, int K, int O, MatmulInto into,
+                           GemmPrecision prec) {
+    gemm(dIn, K, (GemmView){dOut, O, 1}, (GemmView){W, K, 1}, NULL, N, K, O, into, prec);
 }
 // dW (O,K) += dOut (N,O)^T . in (N,K)
-static inline void gemm_tn(float *dW, const float *dOut, const float *in, int O, int K, int N) {
-    gemm(dW, K, (GemmView){dOut, 1, O}, (GemmView){in, K, 1}, NULL, O, K, N, MATMUL_ADD);
+static inline void gemm_tn(float *dW, const float *dOut, const float *in, int O, int K, int N, GemmPrecision prec) {
+    gemm(dW, K, (GemmView){dOut, 1, O}, (GemmView){in, K, 1}, NULL, O, K, N, MATMUL_ADD, prec);
 }
 // dW1 (O,K1) += dOut^T . in1 (N,K1) and dW2 (O,K2) += dOut^T . in2 (N,K2): one pass over dOut,
 // packed once for both (a product of few columns, dW_x's D = 64, gets dW_h's packed A).
 static inline void gemm_tn_pair(float *dW1, const float *in1, int K1, float *dW2, const float *in2, int K2,
-                                const float *dOut, int O, int N) {
+                                const float *dOut, int O, int N, GemmPrecision prec) {
     const GemmColumns parts[2] = {{dW1, K1, (GemmView){in1, K1, 1}, NULL, K1},
                                   {dW2, K2, (GemmView){in2, K2, 1}, NULL, K2}};
-    gemm_columns((GemmView){dOut, 1, O}, O, N, parts, 2, MATMUL_ADD);
+    gemm_columns((GemmView){dOut, 1, O}, O, N, parts, 2, MATMUL_ADD, prec);
 }
 
 // The time loops' products on rows [n0, n1) of the batch, with W (O,K) packed once:
 // gemm_pack_nt(Wp, W, O, K) for out (N,O) = in . W^T [+ bias], gemm_pack_nn(Wp, W, K, O) for
-// dIn (N,K) = dOut . W (each packs the product's columns and depth, in that order).
-static inline void gemm_pack_nt(float *Wp, const float *W, int O, int K) { gemm_pack(Wp, W, 1, K, O, K); }
-static inline void gemm_pack_nn(float *Wp, const float *W, int K, int O) { gemm_pack(Wp, W, K, 1, K, O); }
+// dIn (N,K) = dOut . W (each packs the product's columns and depth, in that order), packed and
+// multiplied in one precision.
+static inline void gemm_pack_nt(float *Wp, const float *W, int O, int K, GemmPrecision prec) {
+    gemm_pack(Wp, W, 1, K, O, K, prec);
+}
+static inline void gemm_pack_nn(float *Wp, const float *W, int K, int O, GemmPrecision prec) {
+    gemm_pack(Wp, W, K, 1, K, O, prec);
+}
 static inline void gemm_nt_rows_packed(float *out, const float *in, const float *Wp, const float *bias, int n0, int n1,
-                                       int O, int K, MatmulInto into) {
-    gemm_packed_serial(out + (size_t)n0 * O, O, in + (size_t)n0 * K, K, 1, Wp, bias, n1 - n0, O, K, into);
+                                       int O, int K, MatmulInto into, GemmPrecision prec) {
+    gemm_packed_serial(out + (size_t)n0 * O, O, in + (size_t)n0 * K, K, 1, Wp, bias, n1 - n0, O, K, into, prec);
 }
 static inline void gemm_nn_rows_packed(float *dIn, const float *dOut, const float *Wp, int n0, int n1, int K, int O,
-                                       MatmulInto into) {
-    gemm_packed_serial(dIn + (size_t)n0 * K, K, dOut + (size_t)n0 * O, O, 1, Wp, NULL, n1 - n0, K, O, into);
+                                       MatmulInto into, GemmPrecision prec) {
+    gemm_packed_serial(dIn + (size_t)n0 * K, K, dOut + (size_t)n0 * O, O, 1, Wp, NULL, n1 - n0, K, O, into, prec);
 }

@@ -34,6 +34,7 @@ typedef struct {
     LrSettings lr;
     double clip;               // global gradient-norm clip, 0: off
     int fp16;                  // --fp16 given (what the run does is the backend's answer: Run.precision)
+    int bf16;                  // --bf16: the CPU trainer's products in BF16 (fast.h, gemm.h)
     long inject_overflow;      // rank 0 seeds this data step's backward with S = inf, -1: never
     const char *train, *val;   // shard directory or comma-separated shard files; NULL: built-in corpus
     long corpus_bytes;         // built-in corpus: training bytes (val is 1/40 of it)
@@ -143,6 +144,11 @@ static const Flag flags[] = {
     {"fp16", NULL, AS_SWITCH_ON(fp16), 0, 0,
      "dynamic loss scaling, as FP16 training needs (the CPU trainer runs the\n"
      "                         protocol in FP32; the GPU build fixes its precision)", NULL, RUN_DEFINING, BACKEND_ANY},
+    {"bf16", NULL, AS_SWITCH_ON(bf16), 0, 0,
+     "BF16 products (operands rounded to BF16, sums and master weights FP32; the\n"
+     "                         cell, softmax, norms and Adam FP32) with AVX512-BF16, or where the CPU lacks it\n"
+     "                         an emulation with the same bits, much slower (a warning says so)", NULL, RUN_DEFINING,
+     BACKEND_CPU},
     {"inject-overflow", "STEP", AS_LONG(inject_overflow), 1, MAX_STEPS,
      "rank 0 seeds data step STEP's backward with S = inf: to see on your\n"
      "                         machine that an overflow skips the step on every rank", "never", RUN_INVOCATION,

@@ -21,6 +21,12 @@ struct Model {
     real *val_h, *val_c;        // (B,H) validation state
 };
 
+// The products' precision: FP32, or with --bf16 BF16 on AVX512-BF16, or its emulation (the same
+// bits) on a CPU without it.
+static GemmPrecision model_products(const Options *o) {
+    return !o->bf16 ? GEMM_FP32 : gemm_bf16_native_supported() ? GEMM_BF16_NATIVE : GEMM_BF16_EMULATED;
+}
+
 static Model *model_create(const Options *o, int B) {
     const MlstmConfig cfg = o->model;
     const int T = o->T;
@@ -30,7 +36,7 @@ static Model *model_create(const Options *o, int B) {
     check_memory(&cfg, acts * sizeof(real) + bt * sizeof(double), "--hidden, --batch x --seq-len:");
     Model *md = (Model *)mallocCheck(sizeof(Model));
     mlstm_build(&md->m, cfg, B, T);
-    fast_packs_build(&md->packs, &cfg);
+    fast_packs_build(&md->packs, &cfg, model_products(o));
     mlstm_init(&md->m, (uint64_t)o->seed);
     md->B = B;
     md->T = T;
@@ -50,7 +56,7 @@ static void model_free(Model *md) {
     free(md->val_c);
     free(md);
 }
-// FP32 throughout. --fp16 runs the FP16 trainer's loss-scaling protocol (seed with
+// FP32 throughout, but for the products with --bf16. --fp16 runs the FP16 trainer's loss-scaling protocol (seed with
 // S, check, skip and halve, unscale, grow) in FP32, so its checkpoints, skips and
 // resume can be tested without a GPU. It does not simulate FP16's range: what
 // overflows on a GPU are FP16 activation gradients this trainer does not have, so
@@ -60,8 +66,16 @@ static Precision model_precision(const Options *o) {
     Precision p;
     p.fp16 = o->fp16;
     p.max_loss_scale = INFINITY;
-    snprintf(p.description, sizeof p.description, "%s",
-             o->fp16 ? "FP32, with the FP16 trainer's dynamic loss scaling (FP16's range not simulated)" : "FP32");
+    const GemmPrecision products = model_products(o);
+    snprintf(p.description, sizeof p.description, "%s%s",
+             products == GEMM_FP32 ? "FP32"
+             : products == GEMM_BF16_NATIVE
+                 ? "BF16 products (AVX512-BF16), FP32 sums, master weights and the rest"
+                 : "BF16 products (emulated: this CPU lacks AVX512-BF16), FP32 sums, master weights and the rest",
+             o->fp16 ? ", with the FP16 trainer's dynamic loss scaling (FP16's range not simulated)" : "");
+    if (products == GEMM_BF16_EMULATED && rank == 0)
+        fprintf(stderr, "warning: --bf16: this CPU lacks AVX512-BF16; the products run in a scalar emulation of it "
+                        "(the same bits, many times slower)\n");
     return p;
 }
 static Backend model_backend(void) { return BACKEND_CPU; }

@@ -68,7 +68,7 @@ int main(void) {
     float *h0 = (float *)mallocCheck(B * H * 4), *c0 = (float *)mallocCheck(B * H * 4);
     memcpy(params0, m.params, m.nparams * 4), memcpy(h0, h, B * H * 4), memcpy(c0, c, B * H * 4);
     FastPacks pk;
-    fast_packs_build(&pk, &cfg);
+    fast_packs_build(&pk, &cfg, GEMM_FP32);
     for (int fast = 0; fast < 2; fast++) {  // the same fixture, from the same start, on each path
         path_name = fast ? "fast.h " : "mlstm.h";
         memcpy(m.params, params0, m.nparams * 4), memcpy(h, h0, B * H * 4), memcpy(c, c0, B * H * 4);

@@ -43,7 +43,7 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
         for (int wb = 0; wb < 2; wb++) {
             const float *bp = wb ? bias : NULL;
             memcpy(fast, init, sizeof(float) * N * O); memcpy(ref, init, sizeof(float) * N * O);
-            gemm_nt(fast, in, W, bp, N, O, K, acc);
+            gemm_nt(fast, in, W, bp, N, O, K, acc, GEMM_FP32);
             matmul_nt(ref, in, W, bp, N, O, K, acc);
             for (int n = 0; n < N; n++)
                 for (int o = 0; o < O; o++) {
@@ -59,7 +59,7 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
     float *dOut = rand_buf((size_t)N * O, s), *dfast = mlstm_alloc((size_t)N * K), *dref = mlstm_alloc((size_t)N * K);
     for (int acc = 0; acc < 2; acc++) {
         for (size_t i = 0; i < (size_t)N * K; i++) dfast[i] = dref[i] = in[i];
-        gemm_nn(dfast, dOut, W, N, K, O, acc);
+        gemm_nn(dfast, dOut, W, N, K, O, acc, GEMM_FP32);
         matmul_nn(dref, dOut, W, N, K, O, acc);
         for (int n = 0; n < N; n++)
             for (int k = 0; k < K; k++) {
@@ -73,7 +73,7 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
     // dW (O,K) += dOut^T in: a sum over the N rows
     float *wfast = mlstm_alloc((size_t)O * K), *wref = mlstm_alloc((size_t)O * K);
     memcpy(wfast, W, sizeof(float) * O * K); memcpy(wref, W, sizeof(float) * O * K);
-    gemm_tn(wfast, dOut, in, O, K, N);
+    gemm_tn(wfast, dOut, in, O, K, N, GEMM_FP32);
     matmul_tn(wref, dOut, in, O, K, N);
     for (int o = 0; o < O; o++)
         for (int k = 0; k < K; k++) {
@@ -85,14 +85,14 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
     CHECK(r <= 1, "tn N=%d O=%d K=%d: worst |fast - plain| is %.3f of the FP32 bound", N, O, K, r);
 
     // the time loops' products with W packed once, on rows [n0, n1) as a thread runs them
-    float *Wp = mlstm_alloc(gemm_packed_floats(O, K) > gemm_packed_floats(K, O) ? gemm_packed_floats(O, K) : gemm_packed_floats(K, O));
+    float *Wp = mlstm_alloc(fast_packed_floats(O, K));  // either way round
     int n0 = N > 4 ? 4 : 0, n1 = N;
-    gemm_pack_nt(Wp, W, O, K);
+    gemm_pack_nt(Wp, W, O, K, GEMM_FP32);
     for (int acc = 0; acc < 2; acc++)
         for (int wb = 0; wb < 2; wb++) {
             const float *bp = wb ? bias : NULL;
             memcpy(fast, init, sizeof(float) * N * O); memcpy(ref, init, sizeof(float) * N * O);
-            gemm_nt_rows_packed(fast, in, Wp, bp, n0, n1, O, K, acc);
+            gemm_nt_rows_packed(fast, in, Wp, bp, n0, n1, O, K, acc, GEMM_FP32);
             matmul_nt(ref + (size_t)n0 * O, in + (size_t)n0 * K, W, bp, n1 - n0, O, K, acc);
             for (int n = 0; n < N; n++)
                 for (int o = 0; o < O; o++) {
@@ -105,9 +105,9 @@ static void test_layouts(int N, int K, int O, uint64_t *s) {
                   "nt rows [%d,%d) packed%s%s: worst |fast - plain| is %.3f of the FP32 bound, rows outside untouched",
                   n0, n1, acc ? " accumulate" : "", bp ? " bias" : "", r);
         }
-    gemm_pack_nn(Wp, W, K, O);
+    gemm_pack_nn(Wp, W, K, O, GEMM_FP32);
     for (size_t i = 0; i < (size_t)N * K; i++) dfast[i] = dref[i] = in[i];
-    gemm_nn_rows_packed(dfast, dOut, Wp, n0, n1, K, O, MATMUL_SET);
+    gemm_nn_rows_packed(dfast, dOut, Wp, n0, n1, K, O, MATMUL_SET, GEMM_FP32);
     matmul_nn(dref + (size_t)n0 * K, dOut + (size_t)n0 * O, W, n1 - n0, K, O, MATMUL_SET);
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) {
@@ -135,8 +135,8 @@ static void test_transposed_a(int N, int K, int O, uint64_t *s) {
         omp_set_num_threads(threads);
 #endif
         memcpy(a, init, sizeof(float) * O * K); memcpy(b, init, sizeof(float) * O * K);
-        gemm_tn(a, dOut, in, O, K, N);
-        gemm(b, K, (GemmView){dOutT, N, 1}, (GemmView){in, K, 1}, NULL, O, K, N, MATMUL_ADD);
+        gemm_tn(a, dOut, in, O, K, N, GEMM_FP32);
+        gemm(b, K, (GemmView){dOutT, N, 1}, (GemmView){in, K, 1}, NULL, O, K, N, MATMUL_ADD, GEMM_FP32);
         CHECK(memcmp(a, b, sizeof(float) * O * K) == 0,
               "tn N=%d O=%d K=%d (%d panels%s), %d thread(s): A read down its columns gives the bits of A transposed",
               N, O, K, gemm_panels(K), GEMM_PACK_A && gemm_panels(K) >= 8 ? ", A packed" : "", threads);
@@ -146,9 +146,9 @@ static void test_transposed_a(int N, int K, int O, uint64_t *s) {
     float *in2 = rand_buf((size_t)N * 3, s), *x = mlstm_alloc((size_t)O * 3), *y = mlstm_alloc((size_t)O * 3);
     memcpy(a, init, sizeof(float) * O * K); memcpy(b, init, sizeof(float) * O * K);
     for (size_t i = 0; i < (size_t)O * 3; i++) x[i] = y[i] = init[i];
-    gemm_tn(a, dOut, in, O, K, N);
-    gemm_tn(x, dOut, in2, O, 3, N);
-    gemm_tn_pair(b, in, K, y, in2, 3, dOut, O, N);
+    gemm_tn(a, dOut, in, O, K, N, GEMM_FP32);
+    gemm_tn(x, dOut, in2, O, 3, N, GEMM_FP32);
+    gemm_tn_pair(b, in, K, y, in2, 3, dOut, O, N, GEMM_FP32);
     CHECK(memcmp(a, b, sizeof(float) * O * K) == 0 && memcmp(x, y, sizeof(float) * O * 3) == 0,
           "tn N=%d O=%d K=%d and K=3 as a pair: each part gives its own product's bits", N, O, K);
     free(in2); free(x); free(y);
@@ -161,35 +161,35 @@ static void test_transposed_a(int N, int K, int O, uint64_t *s) {
 static void test_splits(int N, int K, int O, uint64_t *s) {
     float *in = rand_buf((size_t)N * K, s), *W = rand_buf((size_t)O * K, s), *bias = rand_buf(O, s);
     float *a = mlstm_alloc((size_t)N * O), *b = mlstm_alloc((size_t)N * O), *c = mlstm_alloc((size_t)N * O);
-    float *Wp = mlstm_alloc(gemm_packed_floats(O, K));
+    float *Wp = mlstm_alloc(gemm_packed_floats(O, K, GEMM_FP32));
 #ifdef _OPENMP
     omp_set_num_threads(1);
 #endif
-    gemm_nt(a, in, W, bias, N, O, K, MATMUL_SET);
+    gemm_nt(a, in, W, bias, N, O, K, MATMUL_SET, GEMM_FP32);
 #ifdef _OPENMP
     omp_set_num_threads(2);
 #endif
-    gemm_nt(b, in, W, bias, N, O, K, MATMUL_SET);
+    gemm_nt(b, in, W, bias, N, O, K, MATMUL_SET, GEMM_FP32);
     CHECK(memcmp(a, b, sizeof(float) * N * O) == 0, "nt N=%d K=%d O=%d: 1 and 2 threads give the same bits", N, K, O);
-    gemm_pack_nt(Wp, W, O, K);
-    gemm_nt_rows_packed(c, in, Wp, bias, 0, N, O, K, MATMUL_SET);
+    gemm_pack_nt(Wp, W, O, K, GEMM_FP32);
+    gemm_nt_rows_packed(c, in, Wp, bias, 0, N, O, K, MATMUL_SET, GEMM_FP32);
     int same_all = memcmp(a, c, sizeof(float) * N * O) == 0;
     memset(c, 0, sizeof(float) * N * O);
     for (int n0 = 0; n0 < N; n0 += 3)  // tiles cut elsewhere
-        gemm_nt_rows_packed(c, in, Wp, bias, n0, n0 + 3 < N ? n0 + 3 : N, O, K, MATMUL_SET);
+        gemm_nt_rows_packed(c, in, Wp, bias, n0, n0 + 3 < N ? n0 + 3 : N, O, K, MATMUL_SET, GEMM_FP32);
     CHECK(same_all && memcmp(a, c, sizeof(float) * N * O) == 0,
           "nt N=%d K=%d O=%d: packed on all rows, and in pieces of 3 rows, give the parallel product's bits", N, K, O);
     // dIn (N,K) = dOut (N,O) . W: the parallel product against the packed one in pieces, both
     // with a second product added (fast.h's dxe = dz W_x + dmx W_mx, with W twice)
     float *dOut = a, *dIn = rand_buf((size_t)N * K, s), *dInPacked = mlstm_alloc((size_t)N * K);
     free(Wp);
-    Wp = mlstm_alloc(gemm_packed_floats(K, O));
-    gemm_nn(dIn, dOut, W, N, K, O, MATMUL_SET);
-    gemm_nn(dIn, dOut, W, N, K, O, MATMUL_ADD);
-    gemm_pack_nn(Wp, W, K, O);
+    Wp = mlstm_alloc(gemm_packed_floats(K, O, GEMM_FP32));
+    gemm_nn(dIn, dOut, W, N, K, O, MATMUL_SET, GEMM_FP32);
+    gemm_nn(dIn, dOut, W, N, K, O, MATMUL_ADD, GEMM_FP32);
+    gemm_pack_nn(Wp, W, K, O, GEMM_FP32);
     for (int n0 = 0; n0 < N; n0 += 3) {
-        gemm_nn_rows_packed(dInPacked, dOut, Wp, n0, n0 + 3 < N ? n0 + 3 : N, K, O, MATMUL_SET);
-        gemm_nn_rows_packed(dInPacked, dOut, Wp, n0, n0 + 3 < N ? n0 + 3 : N, K, O, MATMUL_ADD);
+        gemm_nn_rows_packed(dInPacked, dOut, Wp, n0, n0 + 3 < N ? n0 + 3 : N, K, O, MATMUL_SET, GEMM_FP32);
+        gemm_nn_rows_packed(dInPacked, dOut, Wp, n0, n0 + 3 < N ? n0 + 3 : N, K, O, MATMUL_ADD, GEMM_FP32);
     }
     CHECK(memcmp(dIn, dInPacked, sizeof(float) * N * K) == 0,
           "nn N=%d K=%d O=%d: packed in pieces of 3 rows, set then added to, gives the parallel product's bits",
@@ -345,7 +345,7 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed) {
     Mlstm m;
     FastPacks pk;
     mlstm_build(&m, cfg, B, T);
-    fast_packs_build(&pk, &cfg);
+    fast_packs_build(&pk, &cfg, GEMM_FP32);
     mlstm_init(&m, seed);
     const float S = 1024;  // a loss scale: both seed backward with it
     StepResult ref = run_step(&m, NULL, in, tg, rs, h0, c0, B, T, S);

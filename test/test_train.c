@@ -83,6 +83,36 @@ static void test_threads(void) {
           "threads: 8 steps (largest gradient norm %.2f, clipped to 0.1) with 1 and 2 threads give byte-identical checkpoints", gmax);
 }
 
+static void expect_bad(const char *args, const char *needle, const char *what);
+
+// --bf16: the products in BF16 (gemm.h; the native kernel where the CPU has AVX512-BF16, else
+// the emulation, the same bits). Resume is exact and keeps the mode without the flag, 1 and 2
+// threads give the same bytes, the mode computes something else than FP32 and still learns,
+// the log says so, and a resume that would change the mode is refused naming the flag.
+static void test_bf16(void) {
+    int r1 = test_system("%s " TINY " --bf16 --steps 20 --out %s/h1 > %s/h.out 2>&1", trainer, dir, dir);
+    int r2 = test_system("%s " TINY " --bf16 --steps 10 --threads 2 --out %s/h2 >> %s/h.out 2>&1", trainer, dir, dir);
+    int r3 = test_system("%s " TINY_RUN " --steps 20 --resume %s/h2 >> %s/h.out 2>&1", trainer, dir, dir);
+    int r4 = test_system("%s " TINY " --steps 20 --out %s/h32 >> %s/h.out 2>&1", trainer, dir, dir);
+    CHECK(r1 == 0 && r2 == 0 && r3 == 0 && r4 == 0, "bf16: the runs exit 0 (%d %d %d %d)", r1, r2, r3, r4);
+    char a[600], b[600], c[600];
+    snprintf(a, sizeof a, "%s/h1/latest.ckpt", dir); snprintf(b, sizeof b, "%s/h2/latest.ckpt", dir);
+    snprintf(c, sizeof c, "%s/h32/latest.ckpt", dir);
+    CHECK(file_size(a) > 0 && files_equal(a, b),
+          "bf16: 20 steps on 1 thread and 10 on 2 + a resume without --bf16 + 10 give byte-identical checkpoints");
+    CHECK(file_size(c) > 0 && !files_equal(a, c), "bf16: the checkpoint differs from the FP32 run's");
+    LogLine l[32], f[32];
+    snprintf(a, sizeof a, "%s/h1/train.log", dir); snprintf(c, sizeof c, "%s/h32/train.log", dir);
+    int n = read_log(a, l, 32), nf = read_log(c, f, 32);
+    CHECK(n == 20 && nf == 20 && l[19].loss < l[0].loss && fabs(l[19].loss - f[19].loss) < 0.05 * f[19].loss,
+          "bf16: the loss falls over 20 steps (%.3f -> %.3f), within 5%% of FP32's (%.3f)", n ? l[0].loss : 0,
+          n == 20 ? l[19].loss : 0, nf == 20 ? f[19].loss : 0);
+    CHECK(test_system("grep -q '^| precision *| BF16 products' %s/h.out", dir) == 0, "bf16: the settings table says BF16");
+    char args[900];
+    snprintf(args, sizeof args, TINY_RUN " --bf16 --steps 30 --resume %s/h32", dir);
+    expect_bad(args, "--bf16 on disagrees with checkpoint", "--bf16 on resuming an FP32 run");
+}
+
 static void test_overflow(void) {
     // step 6 (--inject-overflow counts steps as the log does) overflows: compare with a run that stopped after 5
     int r1 = test_system("%s " TINY " --fp16 --steps 5 --out %s/o5 > %s/o.out 2>&1", trainer, dir, dir);
@@ -157,8 +187,6 @@ static void test_mpi(void) {
     mlstm_free(&a); mlstm_free(&b);
 }
 
-static void expect_bad(const char *args, const char *needle, const char *what);
-
 // --val-batch: validation reads the same rows and windows whatever the training batch.
 // The val stream of the TINY corpus (1500 bytes) in 8 rows of 16 steps: 11 batches,
 // of which TINY's --val-steps 2 reads 2.
@@ -203,7 +231,7 @@ static void test_val_batch(void) {
     Mlstm m;
     FastPacks pk;
     mlstm_build(&m, cfg, 8, 16);
-    fast_packs_build(&pk, &cfg);
+    fast_packs_build(&pk, &cfg, GEMM_FP32);
     TrainState st;
     real *h = (real *)calloc(8 * 32, sizeof(real)), *c = (real *)calloc(8 * 32, sizeof(real));
     real *th = (real *)mallocCheck(sizeof(real) * 4 * 32), *tc = (real *)mallocCheck(sizeof(real) * 4 * 32);
@@ -663,6 +691,7 @@ int main(void) {
     if (!mkdtemp(dir)) { perror("mkdtemp"); return 1; }
     test_resume();
     test_threads();
+    test_bf16();
     test_overflow();
     test_mpi();
     test_val_batch();

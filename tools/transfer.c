@@ -441,7 +441,7 @@ static void model_open(Reader *r, const char *ckpt, int B, int T) {
     checkpoint_header(ckpt, &hd);
     Mlstm *m = &r->m;
     mlstm_build(m, hd.cfg, B, T);
-    fast_packs_build(&r->packs, &hd.cfg);
+    fast_packs_build(&r->packs, &hd.cfg, GEMM_FP32);
     size_t gh = (size_t)hd.st.G * hd.cfg.H;
     real *h = (real *)mallocCheck(sizeof(real) * gh), *c = (real *)mallocCheck(sizeof(real) * gh);
     TrainState st;

@@ -8,6 +8,9 @@
 #    shared VMs' does, cannot flatter the step);
 #  - the same step in PyTorch (dev/bench/bench_torch.py, its best thread setup) at H = 256, 1024, in both: PyPI's
 #    torch (MKL) and Debian's python3-torch (OpenBLAS);
+#  - the BF16 columns: ./train --bf16's step (gemm.h's vdpbf16ps kernel, or its much slower emulation where the CPU
+#    lacks AVX512-BF16: the trainer warns), against ./train's FP32 step, PyPI's PyTorch under bf16 autocast (the
+#    one line a user adds) at H <= 1024, and the machine's BF16 GEMM rate through PyPI's torch (oneDNN/MKL);
 #  - the peak RSS of ./train at H=4096, B=128, T=256 (one step);
 #  - for each row at H <= 1024, dev/bench/step_vs_sgemm.c: where the step's time goes, phase by phase (the
 #    recurrent products, the input projections, the weight gradients, the cell, softmax, the output layer, weight
@@ -65,16 +68,19 @@ pypi_label="PyPI torch $(label pypi)"; deb_label="Debian torch $(label deb)"
 pypi_blas=${pypi_label##* }; deb_blas=${deb_label##* }
 sgemm_pypi() { "${pypi[@]}" dev/bench/bench_torch.py sgemm --threads "$1" | awk '/^sgemm/ { print $(NF-4) }'; }
 sgemm_deb() { "${deb[@]}" dev/bench/bench_torch.py sgemm --threads "$1" | awk '/^sgemm/ { print $(NF-4) }'; }
-torch_cps() {  # python H B T threads steps: chars/s of the best thread setup
+bf16gemm_pypi() { "${pypi[@]}" dev/bench/bench_torch.py sgemm --bf16 --threads "$1" | awk '/^bf16gemm/ { print $(NF-4) }'; }
+torch_cps() {  # python H B T threads steps [--bf16]: chars/s of the best thread setup
     declare -n cmd=$1
-    "${cmd[@]}" dev/bench/bench_torch.py step --hidden "$2" --batch "$3" --seq-len "$4" --threads "$5" --steps "$6" |
+    "${cmd[@]}" dev/bench/bench_torch.py step --hidden "$2" --batch "$3" --seq-len "$4" --threads "$5" --steps "$6" \
+        ${7:+"$7"} |
         tee -a "$tmp/torch.txt" | awk '/^torch H=/ { print $(NF-3) }'
 }
 
 # ./train's median chars/s over the steps after the first (the first touches every buffer)
-train_cps() {  # H B T steps threads
+train_cps() {  # H B T steps threads [--bf16]
     ./build/train --hidden "$1" --embed 64 --batch "$2" --seq-len "$3" --steps "$4" --threads "$5" --print-every 1000 \
-        --val-every 0 --val-steps 1 --sample-len 0 --corpus-bytes 4000000 --out "$tmp/b" --overwrite >/dev/null ||
+        --val-every 0 --val-steps 1 --sample-len 0 --corpus-bytes 4000000 --out "$tmp/b" --overwrite ${6:+"$6"} \
+        >/dev/null ||
         { echo "bench_cpu: ./build/train failed at H=$1 B=$2 T=$3 on $5 threads" >&2; kill $$; }
     awk '$1 == "train" && $2 > 1 { print $NF }' "$tmp/b/train.log" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
 }
@@ -90,33 +96,40 @@ for cfg in "${cfgs[@]}"; do
         echo "measuring H=$H B=$B T=$T on $th thread(s) ..." >&2
         mb=$(sgemm_pypi "$th"); ob=$(sgemm_deb "$th")
         cps=$(train_cps "$H" "$B" "$T" "$steps" "$th")
-        ma=$(sgemm_pypi "$th"); oa=$(sgemm_deb "$th")
+        bcps=$(train_cps "$H" "$B" "$T" "$steps" "$th" --bf16)
+        ma=$(sgemm_pypi "$th"); oa=$(sgemm_deb "$th"); bgemm=$(bf16gemm_pypi "$th")
         best=$(max "$mb" "$ma" "$ob" "$oa"); obest=$(max "$ob" "$oa")
         gf=$(echo "$cps * $(fpc "$H") / 10^9" | bc -l)
-        mcps=-; mvs=-; dcps=-; dvs=-
+        bgf=$(echo "$bcps * $(fpc "$H") / 10^9" | bc -l)
+        mcps=-; mvs=-; dcps=-; dvs=-; abcps=-; abvs=-
         if [ "$H" -le 1024 ]; then
             tsteps=$([ "$H" -le 256 ] && echo 6 || echo 3)
             mcps=$(torch_cps pypi "$H" "$B" "$T" "$th" "$tsteps")
             dcps=$(torch_cps deb "$H" "$B" "$T" "$th" "$tsteps")
             mvs=$(printf '%.2fx' "$(echo "$cps / $mcps" | bc -l)")
             dvs=$(printf '%.2fx' "$(echo "$cps / $dcps" | bc -l)")
+            abcps=$(torch_cps pypi "$H" "$B" "$T" "$th" "$tsteps" --bf16)
+            abvs=$(printf '%.2fx' "$(echo "$bcps / $abcps" | bc -l)")
         fi
         fmt='| %s | %s | %s | %s | %.0f | %.1f | %.1f / %.1f | %.1f / %.1f | %.2f | %.2f | %s | %s | %s | %s |'
+        fmt+=' %.0f | %.2fx | %.1f | %.2f | %s | %s |'
         if [ "$H" -le 1024 ]; then  # the breakdown, against this row's best SGEMM
             echo "measuring the phases of H=$H B=$B T=$T on $th thread(s) ..." >&2
             { echo; "$tmp/svs" "$H" "$B" "$T" "$((steps > 4 ? 4 : steps))" "$th" "$best"; } >> "$tmp/phases.txt"
         fi
         rows+=("$(printf "$fmt" \
                   "$H" "$B" "$T" "$th" "$cps" "$gf" "$mb" "$ma" "$ob" "$oa" "$(echo "$gf / $best" | bc -l)" \
-                  "$(echo "$gf / $obest" | bc -l)" "$mcps" "$mvs" "$dcps" "$dvs")")
+                  "$(echo "$gf / $obest" | bc -l)" "$mcps" "$mvs" "$dcps" "$dvs" \
+                  "$bcps" "$(echo "$bcps / $cps" | bc -l)" "$bgemm" "$(echo "$bgf / $bgemm" | bc -l)" "$abcps" "$abvs")")
     done
 done
 
 echo
 echo "| H | B | T | threads | train.c chars/s | GFLOP/s | SGEMM $pypi_blas GFLOP/s before / after" \
      "| SGEMM $deb_blas before / after | step / best SGEMM | step / $deb_blas SGEMM | $pypi_label chars/s" \
-     "| train.c / it | $deb_label chars/s | train.c / it |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+     "| train.c / it | $deb_label chars/s | train.c / it | train.c --bf16 chars/s | --bf16 / FP32" \
+     "| BF16 GEMM $pypi_blas GFLOP/s | --bf16 step / BF16 GEMM | $pypi_label bf16 autocast chars/s | --bf16 / it |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
 echo "PyTorch thread setups tried:"

@@ -5,6 +5,9 @@
   bench_torch.py step --hidden H --threads N
                                        the same mLSTM training step in PyTorch, written as
                                        a performance-aware user writes it
+  --bf16                               the step under torch.autocast("cpu", bfloat16), the one
+                                       line such a user adds for mixed precision (train.c's
+                                       --bf16 is its peer); sgemm: the GEMM in bfloat16
 
 The step (loss_and_state, train_step): weight norm applied once per step (not once
 per time step); the input projections of all T steps as one product each, whose
@@ -82,9 +85,11 @@ def adam(params, lr):
         return torch.optim.Adam(params, lr=lr, foreach=True)
 
 
-def train_step(P, opt, x, y, h, c, clip):
-    """One step: loss, backward, clip the global gradient norm to clip, Adam. Returns loss, h_T, c_T detached."""
-    loss, h, c = loss_and_state(P, x, y, h, c)
+def train_step(P, opt, x, y, h, c, clip, bf16=False):
+    """One step: loss, backward, clip the global gradient norm to clip, Adam. Returns loss, h_T, c_T detached.
+    bf16: the forward under autocast to bfloat16 (the backward follows its dtypes; Adam and the weights FP32)."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss, h, c = loss_and_state(P, x, y, h, c)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     with torch.no_grad():
@@ -138,15 +143,17 @@ class Blas:
 def sgemm(a, blas):
     blas.set_threads(a.threads, a.threads)
     M, N, K = 2048, 1024, 4096
-    x, w = torch.randn(M, K), torch.randn(K, N)
-    y = torch.empty(M, N)
+    dtype = torch.bfloat16 if a.bf16 else torch.float32
+    x, w = torch.randn(M, K, dtype=dtype), torch.randn(K, N, dtype=dtype)
+    y = torch.empty(M, N, dtype=dtype)
     torch.mm(x, w, out=y)
     best = 0
     for _ in range(a.repeats):
         t0 = time.perf_counter()
         torch.mm(x, w, out=y)
         best = max(best, 2 * M * N * K / (time.perf_counter() - t0) / 1e9)
-    print(f"sgemm {M}x{K}.{K}x{N} {blas.name} threads={a.threads}: {best:.1f} GFLOP/s (best of {a.repeats})")
+    print(f"{'bf16gemm' if a.bf16 else 'sgemm'} {M}x{K}.{K}x{N} {blas.name} threads={a.threads}: {best:.1f} GFLOP/s "
+          f"(best of {a.repeats})")
 
 
 def step_rate(a, H):
@@ -160,7 +167,7 @@ def step_rate(a, H):
     for s in range(a.steps + 2):
         x, y = data[:, s * T:(s + 1) * T], data[:, s * T + 1:(s + 1) * T + 1]
         t0 = time.perf_counter()
-        _, h, c = train_step(P, opt, x, y, h, c, clip=1.0)
+        _, h, c = train_step(P, opt, x, y, h, c, clip=1.0, bf16=a.bf16)
         if s >= 2: times.append(time.perf_counter() - t0)
     times.sort()
     return B * T / times[len(times) // 2]
@@ -176,6 +183,7 @@ def main():
     p.add_argument("--steps", type=int, default=5, help="timed steps (the median is reported)")
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--bf16", action="store_true", help="step: under bfloat16 autocast; sgemm: in bfloat16")
     a = p.parse_args()
     for flag in ("threads", "hidden", "embed", "batch", "seq_len", "steps", "repeats"):
         if getattr(a, flag) < 1: sys.exit("error: --%s must be positive" % flag.replace("_", "-"))
@@ -192,7 +200,8 @@ def main():
         print(f"  setup intra-op {got[0]}, {blas.name} {got[1]}: {cps:.0f} chars/s")
         if best is None or cps > best[0]: best = (cps, got)
     cps, (intra, nb) = best
-    print(f"torch H={H} D={D} B={a.batch} T={a.seq_len} threads={a.threads} best intra-op {intra} {blas.name} {nb}: "
+    print(f"torch H={H} D={D} B={a.batch} T={a.seq_len} threads={a.threads}{' bf16-autocast' if a.bf16 else ''} "
+          f"best intra-op {intra} {blas.name} {nb}: "
           f"{cps:.0f} chars/s, {cps * flops / 1e9:.1f} GFLOP/s")
 
 

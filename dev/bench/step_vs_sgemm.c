@@ -8,7 +8,8 @@
 // what else runs). The step is train.c's own: model_step (forward, backward, state
 // carried), model_check (inf/NaN, the gradient norm) and model_apply (clip, Adam).
 //   cc -O3 -march=native -ffp-contract=fast -std=c11 -D_GNU_SOURCE -fopenmp -I. dev/bench/step_vs_sgemm.c -lm
-//   ./a.out H B T steps threads [SGEMM GFLOP/s]
+//   ./a.out H B T steps threads [SGEMM GFLOP/s] [bf16]
+// bf16: the step with --bf16's products (the SGEMM stays FP32).
 // With OpenBLAS's cblas.h: add -DUSE_CBLAS ... -lopenblas, and its sgemm is measured too. A
 // given SGEMM rate (bench_cpu.sh passes MKL's, measured through PyTorch) counts when it is
 // the highest. dev/bench/bench_cpu.sh runs it at B = 32 and 128, H = 256 and 1024.
@@ -40,7 +41,7 @@ static Rate sgemm_rate(const float *a, const float *b, float *o, int use_blas) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, SG_M, SG_N, SG_K, 1, a, SG_K, b, SG_N, 0, o, SG_N);
         else
 #endif
-            gemm_nn(o, a, b, SG_M, SG_N, SG_K, MATMUL_SET);
+            gemm_nn(o, a, b, SG_M, SG_N, SG_K, MATMUL_SET, GEMM_FP32);
         (void)use_blas;
         double flops = 2.0 * SG_M * SG_N * SG_K, gw = flops / (wall_seconds() - w) / 1e9;
         double gc = flops / (cpu_seconds() - c) / 1e9;
@@ -120,8 +121,10 @@ static double fast_step_seconds(void) {
 int main(int argc, char **argv) {
     openmp_prefer_passive_wait(argv);  // as ./train's main: OpenMP threads that wait sleep
     (void)train_main;                  // train.h's loop: not run here
+    const int bf16 = argc > 6 && !strcmp(argv[argc - 1], "bf16");
+    argc -= bf16;
     if (argc != 6 && argc != 7) {
-        fprintf(stderr, "usage: %s H B T steps threads [SGEMM GFLOP/s]\n", argv[0]);
+        fprintf(stderr, "usage: %s H B T steps threads [SGEMM GFLOP/s] [bf16]\n", argv[0]);
         return 2;
     }
     int H = atoi(argv[1]), B = atoi(argv[2]), T = atoi(argv[3]), steps = atoi(argv[4]), threads = atoi(argv[5]);
@@ -142,6 +145,7 @@ int main(int argc, char **argv) {
     opt.model = cfg;
     opt.T = T;
     opt.seed = 1;
+    opt.bf16 = bf16;
     Model *md = model_create(&opt, B);
     uint8_t *x = (uint8_t *)mallocCheck((size_t)B * T), *y = (uint8_t *)mallocCheck((size_t)B * T);
     uint64_t s = 5;
@@ -156,8 +160,8 @@ int main(int argc, char **argv) {
     double ph[PH_COUNT] = {0}, step_wall = 0;
     Rate own = {0, 0}, blas = {0, 0};
     model_step(md, x, y, NULL, 1);  // warm-up: first touch of every buffer
-    printf("H=%d D=64 B=%d T=%d, %d thread(s): step against SGEMM (2048x4096 . 4096x1024), alternating\n", H, B, T,
-           threads);
+    printf("H=%d D=64 B=%d T=%d, %d thread(s)%s: step against SGEMM (2048x4096 . 4096x1024), alternating\n", H, B,
+           T, threads, bf16 ? ", BF16 products" : "");
     for (int r = 0; r < 3; r++) {
         Rate g = sgemm_rate(a, b, o, 0);
         own.wall = fmax(own.wall, g.wall), own.cpu = fmax(own.cpu, g.cpu);
