@@ -887,6 +887,7 @@ static int run_state(Run *r, Source *src) {
 static void run_start(Run *r, int argc, char **argv) {
     memset(r, 0, sizeof *r);
     std_fds_open();
+    file_size_limit_as_error();
     dist_init(&argc, &argv);
     stop_requested = 0;
     memset(&first_signal_at, 0, sizeof first_signal_at);
