@@ -465,11 +465,14 @@ static void flag_copy(Options *dst, const Options *src, int i) {
     else if (f->kind != ARG_HELP) memcpy((char *)dst + f->at, (const char *)src + f->at, size);
 }
 
-// A value for a message: numbers as %g (the record's %.17g is exact, not readable), text cut.
-static void flag_shown(const char *value, char out[200]) {
+// flags[i]'s value for a message: numbers as %g (the record's %.17g is exact, not readable),
+// text cut; a flag that sets nothing (flag_value's NULL) as what that means: a switch off,
+// else its default in words.
+static void flag_shown(int i, const char *value, char out[200]) {
     char *end;
     double x = value ? strtod(value, &end) : 0;
-    if (!value) snprintf(out, 200, "(not set)");
+    if (!value && (flags[i].kind == ARG_SWITCH_ON || flags[i].kind == ARG_SWITCH_OFF)) snprintf(out, 200, "off");
+    else if (!value) snprintf(out, 200, "not given (%s)", flags[i].unset ? flags[i].unset : "its default");
     else if (end != value && !*end) snprintf(out, 200, x == floor(x) && fabs(x) < 1e15 ? "%.0f" : "%g", x);
     else snprintf(out, 200, "%.180s%s", value, strlen(value) > 180 ? "..." : "");
 }
@@ -512,11 +515,12 @@ static int identity_shards(const char *text) {
     return n;
 }
 
-// Says how `now` differs from `then` (two identity texts) in msg, or returns 0 when the data is the same.
+// Says how `now` differs from `then` (two identity texts) in msg, a clause about `now` ("it has 3
+// shards, ..."), or returns 0 when the data is the same.
 static int data_identity_differs(const char *then, const char *now, char *msg, size_t cap) {
     int n_then = identity_shards(then), n_now = identity_shards(now);
     if (n_then != n_now) {
-        snprintf(msg, cap, "%d shard%s, where %d %s read", n_now, n_now == 1 ? "" : "s", n_then,
+        snprintf(msg, cap, "it has %d shard%s, where %d %s read", n_now, n_now == 1 ? "" : "s", n_then,
                  n_then == 1 ? "was" : "were");
         return 1;
     }
@@ -529,7 +533,7 @@ static int data_identity_differs(const char *then, const char *now, char *msg, s
         sscanf(a, "%lld %llx %209s", &size_a, &sum_a, name_a);
         sscanf(b, "%lld %llx %209s", &size_b, &sum_b, name_b);
         if (size_a == size_b && sum_a == sum_b) continue;
-        snprintf(msg, cap, "shard %d (%s) holds %lld bytes with checksum %016llx, where shard %d (%s) held %lld "
+        snprintf(msg, cap, "its shard %d (%s) holds %lld bytes with checksum %016llx, where shard %d (%s) held %lld "
                  "bytes with checksum %016llx", i, name_b, size_b, sum_b, i, name_a, size_a, sum_a);
         return 1;
     }
@@ -541,7 +545,7 @@ static void data_identity_check(const char *ckpt, const char *flag, const char *
                                 const char *now) {
     char msg[1200];
     if (data_identity_differs(then, now, msg, sizeof msg))
-        fail("%s %s is not the data of the run in checkpoint %s: it has %s. A resume continues on the run's "
+        fail("%s %s is not the data of the run in checkpoint %s: %s. A resume continues on the run's "
              "data: give %s its place, or start a new run from the weights with --init-from", flag, where, ckpt, msg,
              flag);
 }
@@ -613,8 +617,8 @@ static void options_from_record(Options *o, const char *path, const char *text, 
         const char *mine = flag_value(o, i, b1), *run = flag_value(&rec, i, b2);
         if (!mine != !run || (mine && strcmp(mine, run))) {
             char shown[2][200];
-            flag_shown(mine, shown[0]);
-            flag_shown(run, shown[1]);
+            flag_shown(i, mine, shown[0]);
+            flag_shown(i, run, shown[1]);
             fail("--%s %s disagrees with checkpoint %s, whose run has --%s %s: a resume continues that run (leave "
                  "the flag out, or start a new run from its weights with --init-from)", flags[i].name, shown[0],
                  path, flags[i].name, shown[1]);
@@ -886,9 +890,12 @@ static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t r
     int earlier = 0;
     const char *files[3] = {d->latest, d->best, d->log_path};
     for (int k = 0; k < 3; k++) earlier |= holds_run_file(files[k], k == 2, o->overwrite) ? 1 << k : 0;
+    if (!continuing && earlier == 4 && !o->overwrite)  // only a log: a run that stopped before its first checkpoint
+        fail("--out %s holds the log of a run that wrote no checkpoint (%s): there is nothing to resume; add "
+             "--overwrite to replace that log, or give another --out", o->out, files[2]);
     if (!continuing && earlier && !o->overwrite && !(earlier & 1))  // nothing to continue: a run stopped early
-        fail("--out %s holds a run that wrote no %s (%s): give another --out, or --overwrite to replace it", o->out,
-             RUN_LATEST_CKPT, files[earlier & 2 ? 1 : 2]);
+        fail("--out %s holds a run that wrote no %s (%s): there is nothing to resume; add --overwrite to replace it, "
+             "or give another --out", o->out, RUN_LATEST_CKPT, files[1]);
     if (!continuing && earlier && !o->overwrite)
         fail("--out %s holds a run (%s): continue it with --resume %s, give another --out, or --overwrite to replace "
              "it", o->out, files[0], o->out);

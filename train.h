@@ -189,13 +189,18 @@ static void ranks_agree(const Options *o, const RunText *checks) {
     if (lowest[0] < n_names) {
         if (rank == lowest[1]) {
             char shown[2][200], how[1200];
-            flag_shown(v1, shown[0]);
-            flag_shown(v0, shown[1]);
+            if (differ < NFLAGS) {
+                flag_shown(differ, v1, shown[0]);
+                flag_shown(differ, v0, shown[1]);
+            } else {  // a check's value: a path and checksum, a data identity
+                snprintf(shown[0], 200, "%.180s", v1 ? v1 : "none");
+                snprintf(shown[1], 200, "%.180s", v0 ? v0 : "none");
+            }
             if (differ < NFLAGS)
                 error_line("rank %d has --%s %s, rank 0 --%s %s: all ranks must be started with the same flags",
                           rank, names[differ], shown[0], names[differ], shown[1]);
             else if (strstr(names[differ], "data") && v0 && v1 && data_identity_differs(v0, v1, how, sizeof how))
-                error_line("rank %d reads other %s than rank 0: its %s. All ranks must read the same bytes (copy "
+                error_line("rank %d reads other %s than rank 0: %s. All ranks must read the same bytes (copy "
                           "rank 0's files to this host)", rank, names[differ], how);
             else
                 error_line("rank %d's %s is not rank 0's (%s here, %s on rank 0): all ranks must read the same files",
@@ -274,13 +279,18 @@ static void signals_catch(void) {
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
-// Rank 0's stdout closed under it (its reader exited): said once on stderr, then the run
-// stops as for a signal.
+// Rank 0's stdout failed under it: its reader exited (a pipe), or its file cannot grow (a
+// full disk, a file-size limit). Said once on stderr, as what it is, then the run stops as
+// for a signal. The error of the failed write is gone by now, so one more byte is written
+// to learn it.
 static void stop_if_stdout_closed(long data_step) {
     static int said = 0;
     if (rank != 0 || !ferror(stdout) || said) return;
     said = 1;
-    fprintf(stderr, "stdout is closed (its reader exited): stopping after step %ld with a checkpoint\n", data_step);
+    int e = write(1, "\n", 1) < 0 ? errno : 0;
+    if (e == EPIPE) fprintf(stderr, "stdout is closed (its reader exited): ");
+    else fprintf(stderr, "stdout cannot be written (%s): ", e ? strerror(e) : "a write failed");
+    fprintf(stderr, "stopping after step %ld with a checkpoint\n", data_step);
     stop_requested = 1;
 }
 // Every rank stops at the same check, so no collective is left waiting.
@@ -944,14 +954,21 @@ static double clip_factor(double norm, double clip) { return clip > 0 && norm > 
 #define DIVERGED_LOSS_FACTOR 2.0
 static int loss_diverged(double loss, int V) { return !(loss <= DIVERGED_LOSS_FACTOR * log((double)V)); }
 static void fail_diverged(const Run *r, const char *what, double loss) {
-    char kept[9000] = "no checkpoint written";
+    char kept[9000], value[200];
     int n = 0;
+    if (r->dir.replacing) snprintf(kept, sizeof kept, "no checkpoint written; the earlier run in %s stays", r->o.out);
+    else snprintf(kept, sizeof kept, "no checkpoint written; %s keeps this run's log, which a new run there replaces "
+                  "with --overwrite", r->o.out);
     if (r->saved_step >= 0) n = snprintf(kept, sizeof kept, "%s keeps step %ld", r->dir.latest, r->saved_step);
     if (r->best.step >= 0)
         snprintf(kept + n, sizeof kept - (size_t)n, "%s%s keeps step %ld (%s %.4f bits per character)", n ? ", " : "",
                  r->dir.best, r->best.step, best_by_name(r->best.by), r->best.score / M_LN2);
-    fail("step %ld: %s is %g nats (%g bits per character; a uniform model's is 8): the model has diverged; stopping "
-         "without saving it; %s (try a lower --lr)", r->data_step, what, loss, loss / M_LN2, kept);
+    // inf or NaN: weights already blown apart, whose loss has no number to show
+    if (isfinite(loss))
+        snprintf(value, sizeof value, "%g nats (%g bits per character; a uniform model's is 8)", loss, loss / M_LN2);
+    else snprintf(value, sizeof value, "%s (the weights hold inf or NaN)", isnan(loss) ? "NaN" : "infinite");
+    fail("step %ld: %s is %s: the model has diverged; stopping without saving it; %s (try a lower --lr)", r->data_step,
+         what, value, kept);
 }
 
 // The loss of the current weights on the next training batch, from a zero state (forward
