@@ -690,6 +690,7 @@ typedef struct {
     char dir[4096];
     char latest[4200], best[4200], log_path[4200], lock_path[4200];
     FILE *log;
+    int dir_fd;          // the directory locked, held open from then on (run_dir_check_held)
     int lock_fd;
     int replacing;       // the directory holds an earlier run (--overwrite) until this run's first checkpoint
     AtomicFile new_log;  // while replacing: this run's log, beside the earlier run's (util.h, atomic_open)
@@ -702,8 +703,39 @@ static void run_dir_paths(RunDir *d, const char *dir) {
     snprintf(d->log_path, sizeof d->log_path, "%s/%s", dir, RUN_LOG);
     snprintf(d->lock_path, sizeof d->lock_path, "%s/%s", dir, RUN_LOCK);
     d->log = NULL;
+    d->dir_fd = -1;
     d->lock_fd = -1;
     d->replacing = 0;
+}
+
+// Whether --out still names the directory this trainer locked, and its lock the file this
+// trainer holds: the same device and inode now as when they were opened.
+static int run_dir_is_held(const RunDir *d) {
+    struct stat held, now, lock_held, lock_now;
+    return fstat(d->dir_fd, &held) == 0 && stat(d->dir, &now) == 0 && held.st_dev == now.st_dev &&
+           held.st_ino == now.st_ino && fstat(d->lock_fd, &lock_held) == 0 && stat(d->lock_path, &lock_now) == 0 &&
+           lock_held.st_dev == lock_now.st_dev && lock_held.st_ino == lock_now.st_ino;
+}
+
+// A trainer writes only into the directory it locked. The files are written by path, so a
+// directory removed, renamed away or replaced while the run goes on (by another run's, by a
+// link to one) would have this run's checkpoints land in whatever --out names now, past
+// another trainer's lock. Checked before every write into the directory (each log line,
+// each checkpoint): the run stops there, writing nothing, and says where its files are.
+static void run_dir_check_held(const RunDir *d) {
+    if (d->dir_fd < 0 || run_dir_is_held(d)) return;
+    char fd_link[64], where[4096] = "";
+    snprintf(fd_link, sizeof fd_link, "/proc/self/fd/%d", d->dir_fd);
+    ssize_t k = readlink(fd_link, where, sizeof where - 1);
+    where[k > 0 ? k : 0] = 0;
+    const char *deleted = " (deleted)";
+    size_t n = strlen(where), nd = strlen(deleted);
+    int removed = n >= nd && !strcmp(where + n - nd, deleted);
+    char kept[4200] = "this run's files stay in the directory it locked";
+    if (removed) snprintf(kept, sizeof kept, "the directory it locked was removed, with this run's files");
+    else if (n) snprintf(kept, sizeof kept, "this run's files are in %s", where);
+    fail("--out %s is no longer the directory this trainer locked (it was removed, renamed or replaced, or its %s "
+         "was, while the run went on): stopping without writing there; %s", d->dir, RUN_LOCK, kept);
 }
 
 // mkdir -p `dir`.
@@ -747,6 +779,7 @@ static int log_owner(const char *path, uint64_t *id) {
 
 // One line of the log; a failed write (a full disk) is an error, not a silent gap.
 static void log_printf(RunDir *d, const char *fmt, ...) {
+    run_dir_check_held(d);
     va_list ap;
     va_start(ap, fmt);
     int r = vfprintf(d->log, fmt, ap);
@@ -777,6 +810,7 @@ static void log_truncate(RunDir *d, long data_step) {
 // beside the file each name leads to, since a checkpoint that is a symbolic link is written
 // through it (util.h, atomic_open). Only a trainer holding the run's lock writes them.
 static void remove_stale_temps(const RunDir *d) {
+    run_dir_check_held(d);
     const char *names[3] = {d->latest, d->best, d->log_path};
     for (int k = 0; k < 3; k++) {
         char target[4096], dir[4096];
@@ -861,12 +895,15 @@ static void run_dir_discard_new_log(void) {
     if (!d || !d->replacing || !d->log) return;
     fclose(d->log);
     d->log = NULL;
-    unlink(d->new_log.tmp);
+    if (run_dir_is_held(d)) unlink(d->new_log.tmp);
+    else if (!strcmp(d->new_log.target, d->log_path))  // in the directory held, wherever it is now
+        unlinkat(d->dir_fd, d->new_log.tmp + strlen(d->dir) + 1, 0);
 }
 // This run's first checkpoint, `written` (its latest.ckpt or best.ckpt), is in place: the
 // earlier run goes, its other checkpoint removed and its log replaced by this run's.
 static void run_dir_replaced(RunDir *d, const char *written) {
     if (!d->replacing) return;
+    run_dir_check_held(d);
     const char *other = strcmp(written, d->latest) ? d->latest : d->best;
     if (unlink(other) != 0 && errno != ENOENT) fail("cannot remove %s (the earlier run's): %s", other, strerror(errno));
     if (fflush(d->log) != 0 || rename(d->new_log.tmp, d->new_log.target) != 0)
@@ -900,7 +937,10 @@ static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t r
         fail("--out %s holds a run (%s): continue it with --resume %s, give another --out, or --overwrite to replace "
              "it", o->out, files[0], o->out);
     check_outputs_apart(d, o, resumed_ckpt, continuing, train, val);
-    d->lock_fd = open(d->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    // the directory is held from here (run_dir_check_held), its lock opened in it
+    d->dir_fd = open(o->out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d->dir_fd < 0) fail("--out %s: %s", o->out, strerror(errno));
+    d->lock_fd = openat(d->dir_fd, RUN_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (d->lock_fd < 0) fail("--out %s: cannot write %s: %s", o->out, d->lock_path, strerror(errno));
     if (flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0) fail("--out %s is in use by another trainer (it holds %s)", o->out,
                                                         d->lock_path);
@@ -926,7 +966,12 @@ static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t r
         static int at_exit_set = 0;
         if (!at_exit_set++) atexit(run_dir_discard_new_log);
         run_dir_replacing = d;
-    } else d->log = fopen(d->log_path, continuing && log_state == 1 ? "r+" : "w");
+    } else {  // opened in the directory held, not by its path
+        int keep = continuing && log_state == 1;
+        int fd = openat(d->dir_fd, RUN_LOG, O_RDWR | O_CREAT | O_CLOEXEC | (keep ? 0 : O_TRUNC), 0666);
+        d->log = fd >= 0 ? fdopen(fd, "r+") : NULL;
+        if (fd >= 0 && !d->log) close(fd);
+    }
     if (!d->log) fail("%s: cannot write: %s", d->log_path, strerror(errno));
     if (continuing && log_state == 1) log_truncate(d, data_step);
     else {
@@ -941,6 +986,8 @@ static void run_dir_close(RunDir *d) {
     run_dir_replacing = NULL;
     if (d->log) fclose(d->log);
     if (d->lock_fd >= 0) close(d->lock_fd);  // releases the lock
+    if (d->dir_fd >= 0) close(d->dir_fd);
     d->log = NULL;
     d->lock_fd = -1;
+    d->dir_fd = -1;
 }

@@ -604,6 +604,7 @@ static void save_checkpoint(Run *r, const char *path, double score) {
         st.score = score;
         st.loss_ema = r->best.loss_ema;
         loss_scaler_serialize(&r->scaler, st.scaler);
+        run_dir_check_held(&r->dir);  // into the directory this trainer locked, or nowhere
         checkpoint_save_run(path, m, &st, hall, call, (const uint8_t *)r->record.text, r->record.bytes);
         run_dir_replaced(&r->dir, path);  // the first: an earlier run in the directory (--overwrite) goes now
     }
