@@ -693,6 +693,7 @@ typedef struct {
     int dir_fd;          // the directory locked, held open from then on (run_dir_check_held)
     int lock_fd;
     int replacing;       // the directory holds an earlier run (--overwrite) until this run's first checkpoint
+    int val_owed;        // a resume: the log says the validation at the checkpoint's step was cut short
     AtomicFile new_log;  // while replacing: this run's log, beside the earlier run's (util.h, atomic_open)
 } RunDir;
 
@@ -706,6 +707,7 @@ static void run_dir_paths(RunDir *d, const char *dir) {
     d->dir_fd = -1;
     d->lock_fd = -1;
     d->replacing = 0;
+    d->val_owed = 0;
 }
 
 // Whether --out still names the directory this trainer locked, and its lock the file this
@@ -787,20 +789,48 @@ static void log_printf(RunDir *d, const char *fmt, ...) {
     if (r < 0 || fflush(d->log) != 0) fail("%s: cannot write: %s", d->log_path, strerror(errno));
 }
 
-// On resume the log keeps what came before the checkpoint's step: lines written
-// after it (by a run killed before its next checkpoint) are about to be repeated.
-static void log_truncate(RunDir *d, long data_step) {
-    rewind(d->log);
-    char *line = NULL;
+// A validation that a signal cut short leaves this line in the log, after its step's train
+// line and before that step's checkpoint (train.h, after_step): the resume that finds it at the
+// end of what it keeps of the log owes the run that validation, and runs it before its first step.
+#define LOG_VAL_CUT "# val %ld cut short by a signal; a resume runs it\n"
+
+// On resume the log keeps what came before the checkpoint's step: lines written after it
+// (by a run killed before its next checkpoint) are about to be repeated. Returns the bytes
+// kept, and in *val_cut_at where a LOG_VAL_CUT line of data_step starts when it ends them, else -1.
+static long log_kept(FILE *log, long data_step, long *val_cut_at) {
+    rewind(log);
+    char *line = NULL, val_cut[64];
     size_t cap = 0;
     ssize_t len;
     long keep = 0, step;
-    while ((len = getline(&line, &cap, d->log)) > 0) {
+    snprintf(val_cut, sizeof val_cut, LOG_VAL_CUT, data_step);
+    *val_cut_at = -1;
+    while ((len = getline(&line, &cap, log)) > 0) {
         if (line[len - 1] != '\n') break;  // a line cut short by a kill
         if ((sscanf(line, "train %ld", &step) == 1 || sscanf(line, "val %ld", &step) == 1) && step > data_step) break;
+        *val_cut_at = strcmp(line, val_cut) ? -1 : keep;
         keep += len;
     }
     free(line);
+    return keep;
+}
+
+// Whether the run's log at log_path owes the validation of data_step (a LOG_VAL_CUT line ends
+// what a resume there keeps); read before the lock is taken, to tell a resume at the run's last
+// step that it has this to do.
+static int log_owes_validation(const char *log_path, long data_step) {
+    FILE *f = fopen(log_path, "r");
+    long val_cut_at = -1;
+    if (f) log_kept(f, data_step, &val_cut_at), fclose(f);
+    return val_cut_at >= 0;
+}
+
+// The log cut back to the checkpoint's step; an owed validation's LOG_VAL_CUT line goes too, so
+// that the resumed run's log reads as the uninterrupted run's (d->val_owed says it was there).
+static void log_truncate(RunDir *d, long data_step) {
+    long val_cut_at, keep = log_kept(d->log, data_step, &val_cut_at);
+    d->val_owed = val_cut_at >= 0;
+    if (d->val_owed) keep = val_cut_at;
     if (ftruncate(fileno(d->log), keep) != 0 || fseek(d->log, 0, SEEK_END) != 0)
         fail("%s: cannot write: %s", d->log_path, strerror(errno));
 }

@@ -577,6 +577,7 @@ typedef struct {
     long saved_step;           // the step of latest.ckpt, -1: none in this run
     int ckpt_due;              // a periodic checkpoint waits for a step that is not skipped
     int stop;                  // every rank stops after this step
+    int val_owed;              // a resume: the validation at its checkpoint's step was cut short (run.h, LOG_VAL_CUT)
     long start_step, stuck;    // where this invocation started; steps skipped in a row
     double t_start, train_seconds, loss_sum;  // progress: loss_sum over n_avg steps since the last line
     long n_avg;
@@ -762,6 +763,17 @@ typedef struct {
     const char *identity[2];    // the data's identity in the record (train, val), NULL when not recorded
 } Source;
 
+// A resume at its run's last step has work left when that step's validation was cut short: the
+// log in the run's own directory says so (run.h, LOG_VAL_CUT). Rank 0's: the log is on its host.
+static int resume_owes_validation(const Options *o, const Source *src) {
+    char dir[4096], log_path[4200];
+    run_dir_of(src->path, dir);
+    if (!dir[0] || (long)src->hd.st.data_step != o->steps || (flag_given(o, "out") && !same_file(dir, o->out)))
+        return 0;
+    snprintf(log_path, sizeof log_path, "%s/%s", dir, RUN_LOG);
+    return log_owes_validation(log_path, o->steps);
+}
+
 // The options, a resume's from its checkpoint's header and record.
 static void run_options(Run *r, Source *src, int argc, char **argv) {
     Options *o = &r->o;
@@ -776,7 +788,7 @@ static void run_options(Run *r, Source *src, int argc, char **argv) {
             options_from_record(o, src->path, src->record, src->hd.run_bytes, src->identity,
                                 src->hd.st.best_by == CKPT_BEST_BY_VAL);
         else if (o->resume) options_without_record(o, src->path);
-        if (o->resume && (long)src->hd.st.data_step >= o->steps)
+        if (o->resume && rank == 0 && (long)src->hd.st.data_step >= o->steps && !resume_owes_validation(o, src))
             fail("checkpoint %s is at step %llu and --steps is %ld: nothing to train (give a larger --steps)",
                  src->path, (unsigned long long)src->hd.st.data_step, o->steps);
         if (o->resume && !src->record && rank == 0)
@@ -930,6 +942,7 @@ static void run_start(Run *r, int argc, char **argv) {
                      src.f ? &as_read : NULL, &r->train_s, &r->val_s);
     if (src.f) fclose(src.f);
     best_from_disk(r, continuing);
+    r->val_owed = dist_bcast1(rank == 0 ? r->dir.val_owed : 0) != 0;
     if (rank == 0) print_settings(r);
     r->start_step = r->data_step;
     r->saved_step = r->o.resume ? r->data_step : -1;
@@ -1067,6 +1080,30 @@ static double validate_now(Run *r) {
     return vl;
 }
 
+// The sample due at this step (rank 0).
+static void sample_if_due(Run *r) {
+    const Options *o = &r->o;
+    if (rank == 0 && o->sample_len > 0 && ((o->sample_every && r->data_step % o->sample_every == 0) ||
+                                           r->data_step == o->steps))
+        sample(model_host(r->md), o->prompt, o->sample_len, o->temperature, r->train.reset_docs, &r->rng, stdout);
+}
+
+// The validation due at this step, best.ckpt by it, then the sample due. A validation a signal
+// cuts short (*val_cut) is owed to the run: the log says so (run.h, LOG_VAL_CUT), ahead of the
+// checkpoint the stop writes, and the resume runs it, and the sample, which waits for it so that
+// the sampler's state in the checkpoint is the one it had at that point.
+static double validate_and_sample(Run *r, int *val_cut) {
+    double vl = validate_now(r);
+    *val_cut = isnan(vl);
+    if (*val_cut) {
+        if (rank == 0) log_printf(&r->dir, LOG_VAL_CUT, r->data_step);
+        return vl;
+    }
+    if (r->best.by == CKPT_BEST_BY_VAL) best_offer(r, vl);
+    sample_if_due(r);
+    return vl;
+}
+
 // What follows a step: progress and log, the divergence guards, validation (and best.ckpt
 // by it), a sample, and latest.ckpt (and best.ckpt by the moving mean).
 static void after_step(Run *r, const StepResult *s) {
@@ -1079,12 +1116,10 @@ static void after_step(Run *r, const StepResult *s) {
         fail("step %ld: %d steps in a row skipped with inf/NaN gradients %s: the model has diverged; stopping "
              "without a checkpoint (try a lower --lr)", r->data_step, STUCK_SKIPS,
              r->precision.fp16 ? "at the smallest loss scale" : "(FP32: no loss scale to lower)");
-    int last = r->data_step == o->steps;
+    int last = r->data_step == o->steps, val_cut = 0;
     double vl = NAN;  // this step's validation loss, if it ran to the end
-    if ((o->val_every && r->data_step % o->val_every == 0) || last) vl = validate_now(r);
-    if (r->best.by == CKPT_BEST_BY_VAL && !isnan(vl)) best_offer(r, vl);
-    if (rank == 0 && o->sample_len > 0 && ((o->sample_every && r->data_step % o->sample_every == 0) || last))
-        sample(model_host(r->md), o->prompt, o->sample_len, o->temperature, r->train.reset_docs, &r->rng, stdout);
+    if ((o->val_every && r->data_step % o->val_every == 0) || last) vl = validate_and_sample(r, &val_cut);
+    else sample_if_due(r);
     // a signal or a closed stdout on any rank stops every rank after this step
     stop_if_stdout_closed(r->data_step);
     r->stop = stop_agreed();
@@ -1104,12 +1139,33 @@ static void after_step(Run *r, const StepResult *s) {
         }
         if (r->best.by == CKPT_BEST_BY_TRAIN) best_offer(r, mean);
     }
-    if (r->stop && rank == 0)
+    if (r->stop && rank == 0 && (!last || val_cut))
         printf("stopped at step %ld; continue with --resume %s\n", r->data_step, o->out);
 }
 
+// The validation a resume owes its run (Run.val_owed) and the sample after it, as after_step
+// would have run them at the checkpoint's step, then latest.ckpt again, now with the score a
+// validated step's checkpoint holds: an interrupted run ends as the uninterrupted one does.
+static void validation_made_up(Run *r) {
+    int val_cut;
+    double vl = validate_and_sample(r, &val_cut);
+    stop_if_stdout_closed(r->data_step);
+    r->stop = stop_agreed();
+    if (val_cut) {
+        if (rank == 0) printf("stopped at step %ld; continue with --resume %s\n", r->data_step, r->o.out);
+        return;
+    }
+    save_checkpoint(r, r->dir.latest, r->best.by == CKPT_BEST_BY_VAL ? vl : loss_moving_mean(&r->best, r->data_step));
+    if (rank == 0) {
+        printf("step %6ld | checkpoint %s\n", r->data_step, r->dir.latest);
+        fflush(stdout);
+    }
+    if (r->stop && rank == 0 && r->data_step < r->o.steps)
+        printf("stopped at step %ld; continue with --resume %s\n", r->data_step, r->o.out);
+}
+
 static void run_finish(Run *r) {
-    if (rank == 0 && r->stop && r->data_step == r->start_step)
+    if (rank == 0 && r->stop && r->data_step == r->start_step && !r->val_owed)
         printf("stopped by a signal before the first step; nothing to save\n");
     if (rank == 0) run_dir_close(&r->dir);
     if (r->ev != r->md) model_free(r->ev);
@@ -1131,6 +1187,7 @@ static int train_main(int argc, char **argv) {
     run_start(&r, argc, argv);
     if (r.data_step == 0 && r.o.val_every) validate_now(&r);  // the baseline the validation curve falls from
     r.stop = stop_agreed();  // a signal during start-up; after that, agreed at the end of each step
+    if (r.val_owed) validation_made_up(&r);  // (a signal already here cuts it short again, and it stays owed)
     while (r.data_step < r.o.steps && !r.stop) {
         StepResult s = train_step(&r);
         after_step(&r, &s);
