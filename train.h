@@ -907,6 +907,17 @@ static int run_state(Run *r, Source *src) {
     return continuing;
 }
 
+// libgomp ends a program whose threads cannot start with its one line ("libgomp: Thread
+// creation failed: ...") and exit(1), as for a bug; it is a limit of the machine (ulimit -v,
+// a process limit, OMP_STACKSIZE) for the user to change, exit 2 as util.h's errors are: this
+// exit handler, armed while run_start starts the threads, changes the status.
+static volatile sig_atomic_t threads_starting = 0;
+static void threads_start_failed(void) {
+    if (!threads_starting) return;
+    fflush(stdout);
+    _exit(EXIT_BAD_INPUT);
+}
+
 static void run_start(Run *r, int argc, char **argv) {
     memset(r, 0, sizeof *r);
     std_fds_open();
@@ -930,11 +941,15 @@ static void run_start(Run *r, int argc, char **argv) {
     // stops the run after its first step, not before it with a directory that holds only a log.
     signals_catch();
     // The OpenMP threads are started here, while nothing is on disk: where they cannot be
-    // (an OMP_STACKSIZE beyond the address space, a process limit), libgomp ends the
-    // program now, saying so, and not at the first step with a run directory half made.
+    // (an OMP_STACKSIZE beyond the address space, a memory or process limit), libgomp ends
+    // the program now, saying so, and not at the first step with a run directory half made.
+    static int at_exit_set = 0;
+    if (!at_exit_set++) atexit(threads_start_failed);
     volatile int threads_started = 0;  // (volatile: GCC drops an empty parallel region)
+    threads_starting = 1;
     #pragma omp parallel
     threads_started = 1;
+    threads_starting = 0;
     (void)threads_started;
     dist_barrier();
     if (rank == 0)

@@ -128,6 +128,11 @@ static void test_memory_limit(void) {
     CHECK(rc == 2 && says("big.out", "^error: out of memory allocating") && test_system("wc -l < %s/big.out | "
                                                                                       "grep -qx 1", dir) == 0,
           "--hidden 4096 under ulimit -v 1000000: exit %d (was 1), one line", rc);
+    // threads whose stacks do not fit the limit: libgomp's line, exit 2, no run directory
+    rc = test_system("cd %s && (ulimit -v 400000; OMP_STACKSIZE=1G %s " TINY " --threads 2 --steps 1 --out ts "
+                     "> ts.out 2>&1)", dir, trainer);
+    CHECK(rc == 2 && says("ts.out", "Thread creation failed") && size_of("ts") < 0,
+          "OpenMP threads that cannot start under ulimit -v: exit %d (was 1), libgomp says why, no run directory", rc);
 }
 
 // 5. Messages: a full stdout said as what it is, a diverged loss shown without "nan", and a
