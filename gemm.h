@@ -459,10 +459,8 @@ static inline float *gemm_thread_buffer(int id, int which, size_t floats, int *o
     const int kept = id < GEMM_THREADS;
     float *p = kept && size[which][id] >= floats ? buf[which][id] : NULL;
     if (!p) {
-        if (posix_memalign((void **)&p, 64, sizeof(float) * floats) != 0) {
-            fprintf(stderr, "error: out of memory in gemm (%zu floats)\n", floats);
-            exit(1);
-        }
+        if (posix_memalign((void **)&p, 64, sizeof(float) * floats) != 0)
+            alloc_failed(floats, sizeof(float), __FILE__, __LINE__);
         if (kept) {
             free(buf[which][id]);
             buf[which][id] = p, size[which][id] = floats;

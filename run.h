@@ -470,11 +470,14 @@ static void flag_copy(Options *dst, const Options *src, int i) {
     else if (f->kind != ARG_HELP) memcpy((char *)dst + f->at, (const char *)src + f->at, size);
 }
 
-// A value for a message: numbers as %g (the record's %.17g is exact, not readable), text cut.
-static void flag_shown(const char *value, char out[200]) {
+// flags[i]'s value for a message: numbers as %g (the record's %.17g is exact, not readable),
+// text cut; a flag that sets nothing (flag_value's NULL) as what that means: a switch off,
+// else its default in words.
+static void flag_shown(int i, const char *value, char out[200]) {
     char *end;
     double x = value ? strtod(value, &end) : 0;
-    if (!value) snprintf(out, 200, "(not set)");
+    if (!value && (flags[i].kind == ARG_SWITCH_ON || flags[i].kind == ARG_SWITCH_OFF)) snprintf(out, 200, "off");
+    else if (!value) snprintf(out, 200, "not given (%s)", flags[i].unset ? flags[i].unset : "its default");
     else if (end != value && !*end) snprintf(out, 200, x == floor(x) && fabs(x) < 1e15 ? "%.0f" : "%g", x);
     else snprintf(out, 200, "%.180s%s", value, strlen(value) > 180 ? "..." : "");
 }
@@ -520,11 +523,12 @@ static int identity_shards(const char *text) {
     return n;
 }
 
-// Says how `now` differs from `then` (two identity texts) in msg, or returns 0 when the data is the same.
+// Says how `now` differs from `then` (two identity texts) in msg, a clause about `now` ("it has 3
+// shards, ..."), or returns 0 when the data is the same.
 static int data_identity_differs(const char *then, const char *now, char *msg, size_t cap) {
     int n_then = identity_shards(then), n_now = identity_shards(now);
     if (n_then != n_now) {
-        snprintf(msg, cap, "%d shard%s, where %d %s read", n_now, n_now == 1 ? "" : "s", n_then,
+        snprintf(msg, cap, "it has %d shard%s, where %d %s read", n_now, n_now == 1 ? "" : "s", n_then,
                  n_then == 1 ? "was" : "were");
         return 1;
     }
@@ -537,7 +541,7 @@ static int data_identity_differs(const char *then, const char *now, char *msg, s
         sscanf(a, "%lld %llx %209s", &size_a, &sum_a, name_a);
         sscanf(b, "%lld %llx %209s", &size_b, &sum_b, name_b);
         if (size_a == size_b && sum_a == sum_b) continue;
-        snprintf(msg, cap, "shard %d (%s) holds %lld bytes with checksum %016llx, where shard %d (%s) held %lld "
+        snprintf(msg, cap, "its shard %d (%s) holds %lld bytes with checksum %016llx, where shard %d (%s) held %lld "
                  "bytes with checksum %016llx", i, name_b, size_b, sum_b, i, name_a, size_a, sum_a);
         return 1;
     }
@@ -549,7 +553,7 @@ static void data_identity_check(const char *ckpt, const char *flag, const char *
                                 const char *now) {
     char msg[1200];
     if (data_identity_differs(then, now, msg, sizeof msg))
-        fail("%s %s is not the data of the run in checkpoint %s: it has %s. A resume continues on the run's "
+        fail("%s %s is not the data of the run in checkpoint %s: %s. A resume continues on the run's "
              "data: give %s its place, or start a new run from the weights with --init-from", flag, where, ckpt, msg,
              flag);
 }
@@ -621,8 +625,8 @@ static void options_from_record(Options *o, const char *path, const char *text, 
         const char *mine = flag_value(o, i, b1), *run = flag_value(&rec, i, b2);
         if (!mine != !run || (mine && strcmp(mine, run))) {
             char shown[2][200];
-            flag_shown(mine, shown[0]);
-            flag_shown(run, shown[1]);
+            flag_shown(i, mine, shown[0]);
+            flag_shown(i, run, shown[1]);
             fail("--%s %s disagrees with checkpoint %s, whose run has --%s %s: a resume continues that run (leave "
                  "the flag out, or start a new run from its weights with --init-from)", flags[i].name, shown[0],
                  path, flags[i].name, shown[1]);
@@ -694,8 +698,10 @@ typedef struct {
     char dir[4096];
     char latest[4200], best[4200], log_path[4200], lock_path[4200];
     FILE *log;
+    int dir_fd;          // the directory locked, held open from then on (run_dir_check_held)
     int lock_fd;
     int replacing;       // the directory holds an earlier run (--overwrite) until this run's first checkpoint
+    int val_owed;        // a resume: the log says the validation at the checkpoint's step was cut short
     AtomicFile new_log;  // while replacing: this run's log, beside the earlier run's (util.h, atomic_open)
 } RunDir;
 
@@ -706,8 +712,40 @@ static void run_dir_paths(RunDir *d, const char *dir) {
     snprintf(d->log_path, sizeof d->log_path, "%s/%s", dir, RUN_LOG);
     snprintf(d->lock_path, sizeof d->lock_path, "%s/%s", dir, RUN_LOCK);
     d->log = NULL;
+    d->dir_fd = -1;
     d->lock_fd = -1;
     d->replacing = 0;
+    d->val_owed = 0;
+}
+
+// Whether --out still names the directory this trainer locked, and its lock the file this
+// trainer holds: the same device and inode now as when they were opened.
+static int run_dir_is_held(const RunDir *d) {
+    struct stat held, now, lock_held, lock_now;
+    return fstat(d->dir_fd, &held) == 0 && stat(d->dir, &now) == 0 && held.st_dev == now.st_dev &&
+           held.st_ino == now.st_ino && fstat(d->lock_fd, &lock_held) == 0 && stat(d->lock_path, &lock_now) == 0 &&
+           lock_held.st_dev == lock_now.st_dev && lock_held.st_ino == lock_now.st_ino;
+}
+
+// A trainer writes only into the directory it locked. The files are written by path, so a
+// directory removed, renamed away or replaced while the run goes on (by another run's, by a
+// link to one) would have this run's checkpoints land in whatever --out names now, past
+// another trainer's lock. Checked before every write into the directory (each log line,
+// each checkpoint): the run stops there, writing nothing, and says where its files are.
+static void run_dir_check_held(const RunDir *d) {
+    if (d->dir_fd < 0 || run_dir_is_held(d)) return;
+    char fd_link[64], where[4096] = "";
+    snprintf(fd_link, sizeof fd_link, "/proc/self/fd/%d", d->dir_fd);
+    ssize_t k = readlink(fd_link, where, sizeof where - 1);
+    where[k > 0 ? k : 0] = 0;
+    const char *deleted = " (deleted)";
+    size_t n = strlen(where), nd = strlen(deleted);
+    int removed = n >= nd && !strcmp(where + n - nd, deleted);
+    char kept[4200] = "this run's files stay in the directory it locked";
+    if (removed) snprintf(kept, sizeof kept, "the directory it locked was removed, with this run's files");
+    else if (n) snprintf(kept, sizeof kept, "this run's files are in %s", where);
+    fail("--out %s is no longer the directory this trainer locked (it was removed, renamed or replaced, or its %s "
+         "was, while the run went on): stopping without writing there; %s", d->dir, RUN_LOCK, kept);
 }
 
 // mkdir -p `dir`.
@@ -751,6 +789,7 @@ static int log_owner(const char *path, uint64_t *id) {
 
 // One line of the log; a failed write (a full disk) is an error, not a silent gap.
 static void log_printf(RunDir *d, const char *fmt, ...) {
+    run_dir_check_held(d);
     va_list ap;
     va_start(ap, fmt);
     int r = vfprintf(d->log, fmt, ap);
@@ -758,20 +797,48 @@ static void log_printf(RunDir *d, const char *fmt, ...) {
     if (r < 0 || fflush(d->log) != 0) fail("%s: cannot write: %s", d->log_path, strerror(errno));
 }
 
-// On resume the log keeps what came before the checkpoint's step: lines written
-// after it (by a run killed before its next checkpoint) are about to be repeated.
-static void log_truncate(RunDir *d, long data_step) {
-    rewind(d->log);
-    char *line = NULL;
+// A validation that a signal cut short leaves this line in the log, after its step's train
+// line and before that step's checkpoint (train.h, after_step): the resume that finds it at the
+// end of what it keeps of the log owes the run that validation, and runs it before its first step.
+#define LOG_VAL_CUT "# val %ld cut short by a signal; a resume runs it\n"
+
+// On resume the log keeps what came before the checkpoint's step: lines written after it
+// (by a run killed before its next checkpoint) are about to be repeated. Returns the bytes
+// kept, and in *val_cut_at where a LOG_VAL_CUT line of data_step starts when it ends them, else -1.
+static long log_kept(FILE *log, long data_step, long *val_cut_at) {
+    rewind(log);
+    char *line = NULL, val_cut[64];
     size_t cap = 0;
     ssize_t len;
     long keep = 0, step;
-    while ((len = getline(&line, &cap, d->log)) > 0) {
+    snprintf(val_cut, sizeof val_cut, LOG_VAL_CUT, data_step);
+    *val_cut_at = -1;
+    while ((len = getline(&line, &cap, log)) > 0) {
         if (line[len - 1] != '\n') break;  // a line cut short by a kill
         if ((sscanf(line, "train %ld", &step) == 1 || sscanf(line, "val %ld", &step) == 1) && step > data_step) break;
+        *val_cut_at = strcmp(line, val_cut) ? -1 : keep;
         keep += len;
     }
     free(line);
+    return keep;
+}
+
+// Whether the run's log at log_path owes the validation of data_step (a LOG_VAL_CUT line ends
+// what a resume there keeps); read before the lock is taken, to tell a resume at the run's last
+// step that it has this to do.
+static int log_owes_validation(const char *log_path, long data_step) {
+    FILE *f = fopen(log_path, "r");
+    long val_cut_at = -1;
+    if (f) log_kept(f, data_step, &val_cut_at), fclose(f);
+    return val_cut_at >= 0;
+}
+
+// The log cut back to the checkpoint's step; an owed validation's LOG_VAL_CUT line goes too, so
+// that the resumed run's log reads as the uninterrupted run's (d->val_owed says it was there).
+static void log_truncate(RunDir *d, long data_step) {
+    long val_cut_at, keep = log_kept(d->log, data_step, &val_cut_at);
+    d->val_owed = val_cut_at >= 0;
+    if (d->val_owed) keep = val_cut_at;
     if (ftruncate(fileno(d->log), keep) != 0 || fseek(d->log, 0, SEEK_END) != 0)
         fail("%s: cannot write: %s", d->log_path, strerror(errno));
 }
@@ -781,6 +848,7 @@ static void log_truncate(RunDir *d, long data_step) {
 // beside the file each name leads to, since a checkpoint that is a symbolic link is written
 // through it (util.h, atomic_open). Only a trainer holding the run's lock writes them.
 static void remove_stale_temps(const RunDir *d) {
+    run_dir_check_held(d);
     const char *names[3] = {d->latest, d->best, d->log_path};
     for (int k = 0; k < 3; k++) {
         char target[4096], dir[4096];
@@ -865,12 +933,15 @@ static void run_dir_discard_new_log(void) {
     if (!d || !d->replacing || !d->log) return;
     fclose(d->log);
     d->log = NULL;
-    unlink(d->new_log.tmp);
+    if (run_dir_is_held(d)) unlink(d->new_log.tmp);
+    else if (!strcmp(d->new_log.target, d->log_path))  // in the directory held, wherever it is now
+        unlinkat(d->dir_fd, d->new_log.tmp + strlen(d->dir) + 1, 0);
 }
 // This run's first checkpoint, `written` (its latest.ckpt or best.ckpt), is in place: the
 // earlier run goes, its other checkpoint removed and its log replaced by this run's.
 static void run_dir_replaced(RunDir *d, const char *written) {
     if (!d->replacing) return;
+    run_dir_check_held(d);
     const char *other = strcmp(written, d->latest) ? d->latest : d->best;
     if (unlink(other) != 0 && errno != ENOENT) fail("cannot remove %s (the earlier run's): %s", other, strerror(errno));
     if (fflush(d->log) != 0 || rename(d->new_log.tmp, d->new_log.target) != 0)
@@ -894,14 +965,20 @@ static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t r
     int earlier = 0;
     const char *files[3] = {d->latest, d->best, d->log_path};
     for (int k = 0; k < 3; k++) earlier |= holds_run_file(files[k], k == 2, o->overwrite) ? 1 << k : 0;
+    if (!continuing && earlier == 4 && !o->overwrite)  // only a log: a run that stopped before its first checkpoint
+        fail("--out %s holds the log of a run that wrote no checkpoint (%s): there is nothing to resume; add "
+             "--overwrite to replace that log, or give another --out", o->out, files[2]);
     if (!continuing && earlier && !o->overwrite && !(earlier & 1))  // nothing to continue: a run stopped early
-        fail("--out %s holds a run that wrote no %s (%s): give another --out, or --overwrite to replace it", o->out,
-             RUN_LATEST_CKPT, files[earlier & 2 ? 1 : 2]);
+        fail("--out %s holds a run that wrote no %s (%s): there is nothing to resume; add --overwrite to replace it, "
+             "or give another --out", o->out, RUN_LATEST_CKPT, files[1]);
     if (!continuing && earlier && !o->overwrite)
         fail("--out %s holds a run (%s): continue it with --resume %s, give another --out, or --overwrite to replace "
              "it", o->out, files[0], o->out);
     check_outputs_apart(d, o, resumed_ckpt, continuing, train, val);
-    d->lock_fd = open(d->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    // the directory is held from here (run_dir_check_held), its lock opened in it
+    d->dir_fd = open(o->out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d->dir_fd < 0) fail("--out %s: %s", o->out, strerror(errno));
+    d->lock_fd = openat(d->dir_fd, RUN_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (d->lock_fd < 0) fail("--out %s: cannot write %s: %s", o->out, d->lock_path, strerror(errno));
     if (flock(d->lock_fd, LOCK_EX | LOCK_NB) != 0) fail("--out %s is in use by another trainer (it holds %s)", o->out,
                                                         d->lock_path);
@@ -927,7 +1004,12 @@ static void run_dir_open(RunDir *d, const Options *o, int continuing, uint64_t r
         static int at_exit_set = 0;
         if (!at_exit_set++) atexit(run_dir_discard_new_log);
         run_dir_replacing = d;
-    } else d->log = fopen(d->log_path, continuing && log_state == 1 ? "r+" : "w");
+    } else {  // opened in the directory held, not by its path
+        int keep = continuing && log_state == 1;
+        int fd = openat(d->dir_fd, RUN_LOG, O_RDWR | O_CREAT | O_CLOEXEC | (keep ? 0 : O_TRUNC), 0666);
+        d->log = fd >= 0 ? fdopen(fd, "r+") : NULL;
+        if (fd >= 0 && !d->log) close(fd);
+    }
     if (!d->log) fail("%s: cannot write: %s", d->log_path, strerror(errno));
     if (continuing && log_state == 1) log_truncate(d, data_step);
     else {
@@ -942,6 +1024,8 @@ static void run_dir_close(RunDir *d) {
     run_dir_replacing = NULL;
     if (d->log) fclose(d->log);
     if (d->lock_fd >= 0) close(d->lock_fd);  // releases the lock
+    if (d->dir_fd >= 0) close(d->dir_fd);
     d->log = NULL;
     d->lock_fd = -1;
+    d->dir_fd = -1;
 }

@@ -189,13 +189,18 @@ static void ranks_agree(const Options *o, const RunText *checks) {
     if (lowest[0] < n_names) {
         if (rank == lowest[1]) {
             char shown[2][200], how[1200];
-            flag_shown(v1, shown[0]);
-            flag_shown(v0, shown[1]);
+            if (differ < NFLAGS) {
+                flag_shown(differ, v1, shown[0]);
+                flag_shown(differ, v0, shown[1]);
+            } else {  // a check's value: a path and checksum, a data identity
+                snprintf(shown[0], 200, "%.180s", v1 ? v1 : "none");
+                snprintf(shown[1], 200, "%.180s", v0 ? v0 : "none");
+            }
             if (differ < NFLAGS)
                 error_line("rank %d has --%s %s, rank 0 --%s %s: all ranks must be started with the same flags",
                           rank, names[differ], shown[0], names[differ], shown[1]);
             else if (strstr(names[differ], "data") && v0 && v1 && data_identity_differs(v0, v1, how, sizeof how))
-                error_line("rank %d reads other %s than rank 0: its %s. All ranks must read the same bytes (copy "
+                error_line("rank %d reads other %s than rank 0: %s. All ranks must read the same bytes (copy "
                           "rank 0's files to this host)", rank, names[differ], how);
             else
                 error_line("rank %d's %s is not rank 0's (%s here, %s on rank 0): all ranks must read the same files",
@@ -274,13 +279,18 @@ static void signals_catch(void) {
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 }
-// Rank 0's stdout closed under it (its reader exited): said once on stderr, then the run
-// stops as for a signal.
+// Rank 0's stdout failed under it: its reader exited (a pipe), or its file cannot grow (a
+// full disk, a file-size limit). Said once on stderr, as what it is, then the run stops as
+// for a signal. The error of the failed write is gone by now, so one more byte is written
+// to learn it.
 static void stop_if_stdout_closed(long data_step) {
     static int said = 0;
     if (rank != 0 || !ferror(stdout) || said) return;
     said = 1;
-    fprintf(stderr, "stdout is closed (its reader exited): stopping after step %ld with a checkpoint\n", data_step);
+    int e = write(1, "\n", 1) < 0 ? errno : 0;
+    if (e == EPIPE) fprintf(stderr, "stdout is closed (its reader exited): ");
+    else fprintf(stderr, "stdout cannot be written (%s): ", e ? strerror(e) : "a write failed");
+    fprintf(stderr, "stopping after step %ld with a checkpoint\n", data_step);
     stop_requested = 1;
 }
 // Every rank stops at the same check, so no collective is left waiting.
@@ -567,6 +577,7 @@ typedef struct {
     long saved_step;           // the step of latest.ckpt, -1: none in this run
     int ckpt_due;              // a periodic checkpoint waits for a step that is not skipped
     int stop;                  // every rank stops after this step
+    int val_owed;              // a resume: the validation at its checkpoint's step was cut short (run.h, LOG_VAL_CUT)
     long start_step, stuck;    // where this invocation started; steps skipped in a row
     double t_start, train_seconds, loss_sum;  // progress: loss_sum over n_avg steps since the last line
     long n_avg;
@@ -594,6 +605,7 @@ static void save_checkpoint(Run *r, const char *path, double score) {
         st.score = score;
         st.loss_ema = r->best.loss_ema;
         loss_scaler_serialize(&r->scaler, st.scaler);
+        run_dir_check_held(&r->dir);  // into the directory this trainer locked, or nowhere
         checkpoint_save_run(path, m, &st, hall, call, (const uint8_t *)r->record.text, r->record.bytes);
         run_dir_replaced(&r->dir, path);  // the first: an earlier run in the directory (--overwrite) goes now
     }
@@ -751,6 +763,17 @@ typedef struct {
     const char *identity[2];    // the data's identity in the record (train, val), NULL when not recorded
 } Source;
 
+// A resume at its run's last step has work left when that step's validation was cut short: the
+// log in the run's own directory says so (run.h, LOG_VAL_CUT). Rank 0's: the log is on its host.
+static int resume_owes_validation(const Options *o, const Source *src) {
+    char dir[4096], log_path[4200];
+    run_dir_of(src->path, dir);
+    if (!dir[0] || (long)src->hd.st.data_step != o->steps || (flag_given(o, "out") && !same_file(dir, o->out)))
+        return 0;
+    snprintf(log_path, sizeof log_path, "%s/%s", dir, RUN_LOG);
+    return log_owes_validation(log_path, o->steps);
+}
+
 // The options, a resume's from its checkpoint's header and record.
 static void run_options(Run *r, Source *src, int argc, char **argv) {
     Options *o = &r->o;
@@ -765,7 +788,7 @@ static void run_options(Run *r, Source *src, int argc, char **argv) {
             options_from_record(o, src->path, src->record, src->hd.run_bytes, src->identity,
                                 src->hd.st.best_by == CKPT_BEST_BY_VAL);
         else if (o->resume) options_without_record(o, src->path);
-        if (o->resume && (long)src->hd.st.data_step >= o->steps)
+        if (o->resume && rank == 0 && (long)src->hd.st.data_step >= o->steps && !resume_owes_validation(o, src))
             fail("checkpoint %s is at step %llu and --steps is %ld: nothing to train (give a larger --steps)",
                  src->path, (unsigned long long)src->hd.st.data_step, o->steps);
         if (o->resume && !src->record && rank == 0)
@@ -884,9 +907,21 @@ static int run_state(Run *r, Source *src) {
     return continuing;
 }
 
+// libgomp ends a program whose threads cannot start with its one line ("libgomp: Thread
+// creation failed: ...") and exit(1), as for a bug; it is a limit of the machine (ulimit -v,
+// a process limit, OMP_STACKSIZE) for the user to change, exit 2 as util.h's errors are: this
+// exit handler, armed while run_start starts the threads, changes the status.
+static volatile sig_atomic_t threads_starting = 0;
+static void threads_start_failed(void) {
+    if (!threads_starting) return;
+    fflush(stdout);
+    _exit(EXIT_BAD_INPUT);
+}
+
 static void run_start(Run *r, int argc, char **argv) {
     memset(r, 0, sizeof *r);
     std_fds_open();
+    file_size_limit_as_error();
     dist_init(&argc, &argv);
     stop_requested = 0;
     memset(&first_signal_at, 0, sizeof first_signal_at);
@@ -906,11 +941,15 @@ static void run_start(Run *r, int argc, char **argv) {
     // stops the run after its first step, not before it with a directory that holds only a log.
     signals_catch();
     // The OpenMP threads are started here, while nothing is on disk: where they cannot be
-    // (an OMP_STACKSIZE beyond the address space, a process limit), libgomp ends the
-    // program now, saying so, and not at the first step with a run directory half made.
+    // (an OMP_STACKSIZE beyond the address space, a memory or process limit), libgomp ends
+    // the program now, saying so, and not at the first step with a run directory half made.
+    static int at_exit_set = 0;
+    if (!at_exit_set++) atexit(threads_start_failed);
     volatile int threads_started = 0;  // (volatile: GCC drops an empty parallel region)
+    threads_starting = 1;
     #pragma omp parallel
     threads_started = 1;
+    threads_starting = 0;
     (void)threads_started;
     dist_barrier();
     if (rank == 0)
@@ -918,6 +957,7 @@ static void run_start(Run *r, int argc, char **argv) {
                      src.f ? &as_read : NULL, &r->train_s, &r->val_s);
     if (src.f) fclose(src.f);
     best_from_disk(r, continuing);
+    r->val_owed = dist_bcast1(rank == 0 ? r->dir.val_owed : 0) != 0;
     if (rank == 0) print_settings(r);
     r->start_step = r->data_step;
     r->saved_step = r->o.resume ? r->data_step : -1;
@@ -943,14 +983,21 @@ static double clip_factor(double norm, double clip) { return clip > 0 && norm > 
 #define DIVERGED_LOSS_FACTOR 2.0
 static int loss_diverged(double loss, int V) { return !(loss <= DIVERGED_LOSS_FACTOR * log((double)V)); }
 static void fail_diverged(const Run *r, const char *what, double loss) {
-    char kept[9000] = "no checkpoint written";
+    char kept[9000], value[200];
     int n = 0;
+    if (r->dir.replacing) snprintf(kept, sizeof kept, "no checkpoint written; the earlier run in %s stays", r->o.out);
+    else snprintf(kept, sizeof kept, "no checkpoint written; %s keeps this run's log, which a new run there replaces "
+                  "with --overwrite", r->o.out);
     if (r->saved_step >= 0) n = snprintf(kept, sizeof kept, "%s keeps step %ld", r->dir.latest, r->saved_step);
     if (r->best.step >= 0)
         snprintf(kept + n, sizeof kept - (size_t)n, "%s%s keeps step %ld (%s %.4f bits per character)", n ? ", " : "",
                  r->dir.best, r->best.step, best_by_name(r->best.by), r->best.score / M_LN2);
-    fail("step %ld: %s is %g nats (%g bits per character; a uniform model's is 8): the model has diverged; stopping "
-         "without saving it; %s (try a lower --lr)", r->data_step, what, loss, loss / M_LN2, kept);
+    // inf or NaN: weights already blown apart, whose loss has no number to show
+    if (isfinite(loss))
+        snprintf(value, sizeof value, "%g nats (%g bits per character; a uniform model's is 8)", loss, loss / M_LN2);
+    else snprintf(value, sizeof value, "%s (the weights hold inf or NaN)", isnan(loss) ? "NaN" : "infinite");
+    fail("step %ld: %s is %s: the model has diverged; stopping without saving it; %s (try a lower --lr)", r->data_step,
+         what, value, kept);
 }
 
 // The loss of the current weights on the next training batch, from a zero state (forward
@@ -1048,6 +1095,30 @@ static double validate_now(Run *r) {
     return vl;
 }
 
+// The sample due at this step (rank 0).
+static void sample_if_due(Run *r) {
+    const Options *o = &r->o;
+    if (rank == 0 && o->sample_len > 0 && ((o->sample_every && r->data_step % o->sample_every == 0) ||
+                                           r->data_step == o->steps))
+        sample(model_host(r->md), o->prompt, o->sample_len, o->temperature, r->train.reset_docs, &r->rng, stdout);
+}
+
+// The validation due at this step, best.ckpt by it, then the sample due. A validation a signal
+// cuts short (*val_cut) is owed to the run: the log says so (run.h, LOG_VAL_CUT), ahead of the
+// checkpoint the stop writes, and the resume runs it, and the sample, which waits for it so that
+// the sampler's state in the checkpoint is the one it had at that point.
+static double validate_and_sample(Run *r, int *val_cut) {
+    double vl = validate_now(r);
+    *val_cut = isnan(vl);
+    if (*val_cut) {
+        if (rank == 0) log_printf(&r->dir, LOG_VAL_CUT, r->data_step);
+        return vl;
+    }
+    if (r->best.by == CKPT_BEST_BY_VAL) best_offer(r, vl);
+    sample_if_due(r);
+    return vl;
+}
+
 // What follows a step: progress and log, the divergence guards, validation (and best.ckpt
 // by it), a sample, and latest.ckpt (and best.ckpt by the moving mean).
 static void after_step(Run *r, const StepResult *s) {
@@ -1060,12 +1131,10 @@ static void after_step(Run *r, const StepResult *s) {
         fail("step %ld: %d steps in a row skipped with inf/NaN gradients %s: the model has diverged; stopping "
              "without a checkpoint (try a lower --lr)", r->data_step, STUCK_SKIPS,
              r->precision.fp16 ? "at the smallest loss scale" : "(FP32: no loss scale to lower)");
-    int last = r->data_step == o->steps;
+    int last = r->data_step == o->steps, val_cut = 0;
     double vl = NAN;  // this step's validation loss, if it ran to the end
-    if ((o->val_every && r->data_step % o->val_every == 0) || last) vl = validate_now(r);
-    if (r->best.by == CKPT_BEST_BY_VAL && !isnan(vl)) best_offer(r, vl);
-    if (rank == 0 && o->sample_len > 0 && ((o->sample_every && r->data_step % o->sample_every == 0) || last))
-        sample(model_host(r->md), o->prompt, o->sample_len, o->temperature, r->train.reset_docs, &r->rng, stdout);
+    if ((o->val_every && r->data_step % o->val_every == 0) || last) vl = validate_and_sample(r, &val_cut);
+    else sample_if_due(r);
     // a signal or a closed stdout on any rank stops every rank after this step
     stop_if_stdout_closed(r->data_step);
     r->stop = stop_agreed();
@@ -1085,12 +1154,33 @@ static void after_step(Run *r, const StepResult *s) {
         }
         if (r->best.by == CKPT_BEST_BY_TRAIN) best_offer(r, mean);
     }
-    if (r->stop && rank == 0)
+    if (r->stop && rank == 0 && (!last || val_cut))
         printf("stopped at step %ld; continue with --resume %s\n", r->data_step, o->out);
 }
 
+// The validation a resume owes its run (Run.val_owed) and the sample after it, as after_step
+// would have run them at the checkpoint's step, then latest.ckpt again, now with the score a
+// validated step's checkpoint holds: an interrupted run ends as the uninterrupted one does.
+static void validation_made_up(Run *r) {
+    int val_cut;
+    double vl = validate_and_sample(r, &val_cut);
+    stop_if_stdout_closed(r->data_step);
+    r->stop = stop_agreed();
+    if (val_cut) {
+        if (rank == 0) printf("stopped at step %ld; continue with --resume %s\n", r->data_step, r->o.out);
+        return;
+    }
+    save_checkpoint(r, r->dir.latest, r->best.by == CKPT_BEST_BY_VAL ? vl : loss_moving_mean(&r->best, r->data_step));
+    if (rank == 0) {
+        printf("step %6ld | checkpoint %s\n", r->data_step, r->dir.latest);
+        fflush(stdout);
+    }
+    if (r->stop && rank == 0 && r->data_step < r->o.steps)
+        printf("stopped at step %ld; continue with --resume %s\n", r->data_step, r->o.out);
+}
+
 static void run_finish(Run *r) {
-    if (rank == 0 && r->stop && r->data_step == r->start_step)
+    if (rank == 0 && r->stop && r->data_step == r->start_step && !r->val_owed)
         printf("stopped by a signal before the first step; nothing to save\n");
     if (rank == 0) run_dir_close(&r->dir);
     if (r->ev != r->md) model_free(r->ev);
@@ -1112,6 +1202,7 @@ static int train_main(int argc, char **argv) {
     run_start(&r, argc, argv);
     if (r.data_step == 0 && r.o.val_every) validate_now(&r);  // the baseline the validation curve falls from
     r.stop = stop_agreed();  // a signal during start-up; after that, agreed at the end of each step
+    if (r.val_owed) validation_made_up(&r);  // (a signal already here cuts it short again, and it stays owed)
     while (r.data_step < r.o.steps && !r.stop) {
         StepResult s = train_step(&r);
         after_step(&r, &s);

@@ -23,13 +23,15 @@ using std::isnan;
 #include <unistd.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <signal.h>
 #ifdef _OPENMP
 #include <omp.h>  // omp_set_num_threads and the like, for the programs and tests (the headers need only the pragmas)
 #endif
 
 // ----------------------------------------------------------------------------
-// Errors. Bad input (a flag, a file) is the user's to fix: say what and where,
-// exit 2, and leave nothing half-written. Internal failures (out of memory) exit 1.
+// Errors. Bad input (a flag, a file) and a limit of the machine (its memory, a full disk,
+// a file-size limit) are the user's to fix: say what and where, exit 2, and leave nothing
+// half-written. Internal failures (a bug) exit 1.
 
 #define EXIT_BAD_INPUT 2
 
@@ -88,13 +90,16 @@ static inline void fail_internal(const char *fmt, ...) {  // not the user's to f
 }
 
 // The sizes a user chooses are checked against the machine's memory where they are read,
-// naming the flag; what is left here is an internal failure, and it names no flag it
-// cannot know was the cause, only the size asked for: count elements of elem bytes.
+// naming the flag; what is left here is a memory limit the process runs under (ulimit -v,
+// a container's) or memory other processes hold, the user's to change like a full disk
+// (exit 2). It names no flag it cannot know was the cause, only the size asked for: count
+// elements of elem bytes.
 static inline void alloc_failed(size_t count, size_t elem, const char *file, int line) {
     if (elem && count > SIZE_MAX / elem)
-        fail_internal("out of memory: %zu elements of %zu bytes at %s:%d are more than the address space", count,
-                      elem, file, line);
-    fail_internal("out of memory allocating %zu bytes at %s:%d", count * elem, file, line);
+        fail("out of memory: %zu elements of %zu bytes at %s:%d are more than the address space", count, elem, file,
+             line);
+    fail("out of memory allocating %zu bytes at %s:%d (a smaller model or input, or a higher memory limit)",
+         count * elem, file, line);
 }
 static inline void *malloc_check(size_t size, const char *file, int line) {
     void *p = calloc(1, size ? size : 1);
@@ -112,6 +117,13 @@ static inline void std_fds_open(void) {
         if (got != fd) exit(1);  // cannot happen: the lowest free number is fd; nothing to report to
     }
 }
+
+// A file-size limit (ulimit -f) is met like a full disk: by default the kernel kills the
+// process with SIGXFSZ, mid-write, with no message and its temporary file left behind.
+// Ignored, the write that would pass the limit fails with EFBIG, which the writers report
+// (naming the file, exit 2) after removing their temporary. Each main() calls this with
+// std_fds_open.
+static inline void file_size_limit_as_error(void) { signal(SIGXFSZ, SIG_IGN); }
 
 // Whether two paths name one file: the same device and inode when both exist, else the
 // same path once the directory part is resolved (a file not yet written).

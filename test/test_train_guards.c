@@ -209,7 +209,8 @@ static void test_log_owner(void) {
     free(c);
     free(record);
     int r7 = train("l8.out", "--resume old --steps 12");
-    CHECK(r6 == 2 && says("l7.out", "holds a run that wrote no latest.ckpt (lo/train.log)") &&
+    CHECK(r6 == 2 && says("l7.out", "holds the log of a run that wrote no checkpoint (lo/train.log): there is "
+                          "nothing to resume; add --overwrite") &&
               !says("l7.out", "--resume") && r7 == 2 && says("l8.out", "old/latest.ckpt names no run") &&
               !says("l8.out", "continue it with --resume old"),
           "log: a directory with only a log, or whose latest.ckpt names no run, is refused without advice to resume it "
@@ -272,8 +273,9 @@ static void test_data_identity(void) {
     make_shard("data.new/val_000.bin", 8000, 99);
     test_system("cp %s/j.moved/latest.ckpt %s/jm.keep", dir, dir);
     int r8 = train("r8.out", "--resume j.moved --train data.new --steps 60 --sample-len 0");
-    CHECK(r8 == 2 && says("r8.out", "is not the data of the run in checkpoint") && says("r8.out", "shard 0 (val_000.bin)") &&
-              same_bytes("j.moved/latest.ckpt", "jm.keep"),
+    CHECK(r8 == 2 && says("r8.out", "is not the data of the run in checkpoint") &&
+              says("r8.out", "checkpoint j.moved/latest.ckpt: its shard 0 (val_000.bin) holds") &&
+              !says("r8.out", "it has shard") && same_bytes("j.moved/latest.ckpt", "jm.keep"),
           "data: a shard with other bytes at the same path is refused, naming it (exit %d)", r8);
     make_shard("data.new/val_000.bin", 8000, 8);
     const char *clash[][2] = {{"--seq-len 64", "--seq-len 64 disagrees with checkpoint j/latest.ckpt, whose run has "
@@ -367,7 +369,7 @@ static void test_ranks_agree(void) {
     const char *cases[][3] = {{"--hidden 16", "--hidden 32", "rank 1 has --hidden 32, rank 0 --hidden 16"},
                               {"--steps 20", "--steps 30", "rank 1 has --steps 30, rank 0 --steps 20"},
                               {"--clip 1", "--clip 0.5", "rank 1 has --clip 0.5, rank 0 --clip 1"},
-                              {"--fp16", "", "rank 1 has --fp16 (not set), rank 0 --fp16 on"}};
+                              {"--fp16", "", "rank 1 has --fp16 off, rank 0 --fp16 on"}};
     for (int k = 0; k < 4; k++) {
         int rc = test_system("cd %s && %s -np 1 %s " TINY_REST " --batch 4 --steps 25 %s --out mp : "
                              "-np 1 %s " TINY_REST " --batch 4 --steps 25 %s --out mp > mp.out 2>&1",

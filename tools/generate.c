@@ -206,6 +206,7 @@ static void gen_usage(FILE *f, const char *prog) {
 
 int main(int argc, char **argv) {
     std_fds_open();
+    file_size_limit_as_error();
     openmp_prefer_passive_wait(argv);  // util.h: spinning threads starve each other on shared cores
     const char *prompt = "", *path = NULL;
     long long length = 500, threads = 0;

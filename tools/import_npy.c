@@ -147,6 +147,7 @@ static void usage(void) {
 
 int main(int argc, char **argv) {
     std_fds_open();
+    file_size_limit_as_error();
     const char *out = NULL, *dir = NULL;
     long want_h = 0, want_d = 0;
     for (int i = 1; i < argc; i++) {

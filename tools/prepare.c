@@ -890,6 +890,7 @@ static double now_seconds(void) {
 
 int main(int argc, char **argv) {
     std_fds_open();
+    file_size_limit_as_error();
     Settings cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.text_field = "reviewText"; cfg.label_field = "overall";

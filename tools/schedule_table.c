@@ -22,6 +22,7 @@ static void usage(FILE *f) {
 
 int main(int argc, char **argv) {
     std_fds_open();
+    file_size_limit_as_error();
     LrSettings s = lr_settings_default();
     s.epoch_sequences = 40e9 / 256;
     long batches[MAX_BATCHES] = {128, 1024, 8192, 32768};

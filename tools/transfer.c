@@ -969,6 +969,7 @@ static void usage(void) {
 // Flag values: util.h's parse_whole and parse_real, the rule of every program's flags.
 int main(int argc, char **argv) {
     std_fds_open();
+    file_size_limit_as_error();
     openmp_prefer_passive_wait(argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage();

@@ -5,9 +5,11 @@
 // prints one line and calls exit(2). A fuzzer has to go on with the next input, so
 // this header renames exit() (a macro, defined after every system header is in) to
 // fuzz_exit(): inside fuzz_call(), exit(2) jumps back to the harness (longjmp) and
-// the input counts as rejected; any other exit code (exit(1): out of memory, or an
-// internal bug such as stream_read out of range) aborts, so libFuzzer reports it
-// with the input that did it. No project file changes for the fuzzer.
+// the input counts as rejected; any other exit code (exit(1): an internal bug such as
+// stream_read out of range) aborts, so libFuzzer reports it with the input that did it.
+// An allocation a crafted size makes huge never gets as far as util.h's out-of-memory
+// exit (2): libFuzzer reports any malloc past -malloc_limit_mb (by default its
+// -rss_limit_mb, 2 GB) as a finding itself. No project file changes for the fuzzer.
 //
 // Clean-up. A jump out of a reader skips its clean-up, and a million leaked buffers,
 // descriptors or mappings would stop the fuzzer, so the same renaming tracks what the
