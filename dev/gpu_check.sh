@@ -447,7 +447,7 @@ if [ -f build/gpu_check.key ] && [ "$(cat build/gpu_check.key)" = "$BUILD_KEY" ]
    [ -s build/ptxas-train_gpu.txt ]; then
     REUSE=1
     for b in train_gpu train_gpu_fp32 build/test_gpu build/test_gpu_fp32; do
-        [ -x "$b" ] && [ build/gpu_check.key -nt "$b" ] || REUSE=0
+        [ -x "$b" ] && ! [ "$b" -nt build/gpu_check.key ] || REUSE=0  # (same tick as the key: not newer)
     done
 fi
 

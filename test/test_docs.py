@@ -656,7 +656,7 @@ def check_defaults(page, text, code):
 def settings_read(files):
     """The NAME of every NAME=value a reader may set: the make variables (set or read in the Makefile
     and test/cuda/*.mk) and the environment variables a program reads (getenv, env_switch, os.environ,
-    a shell script's $NAME)."""
+    a shell script's $NAME, also one a Python test writes as a string)."""
     out = set()
     for path in files:
         if not is_source(path):
@@ -672,6 +672,7 @@ def settings_read(files):
         elif path.endswith(".py"):
             out |= set(re.findall(r"(?:environ\.get|environ\.setdefault|getenv)\(\s*[\"'](" + IDENT + ")", text))
             out |= set(re.findall(r"environ\[\s*[\"'](" + IDENT + ")", text))
+            out |= set(re.findall(r"\$\{?(" + IDENT + ")", text))  # a shell script the test writes reads $NAME
         else:
             out |= set(re.findall(r"\$\{?(" + IDENT + ")", sh_code(text)))
     return out
