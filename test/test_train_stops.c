@@ -137,6 +137,17 @@ static void test_file_size_limit(void) {
     CHECK(rc == 2 && says("pz.out", "^error: cannot write .*pz.*/train_000.bin: File too large") &&
               test_system("ls %s | grep -q '^pz[.]prepare\\|^pz$'", dir) != 0,
           "prepare under ulimit -f: exit %d (153: SIGXFSZ), the shard named, no temporary left", rc);
+    // the tools that write from a checkpoint: transfer's features file, generate's stdout
+    test_system("cd %s && %s " TINY " --steps 3 --out fzok > fzok.out 2>&1", dir, trainer);
+    rc = test_system("cd %s && (ulimit -f 1; %s/transfer featurize -m fzok/latest.ckpt -o fz.feat --docs 400 "
+                     "builtin:train > tz.out 2>&1)", dir, test_bin_dir());
+    CHECK(rc == 2 && says("tz.out", "fz.feat.*File too large") && test_system("ls %s | grep -q '^fz[.]feat'", dir) != 0,
+          "transfer featurize under ulimit -f: exit %d (153: SIGXFSZ), the features file named, no temporary left",
+          rc);
+    rc = test_system("cd %s && (ulimit -f 1; %s/generate fzok/latest.ckpt --length 100000 > gz.txt 2> gz.out)", dir,
+                     test_bin_dir());
+    CHECK(rc == 2 && says("gz.out", "stdout.*File too large"),
+          "generate under ulimit -f: exit %d (153: SIGXFSZ), stdout named", rc);
 }
 
 // 4. Out of memory under a memory limit (ulimit -v) is one line and exit 2, as a full disk is; so are
