@@ -11,6 +11,16 @@
 #include <sys/wait.h>
 #include <sys/stat.h>
 
+// SANITIZED: defined in an AddressSanitizer build (make SAN=1; gcc's macro, clang's feature), where
+// a test shrinks its work (about 10x slower) or replaces ulimit -v (the shadow memory does not fit).
+#if defined(__SANITIZE_ADDRESS__)
+#define SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANITIZED 1
+#endif
+#endif
+
 static int test_passed = 0, test_failed = 0, test_skipped = 0;
 
 // CHECK(cond, fmt, ...): records one check; the message says what was compared.

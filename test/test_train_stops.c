@@ -17,13 +17,6 @@ static char trainer[4200], prepare[4200];
 // ASan reserves terabytes of address space for its shadow and cannot start under ulimit -v (SAN=1
 // builds): there the same allocations fail by its allocator's own limit, and the thread stacks by
 // a size beyond any address space.
-#if defined(__SANITIZE_ADDRESS__)  // gcc
-#define SANITIZED 1
-#elif defined(__has_feature)        // clang
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
 #ifdef SANITIZED
 #define MEMORY_LIMIT "ASAN_OPTIONS=$ASAN_OPTIONS:allocator_may_return_null=1:max_allocation_size_mb=200 "
 #define STACK_LIMIT "OMP_STACKSIZE=100000000G "

@@ -76,13 +76,6 @@ static double summary_value(const char *path, const char *key) {
 // 1. the built-in corpus, end to end
 
 static void test_pipeline(void) {
-#if defined(__SANITIZE_ADDRESS__)  // gcc
-#define SANITIZED 1
-#elif defined(__has_feature)        // clang
-#if __has_feature(address_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
 #ifdef SANITIZED  // about 10x slower under ASan+UBSan at -O1: a smaller model and fewer documents, the same checks
     const int H = 32, steps = 60, docs = 150;
 #else
