@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_precision_report.py: dev/RESULTS.md's BF16-against-FP32 table is what the committed logs give
+"""test_precision_report.py: dev/RESULTS.md's BF16-against-FP32 table and README.md's line are what the logs give
 (dev/precision/report.py --check), a page with one figure changed is caught, each row's final bpc is the last
 "val" line of its log read here independently, and packing the logs again gives the archive byte for byte.
 Run from the repository root (make test and make test-lab do). Ends with 'test_precision_report: N passed, N failed'."""
@@ -32,7 +32,7 @@ with tempfile.TemporaryDirectory() as tmp:
     seeds = sorted({int(name.split("seed")[1]) for name in finals})
     check(len(seeds) >= 4 and len(finals) == 2 * len(seeds),
           "FP32 and BF16 runs of 4 or more seeds in the archive: %s" % sorted(finals))
-    with open(report.PAGE) as fh:
+    with open(report.PAGES["bf16-convergence"]) as fh:
         page = fh.read()
     for seed in seeds:
         f, b = finals.get("fp32_seed%d" % seed), finals.get("bf16_seed%d" % seed)
@@ -41,14 +41,19 @@ with tempfile.TemporaryDirectory() as tmp:
         check(f is not None and b is not None and abs(b - f) / f < 0.01,
               "seed %d: BF16's final bpc within 1%% of FP32's (%s, %s)" % (seed, f, b))
 
-    # a changed figure on a copy of the page is caught
-    i, j = report.page_block(page)
-    changed = page[:i] + page[i:j].replace("| 1 | 0.", "| 1 | 9.", 1) + page[j:]
-    copy = os.path.join(tmp, "RESULTS.md")
-    with open(copy, "w") as fh:
-        fh.write(changed)
-    report.PAGE = copy
-    check(changed != page and report.main(["report.py", "--check"]) == 1, "a changed figure fails --check")
+    # a changed figure on a copy of each page is caught, and named
+    for name, seed_row in (("bf16-convergence", ("| 1 | 0.", "| 1 | 9.")), ("readme-bf16", (" within ", " within 9"))):
+        with open(report.PAGES[name]) as fh:
+            page = fh.read()
+        i, j = report.page_block(page, name)
+        changed = page[:i] + page[i:j].replace(*seed_row, 1) + page[j:]
+        copy = os.path.join(tmp, name + ".md")
+        with open(copy, "w") as fh:
+            fh.write(changed)
+        kept, report.PAGES[name] = report.PAGES[name], copy
+        check(changed != page and report.main(["report.py", "--check"]) == 1, "a changed figure in %s fails --check"
+              % name)
+        report.PAGES[name] = kept
 
     # packing the same logs gives the same bytes (sorted, no time stamps or owners)
     report.ARCHIVE = os.path.join(tmp, "again.tar.xz")
