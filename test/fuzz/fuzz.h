@@ -14,8 +14,8 @@
 // Clean-up. A jump out of a reader skips its clean-up, and a million leaked buffers,
 // descriptors or mappings would stop the fuzzer, so the same renaming tracks what the
 // code under test acquires during one input (malloc and friends, posix_memalign,
-// jansson's allocations, FILE* from fopen and fdopen, descriptors from open and openat,
-// gzFile, mmap) and fuzz_end() releases what is left. What is still held after a
+// jansson's and zlib's inflater's allocations, FILE* from fopen and fdopen, descriptors from open
+// and openat, gzFile, mmap) and fuzz_end() releases what is left. What is still held after a
 // reader *returned* normally (and the harness freed what the reader handed it) is a
 // leak: that aborts too.
 //
@@ -207,6 +207,16 @@ static inline void fuzz_exit(int code) {
 // jansson's allocations are tracked too (a parse abandoned by fail() leaks its tree)
 static void *fz_json_malloc(size_t n) { return fuzz_malloc(n); }
 static void fz_json_free(void *p) { fuzz_free(p); }
+// and zlib's inflater's (prepare inflates gzip itself; a fail() mid-stream skips its inflateEnd): the stream's
+// allocator, set as inflateInit2 starts it
+static voidpf fz_z_alloc(voidpf opaque, uInt items, uInt size) { (void)opaque; return fuzz_calloc(items, size); }
+static void fz_z_free(voidpf opaque, voidpf p) { (void)opaque; fuzz_free(p); }
+static inline int fuzz_inflateInit2(z_streamp z, int window_bits) {
+    z->zalloc = fz_z_alloc;
+    z->zfree = fz_z_free;
+    z->opaque = Z_NULL;
+    return inflateInit2_(z, window_bits, ZLIB_VERSION, (int)sizeof(z_stream));
+}
 
 // The renaming. Function-like macros: only calls are renamed.
 #define malloc(n) fuzz_malloc(n)
@@ -224,6 +234,8 @@ static void fz_json_free(void *p) { fuzz_free(p); }
 #define gzopen(p, m) fuzz_gzopen(p, m)
 #define gzdopen(fd, m) fuzz_gzdopen(fd, m)
 #define gzclose(g) fuzz_gzclose(g)
+#undef inflateInit2
+#define inflateInit2(z, window_bits) fuzz_inflateInit2(z, window_bits)
 #define mmap(a, l, p, f, d, o) fuzz_mmap(a, l, p, f, d, o)
 #define munmap(p, l) fuzz_munmap(p, l)
 #define exit(code) fuzz_exit(code)

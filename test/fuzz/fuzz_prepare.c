@@ -27,7 +27,7 @@ typedef struct {
 
 static void read_input(void *arg) {
     Ctx *x = (Ctx *)arg;
-    LineReader r;  // on a fail() part way, fuzz.h releases the reader's buffer and gzFile
+    LineReader r;  // on a fail() part way, fuzz.h releases the reader's buffers and its inflater
     reader_open(&r, x->path);
     if (x->format == 0) read_text(&x->c, &x->cfg, &r);
     else if (x->format == 1) read_jsonl(&x->c, &x->cfg, &r);
