@@ -148,3 +148,20 @@ static inline int files_equal(const char *a, const char *b) {
     if (fb) fclose(fb);
     return eq;
 }
+
+// The same in a test's scratch directory, by name: whether an output file there matches a grep
+// pattern, a file's size, and two files equal (and not empty or missing).
+static inline int test_dir_says(const char *dir, const char *out, const char *pattern) {
+    return test_system("grep -q -- '%s' %s/%s", pattern, dir, out) == 0;
+}
+static inline long test_dir_size(const char *dir, const char *name) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return file_size(p);
+}
+static inline int test_dir_same_bytes(const char *dir, const char *a, const char *b) {
+    char p[4200], q[4200];
+    snprintf(p, sizeof p, "%s/%s", dir, a);
+    snprintf(q, sizeof q, "%s/%s", dir, b);
+    return file_size(p) > 0 && files_equal(p, q);
+}

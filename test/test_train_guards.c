@@ -26,20 +26,9 @@ static int train(const char *out, const char *fmt, ...) {
     va_end(ap);
     return test_system("cd %s && timeout 120 %s %s > %s 2>&1", dir, trainer, args, out);
 }
-static int says(const char *out, const char *pattern) {
-    return test_system("grep -q -- '%s' %s/%s", pattern, dir, out) == 0;
-}
-static long size_of(const char *name) {
-    char p[600];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return file_size(p);
-}
-static int same_bytes(const char *a, const char *b) {
-    char p[600], q[600];
-    snprintf(p, sizeof p, "%s/%s", dir, a);
-    snprintf(q, sizeof q, "%s/%s", dir, b);
-    return file_size(p) > 0 && files_equal(p, q);
-}
+static int says(const char *out, const char *pattern) { return test_dir_says(dir, out, pattern); }
+static long size_of(const char *name) { return test_dir_size(dir, name); }
+static int same_bytes(const char *a, const char *b) { return test_dir_same_bytes(dir, a, b); }
 static CkptHeader header_of(const char *name) {
     char p[600];
     snprintf(p, sizeof p, "%s/%s", dir, name);

@@ -25,20 +25,9 @@ static char trainer[4200], prepare[4200];
 #define STACK_LIMIT "ulimit -v 400000; OMP_STACKSIZE=1G "
 #endif
 
-static int says(const char *out, const char *pattern) {
-    return test_system("grep -q -- '%s' %s/%s", pattern, dir, out) == 0;
-}
-static long size_of(const char *name) {
-    char p[600];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    return file_size(p);
-}
-static int same_bytes(const char *a, const char *b) {
-    char p[600], q[600];
-    snprintf(p, sizeof p, "%s/%s", dir, a);
-    snprintf(q, sizeof q, "%s/%s", dir, b);
-    return file_size(p) > 0 && files_equal(p, q);
-}
+static int says(const char *out, const char *pattern) { return test_dir_says(dir, out, pattern); }
+static long size_of(const char *name) { return test_dir_size(dir, name); }
+static int same_bytes(const char *a, const char *b) { return test_dir_same_bytes(dir, a, b); }
 static int temporaries_in(const char *sub) { return test_system("ls %s/%s | grep -q '[.]tmp[.]'", dir, sub) == 0; }
 
 // 1. A run's directory taken away while it trains: removed, renamed away, replaced by another
