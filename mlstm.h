@@ -649,11 +649,13 @@ static inline HOSTDEV void adam_element(real *param, real *mom1, real *mom2, rea
     *param -= s.lr_t * *mom1 / (sqrt(*mom2) * s.rbc2 + s.eps);
 }
 
-static inline void adam_update(real *params, const real *grads, real *mom1, real *mom2, size_t n, AdamConfig a,
-                               long step) {
+// Adam step number `step` over n parameters, each gradient times grad_factor first (a trainer's
+// unscale and clip, Puri et al.'s step 7, rounded as a stored gradient is; 1 for none).
+static inline void adam_update(real *params, const real *grads, real grad_factor, real *mom1, real *mom2, size_t n,
+                               AdamConfig a, long step) {
     AdamStep s = adam_step(a, step);
     #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) adam_element(&params[i], &mom1[i], &mom2[i], grads[i], s);
+    for (size_t i = 0; i < n; i++) adam_element(&params[i], &mom1[i], &mom2[i], grads[i] * grad_factor, s);
 }
 
 // Global L2 norm of a gradient buffer, in double: fixed chunks summed in order,

@@ -116,17 +116,13 @@ static GradientCheck model_check(Model *md) {
     return c;
 }
 
-// Step 7: unscale and clip (grad_factor, in FP32), then Adam: one pass over the weights
-// (as train.cu's adam_kernel), each gradient times the factor rounded as a stored one would be.
+// Step 7: unscale and clip (grad_factor, in FP32), then Adam: one pass over the weights, as
+// train.cu's adam_kernel.
 static void model_apply(Model *md, double grad_factor, double lr, long applied) {
     Mlstm *m = &md->m;
     AdamConfig a = adam_defaults;
     a.lr = lr;
-    const AdamStep s = adam_step(a, applied);
-    const real f = (real)grad_factor;
-    #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < m->nparams; i++)
-        adam_element(&m->params[i], &m->adam_m[i], &m->adam_v[i], m->grads[i] * f, s);
+    adam_update(m->params, m->grads, (real)grad_factor, m->adam_m, m->adam_v, m->nparams, a, applied);
 }
 
 // Validation: forward only, on the validation state (first = 1 zeroes it).

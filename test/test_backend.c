@@ -126,7 +126,7 @@ static void test_cpu_check_apply(void) {
         for (size_t i = 0; i < n; i++) g[i] = m->grads[i] * (real)factor;
         AdamConfig a = adam_defaults;
         a.lr = lr;
-        adam_update(p, g, m1, m2, n, a, step);
+        adam_update(p, g, 1, m1, m2, n, a, step);
         model_apply(md, factor, lr, step);
     }
     int same = !memcmp(p, m->params, n * 4) && !memcmp(m1, m->adam_m, n * 4) && !memcmp(m2, m->adam_v, n * 4);

@@ -107,7 +107,7 @@ int main(void) {
             memcpy(h, mlstm_h_out(&m), B * H * 4);
             memcpy(c, mlstm_c_out(&m), B * H * 4);
             AdamConfig a = {hyper[0], hyper[1], hyper[2], hyper[3]};
-            adam_update(m.params, m.grads, m.adam_m, m.adam_v, m.nparams, a, k + 1);
+            adam_update(m.params, m.grads, 1, m.adam_m, m.adam_v, m.nparams, a, k + 1);
         }
     }
     fast_packs_free(&pk);

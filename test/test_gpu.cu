@@ -377,7 +377,7 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
         clipped += gn > clip;
         AdamConfig a = adam_defaults;
         a.lr = lr;
-        adam_update(cpu.params, cpu.grads, cpu.adam_m, cpu.adam_v, cpu.nparams, a, step);
+        adam_update(cpu.params, cpu.grads, 1, cpu.adam_m, cpu.adam_v, cpu.nparams, a, step);
 
         lg = model_step(md, in, tg, rs, S);
         model_allreduce(md);
