@@ -23,7 +23,7 @@ SAY = @printf '%s\n'
 
 # ---- the CPU trainer: train.c on the headers below, with MPI when mpicc works (it still
 # runs as one process without mpirun); the probes further down decide MPI and OpenMP
-TRAIN_HEADERS := train.h run.h util.h mlstm.h fast.h gemm.h data.h corpus.h schedule.h
+TRAIN_HEADERS := train.h harness/run.h harness/train_harness.h util.h mlstm.h fast.h gemm.h data.h corpus.h schedule.h
 TOOL_LDLIBS_prepare := -ljansson -lz
 TOOL_LDLIBS_transfer := -ljansson -llinear
 HEADERS := util.h mlstm.h fast.h gemm.h data.h corpus.h schedule.h test/test.h

@@ -37,7 +37,7 @@ typedef struct {
     int64_t size;
     uint32_t flags;
     uint64_t checksum;    // the payload's checksum (the header's, compared with the payload when verified at open):
-                          // with size, the shard's identity in a run record (run.h, data_identity)
+                          // with size, the shard's identity in a run record (harness/run.h, data_identity)
     void *map;            // the whole file's mapping, or NULL
     size_t map_bytes;
     uint8_t *owned;       // malloc'd payload this shard frees, or NULL

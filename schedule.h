@@ -88,7 +88,7 @@ static inline void lr_preset(LrSettings *s, LrRule rule) {
 }
 
 // schedule.h's own default, the paper this project reproduces (tools/schedule_table starts
-// from it). The trainers start from LEGW at 2e-3 for batch 32 instead (options_defaults, run.h).
+// from it). The trainers start from LEGW at 2e-3 for batch 32 instead (options_defaults, harness/run.h).
 static inline LrSettings lr_settings_default(void) {
     LrSettings s;
     memset(&s, 0, sizeof s);

@@ -1,4 +1,4 @@
-// run.h: a training run's settings and files, everything about a run that is not the
+// harness/run.h: a training run's settings and files, everything about a run that is not the
 // training itself: the flag table and its parser (options_parse, --help), the run record
 // a checkpoint carries so that a resume continues its own run on its own data
 // (run_record, options_from_record, data_identity), and the run directory, checked apart

@@ -14,7 +14,7 @@ doc/*.md, dev/*.md and dev/*/*.md (inline `code` spans; commands in code blocks)
      is a run record's flag name (`seq-len`); any other --flag is one some program here reads;
   4. defaults: every default a trainer's page states for a ./train flag is the one `build/train
      --help` prints, in the forms the pages use (stated_defaults);
-  5. lines: the core sources (*.h, *.c, *.cu at the root, tools/*.c, *.py, *.sh, the Makefile) keep
+  5. lines: the core sources (*.h, *.c, *.cu at the root, harness/*.h, tools/*.c, *.py, *.sh, the Makefile) keep
      within 120 columns;
   6. facts stated twice: a NAME=value (a page's span, the code's comments and messages) names a make
      variable, an environment variable or a macro read here; a list, table or count of a run
@@ -76,7 +76,7 @@ REPO_DIRS = ("test/", "tools/", "dev/", "doc/", "build/", ".ci/")
 TRAINER_PAGES = ("README.md", "doc/design.md", "doc/training.md", "doc/schedules.md", "doc/formats.md",
                  "doc/cluster.md", "doc/gpu.md")
 # the core sources whose lines keep within 120 columns (test/ and dev/ are exempt)
-CORE_LINES = ("*.h", "*.c", "*.cu", "tools/*.c", "tools/*.py", "tools/*.sh", "Makefile")
+CORE_LINES = ("*.h", "*.c", "*.cu", "harness/*.h", "tools/*.c", "tools/*.py", "tools/*.sh", "Makefile")
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 
 
@@ -248,7 +248,7 @@ class Code:
         self.text = "\n".join(texts)
         self.make_targets = set().union(*(d for p, d in self.defs.items() if p.endswith(("Makefile", ".mk"))))
         # run.h's table holds the trainers' flags without their dashes
-        self.flags.update("--" + n for n in re.findall(r'^\s*\{"([a-z0-9-]+)", ', read("run.h"), re.M))
+        self.flags.update("--" + n for n in re.findall(r'^\s*\{"([a-z0-9-]+)", ', read("harness/run.h"), re.M))
         self.train_flags = set(re.findall(r"^ {1,4}(--[a-z0-9-]+)", help_text, re.M))
         self.train_defaults = help_defaults(help_text)
         # the programs built here (build/NAME) and every program or script by name, for a page's context
@@ -858,9 +858,9 @@ def include_cycle(includes):
 
 
 def project_includes():
-    """{file: the project files it includes} for the root's headers and programs."""
-    return {f: re.findall(r'^\s*#\s*include\s+"([^"/]+)"', read(f), re.M)
-            for f in sorted(glob.glob("*.h") + glob.glob("*.c") + glob.glob("*.cu"))}
+    """{file: the project files it includes} for the root's headers and programs and harness/'s headers."""
+    return {f: re.findall(r'^\s*#\s*include\s+"([^"]+)"', read(f), re.M)
+            for f in sorted(glob.glob("*.h") + glob.glob("harness/*.h") + glob.glob("*.c") + glob.glob("*.cu"))}
 
 
 CHECKS = (("code names and paths exist", check_names), ("places and calls hold", check_places),
