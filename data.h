@@ -416,7 +416,8 @@ typedef struct {
     int reset_docs;         // reset the state at document starts; the trainer may clear it
 } Loader;
 
-static inline void loader_init(Loader *l, const Stream *s, int world, int rank, int B, int T) {
+// what: the data in the words of its error, "the data" or which split (a trainer names its flag).
+static inline void loader_init(Loader *l, const Stream *s, int world, int rank, int B, int T, const char *what) {
     if (world < 1 || rank < 0 || rank >= world) fail("bad rank %d of world %d", rank, world);
     if (B < 1) fail("--batch must be at least 1 (got %d)", B);
     if (T < 1) fail("--seq-len must be at least 1 (got %d)", T);
@@ -425,9 +426,8 @@ static inline void loader_init(Loader *l, const Stream *s, int world, int rank, 
     l->world = world; l->rank = rank; l->B = B; l->T = T;
     l->slice = s->size > 0 ? (s->size - 1) / G : 0;
     if (l->slice < T)
-        fail("the data has %lld bytes, too few for %lld rows of %d+1 bytes (need at least %lld)\n"
-             "HINT: use a smaller --batch or --seq-len, or more data",
-             (long long)s->size, (long long)G, T, (long long)(G * T + 1));
+        fail("%s has %lld bytes, too few for %lld rows of %d+1 bytes (need at least %lld): use a smaller --batch or "
+             "--seq-len, or more data", what, (long long)s->size, (long long)G, T, (long long)(G * T + 1));
     l->steps_per_epoch = (long)(l->slice / T);
     l->reset_docs = s->framed;
 }

@@ -205,15 +205,6 @@ static void open_data(const Options *o, Stream *train, Stream *val) {
     else fail("--train names shard files: give the validation shards with --val");
 }
 
-// Refuses a split too small for one batch, saying which split it is.
-static void loader_open(Loader *l, const Stream *s, int B, int T, const char *what) {
-    int64_t G = (int64_t)world * B, need = G * T + 1;
-    if (s->size < need)
-        fail("%s has %lld bytes, too few for %lld rows of %d+1 bytes (need at least %lld): use a smaller --batch or "
-             "--seq-len, or more data", what, (long long)s->size, (long long)G, T, (long long)need);
-    loader_init(l, s, world, rank, B, T);
-}
-
 // ----------------------------------------------------------------------------
 // Validation's progress.
 
@@ -620,8 +611,8 @@ static void run_data(Run *r, const Source *src) {
         snprintf(what[1], sizeof what[1], "the built-in corpus's validation split (1/40 of --corpus-bytes %ld)",
                  o->corpus_bytes);
     }
-    loader_open(&r->train, &r->train_s, r->B, r->T, what[0]);
-    loader_open(&r->val, &r->val_s, r->VB, r->T, what[1]);
+    loader_init(&r->train, &r->train_s, world, rank, r->B, r->T, what[0]);
+    loader_init(&r->val, &r->val_s, world, rank, r->VB, r->T, what[1]);
     r->train.reset_docs = r->val.reset_docs = r->train.reset_docs && o->reset_docs;
     o->lr.epoch_sequences = (double)loader_steps_per_epoch(&r->train) * r->G;  // sequences per epoch at this batch
     lr_settings_check(&o->lr);

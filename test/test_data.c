@@ -251,8 +251,8 @@ static int check_epoch(int64_t N, int world, int B, int T, char *why, size_t why
     int ok = 1;
     for (int rank = 0; rank < world && ok; rank++) {
         Loader l_lo, l_hi;
-        loader_init(&l_lo, &lo, world, rank, B, T);
-        loader_init(&l_hi, &hi, world, rank, B, T);
+        loader_init(&l_lo, &lo, world, rank, B, T, "the data");
+        loader_init(&l_hi, &hi, world, rank, B, T, "the data");
         steps = loader_steps_per_epoch(&l_lo);
         if (steps != slice / T) { snprintf(why, why_cap, "steps %ld, want %lld", steps, (long long)(slice / T)); ok = 0; break; }
         for (long s = 0; s < steps && ok; s++) {
@@ -312,14 +312,14 @@ static void test_loader_coverage(void) {
     Stream lo, hi;
     make_position_streams(&lo, &hi, 1000);
     Loader l;
-    loader_init(&l, &lo, 3, 0, 1, 8);
+    loader_init(&l, &lo, 3, 0, 1, 8, "the data");
     CHECK(l.slice == 333 && loader_steps_per_epoch(&l) == 41 && 82 / loader_steps_per_epoch(&l) == 2,
           "N 1000, G 3, T 8: slice %lld, %ld steps per epoch", (long long)l.slice, loader_steps_per_epoch(&l));
     // two ranks of B rows read exactly what one rank of 2B rows reads
     Loader one, r0, r1;
-    loader_init(&one, &lo, 1, 0, 4, 8);
-    loader_init(&r0, &lo, 2, 0, 2, 8);
-    loader_init(&r1, &lo, 2, 1, 2, 8);
+    loader_init(&one, &lo, 1, 0, 4, 8, "the data");
+    loader_init(&r0, &lo, 2, 0, 2, 8, "the data");
+    loader_init(&r1, &lo, 2, 1, 2, 8, "the data");
     uint8_t a[32], at[32], b[32], bt[32];
     int same = 1;
     for (long s = 0; s < 40; s++) {
@@ -337,7 +337,7 @@ static void loader_too_short_child(void *arg) {
     Stream s;
     stream_from_memory(&s, (uint8_t *)mallocCheck(100), 100, 0);
     Loader l;
-    loader_init(&l, &s, 2, 0, 8, 8);
+    loader_init(&l, &s, 2, 0, 8, 8, "the data");
 }
 
 static void test_loader_resets(void) {
@@ -354,7 +354,7 @@ static void test_loader_resets(void) {
     stream_open(&s, paths, 3, 1);
     CHECK(s.size == 19 && !s.framed, "a stream is framed only if every shard is (size %lld)", (long long)s.size);
     Loader l;
-    loader_init(&l, &s, 1, 0, 1, 6);  // slice 18, 3 steps: inputs 0-5, 6-11, 12-17
+    loader_init(&l, &s, 1, 0, 1, 6, "the data");  // slice 18, 3 steps: inputs 0-5, 6-11, 12-17
     CHECK(l.reset_docs == 0, "an unframed shard turns document resets off by default");
     l.reset_docs = 1;
     uint8_t in[64], tg[64], r[64];  // (1, 6) used; larger keeps gcc's vectoriser from warning
@@ -411,7 +411,7 @@ static void test_stream_over_4gb(void) {
     // the loader at 64-bit offsets: row 1 of 2 starts at slice = (N-1)/2; pick the step
     // whose inputs start at stream offset 10 + 2^32 - 1
     Loader l;
-    loader_init(&l, &s, 1, 0, 2, 4);
+    loader_init(&l, &s, 1, 0, 2, 4, "the data");
     int64_t target = 10 + (1LL << 32) - 1 - l.slice;
     long step = (long)(target / 4);
     int t0 = (int)(target % 4);
@@ -472,7 +472,7 @@ static void test_corpus(void) {
         if (p[i] == '\n') { n_newlines++; framing &= p[i - 1] == ' ' && p[i - 2] != ' ' && (i + 1 >= a.size || p[i + 1] == ' '); }
     CHECK(framing && n_newlines > 300, "documents are framed \"\\n \" text \" \" (%d documents)", n_newlines);
     Loader l;
-    loader_init(&l, &a, 1, 0, 4, 64);
+    loader_init(&l, &a, 1, 0, 4, 64, "the data");
     CHECK(l.reset_docs == 1, "the built-in corpus resets the state at document starts by default");
     stream_free(&a); stream_free(&b); stream_free(&v);
 }

@@ -240,7 +240,7 @@ static void test_val_batch(void) {
     Stream vs;
     corpus_stream(&vs, 60000 / 40, 1, 1);  // what the trainer validates on: TINY's corpus, seed 1
     Loader l;
-    loader_init(&l, &vs, 1, 0, 8, 16);
+    loader_init(&l, &vs, 1, 0, 8, 16, "the data");
     uint8_t in[8 * 16], tg[8 * 16], rs[8 * 16];
     double sum = 0;
     for (long s = 0; s < 2; s++) {

@@ -21,7 +21,7 @@ typedef struct {
 static void open_and_load(void *arg) {
     Ctx *c = (Ctx *)arg;
     stream_open(&c->s, c->paths, c->n, c->verify);
-    loader_init(&c->l, &c->s, c->world, c->rank, c->B, c->T);
+    loader_init(&c->l, &c->s, c->world, c->rank, c->B, c->T, "the data");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
