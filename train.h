@@ -193,6 +193,15 @@ typedef struct {
     long n_avg;
 } Run;
 
+// What one training step did, for the log and the progress line.
+typedef struct {
+    double loss;      // the mean training loss over the ranks
+    double scale;     // the loss scale S the backward was seeded with
+    StepDecision d;   // applied or skipped, at which learning rate
+    double gnorm;     // the unscaled gradient norm before clipping (0 when skipped)
+    double seconds;
+} StepResult;
+
 // ----------------------------------------------------------------------------
 // The harness: the start of a run, its checkpoint files, signals and guards. Not in the
 // papers, and skippable on a first reading.
@@ -294,14 +303,6 @@ static double clip_factor(double norm, double clip) { return clip > 0 && norm > 
 #define DIVERGED_LOSS_FACTOR 2.0
 static int loss_diverged(double loss, int V) { return !(loss <= DIVERGED_LOSS_FACTOR * log((double)V)); }
 
-typedef struct {
-    double loss;      // the mean training loss over the ranks
-    double scale;     // the loss scale S the backward was seeded with
-    StepDecision d;   // applied or skipped, at which learning rate
-    double gnorm;     // the unscaled gradient norm before clipping (0 when skipped)
-    double seconds;
-} StepResult;
-
 // One training step: the seven steps of the README's step table (why in this order:
 // doc/design.md, "The training step").
 static StepResult train_step(Run *r) {
@@ -324,31 +325,6 @@ static StepResult train_step(Run *r) {
     r->data_step++;
     s.seconds = now_seconds() - t0;
     return s;
-}
-
-// The progress line and the log line of a step (rank 0); throughput counts training time
-// only, not validation or sampling.
-static void report_step(Run *r, const StepResult *s) {
-    const Options *o = &r->o;
-    double cps = (double)r->G * r->T / s->seconds, epoch = (double)r->data_step / loader_steps_per_epoch(&r->train);
-    r->train_seconds += s->seconds;
-    r->loss_sum += s->loss;
-    r->n_avg++;
-    if (rank != 0) return;
-    log_printf(&r->dir, "train %ld %.4f %.6e %.6f %.6f %g %d %.6e %.0f\n", r->data_step, epoch, s->d.lr, s->loss,
-               s->loss / M_LN2, s->scale, !s->d.apply, s->gnorm, cps);
-    if (r->data_step % o->print_every == 0 || r->data_step == o->steps || !s->d.apply) {
-        double elapsed = now_seconds() - r->t_start;
-        double eta = elapsed / (r->data_step - r->start_step) * (o->steps - r->data_step);
-        double chars_per_s = (double)r->G * r->T * (r->data_step - r->start_step) / r->train_seconds;
-        printf("step %6ld/%ld | epoch %.2f | bpc %.3f | lr %.2e | scale %g | ", r->data_step, o->steps, epoch,
-               r->loss_sum / r->n_avg / M_LN2, s->d.lr, s->d.scale);
-        printf("%s%.0f chars/s | %.1f GFLOP/s | ETA %02d:%02d\n", s->d.apply ? "" : "SKIPPED (overflow) | ",
-               chars_per_s, 3 * flops_per_char(&o->model) * chars_per_s / 1e9, (int)(eta / 60), (int)eta % 60);
-        fflush(stdout);
-        r->loss_sum = 0;
-        r->n_avg = 0;
-    }
 }
 
 // Writes best.ckpt when `score` beats it.

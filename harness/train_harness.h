@@ -1,5 +1,5 @@
 // harness/train_harness.h: what keeps a run of train.h's loop safe, and is not in the papers:
-// MPI's start and the ranks' agreement, signals, opening the data, validation's progress line,
+// MPI's start and the ranks' agreement, signals, opening the data, the progress and log lines,
 // the checkpoint files of a run (latest, best, --resume, --init-from), the settings table, the
 // start of a run (its settings, data, state and directory, all checked before the first step),
 // the divergence guards and the validation a resume owes. train.h includes it after its Run;
@@ -206,7 +206,32 @@ static void open_data(const Options *o, Stream *train, Stream *val) {
 }
 
 // ----------------------------------------------------------------------------
-// Validation's progress.
+// Progress: a step's log line and progress line, and validation's.
+
+// The progress line and the log line of a step (rank 0); throughput counts training time
+// only, not validation or sampling.
+static void report_step(Run *r, const StepResult *s) {
+    const Options *o = &r->o;
+    double cps = (double)r->G * r->T / s->seconds, epoch = (double)r->data_step / loader_steps_per_epoch(&r->train);
+    r->train_seconds += s->seconds;
+    r->loss_sum += s->loss;
+    r->n_avg++;
+    if (rank != 0) return;
+    log_printf(&r->dir, "train %ld %.4f %.6e %.6f %.6f %g %d %.6e %.0f\n", r->data_step, epoch, s->d.lr, s->loss,
+               s->loss / M_LN2, s->scale, !s->d.apply, s->gnorm, cps);
+    if (r->data_step % o->print_every == 0 || r->data_step == o->steps || !s->d.apply) {
+        double elapsed = now_seconds() - r->t_start;
+        double eta = elapsed / (r->data_step - r->start_step) * (o->steps - r->data_step);
+        double chars_per_s = (double)r->G * r->T * (r->data_step - r->start_step) / r->train_seconds;
+        printf("step %6ld/%ld | epoch %.2f | bpc %.3f | lr %.2e | scale %g | ", r->data_step, o->steps, epoch,
+               r->loss_sum / r->n_avg / M_LN2, s->d.lr, s->d.scale);
+        printf("%s%.0f chars/s | %.1f GFLOP/s | ETA %02d:%02d\n", s->d.apply ? "" : "SKIPPED (overflow) | ",
+               chars_per_s, 3 * flops_per_char(&o->model) * chars_per_s / 1e9, (int)(eta / 60), (int)eta % 60);
+        fflush(stdout);
+        r->loss_sum = 0;
+        r->n_avg = 0;
+    }
+}
 
 
 // A validation pass that has run VAL_QUIET_S seconds shows its progress on rank 0:
