@@ -138,6 +138,10 @@ static inline int gemm_bf16_native_supported(void) {
 #include <sys/syscall.h>
 #include <unistd.h>
 #define GEMM_AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
+#ifndef ARCH_REQ_XCOMP_PERM
+#define ARCH_REQ_XCOMP_PERM 0x1023  // as <asm/prctl.h> of Linux 5.16 and later defines it
+#endif
+#define GEMM_XFEATURE_XTILEDATA 18  // the tiles' data in XSAVE's state (Linux's XFEATURE_XTILEDATA)
 #else
 #define GEMM_AMX_BUILT 0
 #endif
@@ -147,7 +151,7 @@ static inline int gemm_bf16_amx_supported(void) {
     if (known < 0) {
         unsigned eax, ebx, ecx, edx;
         int cpu = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx >> 22 & 1) && (edx >> 24 & 1);
-        known = cpu && syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+        known = cpu && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, GEMM_XFEATURE_XTILEDATA) == 0;
     }
     return known;
 #else
@@ -482,6 +486,11 @@ _Static_assert(GEMM_NR <= 32, "AMX: a panel is at most two tiles of 16 columns")
 // slots of a strip of 16 rows of A packed for AMX, rows pairs deep: its tiles one after the other
 static inline size_t gemm_amx_strip(int rows) { return (size_t)GEMM_AMX_ROWS * rows; }
 
+// The slot of pair kk of row i of A packed for AMX, rows pairs deep: in strip i / 16, tile kk / 16.
+static inline size_t gemm_amx_a_slot(int i, int kk, int rows) {
+    return (size_t)(i / GEMM_AMX_ROWS) * gemm_amx_strip(rows) + (size_t)(kk / GEMM_AMX_PAIRS) * GEMM_AMX_ROWS *
+           GEMM_AMX_PAIRS + i % GEMM_AMX_ROWS * GEMM_AMX_PAIRS + kk % GEMM_AMX_PAIRS;
+}
 // Rows [i0, i1) of A, k block (k0, kc), packed for AMX into strips of 16 rows (the last padded
 // with zero rows), pair kk of row i of a strip at (kk / 16) 256 + i 16 + kk % 16 slots into it,
 // the pairs past kc zero: one tile of A is 1 KB in one piece.
@@ -490,18 +499,16 @@ static inline void gemm_pack_a_amx(float *ap, const float *a, ptrdiff_t rsa, ptr
     const int rows = gemm_depth_rows(kc, GEMM_BF16_AMX), strips = (i1 - i0 + GEMM_AMX_ROWS - 1) / GEMM_AMX_ROWS;
     if ((i1 - i0) % GEMM_AMX_ROWS || 2 * rows != kc) memset(ap, 0, sizeof(float) * strips * gemm_amx_strip(rows));
     gemm_bf16 *d = (gemm_bf16 *)ap;
-#define GEMM_AMX_A_AT(i, k) \
-    (((size_t)(i) / GEMM_AMX_ROWS * gemm_amx_strip(rows) + (size_t)((k) >> 1) / GEMM_AMX_PAIRS * \
-      (GEMM_AMX_ROWS * GEMM_AMX_PAIRS) + (i) % GEMM_AMX_ROWS * GEMM_AMX_PAIRS + ((k) >> 1) % GEMM_AMX_PAIRS) * 2 + ((k) & 1))
     if (csa == 1)  // A along its rows: a row at a time
         for (int i = i0; i < i1; i++)
-            for (int k = 0; k < kc; k++) d[GEMM_AMX_A_AT(i - i0, k)] = gemm_bf16_round(a[(size_t)i * rsa + k0 + k]);
+            for (int k = 0; k < kc; k++)
+                d[gemm_amx_a_slot(i - i0, k >> 1, rows) * 2 + (k & 1)] = gemm_bf16_round(a[(size_t)i * rsa + k0 + k]);
     else  // down its columns: each k's run of i contiguous
         for (int k = 0; k < kc; k++) {
             const float *src = a + (size_t)(k0 + k) * csa;
-            for (int i = i0; i < i1; i++) d[GEMM_AMX_A_AT(i - i0, k)] = gemm_bf16_round(src[(size_t)i * rsa]);
+            for (int i = i0; i < i1; i++)
+                d[gemm_amx_a_slot(i - i0, k >> 1, rows) * 2 + (k & 1)] = gemm_bf16_round(src[(size_t)i * rsa]);
         }
-#undef GEMM_AMX_A_AT
 }
 
 // The C of a group of mr <= 32 rows and nr <= NR columns, through a buffer at the edges (rows past
@@ -540,11 +547,10 @@ static GEMM_ONE_COPY void gemm_amx_tile_emulated(int kc, const float *ap, const 
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) {
             float x = init == GEMM_ZERO ? 0 : init == GEMM_BIAS && io.full ? bias[j] : io.t[i * io.ld + j];
-            const float *arow = ap + (size_t)i / GEMM_AMX_ROWS * gemm_amx_strip(rows) + i % GEMM_AMX_ROWS * GEMM_AMX_PAIRS;
             for (int kk = 0; kk < rows; kk += GEMM_AMX_PAIRS) {
                 float even = 0, odd = 0;
                 for (int q = 0; q < GEMM_AMX_PAIRS; q++) {
-                    const uint32_t a = *(const gemm_slot *)(arow + (size_t)kk * GEMM_AMX_ROWS + q);
+                    const uint32_t a = *(const gemm_slot *)(ap + gemm_amx_a_slot(i, kk + q, rows));
                     const uint32_t b = *(const gemm_slot *)(bp + (size_t)(kk + q) * GEMM_NR + j);
                     even = gemm_bf16_flush((float)((double)even + (double)gemm_bf16_value(a & 0xffff) *
                                                                       gemm_bf16_value(b & 0xffff)));

@@ -127,10 +127,12 @@ static double bf16_bound(int K, double mag) {
     return (2 * u + u * u + 2 * g * (1 + 2 * u + u * u)) * mag + 1e-30;
 }
 
+static const char *instruction(GemmPrecision p) { return gemm_is_amx(p) ? "tdpbf16ps" : "vdpbf16ps"; }
+
 // The checks on one product's result: bit for bit the reference chain, within the bound of
 // the plain loops' FP32 result. mag (N*O) the sums of magnitudes.
 static void check_product(const char *what, const float *got, const float *chain, const float *plain,
-                          const double *mag, size_t n, int K) {
+                          const double *mag, size_t n, int K, GemmPrecision prec) {
     double worst = 0;
     size_t diff = 0;
     for (size_t i = 0; i < n; i++) {
@@ -138,8 +140,8 @@ static void check_product(const char *what, const float *got, const float *chain
         worst = r > worst || r != r ? r : worst;
         diff += memcmp(&got[i], &chain[i], 4) != 0;
     }
-    CHECK(diff == 0 && worst <= 1, "%s: %zu of %zu elements differ from the instruction's chain; worst |bf16 - FP32 loops| "
-          "%.3f of the bound", what, diff, n, worst);
+    CHECK(diff == 0 && worst <= 1, "%s: %zu of %zu elements differ from %s's chain; worst |bf16 - FP32 loops| %.3f of "
+          "the bound", what, diff, n, instruction(prec), worst);
 }
 
 // sums of |terms| of out = [init +] in W^T [+ bias] (strided views as ref_product)
@@ -178,7 +180,7 @@ static void test_layouts(int N, int K, int O, GemmPrecision prec, uint64_t *s) {
             gemm_nt(got, in, W, bp, N, O, K, acc, prec);
             snprintf(what, sizeof what, "%s nt N=%d K=%d O=%d%s%s", prec_name(prec), N, K, O, acc ? " accumulate" : "",
                      bp ? " bias" : "");
-            check_product(what, got, chain, plain, mag, (size_t)N * O, K);
+            check_product(what, got, chain, plain, mag, (size_t)N * O, K, prec);
             const int n0 = N > 4 ? 4 : 0;
             memcpy(got, init, sizeof(float) * N * O);
             gemm_pack_nt(Wp, W, O, K, prec);
@@ -187,7 +189,7 @@ static void test_layouts(int N, int K, int O, GemmPrecision prec, uint64_t *s) {
                      acc ? " accumulate" : "", bp ? " bias" : "");
             CHECK(memcmp(got, init, sizeof(float) * n0 * O) == 0, "%s: rows outside untouched", what);
             size_t off = (size_t)n0 * O;
-            check_product(what, got + off, chain + off, plain + off, mag + off, (size_t)(N - n0) * O, K);
+            check_product(what, got + off, chain + off, plain + off, mag + off, (size_t)(N - n0) * O, K, prec);
         }
     for (int acc = 0; acc < 2; acc++) {  // dIn (N,K) = [dIn +] dOut (N,O) W (O,K): depth O; packed too
         const float *i0 = acc ? init : NULL;
@@ -198,14 +200,14 @@ static void test_layouts(int N, int K, int O, GemmPrecision prec, uint64_t *s) {
         memcpy(got, init, sizeof(float) * N * K);
         gemm_nn(got, dOut, W, N, K, O, acc, prec);
         snprintf(what, sizeof what, "%s nn N=%d O=%d K=%d%s", prec_name(prec), N, O, K, acc ? " accumulate" : "");
-        check_product(what, got, chain, plain, mag, (size_t)N * K, O);
+        check_product(what, got, chain, plain, mag, (size_t)N * K, O, prec);
         memcpy(got, init, sizeof(float) * N * K);
         gemm_pack_nn(Wp, W, K, O, prec);
         for (int r0 = 0; r0 < N; r0 += 5)  // rows in pieces of 5, as threads would own them
             gemm_nn_rows_packed(got, dOut, Wp, r0, r0 + 5 < N ? r0 + 5 : N, K, O, acc, prec);
         snprintf(what, sizeof what, "%s nn packed, rows in 5s, N=%d O=%d K=%d%s", prec_name(prec), N, O, K,
                  acc ? " accumulate" : "");
-        check_product(what, got, chain, plain, mag, (size_t)N * K, O);
+        check_product(what, got, chain, plain, mag, (size_t)N * K, O, prec);
     }
     // dW (O,K) += dOut (N,O)^T in (N,K): depth N, A read down its columns; and as a pair with 3 columns
     ref_product(chain, init, dOut, 1, O, in, 1, K, NULL, O, K, N, amx);
@@ -215,14 +217,15 @@ static void test_layouts(int N, int K, int O, GemmPrecision prec, uint64_t *s) {
     memcpy(got, init, sizeof(float) * O * K);
     gemm_tn(got, dOut, in, O, K, N, prec);
     snprintf(what, sizeof what, "%s tn N=%d O=%d K=%d", prec_name(prec), N, O, K);
-    check_product(what, got, chain, plain, mag, (size_t)O * K, N);
+    check_product(what, got, chain, plain, mag, (size_t)O * K, N, prec);
     float *in3 = rand_buf((size_t)N * 3, s), *x = mlstm_alloc((size_t)O * 3), *y = mlstm_alloc((size_t)O * 3);
     memcpy(got, init, sizeof(float) * O * K);
     memcpy(x, init, sizeof(float) * O * 3);
     ref_product(y, init, dOut, 1, O, in3, 1, 3, NULL, O, 3, N, amx);
     gemm_tn_pair(got, in, K, x, in3, 3, dOut, O, N, prec);
     CHECK(memcmp(got, chain, sizeof(float) * O * K) == 0 && memcmp(x, y, sizeof(float) * O * 3) == 0,
-          "%s tn pair N=%d O=%d K=%d and 3: each part bit for bit the instruction's chain", prec_name(prec), N, O, K);
+          "%s tn pair N=%d O=%d K=%d and 3: each part bit for bit %s's chain", prec_name(prec), N, O, K,
+          instruction(prec));
     free(in3); free(x); free(y);
     free(in); free(W); free(bias); free(init); free(got); free(chain); free(plain); free(dOut); free(Wp); free(mag);
 }
@@ -276,8 +279,8 @@ static void test_special_values(GemmPrecision prec, uint64_t *s) {
     ref_product(chain, init, in, K, 1, W, K, 1, NULL, N, O, K, gemm_is_amx(prec));
     size_t diff = 0;
     for (int i = 0; i < N * O; i++) diff += !(memcmp(&got[i], &chain[i], 4) == 0 || (isnan(got[i]) && isnan(chain[i])));
-    CHECK(diff == 0, "%s: subnormal, tiny, huge and cancelling operands: %zu of %d elements differ from the instruction's "
-          "chain (NaN counts as equal to NaN)", prec_name(prec), diff, N * O);
+    CHECK(diff == 0, "%s: subnormal, tiny, huge and cancelling operands: %zu of %d elements differ from %s's chain "
+          "(NaN counts as equal to NaN)", prec_name(prec), diff, N * O, instruction(prec));
     in[3] = NAN;
     gemm_nt(got, in, W, NULL, N, O, K, MATMUL_SET, prec);
     int nan_row = 1;
