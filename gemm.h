@@ -582,13 +582,17 @@ static inline GEMM_AMX_TARGET void gemm_amx_configure(void) {
         cfg.rows[t] = w ? GEMM_AMX_ROWS : 0;
         cfg.colsb[t] = (uint16_t)(4 * w);
     }
-    _tile_loadconfig(&cfg);
+    // (not _tile_loadconfig: GCC 12's tells the compiler that ldtilecfg reads 8 bytes, and it then
+    // dropped the stores of the rows and widths, and ldtilecfg faulted on palette 1 without them)
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
 }
 static inline GEMM_AMX_TARGET void gemm_amx_release(void) { _tile_release(); }
 static GEMM_ONE_COPY GEMM_AMX_TARGET void gemm_amx_tile(int kc, const float *ap, const float *bp, float *c,
                                                         ptrdiff_t ldc, int mr, int nr, int init, const float *bias) {
     GemmAmxIo io;
     gemm_amx_begin(&io, c, ldc, mr, nr, init, bias);
+    // GCC 12's tileloadd does not say that it reads memory: C's buffer is written before it
+    __asm__ volatile("" : : : "memory");
     const int rows = gemm_depth_rows(kc, GEMM_BF16_AMX), two = io.two;
     const size_t ld = sizeof(float) * io.ld, ldb = sizeof(float) * GEMM_NR, lda = sizeof(float) * GEMM_AMX_PAIRS;
     const float *t0 = io.t, *t1 = io.t + GEMM_AMX_W0, *t2 = io.t + GEMM_AMX_ROWS * io.ld, *t3 = t2 + GEMM_AMX_W0;
