@@ -593,43 +593,43 @@ static GEMM_ONE_COPY GEMM_AMX_TARGET void gemm_amx_tile(int kc, const float *ap,
     gemm_amx_begin(&io, c, ldc, mr, nr, init, bias);
     // GCC 12's tileloadd does not say that it reads memory: C's buffer is written before it
     __asm__ volatile("" : : : "memory");
-    const int rows = gemm_depth_rows(kc, GEMM_BF16_AMX), two = io.two;
+    const int rows = gemm_depth_rows(kc, GEMM_BF16_AMX), two = io.two, wide = GEMM_AMX_W1 > 0;  // wide: 2 tiles
     const size_t ld = sizeof(float) * io.ld, ldb = sizeof(float) * GEMM_NR, lda = sizeof(float) * GEMM_AMX_PAIRS;
     const float *t0 = io.t, *t1 = io.t + GEMM_AMX_W0, *t2 = io.t + GEMM_AMX_ROWS * io.ld, *t3 = t2 + GEMM_AMX_W0;
     const float *a1 = ap + gemm_amx_strip(rows);
     if (init == GEMM_ZERO) {
         _tile_zero(0);
-        if (GEMM_AMX_W1) _tile_zero(1);
+        if (wide) _tile_zero(1);
         if (two) _tile_zero(2);
-        if (two && GEMM_AMX_W1) _tile_zero(3);
+        if (two && wide) _tile_zero(3);
     } else if (init == GEMM_BIAS && io.full) {  // the bias on every row: a stride of 0
         _tile_loadd(0, bias, 0);
-        if (GEMM_AMX_W1) _tile_loadd(1, bias + GEMM_AMX_W0, 0);
+        if (wide) _tile_loadd(1, bias + GEMM_AMX_W0, 0);
         if (two) _tile_loadd(2, bias, 0);
-        if (two && GEMM_AMX_W1) _tile_loadd(3, bias + GEMM_AMX_W0, 0);
+        if (two && wide) _tile_loadd(3, bias + GEMM_AMX_W0, 0);
     } else {
         _tile_loadd(0, t0, ld);
-        if (GEMM_AMX_W1) _tile_loadd(1, t1, ld);
+        if (wide) _tile_loadd(1, t1, ld);
         if (two) _tile_loadd(2, t2, ld);
-        if (two && GEMM_AMX_W1) _tile_loadd(3, t3, ld);
+        if (two && wide) _tile_loadd(3, t3, ld);
     }
     for (int kk = 0; kk < rows; kk += GEMM_AMX_PAIRS) {
         const float *b = bp + (size_t)kk * GEMM_NR, *a0 = ap + (size_t)kk * GEMM_AMX_ROWS;
         _tile_loadd(6, b, ldb);
-        if (GEMM_AMX_W1) _tile_loadd(7, b + GEMM_AMX_W0, ldb);
+        if (wide) _tile_loadd(7, b + GEMM_AMX_W0, ldb);
         _tile_loadd(4, a0, lda);
         _tile_dpbf16ps(0, 4, 6);
-        if (GEMM_AMX_W1) _tile_dpbf16ps(1, 4, 7);
+        if (wide) _tile_dpbf16ps(1, 4, 7);
         if (two) {
             _tile_loadd(5, a1 + (size_t)kk * GEMM_AMX_ROWS, lda);
             _tile_dpbf16ps(2, 5, 6);
-            if (GEMM_AMX_W1) _tile_dpbf16ps(3, 5, 7);
+            if (wide) _tile_dpbf16ps(3, 5, 7);
         }
     }
     _tile_stored(0, (float *)t0, ld);
-    if (GEMM_AMX_W1) _tile_stored(1, (float *)t1, ld);
+    if (wide) _tile_stored(1, (float *)t1, ld);
     if (two) _tile_stored(2, (float *)t2, ld);
-    if (two && GEMM_AMX_W1) _tile_stored(3, (float *)t3, ld);
+    if (two && wide) _tile_stored(3, (float *)t3, ld);
     gemm_amx_end(&io, c, ldc, mr, nr);
 }
 #endif
