@@ -189,10 +189,17 @@ typedef struct {
     GemmPrecision precision;
 } FastPacks;
 
-// floats of a weight (O,K) packed either way round
+// floats of a weight (O,K) packed either way round, in any precision: BF16 packs in about half of
+// FP32's room, AMX too but for its padding to whole tiles of 32 k (more than FP32's at small K)
 static inline size_t fast_packed_floats(int O, int K) {
-    size_t nt = gemm_packed_floats(O, K, GEMM_FP32), nn = gemm_packed_floats(K, O, GEMM_FP32);
-    return nt > nn ? nt : nn;  // BF16 packs in half of it, or about
+    const GemmPrecision widest[2] = {GEMM_FP32, GEMM_BF16_AMX};
+    size_t most = 0;
+    for (int i = 0; i < 2; i++) {
+        size_t nt = gemm_packed_floats(O, K, widest[i]), nn = gemm_packed_floats(K, O, widest[i]);
+        most = nt > most ? nt : most;
+        most = nn > most ? nn : most;
+    }
+    return most;
 }
 static inline void fast_packs_build(FastPacks *pk, const MlstmConfig *c, GemmPrecision precision) {
     pk->precision = precision;

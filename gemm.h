@@ -28,6 +28,21 @@
 // subnormal, tiny, huge and cancelling ones: test_gemm_bf16). The scalar emulation
 // (gemm_bf16_dot_emulated) does the same operations in that order, so native and emulated give
 // the same bits, and the emulation runs (slowly) on every CPU.
+//
+// Where the CPU has AMX-BF16 (Sapphire Rapids and later) and the kernel grants its tiles, the BF16
+// products run on them instead (GEMM_BF16_AMX): a tile of C is 16 rows x 16 FP32, and one
+// tdpbf16ps adds to it the products of a 16-row tile of A and a tile of B of 16 k pairs (32 k).
+// Its arithmetic, probed bit for bit on Sapphire Rapids (random operands and subnormal, tiny, huge,
+// infinite and cancelling ones; test_gemm_bf16 keeps checking it), is not vdpbf16ps's: over the
+// instruction's 32 k, the even k's exact products are summed in k order from +0, each sum rounded
+// to nearest even, the odd k's likewise apart, then the two sums are added, and that is added to
+// C, each of these sums rounded once and a subnormal one flushed to zero with its sign, a
+// subnormal C read as zero: c = c + (e + o), e = (..(0 + a_0 b_0) + a_2 b_2) + .. + a_30 b_30, o
+// the same over the odd k. So it groups k by 32 from the start of K (every k block starts on a
+// multiple of 32) and its bits differ from vdpbf16ps's; its scalar emulation
+// (gemm_amx_tile_emulated, GEMM_BF16_AMX_EMULATED) does the same on the same packing, and gives
+// its bits on any CPU. Its A and B are padded with zero to whole tiles of 32 k (gemm_depth_rows),
+// which the emulation adds as the instruction does.
 #pragma once
 #include "mlstm.h"  // MatmulInto and the order of a matmul's sizes: (rows, cols, depth)
 #include <stddef.h>
@@ -86,8 +101,10 @@ typedef float gemm_vec __attribute__((vector_size(GEMM_VB), aligned(4), may_alia
 
 // What a product's operands are rounded to: FP32 (as they are), or BF16 (8-bit significands,
 // FP32's exponent range) with FP32 accumulation, on AVX512-BF16 (Zen 4 and later, Cooper Lake,
-// Sapphire Rapids and later) or in the scalar emulation of the same arithmetic on any CPU.
-typedef enum { GEMM_FP32, GEMM_BF16_NATIVE, GEMM_BF16_EMULATED } GemmPrecision;
+// Sapphire Rapids and later) or in the scalar emulation of the same arithmetic on any CPU, or on
+// AMX-BF16's tiles (Sapphire Rapids and later) or the emulation of theirs, whose sums' order differs.
+typedef enum { GEMM_FP32, GEMM_BF16_NATIVE, GEMM_BF16_EMULATED, GEMM_BF16_AMX, GEMM_BF16_AMX_EMULATED } GemmPrecision;
+static inline int gemm_is_amx(GemmPrecision prec) { return prec == GEMM_BF16_AMX || prec == GEMM_BF16_AMX_EMULATED; }
 typedef uint16_t gemm_bf16 __attribute__((may_alias));  // a BF16 value's bits, stored in a float buffer
 typedef uint32_t gemm_slot __attribute__((may_alias));  // a packed pair of BF16 (k even low, k + 1 high)
 
@@ -109,10 +126,50 @@ static inline int gemm_bf16_native_supported(void) {
 #endif
 }
 
+// Whether this build and CPU run AMX-BF16's tiles: GCC 11 and clang 12 know the target, cpuid
+// says the CPU has AMX-TILE and AMX-BF16, and Linux (5.16 and later) grants this process the
+// tiles' 8 KB of state, which it asks for once (arch_prctl ARCH_REQ_XCOMP_PERM for
+// XFEATURE_XTILEDATA: the permission is the process's, all its threads'). libgcc 12's
+// __builtin_cpu_supports does not know AMX: cpuid leaf 7, EDX bits 22 (AMX-BF16) and 24 (AMX-TILE).
+#if defined(__x86_64__) && defined(__linux__) && ((defined(__clang__) && __clang_major__ >= 12) || \
+                                                  (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 11))
+#define GEMM_AMX_BUILT 1
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define GEMM_AMX_TARGET __attribute__((target("amx-tile,amx-bf16")))
+#ifndef ARCH_REQ_XCOMP_PERM
+#define ARCH_REQ_XCOMP_PERM 0x1023  // as <asm/prctl.h> of Linux 5.16 and later defines it
+#endif
+#define GEMM_XFEATURE_XTILEDATA 18  // the tiles' data in XSAVE's state (Linux's XFEATURE_XTILEDATA)
+#else
+#define GEMM_AMX_BUILT 0
+#endif
+static inline int gemm_bf16_amx_supported(void) {
+#if GEMM_AMX_BUILT
+    static int known = -1;  // asked once: first from the main thread (the trainer's model_products, the tests)
+    if (known < 0) {
+        unsigned eax, ebx, ecx, edx;
+        int cpu = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx >> 22 & 1) && (edx >> 24 & 1);
+        known = cpu && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, GEMM_XFEATURE_XTILEDATA) == 0;
+    }
+    return known;
+#else
+    return 0;
+#endif
+}
+
 // k values per packed row: a BF16 operand holds a k pair in each 4-byte slot, so a block of kc k
-// is (kc + 1) / 2 rows of slots (an odd kc's last pair padded with a zero); offsets into packed
-// operands count slots (floats) for either precision.
-static inline int gemm_depth_rows(int kc, GemmPrecision prec) { return prec == GEMM_FP32 ? kc : (kc + 1) / 2; }
+// is (kc + 1) / 2 rows of slots (an odd kc's last pair padded with a zero), for AMX whole tiles
+// of 16 pairs (the rest zero); offsets into packed operands count slots (floats) for any precision.
+#define GEMM_AMX_PAIRS 16  // k pairs in a tile of A (16 rows x 64 bytes) and of B (16 rows of pairs)
+static inline int gemm_depth_rows(int kc, GemmPrecision prec) {
+    return prec == GEMM_FP32 ? kc
+           : gemm_is_amx(prec) ? ((kc + 1) / 2 + GEMM_AMX_PAIRS - 1) / GEMM_AMX_PAIRS * GEMM_AMX_PAIRS
+                               : (kc + 1) / 2;
+}
+_Static_assert(GEMM_KC % (2 * GEMM_AMX_PAIRS) == 0 && GEMM_KC_STREAMED % (2 * GEMM_AMX_PAIRS) == 0,
+               "AMX's k groups of 32 start at every k block's start, the same from K's start");
 
 // FP32 to BF16, to nearest, ties to even (as vcvtneps2bf16): the carry of the rounding increment
 // runs into the exponent, so the largest values round to infinity; a NaN stays a (quiet) NaN;
@@ -148,14 +205,14 @@ static inline size_t gemm_packed_floats(int N, int K, GemmPrecision prec) {
 
 // Packs B (K,N), element (k,n) at b[k*rs + n*cs], rows [k0, k0+kc), into
 // bp[panel][k][NR] (BF16: bp[panel][k/2][NR] in k pairs): the kernel's order. Columns past N,
-// and an odd kc's last pair's second k, are zero.
+// and an odd kc's last pair's second k (AMX: the pairs up to a whole tile's 16), are zero.
 static inline void gemm_pack_block(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t cs, int k0, int kc, int N, int p0,
                                    int p1, GemmPrecision prec) {
     const int rows = gemm_depth_rows(kc, prec);
     for (int p = p0; p < p1; p++) {
         float *d = bp + (size_t)p * rows * GEMM_NR;
         int n0 = p * GEMM_NR, nn = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
-        if (nn < GEMM_NR || (prec != GEMM_FP32 && kc % 2)) memset(d, 0, sizeof(float) * rows * GEMM_NR);
+        if (nn < GEMM_NR || (prec != GEMM_FP32 && 2 * rows != kc)) memset(d, 0, sizeof(float) * rows * GEMM_NR);
         if (cs == 1 && prec == GEMM_FP32)  // rows of B are contiguous
             for (int k = 0; k < kc; k++)
                 memcpy(d + (size_t)k * GEMM_NR, b + (size_t)(k0 + k) * rs + n0, sizeof(float) * nn);
@@ -416,6 +473,200 @@ static inline void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const
 #endif
 }
 
+// ----------------------------------------------------------------------------
+// AMX-BF16 (GEMM_BF16_AMX). The tiles of a call: C 2 x 2 tiles (rows 0-15 and 16-31 of a group of
+// 32 rows, the panel's columns 0-15 and the rest), A 2 (the group's two strips of 16 rows), B 2
+// (the panel's two column halves), the machine's 8 tiles; tdpbf16ps reads 16 pairs each (32 k).
+// A is packed in strips of 16 rows (gemm_pack_a_amx), a strip's 16 pairs one 1 KB tile; B's panels
+// are BF16's (16 pair rows of NR slots: a tile, rows NR slots apart).
+#define GEMM_AMX_ROWS 16                                // rows of a tile of C and of A
+#define GEMM_AMX_W0 (GEMM_NR < 16 ? GEMM_NR : 16)      // columns of the panel's first tile of C and B
+#define GEMM_AMX_W1 (GEMM_NR - GEMM_AMX_W0)            // and of its second (none: 0)
+_Static_assert(GEMM_NR <= 32, "AMX: a panel is at most two tiles of 16 columns");
+// slots of a strip of 16 rows of A packed for AMX, rows pairs deep: its tiles one after the other
+static inline size_t gemm_amx_strip(int rows) { return (size_t)GEMM_AMX_ROWS * rows; }
+
+// The slot of pair kk of row i of A packed for AMX, rows pairs deep: in strip i / 16, tile kk / 16.
+static inline size_t gemm_amx_a_slot(int i, int kk, int rows) {
+    return (size_t)(i / GEMM_AMX_ROWS) * gemm_amx_strip(rows) + (size_t)(kk / GEMM_AMX_PAIRS) * GEMM_AMX_ROWS *
+           GEMM_AMX_PAIRS + i % GEMM_AMX_ROWS * GEMM_AMX_PAIRS + kk % GEMM_AMX_PAIRS;
+}
+// Rows [i0, i1) of A, k block (k0, kc), packed for AMX into strips of 16 rows (the last padded
+// with zero rows), pair kk of row i of a strip at (kk / 16) 256 + i 16 + kk % 16 slots into it,
+// the pairs past kc zero: one tile of A is 1 KB in one piece.
+static inline void gemm_pack_a_amx(float *ap, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0, int i1, int k0,
+                                   int kc) {
+    const int rows = gemm_depth_rows(kc, GEMM_BF16_AMX), strips = (i1 - i0 + GEMM_AMX_ROWS - 1) / GEMM_AMX_ROWS;
+    if ((i1 - i0) % GEMM_AMX_ROWS || 2 * rows != kc) memset(ap, 0, sizeof(float) * strips * gemm_amx_strip(rows));
+    gemm_bf16 *d = (gemm_bf16 *)ap;
+    if (csa == 1)  // A along its rows: a row at a time
+        for (int i = i0; i < i1; i++)
+            for (int k = 0; k < kc; k++)
+                d[gemm_amx_a_slot(i - i0, k >> 1, rows) * 2 + (k & 1)] = gemm_bf16_round(a[(size_t)i * rsa + k0 + k]);
+    else  // down its columns: each k's run of i contiguous
+        for (int k = 0; k < kc; k++) {
+            const float *src = a + (size_t)(k0 + k) * csa;
+            for (int i = i0; i < i1; i++)
+                d[gemm_amx_a_slot(i - i0, k >> 1, rows) * 2 + (k & 1)] = gemm_bf16_round(src[(size_t)i * rsa]);
+        }
+}
+
+// The C of a group of mr <= 32 rows and nr <= NR columns, through a buffer at the edges (rows past
+// mr and columns past nr are computed on zero A and B there, and dropped).
+typedef struct {
+    float tmp[2 * GEMM_AMX_ROWS * GEMM_NR] __attribute__((aligned(64)));
+    float *t;  // where the tiles of C load from and store to: C itself, or tmp at the edges
+    ptrdiff_t ld;
+    int full, two;  // two: rows 16-31 too
+} GemmAmxIo;
+static inline void gemm_amx_begin(GemmAmxIo *io, float *c, ptrdiff_t ldc, int mr, int nr, int init,
+                                  const float *bias) {
+    io->two = mr > GEMM_AMX_ROWS;
+    io->full = mr == (io->two ? 2 : 1) * GEMM_AMX_ROWS && nr == GEMM_NR;
+    io->t = io->full ? c : io->tmp;
+    io->ld = io->full ? ldc : GEMM_NR;
+    if (!io->full) {
+        memset(io->tmp, 0, sizeof io->tmp);
+        for (int i = 0; i < mr && init != GEMM_ZERO; i++)
+            memcpy(io->tmp + i * GEMM_NR, init == GEMM_LOAD ? c + i * ldc : bias, sizeof(float) * nr);
+    }
+}
+static inline void gemm_amx_end(GemmAmxIo *io, float *c, ptrdiff_t ldc, int mr, int nr) {
+    if (!io->full)
+        for (int i = 0; i < mr; i++) memcpy(c + i * ldc, io->tmp + i * GEMM_NR, sizeof(float) * nr);
+}
+
+// The emulation: element by element, the instruction's sums in its order (the header's), on the
+// same packed A and B; a subnormal sum flushed with its sign and C read through gemm_bf16_flush
+// (packed operands are never subnormal: gemm_bf16_round).
+static GEMM_ONE_COPY void gemm_amx_tile_emulated(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc,
+                                                 int mr, int nr, int init, const float *bias) {
+    GemmAmxIo io;
+    gemm_amx_begin(&io, c, ldc, mr, nr, init, bias);
+    const int rows = gemm_depth_rows(kc, GEMM_BF16_AMX);
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) {
+            float x = init == GEMM_ZERO ? 0 : init == GEMM_BIAS && io.full ? bias[j] : io.t[i * io.ld + j];
+            for (int kk = 0; kk < rows; kk += GEMM_AMX_PAIRS) {
+                float even = 0, odd = 0;
+                for (int q = 0; q < GEMM_AMX_PAIRS; q++) {
+                    const uint32_t a = *(const gemm_slot *)(ap + gemm_amx_a_slot(i, kk + q, rows));
+                    const uint32_t b = *(const gemm_slot *)(bp + (size_t)(kk + q) * GEMM_NR + j);
+                    even = gemm_bf16_flush((float)((double)even + (double)gemm_bf16_value(a & 0xffff) *
+                                                                      gemm_bf16_value(b & 0xffff)));
+                    odd = gemm_bf16_flush((float)((double)odd + (double)gemm_bf16_value(a >> 16) *
+                                                                    gemm_bf16_value(b >> 16)));
+                }
+                x = gemm_bf16_flush((float)((double)gemm_bf16_flush(x) + gemm_bf16_flush(even + odd)));
+            }
+            io.t[i * io.ld + j] = x;
+        }
+    gemm_amx_end(&io, c, ldc, mr, nr);
+}
+
+#if GEMM_AMX_BUILT
+// ldtilecfg's operand (64 bytes): palette 1, each tile's rows and bytes a row
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} GemmAmxConfig;
+// The tiles' shapes, per thread: loaded at the start of each product (about 100 cycles, once per
+// thread and call: gemm_columns, gemm_packed_serial) and released at its end.
+static inline GEMM_AMX_TARGET void gemm_amx_configure(void) {
+    GemmAmxConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {  // C 0 1 (rows 0-15), 2 3 (rows 16-31); A 4 5; B 6 7
+        const int w = t == 4 || t == 5 ? GEMM_AMX_PAIRS : t % 2 == 0 ? GEMM_AMX_W0 : GEMM_AMX_W1;
+        cfg.rows[t] = w ? GEMM_AMX_ROWS : 0;
+        cfg.colsb[t] = (uint16_t)(4 * w);
+    }
+    // (not _tile_loadconfig: GCC 12's tells the compiler that ldtilecfg reads 8 bytes, and it then
+    // dropped the stores of the rows and widths, and ldtilecfg faulted on palette 1 without them)
+    __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
+}
+static inline GEMM_AMX_TARGET void gemm_amx_release(void) { _tile_release(); }
+static GEMM_ONE_COPY GEMM_AMX_TARGET void gemm_amx_tile(int kc, const float *ap, const float *bp, float *c,
+                                                        ptrdiff_t ldc, int mr, int nr, int init, const float *bias) {
+    GemmAmxIo io;
+    gemm_amx_begin(&io, c, ldc, mr, nr, init, bias);
+    // GCC 12's tileloadd does not say that it reads memory: C's buffer is written before it
+    __asm__ volatile("" : : : "memory");
+    const int rows = gemm_depth_rows(kc, GEMM_BF16_AMX), two = io.two, wide = GEMM_AMX_W1 > 0;  // wide: 2 tiles
+    const size_t ld = sizeof(float) * io.ld, ldb = sizeof(float) * GEMM_NR, lda = sizeof(float) * GEMM_AMX_PAIRS;
+    const float *t0 = io.t, *t1 = io.t + GEMM_AMX_W0, *t2 = io.t + GEMM_AMX_ROWS * io.ld, *t3 = t2 + GEMM_AMX_W0;
+    const float *a1 = ap + gemm_amx_strip(rows);
+    if (init == GEMM_ZERO) {
+        _tile_zero(0);
+        if (wide) _tile_zero(1);
+        if (two) _tile_zero(2);
+        if (two && wide) _tile_zero(3);
+    } else if (init == GEMM_BIAS && io.full) {  // the bias on every row: a stride of 0
+        _tile_loadd(0, bias, 0);
+        if (wide) _tile_loadd(1, bias + GEMM_AMX_W0, 0);
+        if (two) _tile_loadd(2, bias, 0);
+        if (two && wide) _tile_loadd(3, bias + GEMM_AMX_W0, 0);
+    } else {
+        _tile_loadd(0, t0, ld);
+        if (wide) _tile_loadd(1, t1, ld);
+        if (two) _tile_loadd(2, t2, ld);
+        if (two && wide) _tile_loadd(3, t3, ld);
+    }
+    for (int kk = 0; kk < rows; kk += GEMM_AMX_PAIRS) {
+        const float *b = bp + (size_t)kk * GEMM_NR, *a0 = ap + (size_t)kk * GEMM_AMX_ROWS;
+        _tile_loadd(6, b, ldb);
+        if (wide) _tile_loadd(7, b + GEMM_AMX_W0, ldb);
+        _tile_loadd(4, a0, lda);
+        _tile_dpbf16ps(0, 4, 6);
+        if (wide) _tile_dpbf16ps(1, 4, 7);
+        if (two) {
+            _tile_loadd(5, a1 + (size_t)kk * GEMM_AMX_ROWS, lda);
+            _tile_dpbf16ps(2, 5, 6);
+            if (wide) _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    _tile_stored(0, (float *)t0, ld);
+    if (wide) _tile_stored(1, (float *)t1, ld);
+    if (two) _tile_stored(2, (float *)t2, ld);
+    if (two && wide) _tile_stored(3, (float *)t3, ld);
+    gemm_amx_end(&io, c, ldc, mr, nr);
+}
+#endif
+
+// Rows [0, M) of C (ldc) against panels [p0, p1) of one packed block (kc deep), A packed by
+// gemm_pack_a_amx from row 0: groups of 32 rows (2 strips) outside, panels inside.
+static inline void gemm_amx_rows_block(float *c, ptrdiff_t ldc, const float *ap, int M, const float *blk, int kc,
+                                       int N, int p0, int p1, int init, const float *bias, GemmPrecision prec) {
+    const int rows = gemm_depth_rows(kc, prec);
+    for (int i0 = 0; i0 < M; i0 += 2 * GEMM_AMX_ROWS) {
+        const int mr = M - i0 < 2 * GEMM_AMX_ROWS ? M - i0 : 2 * GEMM_AMX_ROWS;
+        const float *a = ap + (size_t)i0 / GEMM_AMX_ROWS * gemm_amx_strip(rows);
+        for (int p = p0; p < p1; p++) {
+            int n0 = p * GEMM_NR, nr = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
+            const float *b = blk + (size_t)p * rows * GEMM_NR, *bs = bias ? bias + n0 : NULL;
+            float *cc = c + (size_t)i0 * ldc + n0;
+#if GEMM_AMX_BUILT
+            if (prec == GEMM_BF16_AMX) gemm_amx_tile(kc, a, b, cc, ldc, mr, nr, init, bs);
+            else
+#endif
+                gemm_amx_tile_emulated(kc, a, b, cc, ldc, mr, nr, init, bs);
+        }
+    }
+}
+static inline void gemm_amx_start(GemmPrecision prec) {
+#if GEMM_AMX_BUILT
+    if (prec == GEMM_BF16_AMX) gemm_amx_configure();
+#endif
+    (void)prec;
+}
+static inline void gemm_amx_stop(GemmPrecision prec) {
+#if GEMM_AMX_BUILT
+    if (prec == GEMM_BF16_AMX) gemm_amx_release();
+#endif
+    (void)prec;
+}
+
 // The next tile's C, on its way while a tile computes: rows [i0, i0+mr), columns
 // [n0, n0+NR) within N. A large C (a weight gradient's, 1 MB for dW_h at H=256; the
 // gates the time loop adds to) waits in L3, and each tile would begin with its loads'
@@ -525,15 +776,22 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
     int np = gemm_panels(N), init0 = into == MATMUL_ADD ? GEMM_LOAD : bias ? GEMM_BIAS : GEMM_ZERO;
     if (into == MATMUL_ADD && bias) gemm_add_bias(c, ldc, bias, M, N);
     int owned_a = 0;
+    const int amx = gemm_is_amx(prec), unit = amx ? GEMM_AMX_ROWS : GEMM_MR;  // A's rows padded to whole slivers
     float *ap = prec != GEMM_FP32 && M > 0 && K > 0
                     ? gemm_thread_buffer(gemm_serial_slot(), 2,
-                                         (size_t)(M + GEMM_MR - 1) / GEMM_MR * GEMM_MR *
+                                         (size_t)(M + unit - 1) / unit * unit *
                                              gemm_depth_rows(GEMM_KC_STREAMED, prec), &owned_a)
                     : NULL;
+    if (amx && ap) gemm_amx_start(prec);
     for (int k0 = 0; k0 < K; k0 += GEMM_KC_STREAMED) {
         int kc = K - k0 < GEMM_KC_STREAMED ? K - k0 : GEMM_KC_STREAMED, init = k0 > 0 ? GEMM_LOAD : init0;
         int kc_rows = gemm_depth_rows(kc, prec);
         const float *blk = bp + (size_t)gemm_depth_rows(k0, prec) * np * GEMM_NR;
+        if (amx) {  // the panels one after the other, each against every group of rows
+            gemm_pack_a_amx(ap, a, rsa, csa, 0, M, k0, kc);
+            for (int p = 0; p < np; p++) gemm_amx_rows_block(c, ldc, ap, M, blk, kc, N, p, p + 1, init, bias, prec);
+            continue;
+        }
         if (ap) gemm_pack_a(ap, a, rsa, csa, 0, M, k0, kc, prec);
         // the panel after this one (at a block's end, the next block's first, kn rows deep), fetched
         // in equal shares of its rows by the last S of the R row tiles (gemm_tile_steps says why;
@@ -560,6 +818,7 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
             }
         }
     }
+    if (amx && ap) gemm_amx_stop(prec);
     if (ap && owned_a) free(ap);
 }
 
@@ -599,7 +858,8 @@ static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *par
                 for (int n = 0; n < g->N; n++) g->c[(size_t)i * g->ldc + n] = g->bias ? g->bias[n] : 0;
     }
     if (K == 0) return;
-    const int mp = (M + GEMM_MR - 1) / GEMM_MR;
+    const int amx = gemm_is_amx(prec), unit = amx ? GEMM_AMX_ROWS : GEMM_MR;  // rows split between threads in units
+    const int mp = (M + unit - 1) / unit;
     const int pack_a = prec != GEMM_FP32 || (GEMM_PACK_A && csa != 1 && panels >= 8);  // gemm_pack_a says why 8
 #ifdef _OPENMP
     const int nested = omp_in_parallel();  // then thread numbers repeat across callers: no shared buffers
@@ -612,14 +872,15 @@ static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *par
         int nt = 1, id = 0, slot = 0;
 #endif
         int q0 = (int)((long)mp * id / nt), q1 = (int)((long)mp * (id + 1) / nt), owned = 0, owned_a = 0;
-        int i0 = q0 * GEMM_MR, i1 = q1 * GEMM_MR < M ? q1 * GEMM_MR : M;
+        int i0 = q0 * unit, i1 = q1 * unit < M ? q1 * unit : M;
         float *ws = q0 < q1 ? gemm_thread_buffer(slot, 0, (size_t)GEMM_KC * GEMM_NC, &owned) : NULL;
-        float *ap = ws && pack_a ? gemm_thread_buffer(slot, 1, (size_t)(q1 - q0) * GEMM_MR * GEMM_KC, &owned_a)
-                                 : NULL;
+        float *ap = ws && pack_a ? gemm_thread_buffer(slot, 1, (size_t)(q1 - q0) * unit * GEMM_KC, &owned_a) : NULL;
+        if (amx && ws) gemm_amx_start(prec);
         for (int k0 = 0; ws && k0 < K; k0 += GEMM_KC) {
             int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
             const int kc_rows = gemm_depth_rows(kc, prec);
-            if (ap) gemm_pack_a(ap, a, rsa, csa, i0, i1, k0, kc, prec);
+            if (amx) gemm_pack_a_amx(ap, a, rsa, csa, i0, i1, k0, kc);
+            else if (ap) gemm_pack_a(ap, a, rsa, csa, i0, i1, k0, kc, prec);
             for (int p = 0; p < nparts; p++) {
                 const GemmColumns *g = &parts[p];
                 const int init = k0 || accumulate ? GEMM_LOAD : g->bias ? GEMM_BIAS : GEMM_ZERO;
@@ -628,6 +889,11 @@ static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *par
                     const float *bias = g->bias ? g->bias + j0 : NULL;
                     gemm_pack_block(ws, g->B.at + (size_t)j0 * g->B.cols, g->B.rows, g->B.cols, k0, kc, nc, 0, np,
                                     prec);
+                    if (amx) {  // this thread's rows, in groups of 32, each against every panel
+                        gemm_amx_rows_block(g->c + (size_t)i0 * g->ldc + j0, g->ldc, ap, i1 - i0, ws, kc, nc, 0, np,
+                                            init, bias, prec);
+                        continue;
+                    }
                     for (int q = q0; q < q1; q++) {
                         int r0 = q * GEMM_MR, mr = M - r0 < GEMM_MR ? M - r0 : GEMM_MR;
                         float *c = g->c + (size_t)r0 * g->ldc + j0;
@@ -641,6 +907,7 @@ static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *par
                 }
             }
         }
+        if (amx && ws) gemm_amx_stop(prec);
         if (ap && owned_a) free(ap);
         if (ws && owned) free(ws);
     }

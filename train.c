@@ -21,10 +21,15 @@ struct Model {
     real *val_h, *val_c;        // (B,H) validation state
 };
 
-// The products' precision: FP32, or with --bf16 BF16 on AVX512-BF16, or its emulation (the same
-// bits) on a CPU without it.
+// The products' precision: FP32, or with --bf16 BF16 on AMX-BF16's tiles where the CPU and kernel
+// allow them, else on AVX512-BF16, else in its emulation (AVX512-BF16's bits) on a CPU without
+// either. AMX sums a product's terms in another order than AVX512-BF16 (gemm.h): the kernel is the
+// machine's, as FP32's fused multiply-adds are, and the settings table says which one ran.
 static GemmPrecision model_products(const Options *o) {
-    return !o->bf16 ? GEMM_FP32 : gemm_bf16_native_supported() ? GEMM_BF16_NATIVE : GEMM_BF16_EMULATED;
+    return !o->bf16                      ? GEMM_FP32
+           : gemm_bf16_amx_supported()   ? GEMM_BF16_AMX
+           : gemm_bf16_native_supported() ? GEMM_BF16_NATIVE
+                                          : GEMM_BF16_EMULATED;
 }
 
 static Model *model_create(const Options *o, int B) {
@@ -69,6 +74,7 @@ static Precision model_precision(const Options *o) {
     const GemmPrecision products = model_products(o);
     snprintf(p.description, sizeof p.description, "%s%s",
              products == GEMM_FP32 ? "FP32"
+             : products == GEMM_BF16_AMX ? "BF16 products (AMX-BF16), FP32 sums, master weights and the rest"
              : products == GEMM_BF16_NATIVE
                  ? "BF16 products (AVX512-BF16), FP32 sums, master weights and the rest"
                  : "BF16 products (emulated: this CPU lacks AVX512-BF16), FP32 sums, master weights and the rest",

@@ -146,8 +146,9 @@ static const Flag flags[] = {
      "                         protocol in FP32; the GPU build fixes its precision)", NULL, RUN_DEFINING, BACKEND_ANY},
     {"bf16", NULL, AS_SWITCH_ON(bf16), 0, 0,
      "BF16 products (operands rounded to BF16, sums and master weights FP32; the\n"
-     "                         cell, softmax, norms and Adam FP32) with AVX512-BF16, or where the CPU lacks it\n"
-     "                         an emulation with the same bits, much slower (a warning says so)", NULL, RUN_DEFINING,
+     "                         cell, softmax, norms and Adam FP32) on AMX-BF16 tiles or AVX512-BF16, or where\n"
+     "                         the CPU has neither an emulation of AVX512-BF16's bits, much slower (a warning\n"
+     "                         says so); the settings table's precision row says which", NULL, RUN_DEFINING,
      BACKEND_CPU},
     {"inject-overflow", "STEP", AS_LONG(inject_overflow), 1, MAX_STEPS,
      "rank 0 seeds data step STEP's backward with S = inf: to see on your\n"

@@ -4,7 +4,9 @@
 //  2. every layout, with partial tiles, odd K (a padded last pair), several k blocks, bias and
 //     accumulation, bit for bit a scalar model of vdpbf16ps written here from Intel's
 //     definition, for the emulation and (where the CPU has AVX512-BF16) the native kernel,
-//     and within the bound argued at bf16_bound of the plain FP32 loops of mlstm.h;
+//     and bit for bit a model of AMX's tdpbf16ps written here from what it was seen to do
+//     (gemm.h's header), for its emulation and (where the CPU and kernel allow AMX) the tiles;
+//     each within the bound argued at bf16_bound of the plain FP32 loops of mlstm.h;
 //  3. the same bits whatever the row split or thread count;
 //  4. fast_forward + fast_backward in BF16 against mlstm.h's FP32 step within the bound argued
 //     at test_model_bf16, with trained-like saturated gates too, and 1 and 2 threads bit for bit.
@@ -41,20 +43,41 @@ static float ref_dot(float c, float a0, float a1, float b0, float b1) {
     c = ref_flush((float)((double)ref_flush(c) + p1));  // double then float: rounded correctly (53 >= 2 24 + 2)
     return ref_flush((float)((double)c + p0));
 }
-// out (N,O) = [init +] in (N,K) W (O,K)^T [+ bias], element (n,o) the chain of vdpbf16ps over
-// the k pairs in order, from the FP32 start value (init, then + bias in FP32, or the bias, or 0).
+// AMX's tdpbf16ps as it was seen to compute (probed on Sapphire Rapids, gemm.h's header): over
+// its 32 k (16 pairs), the even k's exact products summed in order from +0 and the odd k's apart,
+// each sum rounded to nearest even and flushed if subnormal (with its sign), then c + (even + odd),
+// each of the two sums rounded once and flushed, c read as zero if subnormal. a, b: 32 values each.
+static float ref_tdp(float c, const float *a, const float *b) {
+    float e = 0, o = 0;
+    for (int k = 0; k < 32; k += 2) {
+        e = ref_flush((float)((double)e + (double)a[k] * b[k]));  // the exact product, one rounding
+        o = ref_flush((float)((double)o + (double)a[k + 1] * b[k + 1]));
+    }
+    return ref_flush((float)((double)ref_flush(c) + ref_flush(e + o)));
+}
+// out (N,O) = [init +] in (N,K) W (O,K)^T [+ bias], element (n,o) from the FP32 start value
+// (init, then + bias in FP32, or the bias, or 0): the chain of vdpbf16ps over the k pairs in
+// order, or (amx) of tdpbf16ps over the k in 32s from k = 0, the last 32 padded with zero.
 // in and W as strided views, so one reference serves every layout.
 static void ref_product(float *out, const float *init, const float *in, ptrdiff_t irs, ptrdiff_t ics,
-                        const float *W, ptrdiff_t wrs, ptrdiff_t wcs, const float *bias, int N, int O, int K) {
+                        const float *W, ptrdiff_t wrs, ptrdiff_t wcs, const float *bias, int N, int O, int K, int amx) {
     for (int n = 0; n < N; n++)
         for (int o = 0; o < O; o++) {
             float c = init ? init[(size_t)n * O + o] : 0;
             if (bias) c = init ? c + bias[o] : bias[o];
-            for (int k = 0; k < K; k += 2) {
+            for (int k = 0; k < K && !amx; k += 2) {
                 float a0 = ref_bf16(in[n * irs + k * ics]), b0 = ref_bf16(W[o * wrs + k * wcs]);
                 float a1 = k + 1 < K ? ref_bf16(in[n * irs + (k + 1) * ics]) : 0;
                 float b1 = k + 1 < K ? ref_bf16(W[o * wrs + (k + 1) * wcs]) : 0;
                 c = ref_dot(c, a0, a1, b0, b1);
+            }
+            for (int k0 = 0; k0 < K && amx; k0 += 32) {
+                float a[32], b[32];
+                for (int k = k0; k < k0 + 32; k++) {
+                    a[k - k0] = k < K ? ref_bf16(in[n * irs + k * ics]) : 0;
+                    b[k - k0] = k < K ? ref_bf16(W[o * wrs + k * wcs]) : 0;
+                }
+                c = ref_tdp(c, a, b);
             }
             out[(size_t)n * O + o] = c;
         }
@@ -94,8 +117,8 @@ static void test_rounding(void) {
 // flushed, lie further off only in absolute terms, below 2^-126, which the 1e-30 absorbs).
 // A product of two rounded operands is exact in FP32 and within (2u + u^2)|a b| of a b. The
 // FP32 sum of K such products and at most two unrounded terms (the bias, C's value) in any
-// order is within gamma_{K+2} = (K+2) 2^-24 / (1 - (K+2) 2^-24) of their sum of magnitudes
-// (Higham, section 3.1; the zero products of a padded pair add nothing), and the plain loops'
+// order or grouping (AMX's too) is within gamma_{K+2} = (K+2) 2^-24 / (1 - (K+2) 2^-24) of their
+// sum of magnitudes (Higham, section 3.1; the zero products of padding add nothing), and the plain loops'
 // own sum within gamma_{K+2} of its own. So with mag = sum |terms| of the exact product,
 //   |bf16 - plain| <= (2u + u^2 + 2 gamma_{K+2} (1 + 2u + u^2)) mag,
 // about (2^-7 + 2 K 2^-24) mag: the rounding of the operands dominates at the model's K.
@@ -104,10 +127,12 @@ static double bf16_bound(int K, double mag) {
     return (2 * u + u * u + 2 * g * (1 + 2 * u + u * u)) * mag + 1e-30;
 }
 
+static const char *instruction(GemmPrecision p) { return gemm_is_amx(p) ? "tdpbf16ps" : "vdpbf16ps"; }
+
 // The checks on one product's result: bit for bit the reference chain, within the bound of
 // the plain loops' FP32 result. mag (N*O) the sums of magnitudes.
 static void check_product(const char *what, const float *got, const float *chain, const float *plain,
-                          const double *mag, size_t n, int K) {
+                          const double *mag, size_t n, int K, GemmPrecision prec) {
     double worst = 0;
     size_t diff = 0;
     for (size_t i = 0; i < n; i++) {
@@ -115,8 +140,8 @@ static void check_product(const char *what, const float *got, const float *chain
         worst = r > worst || r != r ? r : worst;
         diff += memcmp(&got[i], &chain[i], 4) != 0;
     }
-    CHECK(diff == 0 && worst <= 1, "%s: %zu of %zu elements differ from vdpbf16ps's chain; worst |bf16 - FP32 loops| "
-          "%.3f of the bound", what, diff, n, worst);
+    CHECK(diff == 0 && worst <= 1, "%s: %zu of %zu elements differ from %s's chain; worst |bf16 - FP32 loops| %.3f of "
+          "the bound", what, diff, n, instruction(prec), worst);
 }
 
 // sums of |terms| of out = [init +] in W^T [+ bias] (strided views as ref_product)
@@ -130,7 +155,10 @@ static void magnitudes(double *mag, const float *init, const float *in, ptrdiff_
         }
 }
 
-static const char *prec_name(GemmPrecision p) { return p == GEMM_BF16_NATIVE ? "native" : "emulated"; }
+static const char *prec_name(GemmPrecision p) {
+    return p == GEMM_BF16_NATIVE ? "native" : p == GEMM_BF16_EMULATED ? "emulated" : p == GEMM_BF16_AMX ? "AMX"
+                                                                                                         : "AMX emulated";
+}
 
 // Every layout of gemm.h in precision prec, N rows, depth K, O columns.
 static void test_layouts(int N, int K, int O, GemmPrecision prec, uint64_t *s) {
@@ -139,11 +167,12 @@ static void test_layouts(int N, int K, int O, GemmPrecision prec, uint64_t *s) {
     float *init = rand_buf(big, s), *got = mlstm_alloc(big), *chain = mlstm_alloc(big), *plain = mlstm_alloc(big);
     float *dOut = rand_buf((size_t)N * O, s), *Wp = mlstm_alloc(fast_packed_floats(O, K));
     double *mag = (double *)mallocCheck(sizeof(double) * big);
+    const int amx = gemm_is_amx(prec);
     char what[160];
     for (int acc = 0; acc < 2; acc++)
         for (int wb = 0; wb < 2; wb++) {  // out (N,O) = [out +] in W^T [+ bias]: gemm_nt, and packed on rows [n0, N)
             const float *bp = wb ? bias : NULL, *i0 = acc ? init : NULL;
-            ref_product(chain, i0, in, K, 1, W, K, 1, bp, N, O, K);
+            ref_product(chain, i0, in, K, 1, W, K, 1, bp, N, O, K, amx);
             memcpy(plain, init, sizeof(float) * N * O);
             matmul_nt(plain, in, W, bp, N, O, K, acc);
             magnitudes(mag, i0, in, K, 1, W, K, 1, bp, N, O, K);
@@ -151,7 +180,7 @@ static void test_layouts(int N, int K, int O, GemmPrecision prec, uint64_t *s) {
             gemm_nt(got, in, W, bp, N, O, K, acc, prec);
             snprintf(what, sizeof what, "%s nt N=%d K=%d O=%d%s%s", prec_name(prec), N, K, O, acc ? " accumulate" : "",
                      bp ? " bias" : "");
-            check_product(what, got, chain, plain, mag, (size_t)N * O, K);
+            check_product(what, got, chain, plain, mag, (size_t)N * O, K, prec);
             const int n0 = N > 4 ? 4 : 0;
             memcpy(got, init, sizeof(float) * N * O);
             gemm_pack_nt(Wp, W, O, K, prec);
@@ -160,63 +189,65 @@ static void test_layouts(int N, int K, int O, GemmPrecision prec, uint64_t *s) {
                      acc ? " accumulate" : "", bp ? " bias" : "");
             CHECK(memcmp(got, init, sizeof(float) * n0 * O) == 0, "%s: rows outside untouched", what);
             size_t off = (size_t)n0 * O;
-            check_product(what, got + off, chain + off, plain + off, mag + off, (size_t)(N - n0) * O, K);
+            check_product(what, got + off, chain + off, plain + off, mag + off, (size_t)(N - n0) * O, K, prec);
         }
     for (int acc = 0; acc < 2; acc++) {  // dIn (N,K) = [dIn +] dOut (N,O) W (O,K): depth O; packed too
         const float *i0 = acc ? init : NULL;
-        ref_product(chain, i0, dOut, O, 1, W, 1, K, NULL, N, K, O);
+        ref_product(chain, i0, dOut, O, 1, W, 1, K, NULL, N, K, O, amx);
         memcpy(plain, init, sizeof(float) * N * K);
         matmul_nn(plain, dOut, W, N, K, O, acc);
         magnitudes(mag, i0, dOut, O, 1, W, 1, K, NULL, N, K, O);
         memcpy(got, init, sizeof(float) * N * K);
         gemm_nn(got, dOut, W, N, K, O, acc, prec);
         snprintf(what, sizeof what, "%s nn N=%d O=%d K=%d%s", prec_name(prec), N, O, K, acc ? " accumulate" : "");
-        check_product(what, got, chain, plain, mag, (size_t)N * K, O);
+        check_product(what, got, chain, plain, mag, (size_t)N * K, O, prec);
         memcpy(got, init, sizeof(float) * N * K);
         gemm_pack_nn(Wp, W, K, O, prec);
         for (int r0 = 0; r0 < N; r0 += 5)  // rows in pieces of 5, as threads would own them
             gemm_nn_rows_packed(got, dOut, Wp, r0, r0 + 5 < N ? r0 + 5 : N, K, O, acc, prec);
         snprintf(what, sizeof what, "%s nn packed, rows in 5s, N=%d O=%d K=%d%s", prec_name(prec), N, O, K,
                  acc ? " accumulate" : "");
-        check_product(what, got, chain, plain, mag, (size_t)N * K, O);
+        check_product(what, got, chain, plain, mag, (size_t)N * K, O, prec);
     }
     // dW (O,K) += dOut (N,O)^T in (N,K): depth N, A read down its columns; and as a pair with 3 columns
-    ref_product(chain, init, dOut, 1, O, in, 1, K, NULL, O, K, N);
+    ref_product(chain, init, dOut, 1, O, in, 1, K, NULL, O, K, N, amx);
     memcpy(plain, init, sizeof(float) * O * K);
     matmul_tn(plain, dOut, in, O, K, N);
     magnitudes(mag, init, dOut, 1, O, in, 1, K, NULL, O, K, N);
     memcpy(got, init, sizeof(float) * O * K);
     gemm_tn(got, dOut, in, O, K, N, prec);
     snprintf(what, sizeof what, "%s tn N=%d O=%d K=%d", prec_name(prec), N, O, K);
-    check_product(what, got, chain, plain, mag, (size_t)O * K, N);
+    check_product(what, got, chain, plain, mag, (size_t)O * K, N, prec);
     float *in3 = rand_buf((size_t)N * 3, s), *x = mlstm_alloc((size_t)O * 3), *y = mlstm_alloc((size_t)O * 3);
     memcpy(got, init, sizeof(float) * O * K);
     memcpy(x, init, sizeof(float) * O * 3);
-    ref_product(y, init, dOut, 1, O, in3, 1, 3, NULL, O, 3, N);
+    ref_product(y, init, dOut, 1, O, in3, 1, 3, NULL, O, 3, N, amx);
     gemm_tn_pair(got, in, K, x, in3, 3, dOut, O, N, prec);
     CHECK(memcmp(got, chain, sizeof(float) * O * K) == 0 && memcmp(x, y, sizeof(float) * O * 3) == 0,
-          "%s tn pair N=%d O=%d K=%d and 3: each part bit for bit vdpbf16ps's chain", prec_name(prec), N, O, K);
+          "%s tn pair N=%d O=%d K=%d and 3: each part bit for bit %s's chain", prec_name(prec), N, O, K,
+          instruction(prec));
     free(in3); free(x); free(y);
     free(in); free(W); free(bias); free(init); free(got); free(chain); free(plain); free(dOut); free(Wp); free(mag);
 }
 
 // The same bits on 1, 2 and 3 threads (the rows of C split between them) and natively and
-// emulated: each element is one chain whatever thread or kernel computes it.
-static void test_threads_and_kernels(int N, int K, int O, uint64_t *s) {
+// emulated (vdpbf16ps's: native, where the CPU has it, and emulated; AMX's likewise): each element
+// is one chain whatever thread or kernel computes it.
+static void test_threads_and_kernels(int N, int K, int O, GemmPrecision emulated, GemmPrecision native,
+                                     int native_runs, uint64_t *s) {
     float *in = rand_buf((size_t)N * K, s), *W = rand_buf((size_t)O * K, s), *dOut = rand_buf((size_t)N * O, s);
     float *a = mlstm_alloc((size_t)O * K), *b = mlstm_alloc((size_t)O * K), *c = mlstm_alloc((size_t)N * O);
     float *d = mlstm_alloc((size_t)N * O);
-    const int native = gemm_bf16_native_supported();
     int same = 1;
     memset(a, 0, sizeof(float) * O * K);
-    gemm_tn(a, dOut, in, O, K, N, GEMM_BF16_EMULATED);
-    gemm_nt(c, in, W, NULL, N, O, K, MATMUL_SET, GEMM_BF16_EMULATED);
+    gemm_tn(a, dOut, in, O, K, N, emulated);
+    gemm_nt(c, in, W, NULL, N, O, K, MATMUL_SET, emulated);
     for (int threads = 1; threads <= 3; threads++) {
 #ifdef _OPENMP
         omp_set_num_threads(threads);
 #endif
-        for (int kernel = 0; kernel < 1 + native; kernel++) {
-            GemmPrecision p = kernel ? GEMM_BF16_NATIVE : GEMM_BF16_EMULATED;
+        for (int kernel = 0; kernel < 1 + native_runs; kernel++) {
+            GemmPrecision p = kernel ? native : emulated;
             memset(b, 0, sizeof(float) * O * K);
             gemm_tn(b, dOut, in, O, K, N, p);
             gemm_nt(d, in, W, NULL, N, O, K, MATMUL_SET, p);
@@ -226,8 +257,8 @@ static void test_threads_and_kernels(int N, int K, int O, uint64_t *s) {
 #ifdef _OPENMP
     omp_set_num_threads(2);
 #endif
-    CHECK(same, "BF16 tn and nt N=%d K=%d O=%d: the same bits on 1, 2, 3 threads%s", N, K, O,
-          native ? ", native and emulated" : "");
+    CHECK(same, "%s tn and nt N=%d K=%d O=%d: the same bits on 1, 2, 3 threads%s%s", prec_name(emulated), N, K, O,
+          native_runs ? ", and natively: " : "", native_runs ? prec_name(native) : "");
     free(in); free(W); free(dOut); free(a); free(b); free(c); free(d);
 }
 
@@ -245,11 +276,11 @@ static void test_special_values(GemmPrecision prec, uint64_t *s) {
     for (int i = 0; i < N * O; i++) init[i] = pool[rng_next(s) % np];
     memcpy(got, init, sizeof(float) * N * O);
     gemm_nt(got, in, W, NULL, N, O, K, MATMUL_ADD, prec);
-    ref_product(chain, init, in, K, 1, W, K, 1, NULL, N, O, K);
+    ref_product(chain, init, in, K, 1, W, K, 1, NULL, N, O, K, gemm_is_amx(prec));
     size_t diff = 0;
     for (int i = 0; i < N * O; i++) diff += !(memcmp(&got[i], &chain[i], 4) == 0 || (isnan(got[i]) && isnan(chain[i])));
-    CHECK(diff == 0, "%s: subnormal, tiny, huge and cancelling operands: %zu of %d elements differ from vdpbf16ps's "
-          "chain (NaN counts as equal to NaN)", prec_name(prec), diff, N * O);
+    CHECK(diff == 0, "%s: subnormal, tiny, huge and cancelling operands: %zu of %d elements differ from %s's chain "
+          "(NaN counts as equal to NaN)", prec_name(prec), diff, N * O, instruction(prec));
     in[3] = NAN;
     gemm_nt(got, in, W, NULL, N, O, K, MATMUL_SET, prec);
     int nan_row = 1;
@@ -305,11 +336,13 @@ static void step_free(StepResult *r) { free(r->probs); free(r->grads); free(r->d
 // without growing it; saturated gates (the large biases) pass on less of it. A bug (a row,
 // gate, pair or reset wrong) is off by O(1); operands not rounded at all would pass, which the
 // bit-exact checks of the products above exclude.
-static void test_model_bf16(MlstmConfig cfg, int B, int T, float gate_bias, uint64_t seed) {
+static void test_model_bf16(MlstmConfig cfg, int B, int T, float gate_bias, uint64_t seed, GemmPrecision emulated,
+                            GemmPrecision native, int native_runs) {
     const int H = cfg.H, N = B * T, V = cfg.V;
     const double tol = (2.0 * T + 3) * 6 * sqrt(2.0) * 0x1p-8;
     char tag[96];
-    snprintf(tag, sizeof tag, "BF16 D=%d H=%d B=%d T=%d gate biases %+g", cfg.D, H, B, T, gate_bias);
+    snprintf(tag, sizeof tag, "BF16 (%s) D=%d H=%d B=%d T=%d gate biases %+g", prec_name(native_runs ? native : emulated),
+             cfg.D, H, B, T, gate_bias);
     uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
     float *h0 = mlstm_alloc((size_t)B * H), *c0 = mlstm_alloc((size_t)B * H);
     uint64_t s = seed;
@@ -325,7 +358,7 @@ static void test_model_bf16(MlstmConfig cfg, int B, int T, float gate_bias, uint
     Mlstm m;
     FastPacks pk;
     mlstm_build(&m, cfg, B, T);
-    fast_packs_build(&pk, &cfg, gemm_bf16_native_supported() ? GEMM_BF16_NATIVE : GEMM_BF16_EMULATED);
+    fast_packs_build(&pk, &cfg, native_runs ? native : emulated);
     mlstm_init(&m, seed);
     // trained-like saturation: input and forget gates near 1 (+), output gate near 0 (-), as
     // biases of a few units do after training; the cell then carries c over many steps
@@ -366,8 +399,8 @@ static void test_model_bf16(MlstmConfig cfg, int B, int T, float gate_bias, uint
               !memcmp(one.grads, bf.grads, sizeof(float) * m.nparams),
           "model %s: 1 and 2 threads give the same bits (loss, probabilities, every gradient)", tag);
     // the emulation gives the native kernel's bits for the whole step
-    if (pk.precision == GEMM_BF16_NATIVE) {
-        pk.precision = GEMM_BF16_EMULATED;
+    if (native_runs) {
+        pk.precision = emulated;
         StepResult emu = run_step(&m, &pk, in, tg, rs, h0, c0, B, T);
         CHECK(emu.loss == bf.loss && !memcmp(emu.grads, bf.grads, sizeof(float) * m.nparams),
               "model %s: emulated, the native kernel's bits (loss, every gradient)", tag);
@@ -382,22 +415,33 @@ static void test_model_bf16(MlstmConfig cfg, int B, int T, float gate_bias, uint
 int main(void) {
     uint64_t s = 46;
     test_rounding();
-    const int native = gemm_bf16_native_supported();
+    const int native = gemm_bf16_native_supported(), amx = gemm_bf16_amx_supported();
     if (!native) SKIP("this CPU has no AVX512-BF16: the native kernel is not run (the emulation is)");
-    for (int kernel = 0; kernel < 1 + native; kernel++) {
-        GemmPrecision p = kernel ? GEMM_BF16_NATIVE : GEMM_BF16_EMULATED;
+    if (!amx) SKIP("this CPU (or kernel) allows no AMX-BF16: the tiles are not run (their emulation is)");
+    const GemmPrecision kernels[] = {GEMM_BF16_EMULATED, GEMM_BF16_NATIVE, GEMM_BF16_AMX_EMULATED, GEMM_BF16_AMX};
+    for (int i = 0; i < 4; i++) {
+        GemmPrecision p = kernels[i];
+        if ((p == GEMM_BF16_NATIVE && !native) || (p == GEMM_BF16_AMX && !amx)) continue;
         // partial tiles everywhere, odd K (a padded last pair), K at and above KC, several streamed
-        // blocks, more row tiles than share the fetch of the next panel
+        // blocks, more row tiles than share the fetch of the next panel; for AMX, more than one
+        // group of 32 rows, partial groups of 1 - 31 rows, K off a multiple of 32
         test_layouts(37, 67, 45, p, &s);
         test_layouts(3, 5, 2, p, &s);
         test_layouts(19, GEMM_KC + 13, 2 * GEMM_NR + 1, p, &s);
         test_layouts(9, GEMM_KC_STREAMED + 13, 8 * GEMM_NR + 3, p, &s);
         test_layouts(4 + GEMM_MR * (GEMM_FETCH_TILES + 1) + 3, 2 * GEMM_KC_STREAMED + 1, GEMM_NR + 1, p, &s);
+        test_layouts(64, 96, 2 * GEMM_NR, p, &s);  // whole tiles of AMX: C straight from and to memory
         test_special_values(p, &s);
     }
-    test_threads_and_kernels(70, GEMM_KC + 31, 8 * GEMM_NR + 7, &s);
-    test_model_bf16((MlstmConfig){256, 24, 300, 1}, 6, 5, 0, 21);
-    test_model_bf16((MlstmConfig){256, 16, 40, 0}, 3, 7, 0, 22);
-    test_model_bf16((MlstmConfig){256, 24, 300, 1}, 6, 5, 6, 23);  // saturated gates
+    test_threads_and_kernels(70, GEMM_KC + 31, 8 * GEMM_NR + 7, GEMM_BF16_EMULATED, GEMM_BF16_NATIVE, native, &s);
+    test_threads_and_kernels(70, GEMM_KC + 31, 8 * GEMM_NR + 7, GEMM_BF16_AMX_EMULATED, GEMM_BF16_AMX, amx, &s);
+    for (int family = 0; family < 2; family++) {
+        const GemmPrecision emulated = family ? GEMM_BF16_AMX_EMULATED : GEMM_BF16_EMULATED;
+        const GemmPrecision fast = family ? GEMM_BF16_AMX : GEMM_BF16_NATIVE;
+        const int runs = family ? amx : native;
+        test_model_bf16((MlstmConfig){256, 24, 300, 1}, 6, 5, 0, 21, emulated, fast, runs);
+        test_model_bf16((MlstmConfig){256, 16, 40, 0}, 3, 7, 0, 22, emulated, fast, runs);
+        test_model_bf16((MlstmConfig){256, 24, 300, 1}, 6, 5, 6, 23, emulated, fast, runs);  // saturated gates
+    }
     return test_summary(GEMM_MR == 8 ? "test_gemm_bf16_8_row_tile" : "test_gemm_bf16_4_row_tile");
 }

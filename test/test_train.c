@@ -85,8 +85,8 @@ static void test_threads(void) {
 
 static void expect_bad(const char *args, const char *needle, const char *what);
 
-// --bf16: the products in BF16 (gemm.h; the native kernel where the CPU has AVX512-BF16, else
-// the emulation, the same bits). Resume is exact and keeps the mode without the flag, 1 and 2
+// --bf16: the products in BF16 (gemm.h; AMX's tiles, AVX512-BF16 or its emulation, as the CPU
+// allows, the same kernel in every run here). Resume is exact and keeps the mode without the flag, 1 and 2
 // threads give the same bytes, the mode computes something else than FP32 and still learns,
 // the log says so, and a resume that would change the mode is refused naming the flag.
 static void test_bf16(void) {
