@@ -175,13 +175,17 @@ def judged_pm(x, key):
 
 
 def partial_rows(fs):
-    """The rows of the ks where LEGW and alpha 0.25 alone ran: each against the baseline and each other."""
+    """The rows of the ks where some alphas alone ran (LEGW and alpha 0.25 at k = 32): each against the baseline,
+    and each other alpha against LEGW."""
     rows = []
     for k in partial_ks(fs):
-        rows.append(("LEGW - baseline, k = %d (LEGW and alpha 0.25 alone)" % k, [judged_pm(x, ("legw", k)) for x in fs]))
-        rows.append(("alpha 0.25 - baseline, k = %d" % k, [judged_pm(x, ("alpha-base", 0.25, k)) for x in fs]))
-        rows.append(("alpha 0.25 - LEGW, k = %d" % k, [pm(*x["alpha", 0.25, k]) if ("alpha", 0.25, k) in x
-                                                         else "not run" for x in fs]))
+        alphas = sorted({a for x in fs for a in x["b"].alphas_at(k)} - {0.5})
+        rows.append(("LEGW - baseline, k = %d (alphas %s alone)" % (k, ", ".join("%g" % a for a in alphas + [0.5])),
+                     [judged_pm(x, ("legw", k)) for x in fs]))
+        for a in alphas:
+            rows.append(("alpha %g - baseline, k = %d" % (a, k), [judged_pm(x, ("alpha-base", a, k)) for x in fs]))
+            rows.append(("alpha %g - LEGW, k = %d" % (a, k), [pm(*x["alpha", a, k]) if ("alpha", a, k) in x
+                                                              else "not run" for x in fs]))
     return rows
 
 
@@ -225,6 +229,12 @@ def premises(fs):
          judged(b8, ("legw", 4)) == "keeps" and judged(b8, ("legw", 16)) == "undecided"),
         ("at 8 MB the longer warmup at k = 16 keeps the accuracy, its difference from the main warmup unresolved",
          judged(b8, ("w0-base", 16)) == "keeps" and covers_zero(b8["w0-main", 16])),
+        ("LEGW is resolved against alpha 0.25 at k = 32 (8 MB alone)",
+         ("alpha", 0.25, 32) in b8 and ("legw", 32) not in b2 and b8["alpha", 0.25, 32][0] > 0
+         and not covers_zero(b8["alpha", 0.25, 32])),
+        ("at 8 MB, k = 32: LEGW is undecided and alpha 0.25 outside the margin",
+         ("legw", 32) in b8 and judged(b8, ("legw", 32)) == "undecided"
+         and judged(b8, ("alpha-base", 0.25, 32)) == "outside"),
         ("Puri's claim is confirmed at both budgets", all(x["puri"]["confirmed"] for x in both)),
         ("the need for a schedule of one's own is unresolved: LEGW and sqrt minus puri-run cover 0 at both budgets",
          all(covers_zero(x["legw-puri"]) and covers_zero(x["sqrt-puri"]) for x in both)),
