@@ -5,13 +5,14 @@ sweeps (dev/sweep/sweep.py) with a few workers, decisive cells first, and resume
     dev/sweep/frontier.py run PLAN.json          # start, or resume after an interruption
     dev/sweep/frontier.py status PLAN.json       # what is done, what is left (runs nothing)
 
-A plan names the trainer, the data (dev/sweep/make_data.py), the model, and per budget
-(bytes of training text, one pass): the base-lr grid at k = 1, the seeds of each k, the
-alphas, the warmup, and the checks (doc in dev/sweep/README.md). Everything it runs lands in
+A plan names the trainer, the data (dev/sweep/make_data.py), the model, the alphas, and per
+budget (bytes of training text, one pass): the base-lr grid at k = 1, the seeds of each k (a
+list of seeds runs every alpha at that k; {"seeds": [...], "alphas": [...]} runs those alphas
+alone), the warmup, and the checks (doc in dev/sweep/README.md). Everything it runs lands in
 one sweep directory per (budget, group, base lr, seed) under the plan's "root":
 
     ROOT/BUDGET/grid/lrX/seedS      legw at k = 1, base lr X        (the grid; the baseline)
-    ROOT/BUDGET/main/seedS          legw and alphaA at every k, the chosen base lr; puri-run at Puri's k
+    ROOT/BUDGET/main/seedS          legw and alphaA at each k, the chosen base lr; puri-run at Puri's k
     ROOT/BUDGET/w0/seedS            legw with the warmup of the sensitivity check
     ROOT/BUDGET/clip1/seedS         legw with --clip 1 (the clipping check)
     ROOT/BUDGET/range/xM/seedS      the linear rule's schedule at Puri's k with peak M x base lr
@@ -73,6 +74,11 @@ def load_plan(path):
                 die("%s: budget %s: missing \"%s\"" % (path, b, k))
         if not bp["grid"] or not bp["grid_seeds"] or not bp["ks"]:
             die("%s: budget %s: empty grid, grid_seeds or ks" % (path, b))
+        for k, spec in bp["ks"].items():
+            if isinstance(spec, dict) and (set(spec) != {"seeds", "alphas"} or not spec["alphas"]
+                                           or any(a not in plan["alphas"] for a in spec["alphas"])):
+                die("%s: budget %s: ks[\"%s\"] is a list of seeds or {\"seeds\": [...], \"alphas\": [...]} "
+                    "with alphas from the plan's %s" % (path, b, k, plan["alphas"]))
     return plan
 
 
@@ -144,10 +150,11 @@ def jobs_for(plan, budget, base):
                needs_base=False) for lr in lrs for s in bp["grid_seeds"]]
     if base is None:
         return out
-    alpha_rules = ["legw"] + ["alpha%g" % a for a in plan["alphas"] if a != 0.5]
     decisive = [int(k) for k in bp.get("decisive", [])]
-    for k, seeds in bp["ks"].items():
+    for k, spec in bp["ks"].items():
         k = int(k)
+        seeds, alphas = (spec["seeds"], spec["alphas"]) if isinstance(spec, dict) else (spec, plan["alphas"])
+        alpha_rules = (["legw"] if 0.5 in alphas else []) + ["alpha%g" % a for a in alphas if a != 0.5]
         cls = 1 if k in decisive else 2
         if k == 1:  # the baseline: the grid's best lr at more seeds
             out += [job(plan, budget, "grid", os.path.join("grid", "lr" + lr_name(base), "seed%d" % s), s, base,

@@ -173,9 +173,16 @@ class Budget:
                 % (self.dir, ", ".join("%g" % u for u in sorted(used)), self.base))
         main = [r for r in self.runs if r["group"] == "main" and alpha(r["rule"]) is not None]
         self.alphas = sorted({alpha(r["rule"]) for r in main})
-        # the ks of the alpha grid: every alpha ran there (Puri's k has legw and puri-run alone)
-        self.ks = sorted({1} | {k for k in {r["k"] for r in main}
-                                if all(any(alpha(r["rule"]) == a and r["k"] == k for r in main) for a in self.alphas)})
+        # the ks of the alphas: every k with alpha runs but Puri's k (the range's: legw and puri-run there have
+        # a section of their own); the full ks ran every alpha, the others some (alphas_at)
+        puri_k = {r["k"] for r in self.runs if r["group"] == "range"}
+        self.ks = sorted({1} | {r["k"] for r in main} - puri_k)
+        self.full_ks = [k for k in self.ks if k == 1 or self.alphas_at(k) == self.alphas]
+
+    def alphas_at(self, k):
+        """The alphas with main runs at k."""
+        return sorted({alpha(r["rule"]) for r in self.runs if r["group"] == "main" and r["k"] == k
+                       and alpha(r["rule"]) is not None})
 
     def cell(self, a, k):
         """{seed: bpc}, diverged count, runs of alpha a at k (k = 1: the baseline, every alpha)."""
@@ -205,6 +212,8 @@ class Budget:
         fj, lj = judge(fm, fci, self.margin), judge(lm, lci, self.margin) if not ndiv else "outside"
         if a_f is None or lm is None:
             v = "not run"
+        elif k not in self.full_ks:  # no frontier: the rules need every alpha at k
+            v = "no verdict (alphas %s alone)" % ", ".join("%g" % a for a in self.alphas_at(k))
         elif fj == "outside":
             v = "not testable at this budget"
         elif lj == "keeps":
@@ -213,7 +222,8 @@ class Budget:
             v = "LEGW refuted"
         else:
             v = "undecided"
-        return {"k": k, "frontier_alpha": a_f, "frontier": (fm, fci, len(fp)), "frontier_judge": fj,
+        return {"k": k, "alphas": self.alphas_at(k), "frontier_alpha": a_f, "frontier": (fm, fci, len(fp)),
+                "frontier_judge": fj,
                 "legw": (lm, lci, len(lp)), "legw_judge": lj, "legw_minus_frontier": (dm, dci, len(dp)),
                 "verdict": v}
 
@@ -276,7 +286,8 @@ def main_section(b):
         lines.append("| %g%s | %s |" % (a, " (legw)" if a == 0.5 else "", " | ".join(cells)))
     lines += ["", "## The frontier", "",
               "At each k the alpha with the lowest mean (among those with every run finished), its paired difference "
-              "from the baseline, and LEGW's paired difference from it (positive: LEGW is worse).", "",
+              "from the baseline, and LEGW's paired difference from it (positive: LEGW is worse). Where only some "
+              "alphas ran, the best of those: not the frontier, and no verdict.", "",
               "| k | best alpha | its mean | - baseline (paired) | legw - best (paired) |", "|---|---|---|---|---|"]
     for k in ks[1:]:
         a, f = b.frontier(k)
@@ -287,16 +298,28 @@ def main_section(b):
         fm, fci, fp = rep.paired_ci(f, b.baseline)
         lv, _, _ = b.cell(0.5, k)
         dm, dci, dp = rep.paired_ci(lv, f)
-        lines.append("| %d | %g | %s | %s | %s |" % (
-            k, a, fmt(m, ci, len(f)), fmt(fm, fci, len(fp), signed=True),
+        lines.append("| %d | %s | %s | %s | %s |" % (
+            k, best_label(b, k, a), fmt(m, ci, len(f)), fmt(fm, fci, len(fp), signed=True),
             fmt(dm, dci, len(dp), signed=True) if a != 0.5 else "0 (legw is best)"))
     return lines
+
+
+def best_label(b, k, a):
+    """The best alpha at k, and of which alphas where not every alpha ran there."""
+    return "%g" % a if k in b.full_ks else "%g (of %s)" % (a, ", ".join("%g" % x for x in b.alphas_at(k)))
 
 
 def verdict_lines(b, v):
     fm, fci, fn = v["frontier"]
     lm, lci, ln = v["legw"]
     dm, dci, dn = v["legw_minus_frontier"]
+    if v["k"] not in b.full_ks:
+        return ["**At k = %d only alphas %s ran: no frontier, so no verdict by the rules.** The better of them "
+                "(alpha %s) ends %s bpc from the baseline (%s); LEGW %s (%s); LEGW minus it %s; the margin is "
+                "+%.4f." % (v["k"], ", ".join("%g" % a for a in v["alphas"]), "%g" % v["frontier_alpha"],
+                            fmt(fm, fci, fn, signed=True), v["frontier_judge"], fmt(lm, lci, ln, signed=True),
+                            v["legw_judge"], fmt(dm, dci, dn, signed=True) if dn else "0 (LEGW is the better)",
+                            b.margin)]
     return ["**Verdict at k = %d: %s.** The frontier (alpha %s) ends %s bpc from the baseline (%s); LEGW %s (%s); "
             "LEGW minus the frontier %s; the margin is +%.4f." % (
                 v["k"], v["verdict"], "%g" % v["frontier_alpha"] if v["frontier_alpha"] is not None else "-",
@@ -401,7 +424,7 @@ def budget_report(root, name, plan):
              "Regenerated by `dev/sweep/frontier_report.py %s` from the run logs alone (dev/sweep/README.md, "
              "\"The tuned frontier\"). %d runs." % (root, len(b.runs)), ""]
     lines += grid_section(b) + main_section(b)
-    verdicts = [b.verdict(k) for k in (16, 64) if k in b.ks]
+    verdicts = [b.verdict(k) for k in b.ks if k >= 16]
     lines += ["", "## The verdict", ""]
     for v in verdicts:
         lines += verdict_lines(b, v) + [""]
@@ -482,7 +505,7 @@ def budget_plots(b, crit_pts):
                         % (fn, COLORS(rule), a, " (legw)" if a == 0.5 else ""))
         fn = os.path.join(tmp, "front")
         with open(fn, "w") as fh:
-            for k in b.ks:
+            for k in b.full_ks:  # the frontier needs every alpha at k
                 a, f = b.frontier(k) if k > 1 else (None, b.baseline)
                 if f:
                     fh.write("%g %.6f\n" % (k, sum(f.values()) / len(f)))
@@ -637,7 +660,7 @@ def summary(root, results, old):
             dm, dci, dn = v["legw_minus_frontier"]
             lines.append("| [%s bytes](%s/frontier.md) | %.4f | %.4f | %d | %s | %s %s | %s %s | %s | %s |" % (
                 b.name, b.name, b.bm, b.margin, v["k"],
-                "%g" % v["frontier_alpha"] if v["frontier_alpha"] is not None else "-",
+                best_label(b, v["k"], v["frontier_alpha"]) if v["frontier_alpha"] is not None else "-",
                 fmt(*v["frontier"], signed=True), v["frontier_judge"], fmt(*v["legw"], signed=True), v["legw_judge"],
                 fmt(dm, dci, dn, signed=True) if dn else "0", v["verdict"]))
     puri = [(b, p) for b, _, p in results if p and "confirmed" in p]

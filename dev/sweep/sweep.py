@@ -143,7 +143,21 @@ def parse_args(argv):
         p.error("argument --val: given without --train")
     if not os.access(o.train_bin, os.X_OK):
         die("--train-bin: %s is not an executable trainer (run make)" % o.train_bin)
+    o.takes_run_dir = takes_run_dir(o.train_bin)
     return o
+
+
+def takes_run_dir(train_bin):
+    """Whether the trainer takes a run directory (--out DIR, as ./train does) or, as an experiment's
+    own earlier build kept so that its new runs pair with its committed ones (dev/sweep/README.md,
+    "The tuned frontier"), a checkpoint and a log by path (--ckpt PATH, --log PATH): its --help says."""
+    p = subprocess.run([train_bin, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if re.search(r"^\s+--out\s", p.stdout, re.M):
+        return True
+    if re.search(r"^\s+--ckpt\s", p.stdout, re.M) and re.search(r"^\s+--log\s", p.stdout, re.M):
+        return False
+    die("--train-bin: %s --help lists neither --out nor --ckpt and --log: not a trainer this tool can run"
+        % train_bin)
 
 
 def trainer_cmd(o, G, extra_flags):
@@ -191,11 +205,17 @@ def schedule_flags(o, rule, k):
     return f  # puri and constant: their presets (doc/schedules.md)
 
 
-def output_flags(run_dir, resume):
+def output_flags(o, run_dir, resume):
     """Where a run writes: its run directory (the trainer's --out: checkpoints, log, lock),
     continued or started afresh. Every trainer invocation's output flags are built here (and
-    nowhere else), so a change of the trainer's output flags is a change of this function."""
-    return ["--resume", run_dir] if resume else ["--out", run_dir, "--overwrite"]
+    nowhere else), so a change of the trainer's output flags is a change of this function.
+    A trainer without --out (takes_run_dir) gets the same two files by path, in a directory
+    made here: run_dir/latest.ckpt and run_dir/train.log."""
+    if o.takes_run_dir:
+        return ["--resume", run_dir] if resume else ["--out", run_dir, "--overwrite"]
+    os.makedirs(run_dir, exist_ok=True)
+    ckpt, log = os.path.join(run_dir, "latest.ckpt"), os.path.join(run_dir, "train.log")
+    return ["--ckpt", ckpt, "--log", log] + (["--resume", ckpt] if resume else ["--overwrite"])
 
 
 def settings_key(o):
@@ -210,7 +230,7 @@ def probe(o, G, d):
     run_dir, out = os.path.join(d, "probe"), os.path.join(d, "probe.out")
     log = os.path.join(run_dir, "train.log")
     cmd = trainer_cmd(o, G, ["--steps", "5", "--val-every", "0", "--val-steps", "1", "--print-every", "1"]
-                      + output_flags(run_dir, resume=False))
+                      + output_flags(o, run_dir, resume=False))
     t0 = time.time()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env())
     wall = time.time() - t0
@@ -340,7 +360,7 @@ def run_one(o, d, r):
     flags = schedule_flags(o, r["rule"], r["k"]) + [
         "--steps", str(r["steps"]), "--val-every", str(max(1, r["steps"] // (o.vals + 1)) if o.vals else 0),
         "--print-every", str(max(1, r["steps"] // 10)), "--ckpt-every", str(max(1, r["steps"] // 4))]
-    flags += output_flags(run_dir, resume)  # a stale run directory without its log: start again
+    flags += output_flags(o, run_dir, resume)  # a stale run directory without its log: start again
     cmd = trainer_cmd(o, r["G"], flags)
     with open(out, "a") as fo:
         fo.write("$ %s\n" % " ".join(cmd))

@@ -20,6 +20,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -64,14 +65,15 @@ def budget_facts(root, name):
     b = fr.Budget(root, name)
     f = {"b": b, "base": b.base, "baseline": rep.mean_ci(list(b.baseline.values())) + (len(b.baseline),),
          "margin": b.margin}
-    for k in (4, 16, 64):
+    for k in (k for k in b.ks if k > 1):
         legw = b.cell(0.5, k)[0]
         f["front", k] = b.frontier(k)[0]
         f["legw", k] = paired(legw, b.baseline)
-        for a in b.alphas:
+        for a in b.alphas_at(k):
             if a != 0.5:
                 v, ndiv, n = b.cell(a, k)
                 f["alpha", a, k] = paired(v, legw) if not ndiv else ("div", ndiv, n)
+                f["alpha-base", a, k] = paired(v, b.baseline) if not ndiv else ("div", ndiv, n)
         w0 = fr.by_seed(b.runs, group="w0", rule="legw", k=k)[0]
         if w0:
             f["w0-main", k] = paired(w0, legw)
@@ -119,6 +121,7 @@ def frontier_block(fs):
         rows.append(("LEGW - baseline, k = %d" % k,
                      ["%s %s" % (pm(*x["legw", k]), fr.judge(x["legw", k][0], x["legw", k][1], x["margin"]))
                       for x in fs]))
+    rows += partial_rows(fs)
     rows.append(("best alpha (lowest mean) at k = 4, 16, 64", [", ".join("%g" % x["front", k] for k in (4, 16, 64))
                                                                for x in fs]))
     for a in (0.25, 0.75, 1.0):
@@ -162,15 +165,40 @@ def frontier_block(fs):
     return lines
 
 
+def partial_ks(fs):
+    """The ks where some alphas alone ran (at any budget): LEGW and alpha 0.25 at k = 32."""
+    return sorted({k for x in fs for k in x["b"].ks if k not in x["b"].full_ks})
+
+
+def judged_pm(x, key):
+    return "%s %s" % (pm(*x[key]), fr.judge(x[key][0], x[key][1], x["margin"])) if key in x else "not run"
+
+
+def partial_rows(fs):
+    """The rows of the ks where some alphas alone ran (LEGW and alpha 0.25 at k = 32): each against the baseline,
+    and each other alpha against LEGW."""
+    rows = []
+    for k in partial_ks(fs):
+        alphas = sorted({a for x in fs for a in x["b"].alphas_at(k)} - {0.5})
+        rows.append(("LEGW - baseline, k = %d (alphas %s alone)" % (k, ", ".join("%g" % a for a in alphas + [0.5])),
+                     [judged_pm(x, ("legw", k)) for x in fs]))
+        for a in alphas:
+            rows.append(("alpha %g - baseline, k = %d" % (a, k), [judged_pm(x, ("alpha-base", a, k)) for x in fs]))
+            rows.append(("alpha %g - LEGW, k = %d" % (a, k), [pm(*x["alpha", a, k]) if ("alpha", a, k) in x
+                                                              else "not run" for x in fs]))
+    return rows
+
+
 def results_table(fs):
     """dev/RESULTS.md's table: LEGW against the baseline per budget."""
-    lines = ["| budget | baseline | LEGW k = 4 | LEGW k = 16 | LEGW k = 64 | best alpha at 16, 64 | "
-             "k = 256: linear | k = 256: best mean |", "|---|---|---|---|---|---|---|---|"]
+    ks = sorted({4, 16, 64} | set(partial_ks(fs)))
+    lines = ["| budget | baseline | " + " | ".join("LEGW k = %d" % k for k in ks) + " | best alpha at 16, 64 | "
+             "k = 256: linear | k = 256: best mean |", "|---|---|" + "---|" * len(ks) + "---|---|---|"]
     for x in fs:
         p = x["puri"]
         lin = next(r for r in x["range"] if r[0] == x["puri_k"])
-        lines.append("| %s | %.4f | %s | %s | %s | %g, %g | diverged %d/%d | %s %.4f |" % (
-            MB[x["b"].name], x["baseline"][0], pm(*x["legw", 4]), pm(*x["legw", 16]), pm(*x["legw", 64]),
+        lines.append("| %s | %.4f | %s | %g, %g | diverged %d/%d | %s %.4f |" % (
+            MB[x["b"].name], x["baseline"][0], " | ".join(pm(*x["legw", k]) if ("legw", k) in x else "-" for k in ks),
             x["front", 16], x["front", 64], lin[2], lin[1], p["frontier_label"], p["frontier"]))
     return lines
 
@@ -201,6 +229,12 @@ def premises(fs):
          judged(b8, ("legw", 4)) == "keeps" and judged(b8, ("legw", 16)) == "undecided"),
         ("at 8 MB the longer warmup at k = 16 keeps the accuracy, its difference from the main warmup unresolved",
          judged(b8, ("w0-base", 16)) == "keeps" and covers_zero(b8["w0-main", 16])),
+        ("LEGW is resolved against alpha 0.25 at k = 32 (8 MB alone)",
+         ("alpha", 0.25, 32) in b8 and ("legw", 32) not in b2 and b8["alpha", 0.25, 32][0] > 0
+         and not covers_zero(b8["alpha", 0.25, 32])),
+        ("at 8 MB, k = 32: LEGW is undecided and alpha 0.25 outside the margin",
+         ("legw", 32) in b8 and judged(b8, ("legw", 32)) == "undecided"
+         and judged(b8, ("alpha-base", 0.25, 32)) == "outside"),
         ("Puri's claim is confirmed at both budgets", all(x["puri"]["confirmed"] for x in both)),
         ("the need for a schedule of one's own is unresolved: LEGW and sqrt minus puri-run cover 0 at both budgets",
          all(covers_zero(x["legw-puri"]) and covers_zero(x["sqrt-puri"]) for x in both)),
@@ -215,17 +249,29 @@ def bullet(fs):
     b2, b8 = fs
     lk = [k for k in (4, 16, 64) if fr.judge(b8["legw", k][0], b8["legw", k][1], b8["margin"]) == "keeps"]
     g2, g8 = b2["verdict"][64]["frontier"], b8["verdict"][64]["frontier"]
-    return ["- The large-batch experiment (H=64, one pass over 2 MB and 8 MB, 8 seeds, the base lr tuned; k",
-            "  up to 64, and Puri's k = 256): LEGW's sqrt(k) has the lowest mean of the four peak rules at k = 64",
-            "  at both budgets (at k = 16 it ties alpha 0.25), but at k = 64 no peak keeps the small batch's",
-            "  accuracy within 2%%: the frontier's gap shrinks from %+.4f ± %.4f to %+.4f ± %.4f bits per" % (
-                g2[0], g2[1], g8[0], g8[1]),
-            "  character as the budget grows fourfold (paired t over %d seeds), so LEGW's claim is not yet" % g8[2],
-            "  testable there (at 8 MB it holds at k = %s); at k = 256 linear scaling diverged in %d of %d seeds at"
-            % (", ".join(map(str, lk)) or "none", *next((r[2], r[1]) for r in b2["range"] if r[0] == 256)),
-            "  2 MB and %d of %d at 8 MB, as Puri et al. report; whether a schedule of one's own is needed is" %
-            next((r[2], r[1]) for r in b8["range"] if r[0] == 256),
-            "  unresolved at 3 seeds ([dev/sweep/README.md](dev/sweep/README.md))."]
+    text = ("The large-batch experiment (H=64, one pass over 2 MB and 8 MB, 8 seeds, the base lr tuned; k up to 64, "
+            "and Puri's k = 256): LEGW's sqrt(k) has the lowest mean of the four peak rules at k = 64 at both budgets "
+            "(at k = 16 it ties alpha 0.25), but at k = 64 no peak keeps the small batch's accuracy within 2%%: the "
+            "frontier's gap shrinks from %+.4f ± %.4f to %+.4f ± %.4f bits per character as the budget grows "
+            "fourfold (paired t over %d seeds), so LEGW's claim is not yet testable there (at 8 MB it holds at "
+            "k = %s%s); at k = 256 linear scaling diverged in %d of %d seeds at 2 MB and %d of %d at 8 MB, as Puri "
+            "et al. report; whether a schedule of one's own is needed is unresolved at 3 seeds "
+            "([dev/sweep/README.md](dev/sweep/README.md))." % (
+                g2[0], g2[1], g8[0], g8[1], g8[2], ", ".join(map(str, lk)) or "none", at32(b8),
+                *next((r[2], r[1]) for r in b2["range"] if r[0] == 256),
+                *next((r[2], r[1]) for r in b8["range"] if r[0] == 256)))
+    return textwrap.wrap(text, width=100, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False,
+                         break_long_words=False)
+
+
+def at32(x):
+    """The claim's 32x point at a budget, for the bullet: LEGW at k = 32 against the margin, if it ran."""
+    if ("legw", 32) not in x:
+        return ""
+    m, ci, n = x["legw", 32]
+    return ", and at its 32x point LEGW ends %+.4f ± %.4f against a margin of %.4f: %s" % (
+        m, ci, x["margin"], {"keeps": "within it", "outside": "outside it",
+                             "undecided": "undecided"}[fr.judge(m, ci, x["margin"])])
 
 
 def claim_table(lines, head):

@@ -15,9 +15,12 @@
 //   8. critical_batch.py on logs made to follow S = S_min (1 + B_n / B) and
 //      E|G_B|^2 = |G|^2 + tr(Sigma) / B: it finds B_n and B_simple; thin_logs.py's
 //      thinned logs give the same page
-//   9. frontier_report.py's verdicts on runs made to confirm, refute and not test LEGW
+//   9. frontier_report.py's verdicts on runs made to confirm, refute and not test LEGW, and
+//      no verdict at a k where some alphas alone ran
 //  10. frontier.py: a tiny plan, stopped by SIGTERM and run again: exit 143, then every
-//      run done once, the grid grown where its best was at an edge, the base lr its best
+//      run done once, the grid grown where its best was at an edge, the base lr its best;
+//      a k given its own alphas runs those alone
+//  11. a trainer that takes --ckpt and --log (not --out): given those, by path
 // The trainer is the one next to this program (build/train, or build-san/train under
 // SAN=1); tools are found from the repository root, where tests run.
 #include "test/test.h"
@@ -278,6 +281,13 @@ static void test_frontier_report(void) {
                  worse[4] = {0.1, 0.1, 0.1, 0.1}, none[4] = {0.2, 0.21, 0.19, 0.2},
                  straddle[4] = {0.005, 0.035, 0.010, 0.030};
     fake_budget(root, "1000", near, far, worse, 0.02);      // LEGW keeps the accuracy
+    for (int s = 1; s <= 4; s++) {  // and at k = 32 LEGW and alpha 0.25 alone: no frontier there, no verdict
+        char r1[300], sub[300];
+        snprintf(r1, sizeof r1, "%s/1000", root);
+        snprintf(sub, sizeof sub, "main/seed%d", s);
+        fake_run(r1, sub, "legw_k32", s, 128, 0.02, 0.02 * 5.66, 1.0 + near[s - 1]);
+        fake_run(r1, sub, "alpha0.25_k32", s, 128, 0.02 / 1.41, 0.02 * 2.38, 1.0 + far[s - 1]);
+    }
     fake_budget(root, "2000", far, near, worse, 0.02);      // alpha 0.25 keeps it, LEGW does not
     fake_budget(root, "3000", none, none, none, 0.02);      // nothing keeps it
     fake_budget(root, "4000", straddle, worse, worse, 0.02);  // LEGW's interval straddles the margin
@@ -285,12 +295,26 @@ static void test_frontier_report(void) {
     char *md = slurp("%s/fv/frontier.md", "");
     const char *want[][2] = {{"[1000 bytes]", "| LEGW confirmed |"}, {"[2000 bytes]", "| LEGW refuted |"},
                              {"[3000 bytes]", "| not testable at this budget |"}, {"[4000 bytes]", "| undecided |"}};
-    for (int i = 0; i < 4; i++) {
-        const char *row = md ? strstr(md, want[i][0]) : NULL;
-        const char *end = row ? strchr(row, '\n') : NULL;
+    for (int i = 0; i < 4; i++) {  // the budget's row at k = 64
+        const char *row = md ? strstr(md, want[i][0]) : NULL, *end = row ? strchr(row, '\n') : NULL;
+        while (row && end && !(strstr(row, " | 64 | ") && strstr(row, " | 64 | ") < end)) {
+            row = strstr(end, want[i][0]);
+            end = row ? strchr(row, '\n') : NULL;
+        }
         const char *v = row ? strstr(row, want[i][1]) : NULL;
-        CHECK(rc == 0 && v && end && v < end, "budget %s: verdict %s (exit %d)", want[i][0], want[i][1], rc);
+        CHECK(rc == 0 && v && end && v < end, "budget %s: verdict %s at k = 64 (exit %d)", want[i][0], want[i][1],
+              rc);
     }
+    const char *v32 = md ? strstr(md, " | 32 | 0.5 (of 0.25, 0.5) |") : NULL;
+    const char *e32 = v32 ? strchr(v32, '\n') : NULL;
+    const char *n32 = v32 ? strstr(v32, "| no verdict (alphas 0.25, 0.5 alone) |") : NULL;
+    const char *l32 = v32;  // the start of its row: budget 1000's
+    while (l32 && l32 > md && l32[-1] != '\n') l32--;
+    CHECK(v32 && n32 && e32 && n32 < e32 && strncmp(l32, "| [1000 bytes]", 14) == 0,
+          "k = 32 with two alphas alone: the better of them named as such, and no verdict");
+    CHECK(contains("%s/fv/1000/frontier.md", "", "| 32 | 0.5 (of 0.25, 0.5) |") &&
+          contains("%s/fv/1000/frontier.md", "", "At k = 32 only alphas 0.25, 0.5 ran: no frontier"),
+          "... and so on the budget's page");
     char *b2 = slurp("%s/fv/2000/frontier.md", "");
     // Puri's claim at k = 256 (budget 5000): linear (x256) stopped by the rule in seeds 1 and 2 and blown up in
     // seeds 1 and 3; sqrt (x16) within 2% of puri-run, which is the frontier; LEGW 2.5% behind it
@@ -328,6 +352,43 @@ static void test_frontier_report(void) {
           "main runs at another base lr: exit %d (want 2)", rc);
 }
 
+// 11. a trainer that takes its checkpoint and log by path (--ckpt, --log; an experiment's earlier build) rather
+// than a run directory (--out): sweep.py reads which from its --help and gives it the paths. Made up here as a
+// wrapper of the trainer that logs the flags it got and passes them on as --out and --resume take them.
+static void test_path_trainer(void) {
+    char wrap[300], none[300];
+    snprintf(wrap, sizeof wrap, "%s/path-train", dir);
+    snprintf(none, sizeof none, "%s/no-train", dir);
+    int ok = write_file(wrap,
+                        "#!/bin/sh\n"
+                        "if [ \"$1\" = --help ]; then printf '  --ckpt PATH  a checkpoint\\n  --log PATH  a log\\n'; "
+                        "exit 0; fi\n"
+                        "echo \"$*\" >> %s/path-train.args\n"
+                        "set -- \"$@\" --end; out=; res=\n"
+                        "while [ \"$1\" != --end ]; do\n"
+                        "  case $1 in\n"
+                        "    --ckpt) out=$(dirname \"$2\"); shift 2 ;;\n"
+                        "    --log) shift 2 ;;\n"
+                        "    --resume) res=$(dirname \"$2\"); shift 2 ;;\n"
+                        "    *) set -- \"$@\" \"$1\"; shift ;;\n"
+                        "  esac\n"
+                        "done\n"
+                        "shift\n"
+                        "if [ -n \"$res\" ]; then exec %s --resume \"$res\" \"$@\"; fi\n"
+                        "exec %s --out \"$out\" \"$@\"\n", dir, trainer, trainer) &&
+             write_file(none, "#!/bin/sh\necho 'usage: no-train'\n") &&
+             test_system("chmod +x %s %s", wrap, none) == 0;
+    int rc = test_system("dev/sweep/sweep.py --train-bin %s --out %s/pt --corpus-bytes 4000 --ks 2 --rules legw "
+                         TINY " " TRAINER_FLAGS " > %s/pt.txt 2>&1", wrap, dir, dir);
+    CHECK(ok && rc == 0 && contains("%s/pt/runs/%s", "legw_k2.status", "\"done\""),
+          "a trainer taking --ckpt and --log: the sweep finishes its run (exit %d, output in %s/pt.txt)", rc, dir);
+    CHECK(contains("%s/path-train.args", "", "/ckpt/legw_k2/latest.ckpt --log ") &&
+          !contains("%s/path-train.args", "", "--out"), "... given --ckpt and --log by path, never --out");
+    rc = test_system("dev/sweep/sweep.py --train-bin %s --out %s/nt > %s/nt.txt 2>&1", none, dir, dir);
+    CHECK(rc == 2 && contains("%s/nt.txt", "", "neither --out nor --ckpt"),
+          "a trainer whose --help lists neither: exit %d (want 2)", rc);
+}
+
 // 10. frontier.py: a tiny plan, stopped by SIGTERM part way, then run again
 static void test_frontier_driver(void) {
     int rc = test_system("dev/sweep/make_data.py --out %s/fd --sizes 20000 --seeds 1,2 --val-bytes 2000 "
@@ -342,7 +403,8 @@ static void test_frontier_driver(void) {
                         " \"trainer\": [\"--val-batch\", \"2\", \"--clip\", \"0\", \"--embed\", \"8\"],\n"
                         " \"w0\": 0.01, \"alphas\": [0.5, 1],\n"
                         " \"budgets\": {\"20000\": {\"grid\": [0.01, 0.02], \"grid_seeds\": [1],\n"
-                        "                        \"decisive\": [1, 4], \"ks\": {\"4\": [1, 2], \"1\": [1, 2]}}}}\n",
+                        "                        \"decisive\": [1, 4], \"ks\": {\"4\": [1, 2], \"1\": [1, 2],\n"
+                        "                        \"2\": {\"seeds\": [1], \"alphas\": [1]}}}}}\n",
                         dir, trainer, dir, dir);
     CHECK(rc == 0 && ok, "the driver's data and plan (exit %d)", rc);
     char out1[300];
@@ -381,7 +443,17 @@ static void test_frontier_driver(void) {
     const char *q = st ? strstr(st, " jobs done") : NULL;
     while (q && q > st && q[-1] != '\n') q--;
     if (q) sscanf(q, "%d of %d jobs done", &done, &all);
-    CHECK(rc == 0 && done == all && all >= 6, "status: %d of %d jobs done", done, all);
+    CHECK(rc == 0 && done == all && all >= 7, "status: %d of %d jobs done", done, all);
+    CHECK(exists("%s/fr/20000/main/seed1/runs/%s", "alpha1_k2.status") &&
+          !exists("%s/fr/20000/main/seed1/runs/%s", "legw_k2.status") &&
+          !exists("%s/fr/20000/main/seed2/runs/%s", "alpha1_k2.status"),
+          "a k given its own seeds and alphas runs those alone");
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/plan-bad.json", dir);
+    rc = test_system("sed 's#\"alphas\": \\[1\\]#\"alphas\": [0.75]#' %s > %s && "
+                     "python3 dev/sweep/frontier.py status %s > %s/fr-bad.txt 2>&1", plan, bad, bad, dir);
+    CHECK(rc == 2, "a k's alphas not among the plan's: exit %d (want 2)", rc);
+    CHECK(contains("%s/fr-bad.txt", "", "ks[\"2\"]"), "... naming the k");
     // every log: as many train lines as distinct steps, and each run's last step its plan's
     rc = test_system("for f in $(find %s/fr -name '*.log'); do n=$(grep -c '^train' $f); "
                      "u=$(grep '^train' $f | cut -d' ' -f2 | sort -u | wc -l); [ \"$n\" = \"$u\" ] || exit 1; done",
@@ -606,6 +678,7 @@ int main(void) {
 
     double t_rules = now();
     test_alpha_rules();
+    test_path_trainer();
     test_make_data();
     test_critical_batch();
     double t_report = now();
