@@ -682,7 +682,7 @@ static inline double grad_norm(const real *g, size_t n) {
 // Written whole or not at all; read through the one open file that was verified.
 
 #define CKPT_MAGIC "MLSTMCKP"
-#define CKPT_VERSION 3        // 2 added the run record, 3 the run's identity and the score; 1 and 2 are read too
+#define CKPT_VERSION 4  // 2 added the run record, 3 the run's identity and the score, 4 made the identity checkable
 #define CKPT_MAX_RUN_BYTES (1u << 30)
 #define CKPT_HEADER_BYTES 256
 #define CKPT_SCALER_BYTES 48  // the scaler's field; CKPT_SCALER_USED of it are used, the rest 0
@@ -878,80 +878,6 @@ static inline void ckpt_write_f32(AtomicFile *af, CkptSum *s, const real *x, siz
     }
 }
 
-// h, c: (G,H) carried state of the whole global batch; run: (run_bytes,) the run record, or NULL.
-static inline void checkpoint_save_run(const char *path, const Mlstm *m, const TrainState *st, const real *h,
-                                       const real *c, const uint8_t *run, size_t run_bytes) {
-    if (run_bytes > CKPT_MAX_RUN_BYTES) fail("cannot write %s: a run record of %zu bytes (a bug)", path, run_bytes);
-    CkptHeader header = {{0}, CKPT_VERSION, CKPT_HEADER_BYTES, m->cfg, m->nparams, 0, run_bytes, 0, *st};
-    memcpy(header.magic, CKPT_MAGIC, 8);
-    header.payload_bytes = ckpt_payload_bytes(&m->cfg, m->nparams, st->G);
-    uint8_t hd[CKPT_HEADER_BYTES];
-    ckpt_header_pack(&header, hd);
-    // the checksum is computed with its own field zero, then patched in
-    AtomicFile af;
-    atomic_open(&af, path);
-    CkptSum sum = {checksum_update(CHECKSUM_INIT, hd, CKPT_HEADER_BYTES), 0, 0};
-    atomic_write(&af, hd, CKPT_HEADER_BYTES);
-    ckpt_write_f32(&af, &sum, m->params, m->nparams);
-    ckpt_write_f32(&af, &sum, m->adam_m, m->nparams);
-    ckpt_write_f32(&af, &sum, m->adam_v, m->nparams);
-    ckpt_write_f32(&af, &sum, h, (size_t)st->G * m->cfg.H);
-    ckpt_write_f32(&af, &sum, c, (size_t)st->G * m->cfg.H);
-    atomic_write(&af, run, run_bytes);
-    // the last chunk: the float the payload left half a word open, if any, then the record
-    uint8_t *tail = (uint8_t *)mallocCheck(4 + run_bytes);
-    size_t n_tail = 0;
-    if (sum.has_pending) memcpy(tail, &sum.pending, 4), n_tail = 4;
-    if (run_bytes) memcpy(tail + n_tail, run, run_bytes);
-    sum.h = checksum_update(sum.h, tail, n_tail + run_bytes);
-    free(tail);
-    put64(hd + CKPT_AT_CHECKSUM, checksum_final(sum.h));
-    if (fseek(af.f, CKPT_AT_CHECKSUM, SEEK_SET) != 0) {
-        atomic_abort(&af);
-        fail("cannot write %s: seek failed", path);
-    }
-    atomic_write(&af, hd + CKPT_AT_CHECKSUM, 8);
-    atomic_commit(&af);
-}
-static inline void checkpoint_save(const char *path, const Mlstm *m, const TrainState *st, const real *h,
-                                   const real *c) {
-    checkpoint_save_run(path, m, st, h, c, NULL, 0);
-}
-
-// A checkpoint argument (generate, transfer, the trainers' --init-from,
-// tools/mlstm_ckpt.py) names a checkpoint file or a run directory, which stands for
-// its best model, DIR/best.ckpt. Returns the file to read: path itself, or that name
-// written into `file` (cap bytes). A directory without best.ckpt is an error naming it
-// and saying whether its latest.ckpt is there to be given instead.
-static inline const char *checkpoint_file(const char *path, char *file, size_t cap) {
-    struct stat sb;
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return path;
-    size_t n = strlen(path);
-    const char *sep = n && path[n - 1] == '/' ? "" : "/";
-    if ((size_t)snprintf(file, cap, "%s%s%s", path, sep, RUN_BEST_CKPT) >= cap)
-        fail("checkpoint path too long: %s", path);
-    if (lstat(file, &sb) == 0 || errno != ENOENT) return file;  // there (checkpoint_open checks what it is)
-    char latest[4200];
-    snprintf(latest, sizeof latest, "%s%s%s", path, sep, RUN_LATEST_CKPT);
-    if (lstat(latest, &sb) == 0)
-        fail("%s is a run directory without %s (its best model); it has %s: give %s to read that", path,
-             RUN_BEST_CKPT, RUN_LATEST_CKPT, latest);
-    fail("%s is a directory without %s or %s: not a run directory (give a checkpoint file)", path, RUN_BEST_CKPT,
-         RUN_LATEST_CKPT);
-    return NULL;
-}
-
-// The run record of an open checkpoint whose checksum matched: (run_bytes + 1,) malloc'd, NUL-terminated
-// past its end; NULL when the file has none (version 1, or written by tools/mlstm_ckpt.py new).
-static inline uint8_t *checkpoint_read_run(FILE *f, const char *path, const CkptHeader *hd) {
-    if (!hd->run_bytes) return NULL;
-    uint8_t *run = (uint8_t *)mallocCheck(hd->run_bytes + 1);
-    if (fseeko(f, (off_t)(CKPT_HEADER_BYTES + hd->payload_bytes), SEEK_SET) != 0 ||
-        fread(run, 1, hd->run_bytes, f) != hd->run_bytes)
-        fail("cannot read checkpoint %s: its run record", path);
-    return run;
-}
-
 // The run record's data identity (doc/formats.md, "Run record"): the values of these two
 // names are one line per shard, "<bytes> <checksum, 16 hex digits> <file name>\n" (run.h,
 // data_identity, writes them).
@@ -1009,6 +935,126 @@ static inline int ckpt_record_invalid(const uint8_t *run, uint64_t n, char *why,
         }
     }
     return 0;
+}
+
+// The run's identity (the header's `run`, format version 4 on; doc/formats.md, "Run identity"),
+// made from the checkpoint alone, so that every reader can recompute it: the checksum of the
+// record's name, value pairs in their order, less those a resume may change
+// (CKPT_NOT_IDENTITY: where the data is, the run's length, what a validation reads), with
+// each data identity line cut to its size and checksum (data renamed or moved is the same
+// data), then D, H, weight norm and G as u32. run: (n,) a record that ckpt_record_invalid
+// accepts. Never 0, which means "unknown".
+static const char *const CKPT_NOT_IDENTITY[] = {"train", "val", "steps", "val-steps", "val-batch"};
+enum { CKPT_N_NOT_IDENTITY = sizeof CKPT_NOT_IDENTITY / sizeof CKPT_NOT_IDENTITY[0] };
+static inline uint64_t ckpt_run_identity(const uint8_t *run, uint64_t n, const MlstmConfig *cfg, int G) {
+    uint8_t *canon = (uint8_t *)mallocCheck(n + 16), *out = canon;
+    const char *text = (const char *)run;
+    for (uint64_t at = 0; at < n;) {
+        const char *name = text + at, *value = name + strlen(name) + 1;
+        size_t name_bytes = strlen(name) + 1, value_bytes = strlen(value) + 1;
+        at += name_bytes + value_bytes;
+        int kept = 1;
+        for (int i = 0; i < CKPT_N_NOT_IDENTITY; i++) kept = kept && strcmp(name, CKPT_NOT_IDENTITY[i]);
+        if (!kept) continue;
+        memcpy(out, name, name_bytes), out += name_bytes;
+        if (strcmp(name, RECORD_TRAIN_DATA) && strcmp(name, RECORD_VAL_DATA)) {
+            memcpy(out, value, value_bytes), out += value_bytes;
+            continue;
+        }
+        for (const char *line = value; *line; line += ckpt_identity_line(line)) {  // "<bytes> <checksum> <name>\n"
+            size_t size_and_sum = strspn(line, "0123456789") + 1 + 16;
+            memcpy(out, line, size_and_sum), out += size_and_sum;
+            *out++ = '\n';
+        }
+        *out++ = 0;
+    }
+    put32(out, (uint32_t)cfg->D), put32(out + 4, (uint32_t)cfg->H);
+    put32(out + 8, (uint32_t)cfg->wnorm), put32(out + 12, (uint32_t)G);
+    uint64_t h = checksum_final(checksum_update(CHECKSUM_INIT, canon, (size_t)(out + 16 - canon)));
+    free(canon);
+    return h ? h : 1;
+}
+
+// h, c: (G,H) carried state of the whole global batch; run: (run_bytes,) the run record, or NULL.
+// version: CKPT_VERSION, or 3 for a run whose identity was made before version 4 (run.h, run_id_continued).
+static inline void checkpoint_save_run(const char *path, const Mlstm *m, const TrainState *st, const real *h,
+                                       const real *c, const uint8_t *run, size_t run_bytes, uint32_t version) {
+    char why[300];
+    if (run_bytes > CKPT_MAX_RUN_BYTES) fail("cannot write %s: a run record of %zu bytes (a bug)", path, run_bytes);
+    if (version != CKPT_VERSION && version != 3) fail("cannot write %s: format version %u (a bug)", path, version);
+    if (version >= 4 && st->run_id && run_bytes &&
+        (ckpt_record_invalid(run, run_bytes, why, sizeof why) ||
+         ckpt_run_identity(run, run_bytes, &m->cfg, st->G) != st->run_id))
+        fail("cannot write %s: run %016llx is not the identity of its run record and model (a bug)", path,
+             (unsigned long long)st->run_id);
+    CkptHeader header = {{0}, version, CKPT_HEADER_BYTES, m->cfg, m->nparams, 0, run_bytes, 0, *st};
+    memcpy(header.magic, CKPT_MAGIC, 8);
+    header.payload_bytes = ckpt_payload_bytes(&m->cfg, m->nparams, st->G);
+    uint8_t hd[CKPT_HEADER_BYTES];
+    ckpt_header_pack(&header, hd);
+    // the checksum is computed with its own field zero, then patched in
+    AtomicFile af;
+    atomic_open(&af, path);
+    CkptSum sum = {checksum_update(CHECKSUM_INIT, hd, CKPT_HEADER_BYTES), 0, 0};
+    atomic_write(&af, hd, CKPT_HEADER_BYTES);
+    ckpt_write_f32(&af, &sum, m->params, m->nparams);
+    ckpt_write_f32(&af, &sum, m->adam_m, m->nparams);
+    ckpt_write_f32(&af, &sum, m->adam_v, m->nparams);
+    ckpt_write_f32(&af, &sum, h, (size_t)st->G * m->cfg.H);
+    ckpt_write_f32(&af, &sum, c, (size_t)st->G * m->cfg.H);
+    atomic_write(&af, run, run_bytes);
+    // the last chunk: the float the payload left half a word open, if any, then the record
+    uint8_t *tail = (uint8_t *)mallocCheck(4 + run_bytes);
+    size_t n_tail = 0;
+    if (sum.has_pending) memcpy(tail, &sum.pending, 4), n_tail = 4;
+    if (run_bytes) memcpy(tail + n_tail, run, run_bytes);
+    sum.h = checksum_update(sum.h, tail, n_tail + run_bytes);
+    free(tail);
+    put64(hd + CKPT_AT_CHECKSUM, checksum_final(sum.h));
+    if (fseek(af.f, CKPT_AT_CHECKSUM, SEEK_SET) != 0) {
+        atomic_abort(&af);
+        fail("cannot write %s: seek failed", path);
+    }
+    atomic_write(&af, hd + CKPT_AT_CHECKSUM, 8);
+    atomic_commit(&af);
+}
+static inline void checkpoint_save(const char *path, const Mlstm *m, const TrainState *st, const real *h,
+                                   const real *c) {
+    checkpoint_save_run(path, m, st, h, c, NULL, 0, CKPT_VERSION);
+}
+
+// A checkpoint argument (generate, transfer, the trainers' --init-from,
+// tools/mlstm_ckpt.py) names a checkpoint file or a run directory, which stands for
+// its best model, DIR/best.ckpt. Returns the file to read: path itself, or that name
+// written into `file` (cap bytes). A directory without best.ckpt is an error naming it
+// and saying whether its latest.ckpt is there to be given instead.
+static inline const char *checkpoint_file(const char *path, char *file, size_t cap) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return path;
+    size_t n = strlen(path);
+    const char *sep = n && path[n - 1] == '/' ? "" : "/";
+    if ((size_t)snprintf(file, cap, "%s%s%s", path, sep, RUN_BEST_CKPT) >= cap)
+        fail("checkpoint path too long: %s", path);
+    if (lstat(file, &sb) == 0 || errno != ENOENT) return file;  // there (checkpoint_open checks what it is)
+    char latest[4200];
+    snprintf(latest, sizeof latest, "%s%s%s", path, sep, RUN_LATEST_CKPT);
+    if (lstat(latest, &sb) == 0)
+        fail("%s is a run directory without %s (its best model); it has %s: give %s to read that", path,
+             RUN_BEST_CKPT, RUN_LATEST_CKPT, latest);
+    fail("%s is a directory without %s or %s: not a run directory (give a checkpoint file)", path, RUN_BEST_CKPT,
+         RUN_LATEST_CKPT);
+    return NULL;
+}
+
+// The run record of an open checkpoint whose checksum matched: (run_bytes + 1,) malloc'd, NUL-terminated
+// past its end; NULL when the file has none (version 1, or written by tools/mlstm_ckpt.py new).
+static inline uint8_t *checkpoint_read_run(FILE *f, const char *path, const CkptHeader *hd) {
+    if (!hd->run_bytes) return NULL;
+    uint8_t *run = (uint8_t *)mallocCheck(hd->run_bytes + 1);
+    if (fseeko(f, (off_t)(CKPT_HEADER_BYTES + hd->payload_bytes), SEEK_SET) != 0 ||
+        fread(run, 1, hd->run_bytes, f) != hd->run_bytes)
+        fail("cannot read checkpoint %s: its run record", path);
+    return run;
 }
 
 // Opens a checkpoint and validates its header and checksum (the whole file is read
@@ -1090,10 +1136,18 @@ static inline FILE *checkpoint_open(const char *path_given, CkptHeader *out) {
     uint8_t *run = checkpoint_read_run(f, path, out);
     char why[300];
     int invalid = ckpt_record_invalid(run, out->run_bytes, why, sizeof why);
+    // version 4 on: a run identity must be its record's and header's (earlier ones were made otherwise)
+    uint64_t identity = invalid || version < 4 || !out->st.run_id || !run ? 0
+                      : ckpt_run_identity(run, out->run_bytes, &out->cfg, out->st.G);
     free(run);
     if (invalid) {
         fclose(f);
         fail("checkpoint %s: %s (corrupt file)", path, why);
+    }
+    if (identity && identity != out->st.run_id) {
+        fclose(f);
+        fail("checkpoint %s: its run %016llx is not the identity of its run record and model (%016llx): an edited "
+             "or corrupt file", path, (unsigned long long)out->st.run_id, (unsigned long long)identity);
     }
     return f;
 }

@@ -174,7 +174,8 @@ typedef struct {
     Loader train, val;
     char *identity[2];         // the data's identity, train and val (data_identity)
     RunText record;            // the run record, into every checkpoint of this run
-    uint64_t run_id;           // in every checkpoint, and on the log's first line
+    uint64_t run_id;           // in every checkpoint, and on the log's first line (mlstm.h, ckpt_run_identity)
+    uint32_t ckpt_version;     // the format its checkpoints are written in (harness/run.h, run_id_continued)
     Model *md, *ev;            // the training model, the validation model (ev == md when VB == B)
     uint8_t *in, *tg, *rs;     // (rows,T) inputs, targets, state resets
     LossScaler scaler;

@@ -950,6 +950,31 @@ static void run_dir_replaced(RunDir *d, const char *written) {
     d->replacing = 0;
 }
 
+// The identity of a run continued in its directory: its checkpoint's, which its log and best.ckpt
+// carry, and the format its checkpoints are written in. A version 4 checkpoint's identity is its
+// record's and model's (mlstm.h, ckpt_run_identity), which the continued run has computed again
+// from the same settings into *run_id. One of version 3 was made by an older rule: the run keeps
+// it and writes version 3, whose identity no reader checks. A checkpoint that names no run (0:
+// versions 1 and 2), or one of version 4 without a record (its flags then define the run, not
+// the file), cannot be continued there. record: the checkpoint's, NULL when it has none.
+static void run_id_continued(uint64_t *run_id, uint32_t *version, const char *path, const CkptHeader *hd,
+                             const char *record) {
+    uint64_t id = hd->st.run_id;
+    if (id == 0)  // its log and best.ckpt cannot be told to be its run's
+        fail("checkpoint %s names no run (an older file), so it cannot be continued in its directory: continue it "
+             "into a new one (--resume %s --out DIR)", path, path);
+    if (hd->version < 4) {
+        *run_id = id;
+        *version = 3;
+    } else if (!record)
+        fail("checkpoint %s has no run record, so its run %016llx is not the one the command line defines: it cannot "
+             "be continued in its directory; continue it into a new one (--resume %s --out DIR)", path,
+             (unsigned long long)id, path);
+    else if (id != *run_id)
+        fail("checkpoint %s is run %016llx, and its settings continued make run %016llx (a bug)", path,
+             (unsigned long long)id, (unsigned long long)*run_id);
+}
+
 // Checks, locks and prepares the run directory (rank 0). continuing: this is a resume
 // of the run in the directory (its latest.ckpt, whose run is run_id); else a new run, or
 // a run continued from a checkpoint elsewhere, into a directory that holds no run unless

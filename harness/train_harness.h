@@ -370,7 +370,8 @@ static void run_save(Run *r, const char *path, double score) {
         st.loss_ema = r->best.loss_ema;
         loss_scaler_serialize(&r->scaler, st.scaler);
         run_dir_check_held(&r->dir);  // into the directory this trainer locked, or nowhere
-        checkpoint_save_run(path, m, &st, hall, call, (const uint8_t *)r->record.text, r->record.bytes);
+        checkpoint_save_run(path, m, &st, hall, call, (const uint8_t *)r->record.text, r->record.bytes,
+                            r->ckpt_version);
         run_dir_replaced(&r->dir, path);  // the first: an earlier run in the directory (--overwrite) goes now
     }
     free(hall);
@@ -500,24 +501,6 @@ static void print_settings(const Run *r) {
 static void loss_scaler_cap(LossScaler *ls, double max_loss_scale) {
     if (ls->ceiling > max_loss_scale) ls->ceiling = max_loss_scale;
     if (ls->scale > max_loss_scale) ls->scale = max_loss_scale;
-}
-
-// The run's identity: its defining settings, its data and its model, so that a log and a
-// checkpoint can be told to be one run's. Steps and places are left out: a run continued
-// to more steps, or on data moved elsewhere, is the same run.
-static uint64_t run_identity(const Run *r) {
-    uint64_t h = CHECKSUM_INIT;
-    for (int i = 0; i < NFLAGS; i++) {
-        char buf[64];
-        const char *v = flag_value(&r->o, i, buf);
-        if (flags[i].on_resume != RUN_DEFINING || !v) continue;
-        h = checksum_final(checksum_update(h, flags[i].name, strlen(flags[i].name)) ^ 1);
-        h = checksum_final(checksum_update(h, v, strlen(v)) ^ 2);
-    }
-    for (int k = 0; k < 2; k++) h = checksum_final(checksum_update(h, r->identity[k], strlen(r->identity[k])) ^ 3);
-    int32_t shape[4] = {r->o.model.D, r->o.model.H, r->o.model.wnorm, r->G};
-    h = checksum_final(checksum_update(h, shape, sizeof shape));
-    return h ? h : 1;  // 0 means unknown
 }
 
 // The checkpoint a run starts from (--resume, --init-from), open from its header check to
@@ -657,17 +640,15 @@ static int run_state(Run *r, Source *src) {
     loss_scaler_init(&r->scaler, r->precision.fp16);
     r->rng = (uint64_t)o->seed ^ 0x5eed5eed5eed5eedULL;
     r->best = (Best){o->val_every > 0 ? CKPT_BEST_BY_VAL : CKPT_BEST_BY_TRAIN, INFINITY, -1, 0};
-    r->run_id = run_identity(r);
+    r->run_id = ckpt_run_identity((const uint8_t *)r->record.text, r->record.bytes, &o->model, r->G);
+    r->ckpt_version = CKPT_VERSION;
     int continuing = 0;
     if (o->resume) {
         run_resume(r, src->f, src->path, &src->hd);
         run_dir_of(src->path, r->resumed_dir);
         if (!flag_given(o, "out") && r->resumed_dir[0]) o->out = r->resumed_dir;  // continue in the run's own directory
         continuing = r->resumed_dir[0] && same_file(r->resumed_dir, o->out);
-        if (continuing && src->hd.st.run_id == 0)  // its log and best.ckpt cannot be told to be its run's
-            fail("checkpoint %s names no run (an older file), so it cannot be continued in its directory: continue it "
-                 "into a new one (--resume %s --out DIR)", src->path, src->path);
-        if (continuing) r->run_id = src->hd.st.run_id;
+        if (continuing) run_id_continued(&r->run_id, &r->ckpt_version, src->path, &src->hd, src->record);
     }
     loss_scaler_cap(&r->scaler, r->precision.max_loss_scale);  // a resumed one too (the CPU trainer's may hold 2^16)
     if (o->init_from) run_init_weights(r, src->f, src->path, &src->hd);

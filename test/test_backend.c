@@ -201,6 +201,25 @@ static void test_resume_race(void) {
     CHECK(ok && files_equal(log, log_before), "the stopped resume leaves the run's log as it was");
 }
 
+// The run's identity (mlstm.h, ckpt_run_identity) leaves out exactly the recorded settings a resume
+// may change (run.h's RunRule: all but RUN_DEFINING), so that a run continued in its directory, its
+// record written anew, keeps the identity its log and best.ckpt carry.
+static void test_identity_rules(void) {
+    int agree = 1, excluded = 0;
+    for (int i = 0; i < NFLAGS; i++) {
+        int out = 0;
+        for (int k = 0; k < CKPT_N_NOT_IDENTITY; k++) out |= !strcmp(flags[i].name, CKPT_NOT_IDENTITY[k]);
+        int may_change = flag_recorded(i) && flags[i].on_resume != RUN_DEFINING;
+        if (out != may_change)
+            printf("      --%s: %s\n", flags[i].name,
+                   out ? "left out of the identity, but defining" : "may change on a resume, but in the identity");
+        agree &= out == may_change;
+        excluded += out;
+    }
+    CHECK(agree && excluded == CKPT_N_NOT_IDENTITY, "the run identity leaves out the %d recorded settings a resume may "
+          "change, and only those", excluded);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) {  // only a re-executed test gets arguments: the trainer's (stdout may be /dev/null here)
         fprintf(stderr, "FAIL  test_backend was re-executed with the trainer's flags (%s ...)\n", argv[1]);
@@ -217,6 +236,7 @@ int main(int argc, char **argv) {
         perror("mkdtemp");
         return 1;
     }
+    test_identity_rules();
     test_no_reexec(trainer);
     test_resume_race();
     test_cpu_backend();

@@ -64,6 +64,12 @@ static void load_odd(void *arg) {
 
 static Mlstm *saved_model; static TrainState *saved_state; static real *saved_h, *saved_c;
 static void save_to(void *arg) { checkpoint_save((const char *)arg, saved_model, saved_state, saved_h, saved_c); }
+static const char *saved_run;
+static size_t saved_run_bytes;
+static void save_run_to(void *arg) {
+    checkpoint_save_run((const char *)arg, saved_model, saved_state, saved_h, saved_c, (const uint8_t *)saved_run,
+                        saved_run_bytes, CKPT_VERSION);
+}
 static void save_to_pipe_stdin(void *arg) {  // standard input a pipe, as /dev/stdin is in `... | prog`
     int fds[2];
     if (pipe(fds) != 0 || dup2(fds[0], 0) < 0) exit(99);
@@ -162,8 +168,8 @@ int main(void) {
     EXPECT_EXIT(load_as, bad, 2, "is truncated: 81206 bytes after the header, the header says 81216", "truncated payload");
     copy_file(path, bad, -1); poke(bad, 0, "NOTACKPT", 8);
     EXPECT_EXIT(load_as, bad, 2, "not an mlstm checkpoint (bad magic)", "wrong magic");
-    copy_file(path, bad, -1); { uint8_t v[4] = {4, 0, 0, 0}; poke(bad, 8, v, 4); }
-    EXPECT_EXIT(load_as, bad, 2, "format version 4; this build reads versions 1 to 3", "other version");
+    copy_file(path, bad, -1); { uint8_t v[4] = {5, 0, 0, 0}; poke(bad, 8, v, 4); }
+    EXPECT_EXIT(load_as, bad, 2, "format version 5; this build reads versions 1 to 4", "other version");
     copy_file(path, bad, -1); { uint8_t x = 0x5a; poke(bad, want - 1, &x, 1); }
     EXPECT_EXIT(load_as, bad, 2, "fails its checksum", "one flipped payload byte");
     copy_file(path, bad, -1); { uint8_t x = 0x01; poke(bad, 49, &x, 1); }
@@ -191,7 +197,7 @@ int main(void) {
         static const char run[] = "seq-len\0" "32\0" "train\0" "dat\0";  // 21 bytes, odd: ends inside a word
         const size_t run_n = sizeof run - 1;  // whole pairs: without the literal's own final NUL
         snprintf(bad, sizeof bad, "%s/run.ckpt", dir);
-        checkpoint_save_run(bad, &m1, &s1, h1, c1, (const uint8_t *)run, run_n);
+        checkpoint_save_run(bad, &m1, &s1, h1, c1, (const uint8_t *)run, run_n, CKPT_VERSION);
         CkptHeader hd;
         FILE *f = checkpoint_open(bad, &hd);
         uint8_t *got = checkpoint_read_run(f, bad, &hd);
@@ -204,9 +210,38 @@ int main(void) {
         copy_file(path, p2, -1); { uint8_t v[4] = {1, 0, 0, 0}, n[8] = {5}; poke(p2, 8, v, 4); poke(p2, CKPT_AT_RUN_BYTES, n, 8); }
         EXPECT_EXIT(load_as, p2, 2, "inconsistent header", "a version-1 file with a run record size");
         copy_file(path, p2, -1); { uint8_t v[4] = {1, 0, 0, 0}; poke(p2, 8, v, 4); }
-        EXPECT_EXIT(load_as, p2, 2, "fails its checksum", "a version-1 header under a version-3 checksum");
+        EXPECT_EXIT(load_as, p2, 2, "fails its checksum", "a version-1 header under a later version's checksum");
         copy_file(path, p2, -1); { uint8_t x = 1; poke(p2, 200, &x, 1); }
         EXPECT_EXIT(load_as, p2, 2, "inconsistent header", "a reserved header byte set (byte 200)");
+    }
+    // 6b. the run's identity (doc/formats.md, "Run identity"): what a resume may change
+    // (the data's names and places, --steps, what a validation reads) leaves it as it is;
+    // a defining setting, a shard's bytes or checksum, the model or the global batch changes it
+    {
+#define ID_REC(seq, name, sum) "seq-len\0" seq "\0" "train data\0" "300 " sum " " name "\n\0"
+        static const char base[] = ID_REC("16", "train_000.bin", "0123456789abcdef"),
+                          moved[] = "train\0/new/place\0" ID_REC("16", "a.bin", "0123456789abcdef")
+                                    "steps\0" "99\0" "val-steps\0" "3\0" "val-batch\0" "8\0",
+                          other_t[] = ID_REC("17", "train_000.bin", "0123456789abcdef"),
+                          other_sum[] = ID_REC("16", "train_000.bin", "0123456789abcdee");
+#undef ID_REC
+        MlstmConfig shape = {256, 8, 12, 1}, wider = {256, 8, 13, 1};
+#define ID(rec, c, g) ckpt_run_identity((const uint8_t *)rec, sizeof rec - 1, &c, g)
+        uint64_t id = ID(base, shape, 3);
+        CHECK(id == ID(moved, shape, 3), "the run identity: the same for data renamed and moved, another --steps, "
+              "--val-steps, --val-batch");
+        CHECK(id != ID(other_t, shape, 3) && id != ID(other_sum, shape, 3) && id != ID(base, wider, 3) &&
+              id != ID(base, shape, 4) && id != 0,
+              "the run identity: another --seq-len, shard checksum, H or G is another run");
+#undef ID
+        saved_model = &m1; saved_state = &s1; saved_h = h1; saved_c = c1;
+        s1.run_id = id + 1;  // not this record's: the writer refuses it rather than write a file every reader refuses
+        snprintf(bad, sizeof bad, "%s/wrong_id.ckpt", dir);
+        saved_run = base;
+        saved_run_bytes = sizeof base - 1;
+        EXPECT_EXIT(save_run_to, bad, 2, "is not the identity of its run record and model (a bug)",
+                    "a run identity that is not its record's is not written");
+        s1.run_id = 0;
     }
     // 7. what was verified is what is read: a checkpoint put in the file's place between
     // checkpoint_open and checkpoint_read is not read (tools/generate and the trainer read so)

@@ -3,7 +3,7 @@
 // back equal to the byte, run record included, through .npz files with torch blocked
 // from importing (the NumPy path), and through a PyTorch state_dict; a record edited
 // in the .npz is the one the trainer then resumes by; format version 1 files are read
-// and version 3 refused; a checkpoint written from new weights loads in this reference
+// and version 5 refused; a checkpoint written from new weights loads in this reference
 // and in the trainer; the loss of tools/mlstm_torch.py on a fixed batch equals
 // mlstm_forward's here; bad checkpoints, damaged .npz files (test/pyio_npz.py: named
 // damages and random ones) and wrong weights given to new() and from_state_dict
@@ -202,7 +202,18 @@ static void test_header_table(void) {
     CHECK(rc == 0, "the checkpoint header's table: mlstm.h, mlstm_ckpt.py and doc/formats.md agree (%s)", line);
 }
 
-// Version 1 files read (and come back as version 3 with no record); version 4 refused.
+// The settings the run identity leaves out: mlstm.h's CKPT_NOT_IDENTITY is mlstm_ckpt.py's NOT_IDENTITY.
+static void test_not_identity(void) {
+    char c_list[300] = "";
+    for (int k = 0; k < CKPT_N_NOT_IDENTITY; k++)
+        snprintf(c_list + strlen(c_list), sizeof c_list - strlen(c_list), "%s%s", k ? " " : "", CKPT_NOT_IDENTITY[k]);
+    int rc = test_system("PYTHONPATH=%s/notorch %s -c 'import sys; sys.path.insert(0, \"tools\"); import mlstm_ckpt; "
+                         "sys.exit(b\" \".join(mlstm_ckpt.NOT_IDENTITY) != sys.argv[1].encode())' '%s'", dir, python,
+                         c_list);
+    CHECK(rc == 0, "the run identity leaves out the same settings in C and Python (%s)", c_list);
+}
+
+// Version 1 files read (and come back as version 4 with no record); version 5 refused.
 static void test_versions(void) {
     long payload = make_version1(path("a.ckpt"), path("v1.ckpt"));
     CkptHeader hd = {0};
@@ -222,17 +233,17 @@ static void test_versions(void) {
     uint8_t *b1 = read_whole(path("v1.ckpt"), &n1), *b2 = read_whole(path("v1_back.ckpt"), &n2);
     int same = b1 && b2 && n1 == n2 && !memcmp(b1 + CKPT_HEADER_BYTES, b2 + CKPT_HEADER_BYTES, (size_t)payload);
     same = same && !memcmp(b1 + CKPT_AT_V, b2 + CKPT_AT_V, CKPT_AT_CHECKSUM - CKPT_AT_V);  // V .. payload bytes
-    same = same && get32(b2 + CKPT_AT_VERSION) == 3;
+    same = same && get32(b2 + CKPT_AT_VERSION) == CKPT_VERSION;
     if (same) checkpoint_header(path("v1_back.ckpt"), &hd);
     CHECK(re == 0 && ri == 0 && same && hd.run_bytes == 0,
-          "version 1 -> .npz -> version 3 with no record, header fields and payload equal (exit %d %d)", re, ri);
+          "version 1 -> .npz -> version 4 with no record, header fields and payload equal (exit %d %d)", re, ri);
     free(b1); free(b2);
     char out[700];
     snprintf(out, sizeof out, "%s", path("never.npz"));
-    copy_file(path("a.ckpt"), path("v4.ckpt"), -1, -1);
-    patch32(path("v4.ckpt"), CKPT_AT_VERSION, 4);
-    expect_refused("format version 4", "has format version 4; this build reads versions 1 to 3", out, "export %s %s",
-                   path("v4.ckpt"), out);
+    copy_file(path("a.ckpt"), path("v5.ckpt"), -1, -1);
+    patch32(path("v5.ckpt"), CKPT_AT_VERSION, 5);
+    expect_refused("format version 5", "has format version 5; this build reads versions 1 to 4", out, "export %s %s",
+                   path("v5.ckpt"), out);
     copy_file(path("a.ckpt"), path("v1run.ckpt"), -1, -1);
     patch32(path("v1run.ckpt"), CKPT_AT_VERSION, 1);
     expect_refused("version 1 with a run record", "inconsistent header", out, "export %s %s", path("v1run.ckpt"), out);
@@ -278,7 +289,29 @@ static void test_crafted(void) {
     const char *header = "inconsistent header", *pairs = "is not a list of NUL-terminated name, value pairs",
                *line1 = "the run record's \"train data\" line 1 is not \"<bytes> <checksum: 16 hex digits> <file name>\"",
                *val_line1 = "the run record's \"val data\" line 1 is not \"<bytes> <checksum: 16 hex digits> <file name>\"";
+    const char *record_text = (const char *)orig + record;
+    const char *seq_len = (const char *)memmem(record_text, (size_t)(n - record), "seq-len\0" "16\0", 11);
+    const char *steps = (const char *)memmem(record_text, (size_t)(n - record), "steps\0" "5\0", 8);
+    CHECK(seq_len && steps, "a.ckpt's record holds seq-len 16 and steps 5");
+    if (!seq_len || !steps) {
+        free(orig);
+        return;
+    }
+    long seq_len_digit = (long)(seq_len - (const char *)orig) + 9, steps_digit = (long)(steps - (const char *)orig) + 6;
+    uint64_t run_id = get64(orig + CKPT_AT_RUN_ID);
+    // the run's identity, made from the record and the header (doc/formats.md, "Run identity"): what a
+    // resume may change leaves it as it is (a shard's name, --steps), a defining setting or the data's
+    // bytes do not; needle NULL: both readers accept the file
+    const char *identity = "is not the identity of its run record and model";
     struct { const char *what; long at; int width; uint64_t value; const char *needle; } cases[] = {
+        {"a run identity not its record's", CKPT_AT_RUN_ID, 8, run_id ^ 1, identity},
+        {"the record's seq-len 16 made 17 under the same run identity", seq_len_digit, 1, '7', identity},
+        {"a shard's checksum in the record changed under the same run identity", sep1 + 1, 1,
+         orig[sep1 + 1] == 'a' ? 'b' : 'a', identity},
+        {"the run identity 0 (unknown) over a record", CKPT_AT_RUN_ID, 8, 0, NULL},
+        {"a shard's name changed in the record (a renamed shard)", sep2 + 1, 1, orig[sep2 + 1] == 'X' ? 'Y' : 'X',
+         NULL},
+        {"the record's steps 5 made 9 (a resume may change --steps)", steps_digit, 1, '9', NULL},
         {"header size 255", CKPT_AT_HEADER_SIZE, 4, 255, header},
         {"header size 512", CKPT_AT_HEADER_SIZE, 4, 512, header},
         {"a loss scaler byte past its 40 used ones", CKPT_AT_SCALER + CKPT_SCALER_USED, 1, 1, header},
@@ -296,7 +329,8 @@ static void test_crafted(void) {
         uint8_t *buf = (uint8_t *)mallocCheck((size_t)n);
         memcpy(buf, orig, (size_t)n);
         if (k >= 0) {
-            if (cases[k].width == 4) put32(buf + cases[k].at, (uint32_t)cases[k].value);
+            if (cases[k].width == 8) put64(buf + cases[k].at, cases[k].value);
+            else if (cases[k].width == 4) put32(buf + cases[k].at, (uint32_t)cases[k].value);
             else buf[cases[k].at] = (uint8_t)cases[k].value;
         }
         put64(buf + CKPT_AT_CHECKSUM, 0);
@@ -305,11 +339,14 @@ static void test_crafted(void) {
         snprintf(name, sizeof name, "crafted%d.ckpt", k + 1);
         test_write_file(path(name), buf, (size_t)n);
         free(buf);
-        if (k < 0) {
-            EXPECT_EXIT(open_child, (void *)path(name), 0, "", "the checkpoint checksummed again unchanged: mlstm.h reads it");
+        if (k < 0 || !cases[k].needle) {
+            const char *what = k < 0 ? "the checkpoint checksummed again unchanged" : cases[k].what;
+            char said[300];
+            snprintf(said, sizeof said, "%s: mlstm.h reads it", what);
+            EXPECT_EXIT(open_child, (void *)path(name), 0, "", said);
             int rc = test_system("PYTHONPATH=%s/notorch %s tools/mlstm_ckpt.py info %s > /dev/null", dir, python,
                                  path(name));
-            CHECK(rc == 0, "and tools/mlstm_ckpt.py reads it (exit %d)", rc);
+            CHECK(rc == 0, "%s: tools/mlstm_ckpt.py reads it (exit %d)", what, rc);
             continue;
         }
         char what[200];
@@ -319,6 +356,27 @@ static void test_crafted(void) {
         expect_refused(what, cases[k].needle, out, "export %s %s", path(name), out);
     }
     free(orig);
+    // and the programs that read it through mlstm.h: the trainer's --resume and --init-from, generate, transfer
+    const char *bin = test_bin_dir();
+    char crafted[700];
+    snprintf(crafted, sizeof crafted, "%s", path("crafted1.ckpt"));
+    const char *runs[][2] = {{"train --resume", "%s/train --resume %s --out %s/never_r --steps 9"},
+                             {"train --init-from", "%s/train --init-from %s --out %s/never_i --steps 9 " TINY},
+                             {"generate", "%s/generate %s --length 5"},
+                             {"transfer featurize", "%s/transfer featurize -m %s -o %s/never.feat builtin:val"}};
+    for (int k = 0; k < (int)(sizeof runs / sizeof runs[0]); k++) {
+        char cmd[2000];
+        int at = snprintf(cmd, sizeof cmd, runs[k][1], bin, crafted, dir);
+        snprintf(cmd + at, sizeof cmd - (size_t)at, " > /dev/null 2> %s", path("err.txt"));
+        int rc = test_system("%s", cmd);
+        long lines = 0;
+        FILE *f = fopen(path("err.txt"), "r");
+        for (int ch; f && (ch = fgetc(f)) != EOF;) lines += ch == '\n';
+        if (f) fclose(f);
+        int named = file_contains(path("err.txt"), identity) && file_contains(path("err.txt"), crafted);
+        CHECK(rc == 2 && lines == 1 && named, "%s refuses a run identity not its record's: exit %d (want 2), %ld "
+              "line(s) naming the file", runs[k][0], rc, lines);
+    }
 }
 
 // The record is the run: edited in the .npz (--steps 5 -> 9), imported, it is what
@@ -346,6 +404,16 @@ static void test_record_edit(void) {
     if (rt == 0 && file_size(path("edit_r/latest.ckpt")) > 0) checkpoint_header(path("edit_r/latest.ckpt"), &hd);
     CHECK(rt == 0 && hd.st.data_step == 9 && hd.st.step == 9, "./train --resume of it runs to the record's step 9 "
           "(exit %d, data step %llu)", rt, (unsigned long long)hd.st.data_step);
+    // a setting that defines the run (--seq-len 16 -> 17) edited under the run's identity: another run, not written
+    r = test_system("%s -c 'import sys, numpy as np; z = dict(np.load(sys.argv[1])); "
+                    "run = z[\"run\"].tobytes().replace(b\"seq-len\\00016\\0\", b\"seq-len\\00017\\0\"); "
+                    "z[\"run\"] = np.frombuffer(run, np.uint8); np.savez(sys.argv[2], **z)' %s %s", python,
+                    path("a.npz"), path("edit_t.npz"));
+    char cmd[1500];
+    snprintf(cmd, sizeof cmd, "tools/mlstm_ckpt.py import %s %s", path("edit_t.npz"), path("edit_t.ckpt"));
+    CHECK(r == 0, "an .npz with the run record's seq-len edited to 17 (exit %d)", r);
+    expect_refused_by("an .npz whose record's seq-len is not its run identity's", "is not the identity of the run "
+                      "record and model", path("edit_t.npz"), path("edit_t.ckpt"), cmd);
 }
 
 // A checkpoint the trainer wrote and the same one through export/import resume alike,
@@ -750,6 +818,7 @@ int main(void) {
     test_numpy_roundtrip("n");
     test_header_table();
     test_versions();
+    test_not_identity();
     test_crafted();
     test_record_edit();
     test_resume("a", "");

@@ -37,6 +37,26 @@ static CkptHeader header_of(const char *name) {
     if (file_size(p) > 0) checkpoint_header(p, &hd);
     return hd;
 }
+// A checkpoint's version and run identity set, the checksum computed again: as an earlier version wrote it.
+static void restamp(const char *name, uint32_t version, uint64_t run_id) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    long n = file_size(p);
+    FILE *f = fopen(p, "rb");
+    uint8_t *buf = n >= CKPT_HEADER_BYTES ? (uint8_t *)mallocCheck((size_t)n) : NULL;
+    int ok = f && buf && fread(buf, 1, (size_t)n, f) == (size_t)n;
+    if (f) fclose(f);
+    if (ok) {
+        put32(buf + CKPT_AT_VERSION, version);
+        put64(buf + CKPT_AT_RUN_ID, run_id);
+        put64(buf + CKPT_AT_CHECKSUM, 0);
+        put64(buf + CKPT_AT_CHECKSUM, checksum_final(checksum_update(CHECKSUM_INIT, buf, (size_t)n)));
+        test_write_file(p, buf, (size_t)n);
+    }
+    CHECK(ok, "restamped %s as version %u, run %016llx", name, version, (unsigned long long)run_id);
+    free(buf);
+}
+
 // Two checkpoints hold the same training state: header and payload (weights, Adam's moments, the
 // carried state) equal byte for byte, but for the checksum and the run record's length: the records
 // after the payload may name the data's place differently.
@@ -186,13 +206,19 @@ static void test_log_owner(void) {
     uint8_t *record = checkpoint_read_run(f, src, &hd);
     fclose(f);
     st.run_id = 0;
-    checkpoint_save_run(dst, &m, &st, h, c, record, hd.run_bytes);
+    checkpoint_save_run(dst, &m, &st, h, c, record, hd.run_bytes, CKPT_VERSION);
+    st.run_id = hd.st.run_id;  // a run's identity, but no record: the command line defines the run
+    snprintf(dst, sizeof dst, "%s/norec_in", dir);
+    mkdir(dst, 0777);
+    snprintf(dst, sizeof dst, "%s/norec_in/latest.ckpt", dir);
+    checkpoint_save(dst, &m, &st, h, c);
+    st.run_id = 0;
     static const char beyond[] = "seq-len\0" "100000000";  // a value this build's limits refuse
     snprintf(dst, sizeof dst, "%s/beyond.ckpt", dir);
-    checkpoint_save_run(dst, &m, &st, h, c, (const uint8_t *)beyond, sizeof beyond);
+    checkpoint_save_run(dst, &m, &st, h, c, (const uint8_t *)beyond, sizeof beyond, CKPT_VERSION);
     static const char switch_off[] = "no-reset-docs\0" "off";  // a switch is recorded as "on" or not at all
     snprintf(dst, sizeof dst, "%s/switch.ckpt", dir);
-    checkpoint_save_run(dst, &m, &st, h, c, (const uint8_t *)switch_off, sizeof switch_off);
+    checkpoint_save_run(dst, &m, &st, h, c, (const uint8_t *)switch_off, sizeof switch_off, CKPT_VERSION);
     mlstm_free(&m);
     free(h);
     free(c);
@@ -204,6 +230,24 @@ static void test_log_owner(void) {
               !says("l8.out", "continue it with --resume old"),
           "log: a directory with only a log, or whose latest.ckpt names no run, is refused without advice to resume it "
           "(exits %d %d)", r6, r7);
+    // a version 3 run (its identity made by an earlier rule, which no reader checks) continues in its directory
+    // under that identity, writing version 3; a version 4 checkpoint without a record cannot continue there
+    test_system("mkdir %s/v3 && cp %s/la/latest.ckpt %s/la/best.ckpt %s/v3/ && sed '1s/run [0-9a-f]*$/run "
+                "0123456789abcdef/' %s/la.log > %s/v3/train.log && cp %s/la.log %s/norec_in/train.log", dir, dir, dir,
+                dir, dir, dir, dir, dir);
+    restamp("v3/latest.ckpt", 3, 0x0123456789abcdefULL);
+    restamp("v3/best.ckpt", 3, 0x0123456789abcdefULL);
+    int r9 = train("l12.out", "--resume v3 --steps 12");
+    CkptHeader v3 = header_of("v3/latest.ckpt"), v3best = header_of("v3/best.ckpt");
+    int same_log = test_system("head -n 1 %s/v3/train.log | grep -q 'run 0123456789abcdef$'", dir) == 0;
+    CHECK(r9 == 0 && v3.st.data_step == 12 && v3.version == 3 && v3.st.run_id == 0x0123456789abcdefULL &&
+              v3best.st.run_id == v3.st.run_id && same_log,
+          "log: a version 3 run continues in its directory under its identity, written as version 3 (exit %d, "
+          "version %u)", r9, v3.version);
+    int r10 = train("l13.out", TINY_REST " --seed 1 --resume norec_in --steps 12");
+    CHECK(r10 == 2 && says("l13.out", "norec_in/latest.ckpt has no run record, so its run [0-9a-f]* is not the one the "
+                                      "command line defines: it cannot be continued in its directory"),
+          "log: a version 4 checkpoint without a record is not continued in its directory (exit %d)", r10);
     int r8 = train("l10.out", "--resume beyond.ckpt --steps 12 --out by");
     CHECK(r8 == 2 && says("l10.out", "error: checkpoint .*beyond.ckpt, its run record: --seq-len: must be between"),
           "record: a recorded value this build refuses names the checkpoint, not only the flag (exit %d)", r8);
@@ -258,6 +302,19 @@ static void test_data_identity(void) {
               same_state("j.moved/latest.ckpt", "j40/latest.ckpt"),
           "data: moved, a resume names the missing data (exit %d) and resumes where --train says it is now (exit %d)",
           r6, r7);
+    // renamed: the same bytes under other names continue the run in its directory, its identity (on its log,
+    // latest.ckpt and best.ckpt) kept, the record holding the new names; every reader checks that identity
+    test_system("cp -r %s/j.moved %s/j.renamed && mkdir %s/renamed && cp %s/data.new/train_000.bin %s/renamed/a.bin && "
+                "cp %s/data.new/val_000.bin %s/renamed/v.bin", dir, dir, dir, dir, dir, dir, dir);
+    int r9 = train("r9.out", "--resume j.renamed --train renamed/a.bin --val renamed/v.bin --steps 50 --sample-len 0");
+    CkptHeader h40 = header_of("j.moved/latest.ckpt"), h50 = header_of("j.renamed/latest.ckpt"),
+               best = header_of("j.renamed/best.ckpt");
+    int log_named = test_system("head -n 1 %s/j.renamed/train.log | grep -q 'run %016llx$' && grep -aq 'a.bin' "
+                                "%s/j.renamed/latest.ckpt", dir, (unsigned long long)h40.st.run_id, dir) == 0;
+    CHECK(r9 == 0 && h50.st.data_step == 50 && h50.version == CKPT_VERSION && h50.st.run_id == h40.st.run_id &&
+              best.st.run_id == h40.st.run_id && log_named,
+          "data: renamed shards continue the run in its directory under its identity %016llx, the record naming them "
+          "(exit %d)", (unsigned long long)h40.st.run_id, r9);
     // changed bytes at the same path (same size): refused naming the shard, nothing written
     make_shard("data.new/val_000.bin", 8000, 99);
     test_system("cp %s/j.moved/latest.ckpt %s/jm.keep", dir, dir);

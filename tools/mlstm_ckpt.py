@@ -2,11 +2,11 @@
 """Checkpoints of mlstm.c in Python: read one into NumPy arrays or a PyTorch
 state_dict, write one back that ./train --resume, train_gpu and tools/transfer load.
 The byte layout is the "Checkpoint format" section of doc/formats.md; mlstm.h
-(checkpoint_save_run, checkpoint_open) is the C side. Format versions 1 to 3 are
-read, version 3 is written, with the run record the trainer wrote kept as bytes
-(Checkpoint.run) and the run's identity and score (run_id, best_by, score,
-loss_ema). NumPy only: torch is imported when a torch function is called, not
-before.
+(checkpoint_save_run, checkpoint_open) is the C side. Format versions 1 to 4 are
+read, version 4 is written (3 for a run whose identity a version 3 file holds), with
+the run record the trainer wrote kept as bytes (Checkpoint.run) and the run's
+identity and score (run_id, best_by, score, loss_ema). NumPy only: torch is imported
+when a torch function is called, not before.
 
     import sys; sys.path.insert(0, "tools")
     import mlstm_ckpt
@@ -22,7 +22,7 @@ input, a damaged .npz included; nothing half-written):
     tools/mlstm_ckpt.py info CKPT               header, run record and tensors
     tools/mlstm_ckpt.py export CKPT OUT.npz     every array and header field into one .npz
     tools/mlstm_ckpt.py import IN.npz OUT.ckpt  back (export then import gives the same
-                                                bytes; a version 1 or 2 file comes back as 3)
+                                                bytes; a version 1 or 2 file comes back as 4)
 """
 import math
 import os
@@ -37,10 +37,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-MAGIC, VERSION, HEADER_BYTES, SCALER_BYTES, V = b"MLSTMCKP", 3, 256, 48, 256
+MAGIC, VERSION, HEADER_BYTES, SCALER_BYTES, V = b"MLSTMCKP", 4, 256, 48, 256
 SCALER_USED = 40  # mlstm.h's CKPT_SCALER_USED: the scaler's bytes after these are 0
 MAX_RUN_BYTES = 1 << 30  # mlstm.h's CKPT_MAX_RUN_BYTES
 RECORD_DATA, RECORD_NAME_MAX = (b"train data", b"val data"), 200  # the run record's data identity (mlstm.h)
+# The record's settings a resume may change, which the run's identity leaves out (mlstm.h's CKPT_NOT_IDENTITY)
+NOT_IDENTITY = (b"train", b"val", b"steps", b"val-steps", b"val-batch")
 MAX_HIDDEN, MAX_EMBED = 65536, 65536  # mlstm.h's limits: every reader refuses the same files
 RUN_BEST_CKPT, RUN_LATEST_CKPT = "best.ckpt", "latest.ckpt"  # a run directory's checkpoints (mlstm.h)
 # The parameters in the order of mlstm.h's single buffer (param_names there).
@@ -99,7 +101,8 @@ class Checkpoint:
     identity (0: unknown); best_by: what the run scores checkpoints by (0 nothing, 1 the
     validation loss, 2 the training loss's moving mean); score: this checkpoint's under
     best_by (NaN: not scored; meaningless when best_by is 0); loss_ema: the moving mean's
-    state (train.h)."""
+    state (train.h); version: the format version of the file it came from (a version 3
+    run_id was made by an older rule than run_identity's, and save keeps it version 3)."""
     D: int
     H: int
     wnorm: int
@@ -117,6 +120,7 @@ class Checkpoint:
     best_by: int = 0
     score: float = 0.0
     loss_ema: float = 0.0
+    version: int = VERSION
 
     @property
     def G(self):
@@ -266,7 +270,7 @@ def _file_kind(mode):
 
 
 def load(path, verify=True):
-    """Reads and validates a checkpoint of format version 1 to 3 (what mlstm.h's
+    """Reads and validates a checkpoint of format version 1 to 4 (what mlstm.h's
     checkpoint_open rejects, this rejects with the same reason), or a run directory's best
     one (checkpoint_file); verify=False skips the checksum (about 40 s per GB)."""
     path = checkpoint_file(path)
@@ -318,6 +322,10 @@ def load(path, verify=True):
         run_settings(run)
     except CheckpointError as e:
         raise CheckpointError(f"checkpoint {path}: {e} (corrupt file)") from None
+    identity = run_identity(run, D, H, wnorm, G) if version >= 4 and run_id and run else run_id
+    if identity != run_id:  # version 4 on: the run's identity is its record's and header's
+        raise CheckpointError(f"checkpoint {path}: its run {run_id:016x} is not the identity of its run record and "
+                              f"model ({identity:016x}): an edited or corrupt file")
     flat = np.frombuffer(buf, "<f4", count=payload // 4)  # views into one writable buffer, no copies
 
     def tensors(off):
@@ -330,7 +338,7 @@ def load(path, verify=True):
     GH = G * H
     return Checkpoint(D, H, wnorm, tensors(0), tensors(nparams), tensors(2 * nparams),
                       flat[3 * nparams:3 * nparams + GH].reshape(G, H), flat[3 * nparams + GH:].reshape(G, H),
-                      step, data_step, rng, scaler, run, run_id, best_by, score, loss_ema)
+                      step, data_step, rng, scaler, run, run_id, best_by, score, loss_ema, version)
 
 
 # A data identity line of the run record (mlstm.h's ckpt_identity_line): the size, the
@@ -363,6 +371,23 @@ def run_settings(run):
                 break
     text = [s.decode("utf-8", "backslashreplace") for s in strings[:-1]]
     return list(zip(text[0::2], text[1::2]))
+
+
+def run_identity(run, D, H, wnorm, G):
+    """The run's identity (the header's `run`, format version 4 on; mlstm.h's ckpt_run_identity,
+    doc/formats.md's "Run identity"): the checksum of the record's pairs less NOT_IDENTITY, each
+    data identity line cut to its size and checksum, then D, H, wnorm, G as u32; never 0.
+    `run` must be a record run_settings accepts."""
+    strings = bytes(run).split(b"\0")[:-1]
+    canon = bytearray()
+    for name, value in zip(strings[0::2], strings[1::2]):
+        if name in NOT_IDENTITY:
+            continue
+        if name in RECORD_DATA:  # "<bytes> <checksum> <name>\n" lines: the name left out
+            value = b"".join(b" ".join(line.split(b" ", 2)[:2]) + b"\n" for line in value.split(b"\n")[:-1])
+        canon += name + b"\0" + value + b"\0"
+    canon += struct.pack("<4I", D, H, wnorm, G)
+    return checksum([canon]) or 1
 
 
 # ---- writing
@@ -425,8 +450,14 @@ def _check(ck, where):
         run_settings(run)
     except CheckpointError as e:
         raise CheckpointError(f"{where}: {e}") from None
+    version = 3 if int(ck.version) == 3 else VERSION  # a version 3 identity stays one; 1 and 2 have none
+    identity = run_identity(run, D, H, wnorm, G) if version >= 4 and int(ck.run_id) and run else int(ck.run_id)
+    if identity != int(ck.run_id):
+        raise CheckpointError(f"{where}: run_id {int(ck.run_id):016x} is not the identity of the run record and model "
+                              f"({identity:016x}): a record edited in a setting that defines the run is another run "
+                              "(set run_id to 0, or to mlstm_ckpt.run_identity(ck.run, ck.D, ck.H, ck.wnorm, ck.G))")
     nparams = param_count(D, H, wnorm)
-    hd = _header_pack({"magic": MAGIC, "version": VERSION, "header size": HEADER_BYTES, "V": V, "D": D, "H": H,
+    hd = _header_pack({"magic": MAGIC, "version": version, "header size": HEADER_BYTES, "V": V, "D": D, "H": H,
                        "weight norm": wnorm, "nparams": nparams, "G": G, "step": int(ck.step),
                        "data step": int(ck.data_step), "rng": int(ck.rng), "loss scaler": scaler,
                        "payload bytes": 4 * (3 * nparams + 2 * G * H), "checksum": 0, "run record bytes": len(run),
@@ -436,7 +467,8 @@ def _check(ck, where):
 
 
 def save(path, ck):
-    """Writes ck as a checkpoint of format version 3, with ck.run as its run record, whole or
+    """Writes ck as a checkpoint of format version 4 (3 when ck.version is 3: its run_id was
+    made by an older rule, which no reader checks), with ck.run as its run record, whole or
     not at all (_write_whole: through a symbolic link, keeping the replaced file's mode), so a
     failure leaves the previous file or the new one, never a torn one. Arrays are converted
     to float32 (round to nearest); a wrong shape is an error naming it."""
@@ -579,7 +611,7 @@ def _export(ck, path):
     out.update(h=ck.h, c=ck.c, D=np.int64(ck.D), H=np.int64(ck.H), wnorm=np.int64(ck.wnorm), step=np.uint64(ck.step),
                data_step=np.uint64(ck.data_step), rng=np.uint64(ck.rng), scaler=np.frombuffer(ck.scaler, np.uint8),
                run=np.frombuffer(bytes(ck.run), np.uint8), run_id=np.uint64(ck.run_id), best_by=np.int64(ck.best_by),
-               score=np.float64(ck.score), loss_ema=np.float64(ck.loss_ema))
+               score=np.float64(ck.score), loss_ema=np.float64(ck.loss_ema), version=np.int64(ck.version))
     _write_whole(path, lambda f: np.savez(f, **out))
 
 
@@ -707,7 +739,8 @@ def _import(path):
                 raise CheckpointError(f"{path}: {k} {f[k]} is out of range ({lo} to {hi})")
         shapes = param_shapes(f["D"], f["H"], f["wnorm"])
         tensors = [f"{g}/{n}" for g in _GROUPS for n, _ in shapes]
-        optional = {"run", "run_id", "best_by", "score", "loss_ema"}  # none in an .npz of a version 1 or 2 file
+        # none in an .npz of a version 1 or 2 file; no version in one an older export wrote
+        optional = {"run", "run_id", "best_by", "score", "loss_ema", "version"}
         extra = sorted(set(z.members) - set(need) - set(tensors) - optional)
         if extra:
             gains = " (weight norm is off: no gains)" if any(k.split("/")[-1] in GAINS for k in extra) else ""
@@ -721,12 +754,16 @@ def _import(path):
         scaler = z.read("scaler", _byte_array("scaler", size=SCALER_BYTES)).tobytes()
         run = z.read("run", _byte_array("run", most=MAX_RUN_BYTES)).tobytes() if "run" in z.members else b""  # none: v1
         run_fields = {k: z.read(k, _integer_scalar(k))[()] if k in z.members else 0 for k in ("run_id", "best_by")}
+        # an .npz without `version` was exported from a file of version 3 or earlier
+        version = int(z.read("version", _integer_scalar("version"))[()]) if "version" in z.members else 3
+        if not 1 <= version <= VERSION:
+            raise CheckpointError(f"{path}: version {version} is out of range (1 to {VERSION})")
         real_fields = {k: z.read(k, _real_scalar(k))[()] if k in z.members else 0.0 for k in ("score", "loss_ema")}
     finally:
         z.close()
     ck = Checkpoint(f["D"], f["H"], f["wnorm"], groups["params"], groups["adam_m"], groups["adam_v"], h, c, f["step"],
                     f["data_step"], f["rng"], scaler, run, int(run_fields["run_id"]), int(run_fields["best_by"]),
-                    float(real_fields["score"]), float(real_fields["loss_ema"]))
+                    float(real_fields["score"]), float(real_fields["loss_ema"]), version)
     _check(ck, path)  # values (inf, NaN) and the run record, blamed on the .npz rather than the output
     return ck
 

@@ -77,7 +77,9 @@ static void checkpoint_seeds(void) {
         st.G = 1 + wnorm; st.step = 7; st.data_step = 9; st.rng = 11;
         real h[2] = {0.25f, -1}, c[2] = {0.5f, 2};
         static const char run[] = "seq-len\0" "16\0" "steps\0" "9\0";  // weight norm on: a run record too
-        checkpoint_save_run(tmp, &m, &st, h, c, (const uint8_t *)run, wnorm ? sizeof run : 0);
+        size_t run_bytes = wnorm ? sizeof run - 1 : 0;  // whole pairs: without the literal's own final NUL
+        if (wnorm) st.run_id = ckpt_run_identity((const uint8_t *)run, run_bytes, &cfg, st.G);
+        checkpoint_save_run(tmp, &m, &st, h, c, (const uint8_t *)run, run_bytes, CKPT_VERSION);
         mlstm_free(&m);
         put8(0);
         put(file, slurp(tmp, file, sizeof file));
