@@ -7,8 +7,8 @@
 // the papers (flags, the run record, the run directory and lock, checkpoint files, the
 // ranks' agreement, signals, the guards) is the harness's: harness/run.h, harness/train_harness.h.
 #pragma once
-#include "harness/run.h"  // defines: Options, options_parse, run_record, options_from_record, RunDir
-#include "mlstm.h"     // defines: MlstmConfig, Mlstm, mlstm_forward, checkpoint_save_run/open/read, real
+#include "harness/run.h"  // defines: Options, RunDir, and via it harness/checkpoint.h (CkptBestBy)
+#include "mlstm.h"     // defines: MlstmConfig, Mlstm, mlstm_forward, real
 #include "data.h"      // defines: Stream, Loader, loader_batch, corpus_stream
 #include "schedule.h"  // defines: LrSettings, LossScaler, StepDecision, decide_step
 #include <assert.h>
@@ -19,9 +19,6 @@
 #ifdef USE_MPI
 #include <mpi.h>
 #endif
-
-// The loss scaler's state (schedule.h) travels in the checkpoint's scaler field (mlstm.h).
-static_assert(LOSS_SCALER_BYTES == CKPT_SCALER_USED, "the loss scaler fills its checkpoint field's used bytes");
 
 // ----------------------------------------------------------------------------
 // The backend contract. The loop owns the data, the schedule, the loss scaler and
@@ -174,7 +171,7 @@ typedef struct {
     Loader train, val;
     char *identity[2];         // the data's identity, train and val (data_identity)
     RunText record;            // the run record, into every checkpoint of this run
-    uint64_t run_id;           // in every checkpoint, and on the log's first line (mlstm.h, ckpt_run_identity)
+    uint64_t run_id;           // in every checkpoint and on the log's first line (checkpoint.h, ckpt_run_identity)
     uint32_t ckpt_version;     // the format its checkpoints are written in (harness/run.h, run_id_continued)
     Model *md, *ev;            // the training model, the validation model (ev == md when VB == B)
     uint8_t *in, *tg, *rs;     // (rows,T) inputs, targets, state resets

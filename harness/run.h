@@ -5,7 +5,7 @@
 // from the inputs, locked and prepared before the first step (run_dir_open). train.h
 // includes it; the loop there reads Options and writes through a RunDir.
 #pragma once
-#include "mlstm.h"     // defines: MlstmConfig, CKPT_MAGIC
+#include "harness/checkpoint.h"  // defines: CKPT_MAGIC, the run record's data lines, and via it mlstm.h
 #include "data.h"      // defines: Stream, Shard (the shards a run reads: their identity, check_outputs_apart)
 #include "schedule.h"  // defines: LrSettings, lr_settings_set, lr_settings_value
 #include <assert.h>
@@ -58,7 +58,7 @@ typedef struct {
 
 // Limits of the sizes: far beyond the paper's (H=4096, D=64, T=256, 128 rows per GPU),
 // small enough that every size product below fits its type with room to spare.
-// (MAX_HIDDEN, MAX_EMBED: mlstm.h, which every checkpoint reader applies; MAX_THREADS: util.h)
+// (MAX_HIDDEN, MAX_EMBED: harness/checkpoint.h, which every checkpoint reader applies; MAX_THREADS: util.h)
 #define MAX_ROWS (1 << 20)
 #define MAX_SEQ_LEN (1 << 20)
 #define MAX_STEPS (1L << 50)
@@ -488,7 +488,7 @@ static void flag_shown(int i, const char *value, char out[200]) {
 // from: one line per shard, "<bytes> <checksum> <name>", the checksum the shard's
 // header carries (data.h, verified when the shard was opened) or, for the built-in
 // corpus, the one computed over the generated text. Names are for messages only, at most
-// RECORD_NAME_MAX bytes of them, a newline in one written as '?' (mlstm.h,
+// RECORD_NAME_MAX bytes of them, a newline in one written as '?' (harness/checkpoint.h,
 // ckpt_identity_line, is the line's form every reader checks).
 
 static char *data_identity(const Stream *s) {
@@ -952,7 +952,7 @@ static void run_dir_replaced(RunDir *d, const char *written) {
 
 // The identity of a run continued in its directory: its checkpoint's, which its log and best.ckpt
 // carry, and the format its checkpoints are written in. A version 4 checkpoint's identity is its
-// record's and model's (mlstm.h, ckpt_run_identity), which the continued run has computed again
+// record's and model's (harness/checkpoint.h, ckpt_run_identity), which the continued run has computed again
 // from the same settings into *run_id. One of version 3 was made by an older rule: the run keeps
 // it and writes version 3, whose identity no reader checks. A checkpoint that names no run (0:
 // versions 1 and 2), or one of version 4 without a record (its flags then define the run, not

@@ -6,6 +6,9 @@
 // a first reading of the papers' algorithm can skip it.
 #pragma once
 
+// The loss scaler's state (schedule.h) travels in the checkpoint's scaler field (harness/checkpoint.h).
+static_assert(LOSS_SCALER_BYTES == CKPT_SCALER_USED, "the loss scaler fills its checkpoint field's used bytes");
+
 // ----------------------------------------------------------------------------
 // Processes: MPI's start and end, and the ranks' agreement on the run.
 

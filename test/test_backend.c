@@ -201,7 +201,7 @@ static void test_resume_race(void) {
     CHECK(ok && files_equal(log, log_before), "the stopped resume leaves the run's log as it was");
 }
 
-// The run's identity (mlstm.h, ckpt_run_identity) leaves out exactly the recorded settings a resume
+// The run's identity (harness/checkpoint.h, ckpt_run_identity) leaves out exactly the recorded settings a resume
 // may change (run.h's RunRule: all but RUN_DEFINING), so that a run continued in its directory, its
 // record written anew, keeps the identity its log and best.ckpt carry.
 static void test_identity_rules(void) {

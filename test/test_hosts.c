@@ -17,6 +17,7 @@
 // It needs root and iproute2 (network namespaces); elsewhere it skips, counted, and
 // REQUIRE_NETNS=1 (CI) makes the skip a failure.
 #include "mlstm.h"
+#include "harness/checkpoint.h"  // defines: the checkpoint file (CkptHeader, checkpoint_open/read/load, checkpoint_save_run)
 #include "data.h"
 #include "test/test.h"
 #include <limits.h>

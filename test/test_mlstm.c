@@ -2,6 +2,7 @@
 // buffer layout, determinism across thread counts, and the checkpoint file:
 // save then load reproduces every byte, and each bad file fails clearly.
 #include "mlstm.h"
+#include "harness/checkpoint.h"  // defines: the checkpoint file (CkptHeader, checkpoint_open/read/load, checkpoint_save_run)
 #include "test/test.h"
 #include <limits.h>
 

@@ -16,6 +16,7 @@
 // Without NumPy or torch the parts that need them are skipped, loudly; with
 // REQUIRE_TORCH set (CI) a skip is a failure. KEEP=1 keeps the temporary directory.
 #include "mlstm.h"
+#include "harness/checkpoint.h"  // defines: the checkpoint file (CkptHeader, checkpoint_open/read/load, checkpoint_save_run)
 #include "test/test.h"
 
 static char dir[] = "/tmp/mlstm_pyio_XXXXXX";
@@ -90,7 +91,7 @@ static uint8_t *read_whole(const char *p, long *n) {  // malloc'd, *n bytes; NUL
     return buf;
 }
 
-// The run record mlstm.h reads from a checkpoint (checkpoint_open, checkpoint_read_run),
+// The run record harness/checkpoint.h reads from a checkpoint (checkpoint_open, checkpoint_read_run),
 // malloc'd, *n bytes; NULL when it has none. The checkpoint must be valid.
 static uint8_t *c_run_record(const char *ckpt, size_t *n) {
     CkptHeader hd;
@@ -165,7 +166,7 @@ static long make_version1(const char *from, const char *to) {
     return payload;
 }
 
-// One header table, three places: mlstm.h's ckpt_fields (what C reads and writes),
+// One header table, three places: harness/checkpoint.h's ckpt_fields (what C reads and writes),
 // tools/mlstm_ckpt.py's _FIELDS (what Python reads and writes) and doc/formats.md's header
 // table (what a port reads): the same names, offsets and sizes, and in C and Python the
 // same types and the versions that added them.
@@ -199,10 +200,10 @@ static void test_header_table(void) {
     FILE *o = fopen(path("fields.out"), "r");
     if (o) { if (!fgets(line, sizeof line, o)) line[0] = 0; fclose(o); }
     line[strcspn(line, "\n")] = 0;
-    CHECK(rc == 0, "the checkpoint header's table: mlstm.h, mlstm_ckpt.py and doc/formats.md agree (%s)", line);
+    CHECK(rc == 0, "the checkpoint header's table: harness/checkpoint.h, mlstm_ckpt.py and doc/formats.md agree (%s)", line);
 }
 
-// The settings the run identity leaves out: mlstm.h's CKPT_NOT_IDENTITY is mlstm_ckpt.py's NOT_IDENTITY.
+// The settings the run identity leaves out: harness/checkpoint.h's CKPT_NOT_IDENTITY is mlstm_ckpt.py's NOT_IDENTITY.
 static void test_not_identity(void) {
     char c_list[300] = "";
     for (int k = 0; k < CKPT_N_NOT_IDENTITY; k++)
@@ -217,7 +218,7 @@ static void test_not_identity(void) {
 static void test_versions(void) {
     long payload = make_version1(path("a.ckpt"), path("v1.ckpt"));
     CkptHeader hd = {0};
-    if (payload > 0) checkpoint_header(path("v1.ckpt"), &hd);  // exits on a file mlstm.h rejects
+    if (payload > 0) checkpoint_header(path("v1.ckpt"), &hd);  // exits on a file the C reader rejects
     CHECK(payload > 0 && hd.run_bytes == 0, "made a format version 1 file that mlstm.h reads (%ld payload bytes)",
           payload);
     int rn = test_system("PYTHONPATH=%s/notorch %s tools/mlstm_ckpt.py info %s > %s", dir, python, path("v1.ckpt"),
@@ -395,7 +396,7 @@ static void test_record_edit(void) {
     const char want[] = TINY_RECORD("9");
     size_t k = sizeof want - 1;  // the edited prefix
     int same_rest = r0 && r1 && n0 == n1 && n0 > k && !memcmp(r0 + k, r1 + k, n0 - k);
-    CHECK(r1 && !memcmp(r1, want, k) && same_rest, "mlstm.h reads the edited record, the rest of it unchanged");
+    CHECK(r1 && !memcmp(r1, want, k) && same_rest, "the C reader reads the edited record, the rest of it unchanged");
     free(r0); free(r1);
     int rt = test_system("%s --resume %s --out %s --val-every 0 --val-steps 2 --sample-len 0 "
                          "--print-every 1000 --threads 1 > %s 2>&1", trainer, path("edit.ckpt"), path("edit_r"),
@@ -746,7 +747,7 @@ static void test_torch(const char *tag, const char *model_flags, const uint8_t *
     size_t n_run = 0;
     free(c_run_record(path(ck), &n_run));
     CHECK(rec == (double)n_run && n_run > 0 && new_rec == 0,
-          "%s: Python reads the trainer's run record (%.0f bytes, mlstm.h: %zu), new() writes none (%.0f)", tag, rec,
+          "%s: Python reads the trainer's run record (%.0f bytes, C: %zu), new() writes none (%.0f)", tag, rec,
           n_run, new_rec);
     double c = c_loss(path(ck), in, tg, rs, 0), e64 = fabs(c - t64) / t64, e32 = fabs(c - t32) / t64;
     CHECK(e64 <= LOSS_TOL, "%s: loss C FP32 %.9f vs torch float64 %.9f: rel diff %.2e = %5.1f%% of tolerance %.0e",

@@ -3,10 +3,11 @@
 // quote in the file names (gnuplot once ran the command), names that start with '-',
 // a PNG that is the log itself, and tools/transfer_eval.sh's own argument errors and a
 // run directory as its model. The scripts are found beside this program's build
-// directory. Also what every program shares (util.h, mlstm.h's checkpoint reader): an
+// directory. Also what every program shares (util.h, harness/checkpoint.h's reader): an
 // error is one write, a range names its bounds, OMP_NUM_THREADS is checked like a flag
 // by train, generate and transfer, and every reader of checkpoints refuses the same files.
 #include "mlstm.h"
+#include "harness/checkpoint.h"  // defines: the checkpoint file (CkptHeader, checkpoint_open/read/load, checkpoint_save_run)
 #include "data.h"
 #include "test/test.h"
 #include <sys/socket.h>

@@ -2,6 +2,7 @@
 // test): exact resume, MPI ranks against one process, the overflow skip path,
 // SIGTERM and kill -9, and bad flags. A tiny model keeps it to seconds.
 #include "fast.h"  // defines: fast_forward (the trainer's forward) and via it mlstm.h
+#include "harness/checkpoint.h"  // defines: the checkpoint file (CkptHeader, checkpoint_open/read/load, checkpoint_save_run)
 #include "data.h"
 #include "schedule.h"
 #include "test/test.h"

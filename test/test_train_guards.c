@@ -5,6 +5,7 @@
 // flag and every byte they read, outputs never alias inputs and keep what they replace,
 // signals and a closed stdout stop a run with its checkpoint, and errors name the flag.
 #include "mlstm.h"
+#include "harness/checkpoint.h"  // defines: the checkpoint file (CkptHeader, checkpoint_open/read/load, checkpoint_save_run)
 #include "data.h"
 #include "test/test.h"
 

@@ -12,6 +12,7 @@
 //      disagree, missing files, FIFOs) exits 2 with a message that says what is wrong;
 //      a run directory reads as its best model; outputs go through symbolic links.
 #include "mlstm.h"  // defines: Mlstm, mlstm_build, the parameter table (models written for the tests)
+#include "harness/checkpoint.h"  // defines: the checkpoint file (CkptHeader, checkpoint_open/read/load, checkpoint_save_run)
 #include "data.h"   // defines: Stream, shard readers (prepared shards as input)
 #include "test/test.h"
 

@@ -23,8 +23,8 @@
 // summed by one thread in a fixed order: the text does not depend on --threads, and each
 // value equals mlstm_forward's up to the order of FP32 sums and the few ulp of fast.h's
 // exp and tanh (test_generate checks both).
-#include "fast.h"  // defines: fast_cell_forward and via it mlstm.h's MlstmConfig, checkpoint_header,
-                   // weightnorm_forward, sample_byte
+#include "fast.h"  // defines: fast_cell_forward and via it mlstm.h's MlstmConfig, weightnorm_forward, sample_byte
+#include "harness/checkpoint.h"  // defines: checkpoint_header, checkpoint_open, checkpoint_read (the model to run)
 #include <float.h>
 #include <limits.h>
 #include <time.h>
@@ -42,7 +42,7 @@ typedef struct {
 } Gen;
 
 // Reads the weights (and, with carried_state, row 0 of the carried h, c) from f, the
-// checkpoint that checkpoint_open verified (its sizes within mlstm.h's MAX_HIDDEN and
+// checkpoint that checkpoint_open verified (its sizes within harness/checkpoint.h's MAX_HIDDEN and
 // MAX_EMBED): the bytes checked are the bytes read, whatever is put at the path
 // meanwhile. Any problem is one line naming the file, exit 2.
 static void gen_read(Gen *g, FILE *f, const char *path, CkptHeader hd, int carried_state) {

@@ -31,6 +31,7 @@
 // and --hidden when given; a mismatch names the file, exits 2, and writes nothing.
 // .npy: format versions 1-3, little-endian float32 or float64, C or Fortran order.
 #include "mlstm.h"
+#include "harness/checkpoint.h"  // defines: checkpoint_save_run, CkptHeader, TrainState (the file it writes)
 #include "schedule.h"
 #include <limits.h>
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Checkpoints of mlstm.c in Python: read one into NumPy arrays or a PyTorch
 state_dict, write one back that ./train --resume, train_gpu and tools/transfer load.
-The byte layout is the "Checkpoint format" section of doc/formats.md; mlstm.h
+The byte layout is the "Checkpoint format" section of doc/formats.md; harness/checkpoint.h
 (checkpoint_save_run, checkpoint_open) is the C side. Format versions 1 to 4 are
 read, version 4 is written (3 for a run whose identity a version 3 file holds), with
 the run record the trainer wrote kept as bytes (Checkpoint.run) and the run's
@@ -38,13 +38,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 MAGIC, VERSION, HEADER_BYTES, SCALER_BYTES, V = b"MLSTMCKP", 4, 256, 48, 256
-SCALER_USED = 40  # mlstm.h's CKPT_SCALER_USED: the scaler's bytes after these are 0
-MAX_RUN_BYTES = 1 << 30  # mlstm.h's CKPT_MAX_RUN_BYTES
-RECORD_DATA, RECORD_NAME_MAX = (b"train data", b"val data"), 200  # the run record's data identity (mlstm.h)
-# The record's settings a resume may change, which the run's identity leaves out (mlstm.h's CKPT_NOT_IDENTITY)
+SCALER_USED = 40  # harness/checkpoint.h's CKPT_SCALER_USED: the scaler's bytes after these are 0
+MAX_RUN_BYTES = 1 << 30  # harness/checkpoint.h's CKPT_MAX_RUN_BYTES
+# the run record's data identity (harness/checkpoint.h)
+RECORD_DATA, RECORD_NAME_MAX = (b"train data", b"val data"), 200
+# The record's settings a resume may change, which the run's identity leaves out
+# (harness/checkpoint.h's CKPT_NOT_IDENTITY)
 NOT_IDENTITY = (b"train", b"val", b"steps", b"val-steps", b"val-batch")
-MAX_HIDDEN, MAX_EMBED = 65536, 65536  # mlstm.h's limits: every reader refuses the same files
-RUN_BEST_CKPT, RUN_LATEST_CKPT = "best.ckpt", "latest.ckpt"  # a run directory's checkpoints (mlstm.h)
+MAX_HIDDEN, MAX_EMBED = 65536, 65536  # harness/checkpoint.h's limits: every reader refuses the same files
+RUN_BEST_CKPT, RUN_LATEST_CKPT = "best.ckpt", "latest.ckpt"  # a run directory's checkpoints (harness/checkpoint.h)
 # The parameters in the order of mlstm.h's single buffer (param_names there).
 NAMES = ("E", "W_x", "g_x", "W_h", "g_h", "W_mx", "g_mx", "W_mh", "g_mh", "b", "W_out", "b_out")
 GAINS = ("g_x", "g_h", "g_mx", "g_mh")  # weight norm's per-row gains: absent when it is off
@@ -201,7 +203,7 @@ def _progress(path, total):
 # ---- reading
 
 # The header's fields: (name, offset, struct format, the version that added it), the rows of
-# mlstm.h's ckpt_fields and doc/formats.md's table (test_pyio checks the three agree). A field
+# harness/checkpoint.h's ckpt_fields and doc/formats.md's table (test_pyio checks the three agree). A field
 # newer than a file's version reads as 0; every byte not in a field is 0.
 _FIELDS = (("magic", 0, "8s", 1), ("version", 8, "I", 1), ("header size", 12, "I", 1), ("V", 16, "I", 1),
            ("D", 20, "I", 1), ("H", 24, "I", 1), ("weight norm", 28, "I", 1), ("nparams", 32, "Q", 1),
@@ -219,7 +221,8 @@ def _header_unpack(hd):
 
 
 def _header_unused_zero(hd, version):
-    """Whether every header byte outside the fields of its version is 0 (mlstm.h's ckpt_header_unused_zero)."""
+    """Whether every header byte outside the fields of its version is 0 (harness/checkpoint.h's
+    ckpt_header_unused_zero)."""
     used = bytearray(HEADER_BYTES)
     for _, at, fmt, since in _FIELDS:
         if version >= since:
@@ -235,7 +238,7 @@ def _header_pack(values):
 
 
 def checkpoint_file(path):
-    """The file a checkpoint argument names (mlstm.h's checkpoint_file): path itself, or for a
+    """The file a checkpoint argument names (harness/checkpoint.h's checkpoint_file): path itself, or for a
     run directory its best model, DIR/best.ckpt; a directory without one is an error naming it
     and saying whether DIR/latest.ckpt is there to be given instead."""
     path = os.fspath(path)
@@ -270,7 +273,7 @@ def _file_kind(mode):
 
 
 def load(path, verify=True):
-    """Reads and validates a checkpoint of format version 1 to 4 (what mlstm.h's
+    """Reads and validates a checkpoint of format version 1 to 4 (what harness/checkpoint.h's
     checkpoint_open rejects, this rejects with the same reason), or a run directory's best
     one (checkpoint_file); verify=False skips the checksum (about 40 s per GB)."""
     path = checkpoint_file(path)
@@ -341,7 +344,7 @@ def load(path, verify=True):
                       step, data_step, rng, scaler, run, run_id, best_by, score, loss_ema, version)
 
 
-# A data identity line of the run record (mlstm.h's ckpt_identity_line): the size, the
+# A data identity line of the run record (harness/checkpoint.h's ckpt_identity_line): the size, the
 # checksum, the shard's file name, as run.h's data_identity writes them.
 _IDENTITY_LINE = re.compile(rb"(0|[1-9][0-9]{0,18}) [0-9a-f]{16} [^\n]{1,%d}\n" % RECORD_NAME_MAX)
 
@@ -349,7 +352,7 @@ _IDENTITY_LINE = re.compile(rb"(0|[1-9][0-9]{0,18}) [0-9a-f]{16} [^\n]{1,%d}\n" 
 def run_settings(run):
     """The run record's (name, value) pairs as str (bytes that are not UTF-8 as \\x escapes);
     raises CheckpointError if it is not whole NUL-terminated pairs with no name empty, or a
-    data identity (RECORD_DATA) is not identity lines (mlstm.h's ckpt_record_invalid)."""
+    data identity (RECORD_DATA) is not identity lines (harness/checkpoint.h's ckpt_record_invalid)."""
     run = bytes(run)
     if not run:
         return []
@@ -374,7 +377,7 @@ def run_settings(run):
 
 
 def run_identity(run, D, H, wnorm, G):
-    """The run's identity (the header's `run`, format version 4 on; mlstm.h's ckpt_run_identity,
+    """The run's identity (the header's `run`, format version 4 on; harness/checkpoint.h's ckpt_run_identity,
     doc/formats.md's "Run identity"): the checksum of the record's pairs less NOT_IDENTITY, each
     data identity line cut to its size and checksum, then D, H, wnorm, G as u32; never 0.
     `run` must be a record run_settings accepts."""

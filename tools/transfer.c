@@ -27,7 +27,8 @@
 //
 // Features file (.feat), little-endian: "MLSTMFEA", u32 version 1, u32 H, u64 n,
 // u64 0; then n i32 labels; then n x H f32 features (document-major).
-#include "fast.h"   // defines: fast_forward (the CPU trainer's forward) and via it mlstm.h's Mlstm, checkpoint_load
+#include "fast.h"   // defines: fast_forward (the CPU trainer's forward) and via it mlstm.h's Mlstm
+#include "harness/checkpoint.h"  // defines: checkpoint_load, checkpoint_open, checkpoint_read (the model to run)
 #include "data.h"
 #include <dirent.h>
 #include <limits.h>

@@ -7,6 +7,7 @@
 #include <mma.h>
 #include <cublasLt.h>
 #include "mlstm.h"
+#include "harness/checkpoint.h"  // defines: the checkpoint file (CkptHeader, checkpoint_open/read/load, checkpoint_save_run)
 #include "test/test.h"
 using namespace nvcuda;
 

@@ -1,4 +1,4 @@
-// Checkpoints (mlstm.h): checkpoint_open's validation, then checkpoint_read into a
+// Checkpoints (harness/checkpoint.h): checkpoint_open's validation, then checkpoint_read into a
 // model built from that header (as transfer's model_open does) and checkpoint_read_run,
 // checked against the file's payload and run record, and saved again: checkpoint_save_run
 // must write the same payload and record back and a header that reads back the same.
@@ -10,6 +10,7 @@
 // write the real checksum. The bits get inputs past the consistency checks to the loader.
 #include "fuzz.h"
 #include "mlstm.h"
+#include "harness/checkpoint.h"  // defines: the checkpoint file (CkptHeader, checkpoint_open/read/load, checkpoint_save_run)
 
 #define MAX_PAD (1 << 16)
 

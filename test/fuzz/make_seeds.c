@@ -4,6 +4,7 @@
 //
 //   make fuzz-seeds      (build/make_seeds test/fuzz/corpus; the output is committed)
 #include "mlstm.h"
+#include "harness/checkpoint.h"  // defines: the checkpoint file (CkptHeader, checkpoint_open/read/load, checkpoint_save_run)
 #include "data.h"
 
 static const char *root;
