@@ -650,11 +650,9 @@ static void matmul(const Launch *L, int layout, int M, int N, int K, const float
         else if (layout == MM_NN) matmul_wmma<T, T, 32, 32, AS_IS, AS_IS>(L, A, B, M, N, K, e, splits, partial);
         else matmul_wmma<T, T, 32, 32, TRANSPOSED, AS_IS>(L, A, B, M, N, K, e, splits, partial);
     }
+#endif
     if (partial) splitk_reduce(L, partial, splits, M, N, e);  // the splits' sum, through e
     if (plan != MM_SIMT) return;
-#else
-    if (partial) exit(1);  // not reached: matmul_plan splits only tensor-core tiles
-#endif
     if (layout == MM_NT) matmul_simt<AS_IS, TRANSPOSED>(L, A, B, M, N, K, e);
     else if (layout == MM_NN) matmul_simt<AS_IS, AS_IS>(L, A, B, M, N, K, e);
     else matmul_simt<TRANSPOSED, AS_IS>(L, A, B, M, N, K, e);
