@@ -11,6 +11,7 @@
 // Run-time switches (doc/gpu.md, "The run-time switches"; all off by default): --matmul
 // cublaslt (cuBLASLt's matmuls; a flag of run.h's table that only this trainer takes), and in
 // the environment MLSTM_SPLITK=1, MLSTM_OVERLAP=1, MLSTM_L2=1, MLSTM_WARP64=1, MLSTM_NO_GRAPH=1.
+// Their code is train_switches.cu, included at the end of this file; a first reading skips it.
 // Build-time switches: -DPRECISION_FP32 (everything FP32, the comparison of the
 // paper's 4.2x), -DUSE_NCCL (multi-process), -DUSE_MPI (as train.c), -DUSE_CUBLASLT (--matmul
 // cublaslt; the Makefile sets it where cuBLASLt builds), -DGPU_DEBUG (every launch waited for and
@@ -79,12 +80,6 @@ static_assert(FP16_MAX_LOSS_SCALE * MAX_ABS_DLOGIT <= FP16_MAX && 2 * FP16_MAX_L
 #include <cuda_fp16.h>
 #include <mma.h>
 #include <type_traits>
-#ifdef USE_CUBLASLT
-#include <cublasLt.h>
-#define GPU_CUBLASLT 1
-#else
-#define GPU_CUBLASLT 0  // --matmul cublaslt is refused at start-up (switches_of)
-#endif
 #if defined(USE_NCCL) && defined(USE_MPI)
 #include <nccl.h>
 #define GPU_NCCL 1
@@ -145,8 +140,9 @@ static int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
 // ----------------------------------------------------------------------------
 // The run-time switches (doc/gpu.md, "The run-time switches"), each a change that one binary
 // measures on and off (dev/gpu_check.sh) and test_gpu --only switches checks against mlstm.h on
-// the CPU layer. Read by model_create, from the environment (1 on, 0 or unset off) and the
-// run's --matmul; graph capture bakes them into the graphs, so they belong to a Model.
+// the CPU layer. Read by model_create (switches_of), from the environment and the run's --matmul;
+// graph capture bakes them into the graphs, so they belong to a Model. Their code is
+// train_switches.cu, which the main path calls through the declarations below the matmul layouts.
 typedef struct {
     int splitk;    // MLSTM_SPLITK: products with few blocks split K, partials added in a fixed order
     int overlap;   // MLSTM_OVERLAP: dW_h, dW_mh of finished chunks of time steps on a second stream
@@ -154,25 +150,6 @@ typedef struct {
     int cublaslt;  // --matmul cublaslt: cuBLASLt's matmuls, the epilogues apart
     int warp64;    // MLSTM_WARP64: the 128x128 tile as 4 warps of 64x64 (half the fragment reads per mma)
 } Switches;
-static int env_switch(const char *name) {
-    const char *v = getenv(name);
-    if (!v || !*v || !strcmp(v, "0")) return 0;
-    if (!strcmp(v, "1")) return 1;
-    fprintf(stderr, "error: %s=%s: expected 0 or 1\n", name, v);
-    exit(2);
-}
-static Switches switches_of(const Options *o) {
-    Switches s;
-    s.splitk = env_switch("MLSTM_SPLITK");
-    s.overlap = env_switch("MLSTM_OVERLAP");
-    s.l2 = env_switch("MLSTM_L2");
-    s.warp64 = env_switch("MLSTM_WARP64");
-    s.cublaslt = o->matmul == MATMUL_CUBLASLT;
-    if (s.cublaslt && !GPU_CUBLASLT)
-        fail("--matmul cublaslt: this build has no cuBLASLt (cublasLt.h and libcublasLt were not found: make probe "
-             "says where it looked); --matmul wmma needs none");
-    return s;
-}
 // ----------------------------------------------------------------------------
 // The launch context. Every launcher of this file takes one: the stream its work goes to, the
 // switches, the SMs its products are planned for, the stream's own workspaces and the cuBLASLt
@@ -196,7 +173,7 @@ typedef struct {
     long walking;              // products whose blocks walk several tiles (the bounded grid's kernel)
     long wmma128[2];           // 128x128 products as 8 warps of 64x32, as 4 of 64x64 (switch warp64)
 } Seam;
-typedef struct LtPlans LtPlans;  // cuBLASLt's handle and plans (below)
+typedef struct LtPlans LtPlans;  // cuBLASLt's handle and plans (train_switches.cu)
 typedef struct {
     cudaStream_t stream;
     int sms;                  // the SMs the products are planned for: the device's (a test may plan for fewer)
@@ -279,6 +256,30 @@ static __device__ inline void epilogue_store(const Epilogue &e, int r, int c, fl
 enum { MM_NT, MM_NN, MM_TN };
 // how an operand is stored, the kernels' ACOL and BCOL: as the GEMM reads it, or transposed
 constexpr bool AS_IS = false, TRANSPOSED = true;
+
+// ----------------------------------------------------------------------------
+// The run-time switches' code, in train_switches.cu (included at the end of this file): what the
+// main path calls, each call only with its switch on.
+static Switches switches_of(const Options *o);  // the run's --matmul and MLSTM_* environment
+// switch cublaslt: the product by cuBLASLt, through e; false where it has no algorithm for the shape
+static bool matmul_lt(const Launch *L, int layout, int M, int N, int K, const floatX *A, const floatX *B,
+                      const Epilogue &e);
+#define LT_WORKSPACE_BYTES (32u << 20)  // cuBLASLt's workspace, one a stream
+static LtPlans *lt_plans_new(void);     // a model's plans (none made yet); lt_plans_free frees what they hold
+static void lt_plans_free(LtPlans *lt);
+// switch splitk: into how many parts K splits (1: none), the partial sums' workspace of a stream, the
+// buffer a split product's partials go to, and their sum in a fixed order through the epilogue
+static int split_factor(long blocks, int K, long cap, int min_k);
+static size_t splitk_ws_floats(int sms);
+static float *splitk_partials(const Launch *L, int splits, int M, int N, int K);
+static void splitk_reduce(const Launch *L, const float *partial, int splits, int M, int N, const Epilogue &e);
+// switch l2: W_mh persisting in L2 for the launches on the model's main stream
+static void l2_window(Model *md, const cudaDeviceProp *prop);
+// switch overlap: the backward loop's chunks (1 without it); chunk j's dW_h and dW_mh on the model's
+// second stream, beside the loop; the second stream joined back to the main one after it
+static int overlap_chunks(const Model *md);
+static void wgrad_chunk(Model *md, int j, int t0, int steps);
+static void overlap_join(Model *md);
 
 // ----------------------------------------------------------------------------
 // The tensor-core matmul (FP16 build): WMMA 16x16x16 FP16 fragments, FP32
@@ -579,232 +580,19 @@ static void matmul_simt(const Launch *L, const floatX *A, const floatX *B, int M
     launchCheck();
 }
 
-// ----------------------------------------------------------------------------
-// cuBLASLt (--matmul cublaslt, switch cublaslt): on sm_90 its kernels use wgmma and TMA, which
-// the hand-written WMMA kernel (mma.sync) cannot reach. The product goes straight into the output
-// wherever cuBLASLt can finish the epilogue itself: the scale as alpha, accumulation as beta with
-// C = D, a bias as its bias epilogue, whose bias has D's type (cublasLt.h,
-// CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE; the exceptions are IMMA and FP8 kernels), so only with an
-// FP32 output for the FP32 master bias. Every other epilogue (the mLSTM ones of the per-step
-// products; a bias on an FP16 output, which no product of the step has) is epilogue_store, the
-// hand-written kernel's own code, as a pointwise kernel over the product in an FP32 scratch of at
-// most B x H. Row-major C = A.B is column-major C^T = B^T A^T.
-//
-// A plan (descriptors, layouts, the heuristic's algorithm) is made once per key and kept, as many
-// as the shapes need. cuBLASLt assumes 256-byte aligned operands unless the preferences say
-// otherwise, and the per-step operands (rows t B .. t B + B of a (T,B,H) tensor) are 256-byte
-// aligned only when B H % 128 == 0; so the key holds each operand's alignment, read from its
-// pointer, which the plan states as the heuristic's minimum. Switch overlap's weight gradients
-// plan for the SMs they may use (Launch.lt_sm_target). Each Model keeps its own plans (LtPlans).
-// A shape the heuristic refuses runs on the hand-written kernel (matmul), so one odd shape cannot
-// end a run that --matmul cublaslt would otherwise finish.
-#define LT_WORKSPACE_BYTES (32u << 20)
-#if GPU_CUBLASLT
-static void lt_check(cublasStatus_t st, const char *file, int line) {
-    if (st == CUBLAS_STATUS_SUCCESS) return;
-    fprintf(stderr, "error: cuBLASLt status %d at %s:%d\n", (int)st, file, line);
-    fprintf(stderr, "HINT: --matmul wmma (the hand-written kernel) needs no cuBLASLt\n");
-    exit(1);
-}
-#define ltCheck(x) lt_check((x), __FILE__, __LINE__)
-
-typedef struct {
-    int layout, M, N, K, out_f32, bias;
-    uint32_t align[5];  // bytes: cuBLASLt's A, B, C, D (our B, A, the output twice) and the bias (0: none)
-    int sm_target;      // CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET (0: every SM)
-    size_t workspace;
-} LtKey;  // made by lt_key (padding zeroed: keys are compared as bytes)
-typedef struct LtPlan {
-    LtKey key;
-    int refused;  // cuBLASLt has no algorithm for it: the product runs on the hand-written kernel
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t a, b, d;
-    cublasLtMatmulAlgo_t algo;
-    struct LtPlan *next;
-} LtPlan;
-struct LtPlans {
-    cublasLtHandle_t handle;  // made with the first plan
-    LtPlan *plans;            // every plan made, newest first
-    int n;
-};
-static void lt_plan_destroy(LtPlan *p) {
-    ltCheck(cublasLtMatrixLayoutDestroy(p->a));
-    ltCheck(cublasLtMatrixLayoutDestroy(p->b));
-    ltCheck(cublasLtMatrixLayoutDestroy(p->d));
-    ltCheck(cublasLtMatmulDescDestroy(p->desc));
-}
-static void lt_plans_free(LtPlans *lt) {
-    while (lt->plans) {
-        LtPlan *p = lt->plans;
-        lt->plans = p->next;
-        if (!p->refused) lt_plan_destroy(p);
-        free(p);
-    }
-    if (lt->handle) ltCheck(cublasLtDestroy(lt->handle));
-    memset(lt, 0, sizeof *lt);
-}
-
-// The largest power of two up to 256 that divides the address: the alignment cuBLASLt may assume.
-static uint32_t lt_alignment(const void *p) {
-    uint32_t a = 256;
-    while (a > 1 && (uintptr_t)p % a) a /= 2;
-    return a;
-}
-static LtKey lt_key(const Launch *L, int layout, int M, int N, int K, const void *A, const void *B, const void *D,
-                    int out_f32, const float *bias) {
-    LtKey k;
-    memset(&k, 0, sizeof k);
-    k.layout = layout; k.M = M; k.N = N; k.K = K; k.out_f32 = out_f32; k.bias = bias != NULL;
-    k.align[0] = lt_alignment(B);
-    k.align[1] = lt_alignment(A);
-    k.align[2] = k.align[3] = lt_alignment(D);
-    k.align[4] = bias ? lt_alignment(bias) : 0;
-    k.sm_target = L->lt_sm_target;
-    k.workspace = L->lt_ws_n;
-    return k;
-}
-// A shape cuBLASLt refuses (its heuristic's CUBLAS_STATUS_NOT_SUPPORTED, no algorithm, or one
-// whose state is not success) runs on the hand-written kernel: one line says so per shape and
-// layout in the process (every model and plan key of that shape stays quiet after it).
-typedef struct LtRefused {
-    int layout, M, N, K;
-    struct LtRefused *next;
-} LtRefused;
-static void lt_say_refused(const LtKey *k, cublasStatus_t st, int found, cublasStatus_t state) {
-    static LtRefused *said;
-    for (const LtRefused *r = said; r; r = r->next)
-        if (r->layout == k->layout && r->M == k->M && r->N == k->N && r->K == k->K) return;
-    LtRefused *r = (LtRefused *)mallocCheck(sizeof(LtRefused));
-    *r = (LtRefused){k->layout, k->M, k->N, k->K, said};
-    said = r;
-    if (rank == 0)
-        fprintf(stderr, "note: cuBLASLt refuses %d x %d x %d (layout %d, alignments %u %u %u bytes; heuristic status "
-                "%d, %d found, state %d): it runs on the hand-written kernel\n", k->M, k->N, k->K, k->layout,
-                k->align[0], k->align[1], k->align[3], (int)st, found, (int)state);
-}
-// The plan of key k (made on first use and kept); its refused flag says cuBLASLt has none.
-static const LtPlan *lt_plan(LtPlans *lt, const LtKey *k, const float *bias) {
-    for (const LtPlan *p = lt->plans; p; p = p->next)
-        if (!memcmp(&p->key, k, sizeof *k)) return p;
-    if (!lt->handle) ltCheck(cublasLtCreate(&lt->handle));
-    LtPlan *p = (LtPlan *)mallocCheck(sizeof(LtPlan));
-    p->key = *k;
-    const int M = k->M, N = k->N, K = k->K;
-    const bool acol = k->layout == MM_TN, bcol = k->layout == MM_NT;
-    const cudaDataType_t t = GPU_FP16 ? CUDA_R_16F : CUDA_R_32F, dt = k->out_f32 ? CUDA_R_32F : t;
-    ltCheck(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    int32_t op_b = bcol ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = acol ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLASLt's A is our B
-    ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof op_b));
-    ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof op_a));
-    if (k->bias) {
-        uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
-        int32_t bt = CUDA_R_32F;  // the FP32 master bias, one per column of C (per row of C^T); D is FP32 too
-        ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-        ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
-        // the heuristic reads the bias pointer's alignment from it (the pointer is set again per call)
-        ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    }
-    if (k->sm_target) {
-        int32_t sms = k->sm_target;
-        ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms, sizeof sms));
-    }
-    // stored as column-major: our B (K,N) row-major is N x K, (N,K) is K x N; our A likewise; C^T is N x M
-    ltCheck(cublasLtMatrixLayoutCreate(&p->a, t, bcol ? K : N, bcol ? N : K, bcol ? K : N));
-    ltCheck(cublasLtMatrixLayoutCreate(&p->b, t, acol ? M : K, acol ? K : M, acol ? M : K));
-    ltCheck(cublasLtMatrixLayoutCreate(&p->d, dt, N, M, N));
-    cublasLtMatmulPreference_t pref;
-    ltCheck(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = k->workspace;
-    ltCheck(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
-    const cublasLtMatmulPreferenceAttributes_t min_align[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int i = 0; i < 4; i++)
-        ltCheck(cublasLtMatmulPreferenceSetAttribute(pref, min_align[i], &k->align[i], sizeof k->align[i]));
-    cublasLtMatmulHeuristicResult_t r;
-    memset(&r, 0, sizeof r);
-    int found = 0;
-    const cublasStatus_t st =
-        cublasLtMatmulAlgoGetHeuristic(lt->handle, p->desc, p->a, p->b, p->d, p->d, pref, 1, &r, &found);
-    if (st != CUBLAS_STATUS_NOT_SUPPORTED) ltCheck(st);
-    ltCheck(cublasLtMatmulPreferenceDestroy(pref));
-    p->refused = st != CUBLAS_STATUS_SUCCESS || found < 1 || r.state != CUBLAS_STATUS_SUCCESS;
-    if (p->refused) {
-        lt_plan_destroy(p);
-        lt_say_refused(k, st, found, r.state);
-    } else {
-        p->algo = r.algo;
-    }
-    p->next = lt->plans;
-    lt->plans = p;
-    lt->n++;
-    return p;
-}
-// A matmul epilogue as a pointwise pass over a product already in C (M,N) FP32: the epilogues
-// cuBLASLt cannot finish.
-__global__ void epilogue_kernel(const float *C, int M, int N, Epilogue e) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < (size_t)M * N) epilogue_store(e, (int)(i / N), (int)(i % N), C[i]);
-}
-
-// Whether cuBLASLt ran the product (false: it has no algorithm for the shape; the caller runs it).
-static bool matmul_lt(const Launch *L, int layout, int M, int N, int K, const floatX *A, const floatX *B,
-                      const Epilogue &e) {
-    const bool lt_finishes = e.kind == EPI_PLAIN && (!e.bias || e.outf);  // (the bias in D's type)
-    if (!lt_finishes && (!L->lt_scratch || (size_t)M * N > L->lt_scratch_n)) {
-        fprintf(stderr, "error: cuBLASLt: the epilogue of %d x %d needs %zu floats of scratch, %zu given\n", M, N,
-                (size_t)M * N, L->lt_scratch_n);
-        exit(1);
-    }
-    void *D = !lt_finishes ? (void *)L->lt_scratch : e.outf ? (void *)e.outf : (void *)e.outx;
-    const float *bias = lt_finishes ? e.bias : NULL;
-    const LtKey k = lt_key(L, layout, M, N, K, A, B, D, !lt_finishes || e.outf != NULL, bias);
-    const LtPlan *p = lt_plan(L->lt, &k, bias);
-    if (p->refused) return false;
-    if (bias)  // the pointer of this call (the plan may have been made for another)
-        ltCheck(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    const float alpha = lt_finishes ? e.scale : 1.f, beta = lt_finishes && e.accumulate ? 1.f : 0.f;
-    ltCheck(cublasLtMatmul(L->lt->handle, p->desc, &alpha, B, p->a, A, p->b, &beta, D, p->d, D, p->d, &p->algo,
-                           L->lt_ws, L->lt_ws_n, L->stream));
-    L->seam->cublaslt++;
-    if (!lt_finishes) {
-        epilogue_kernel<<<ceil_div((long)M * N, BLOCK_THREADS), BLOCK_THREADS, 0, L->stream>>>(L->lt_scratch, M, N, e);
-        launchCheck();
-    }
-    return true;
-}
-#else
-struct LtPlans {
-    int n;  // (no plans: without cuBLASLt the switch cannot be on)
-};
-static void lt_plans_free(LtPlans *lt) { memset(lt, 0, sizeof *lt); }
-static bool matmul_lt(const Launch *, int, int, int, int, const floatX *, const floatX *, const Epilogue &) {
-    return false;
-}
-#endif
-
-
 // Which kernel runs a shape (FP16 build): a TILE_BIG square tile where its blocks
 // fill at least TILE_BIG_MIN_FILL = 90% of one wave on the SMs, else TILE_SMALL (the per-step matmuls
 // have only B rows), else SIMT. K must be a multiple of the WMMA slab (32), operands
 // 16-byte aligned. 90%, not 100%: at B=512 the per-step W_mh products give 128 big
 // blocks for an H200's 132 SMs, and the big tile reads each weight slab half as
-// often as four waves of small ones would (dev/gpu-perf.md).
-//
-// With split-K (switch splitk) a product whose blocks do not fill the SMs
-// (fewer than 2 of the 128x128 tile's or 4 of the 64x64's per SM: the per-step products at
-// small B, the weight gradients with few output blocks, dW_out, dW_x, dW_mx, K = B*T) splits
-// K in 2, 4 or 8 parts of at least SPLIT_MIN_K: a block walks K / splits, so a latency-bound
-// chain of K/32 slabs is that many times shorter, and the 90% rule counts blocks x splits.
-// The partials are added in a fixed order (splitk_reduce_kernel): the result does not depend
-// on timing, and differs from the unsplit one only by the order of an FP32 sum.
+// often as four waves of small ones would (dev/gpu-perf.md). With switch splitk the rule
+// counts blocks x splits (split_factor, train_switches.cu).
 enum { MM_SIMT, MM_WMMA64, MM_WMMA128 };
 #define TILE_BIG 128
 #define TILE_SMALL 64
 #define TILE_BIG_MIN_FILL 90  // percent of a wave
 #define WMMA_K_MULTIPLE 32
-#define SPLIT_MAX 8
-#define SPLIT_MIN_K 512  // 16 slabs: the pipeline's prologue and the epilogue stay small beside them
+#define SPLIT_MIN_K 512  // split-K's least depth a split, 16 slabs: its prologue and epilogue stay small beside them
 static Seam seam_defaults(void) {
     Seam s;
     memset(&s, 0, sizeof s);
@@ -812,12 +600,6 @@ static Seam seam_defaults(void) {
 #if GPU_FP16
     s.wmma_stages = WMMA_STAGES;
 #endif
-    return s;
-}
-static int split_factor(long blocks, int K, long cap, int min_k) {
-    int s = 1;
-    while (s < SPLIT_MAX && blocks * 2 * s <= cap && K % (WMMA_K_MULTIPLE * 2 * s) == 0 && K / (2 * s) >= min_k)
-        s *= 2;
     return s;
 }
 // The kernel a product runs on; *splits (when not NULL) gets the split-K factor (1 without the switch).
@@ -840,39 +622,16 @@ static int matmul_plan(const Launch *L, int M, int N, int K, const void *A, cons
     return MM_SIMT;
 }
 
-// Split-K's workspace: each launch stream has its own (the overlapped weight gradients run beside
-// the loop's products). Split products fill at most 2 (4) blocks per SM of the 128x128 (64x64)
-// tile, so 2 x SMs x 128 x 128 partial sums bound it.
-static size_t splitk_ws_floats(int sms) { return (size_t)2 * sms * TILE_BIG * TILE_BIG; }
-
-// out = the epilogue of the sum of the splits, added in order z = 0, 1, ... (deterministic).
-__global__ void splitk_reduce_kernel(const float *partial, int splits, int M, int N, Epilogue e) {
-    const size_t n = (size_t)M * N;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float acc = partial[i];
-        for (int z = 1; z < splits; z++) acc += partial[(size_t)z * n + i];
-        epilogue_store(e, (int)(i / N), (int)(i % N), acc);
-    }
-}
-
 // C (M,N) = A . B through the epilogue e, for the layouts above; M, N, K are the rows, columns and
 // depth of the product, the order every matmul of the project takes (mlstm.h, "Matmuls").
 static void matmul(const Launch *L, int layout, int M, int N, int K, const floatX *A, const floatX *B,
                    const Epilogue &e) {
     L->seam->bounded += L->grid_bound > 0 || L->lt_sm_target > 0;
-    if (L->sw.cublaslt && matmul_lt(L, layout, M, N, K, A, B, e)) return;
+    if (L->sw.cublaslt && matmul_lt(L, layout, M, N, K, A, B, e)) return;  // switch cublaslt (train_switches.cu)
     int splits;
     int plan = matmul_plan(L, M, N, K, A, B, &splits);
-    float *partial = NULL;  // (the FP32 build never splits: its SIMT kernel has no split-K)
-    if (splits > 1) {
-        if (!L->splitk_ws || (size_t)splits * M * N > L->splitk_ws_n) {
-            fprintf(stderr, "error: split-K of %d x %d x %d in %d needs %zu floats of workspace, %zu given\n", M, N, K,
-                    splits, (size_t)splits * M * N, L->splitk_ws_n);
-            exit(1);
-        }
-        partial = L->splitk_ws;
-        L->seam->splitk++;
-    }
+    // switch splitk (train_switches.cu; the FP32 build never splits: its SIMT kernel has no split-K)
+    float *partial = splits > 1 ? splitk_partials(L, splits, M, N, K) : NULL;
     if (plan == MM_WMMA128) L->seam->wmma128[L->sw.warp64]++;
 #if GPU_FP16
     if (plan == MM_WMMA128 && L->sw.warp64) {  // 4 warps of 64 x 64 (switch warp64)
@@ -891,16 +650,9 @@ static void matmul(const Launch *L, int layout, int M, int N, int K, const float
         else if (layout == MM_NN) matmul_wmma<T, T, 32, 32, AS_IS, AS_IS>(L, A, B, M, N, K, e, splits, partial);
         else matmul_wmma<T, T, 32, 32, TRANSPOSED, AS_IS>(L, A, B, M, N, K, e, splits, partial);
     }
-    if (partial) {
-        int blocks = ceil_div((long)M * N, BLOCK_THREADS);
-        blocks = blocks < 8 * L->sms ? blocks : 8 * L->sms;
-        splitk_reduce_kernel<<<blocks, BLOCK_THREADS, 0, L->stream>>>(partial, splits, M, N, e);
-        launchCheck();
-    }
-    if (plan != MM_SIMT) return;
-#else
-    if (partial) exit(1);  // not reached: matmul_plan splits only tensor-core tiles
 #endif
+    if (partial) splitk_reduce(L, partial, splits, M, N, e);  // the splits' sum, through e
+    if (plan != MM_SIMT) return;
     if (layout == MM_NT) matmul_simt<AS_IS, TRANSPOSED>(L, A, B, M, N, K, e);
     else if (layout == MM_NN) matmul_simt<AS_IS, AS_IS>(L, A, B, M, N, K, e);
     else matmul_simt<TRANSPOSED, AS_IS>(L, A, B, M, N, K, e);
@@ -1367,7 +1119,7 @@ struct Model {
     cudaStream_t stream2;  // switch overlap's second stream (wgrad_chunk's copy of the context)
     float *splitk_ws2;     // split-K's partial sums on it (switch splitk)
     void *lt_ws2;          // cuBLASLt's workspace on it (switch cublaslt)
-    LtPlans lt;            // cuBLASLt's plans, for both streams (switch cublaslt)
+    LtPlans *lt;           // cuBLASLt's plans, for both streams (switch cublaslt)
     Seam seam;             // the tests' and benchmarks' knobs and counts (Launch.seam)
 #if GPU_NCCL
     ncclComm_t comm;       // the process's (gpu_setup); only the training model all-reduces
@@ -1536,33 +1288,6 @@ static void model_alloc(Model *md) {
     md->Wout = md->weights + nW;
 }
 
-// Switch l2: W_mh, 33.5 MB in FP16 at H = 4096, persisting in L2 (an H200 may set aside 37.5 MB
-// of its 50), so the per-step products mh and dh read it from L2 instead of from DRAM after W_h's
-// 134 MB stream has evicted it. A window on the model's main stream: the launches on it, and the
-// kernel nodes captured from it, carry it. Without persisting L2 (before sm_80) the switch does
-// nothing. The share of the window that persists (hitRatio) is what the driver set aside, read
-// back: CUDA does not promise the set-aside asked for (a driver sets L2 aside in units of its own,
-// and may give less), and a window larger than its set-aside would evict its own lines.
-static void l2_window(Model *md, const cudaDeviceProp *prop) {
-    size_t persist = (size_t)prop->persistingL2CacheMaxSize, max_win = (size_t)prop->accessPolicyMaxWindowSize;
-    if (!persist || !max_win) {
-        if (rank == 0) fprintf(stderr, "note: MLSTM_L2=1: this GPU has no persisting L2 (sm_80+); ignored\n");
-        return;
-    }
-    size_t bytes = (size_t)md->cfg.H * md->cfg.H * sizeof(floatX), win = bytes < max_win ? bytes : max_win;
-    cudaStreamAttrValue a;
-    memset(&a, 0, sizeof a);
-    a.accessPolicyWindow.base_ptr = (void *)md->W[WN_MH];
-    a.accessPolicyWindow.num_bytes = win;
-    cudaCheck(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, win < persist ? win : persist));
-    size_t granted = 0;
-    cudaCheck(cudaDeviceGetLimit(&granted, cudaLimitPersistingL2CacheSize));
-    a.accessPolicyWindow.hitRatio = win <= granted ? 1.f : (float)granted / win;  // the share that persists
-    a.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
-    a.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-    cudaCheck(cudaStreamSetAttribute(md->launch.stream, cudaStreamAttributeAccessPolicyWindow, &a));
-}
-
 // The model of the run's options o (its --hidden, --embed, weight norm, --seq-len, --seed and
 // --matmul; the other switches from the environment) for B rows.
 static Model *model_create(const Options *o, int B) {
@@ -1592,7 +1317,7 @@ static Model *model_create(const Options *o, int B) {
     L->sw = switches_of(o);
     md->seam = seam_defaults();
     L->seam = &md->seam;
-    L->lt = &md->lt;
+    L->lt = md->lt = lt_plans_new();
     model_alloc(md);
 #if GPU_NCCL
     md->comm = gpu->comm;
@@ -1621,7 +1346,8 @@ static void model_free(Model *md) {
     if (md->bwd_graph) cudaCheck(cudaGraphExecDestroy(md->bwd_graph));
     for (int j = 0; j < OVERLAP_CHUNKS; j++) cudaCheck(cudaEventDestroy(md->ev_chunk[j]));
     cudaCheck(cudaEventDestroy(md->ev_join));
-    lt_plans_free(&md->lt);
+    lt_plans_free(md->lt);
+    free(md->lt);
     cudaCheck(cudaStreamDestroy(md->launch.stream));
     cudaCheck(cudaStreamDestroy(md->stream2));
     free(md);
@@ -1756,62 +1482,14 @@ static void backward_step(Model *md, int t) {
     matmul(L, MM_NN, B, H, H, md->dmh + o, md->W[WN_MH], epi_f32(md->dh, H));  // dh_{t-1} = dmh W_mh
     seam_mark(L, 3);
 }
-// Switch overlap: the chain of the backward loop leaves the tensor cores mostly idle at small B,
-// and dW_h = dz^T m and dW_mh = dmh^T h_{t-1} need only the rows of finished steps. So the loop
-// runs in OVERLAP_CHUNKS chunks of T / OVERLAP_CHUNKS steps; after each, an event forks the
-// model's second stream, which adds the two products over the chunk's B T / OVERLAP_CHUNKS rows
-// into dW_h and dW_mh (the first chunk writes them, the later ones add, in chunk order on the one
-// stream: a fixed order), while the main stream goes on with the next chunk. After the loop the
-// main stream waits for the second (the join). Inside the capture of the backward graph this is
-// the graph's fork and join; the direct path runs it on the two streams the same way. The second
-// stream has the lowest priority, and the chunks that run beside the loop have a bounded grid
-// (Launch.grid_bound): the hand-written kernel one block an SM (the 128x128 tile takes half an
-// SM's registers, so the loop's blocks still find room on every SM), cuBLASLt planned for
-// 1 / OVERLAP_LT_SM_DIVISOR of the SMs (its sm_90 kernels take a whole SM a block). The last chunk
-// starts when the loop has ended and takes the whole GPU.
-#define OVERLAP_LT_SM_DIVISOR 2
-static int overlap_chunks(const Model *md) {
-    return md->launch.sw.overlap && md->T % OVERLAP_CHUNKS == 0 ? OVERLAP_CHUNKS : 1;
-}
-// The launch context of chunk j's weight gradients: the model's, on its second stream with that
-// stream's own workspaces, and beside the loop (every chunk but the last) a bounded grid.
-static Launch wgrad_launch(const Model *md, int j) {
-    Launch L = md->launch;
-    L.stream = md->stream2;
-    L.splitk_ws = md->splitk_ws2;
-    L.lt_ws = md->lt_ws2;
-    L.lt_scratch = NULL;  // (a weight gradient's FP32 output: cuBLASLt finishes its epilogue itself)
-    L.lt_scratch_n = 0;
-    if (j < overlap_chunks(md) - 1) {
-        L.grid_bound = L.sms;
-        L.lt_sm_target = L.sms > OVERLAP_LT_SM_DIVISOR ? L.sms / OVERLAP_LT_SM_DIVISOR : 1;
-    }
-    return L;
-}
-static void wgrad_chunk(Model *md, int j, int t0, int steps) {
-    const int H = md->cfg.H, B = md->B, N = B * md->T, rows = B * steps;
-    const size_t o = (size_t)t0 * B * H;
-    const Launch L = wgrad_launch(md, j);
-    cudaCheck(cudaEventRecord(md->ev_chunk[j], md->launch.stream));  // the chunk's dz, dmh are written
-    cudaCheck(cudaStreamWaitEvent(L.stream, md->ev_chunk[j], 0));
-    Epilogue e = epi_grad(md->dW[WN_H], H, N);
-    e.accumulate = j > 0;
-    matmul(&L, MM_TN, 4 * H, H, rows, md->dz + 4 * o, md->mt + o, e);  // dW_h += dz^T m / N over the chunk
-    e = epi_grad(md->dW[WN_MH], H, N);
-    e.accumulate = j > 0;
-    matmul(&L, MM_TN, H, H, rows, md->dmh + o, md->hs + o, e);  // dW_mh += dmh^T h_{t-1} / N over the chunk
-}
-// Backward steps t = T-1 .. 0 from dh = dc = 0 (with switch overlap, in chunks: above).
+// Backward steps t = T-1 .. 0 from dh = dc = 0 (with switch overlap, in chunks: train_switches.cu).
 static void backward_steps(Model *md) {
     const int T = md->T, chunks = overlap_chunks(md), C = T / chunks;
     for (int j = 0; j < chunks; j++) {
         for (int t = T - 1 - j * C; t >= T - (j + 1) * C; t--) backward_step(md, t);
         if (chunks > 1) wgrad_chunk(md, j, T - (j + 1) * C, C);
     }
-    if (chunks > 1) {  // the join
-        cudaCheck(cudaEventRecord(md->ev_join, md->stream2));
-        cudaCheck(cudaStreamWaitEvent(md->launch.stream, md->ev_join, 0));
-    }
+    if (chunks > 1) overlap_join(md);
 }
 
 // Forward over T steps from the state (h0, c0) (B,H), which it advances; with
@@ -1974,6 +1652,8 @@ static Precision model_precision(const Options *o) {
 }
 
 static Backend model_backend(void) { return BACKEND_GPU; }
+
+#include "train_switches.cu"  // the run-time switches (declared above, below the matmul layouts)
 
 int main(int argc, char **argv) {
     openmp_prefer_passive_wait(argv);  // process-level, so here and not in train_main

@@ -25,22 +25,25 @@ import re
 import sys
 
 # ---------------------------------------------------------------------------
-# train.cu's constants, from its #define lines: the trainer is the one place they are written, and
-# a change there moves the model with it. The rules that use them are written out below, each
-# naming the train.cu function it follows.
-TRAIN_CU = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "train.cu")
+# train.cu's constants, from the #define lines of train.cu and of the switches' file it includes: the
+# trainer is the one place they are written, and a change there moves the model with it. The rules
+# that use them are written out below, each naming the train.cu function it follows.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN_CU = (os.path.join(ROOT, "train.cu"), os.path.join(ROOT, "train_switches.cu"))
 TRAIN_CU_NAMES = ("TILE_BIG", "TILE_SMALL", "TILE_BIG_MIN_FILL", "WMMA_K_MULTIPLE", "SPLIT_MAX", "SPLIT_MIN_K",
                   "OVERLAP_CHUNKS", "OVERLAP_LT_SM_DIVISOR", "BLOCK_THREADS", "COLSUM_MIN_CHUNKS", "COLSUM_THREADS")
 
 
-def train_cu_constants(path=TRAIN_CU, names=TRAIN_CU_NAMES):
-    """{name: int} of `#define NAME value` in the source at path, value a whole number or an expression
-    of them (digits, + - * << ( )); exits with one line naming the file and the constant when one is
+def train_cu_constants(paths=TRAIN_CU, names=TRAIN_CU_NAMES):
+    """{name: int} of `#define NAME value` in the sources at paths, value a whole number or an expression
+    of them (digits, + - * << ( )); exits with one line naming the files and the constant when one is
     missing or not such a number."""
-    try:
-        text = open(path).read()
-    except OSError as e:
-        sys.exit("error: %s: %s (perf_model.py reads train.cu's constants from it)" % (path, e.strerror))
+    text = ""
+    for path in paths:
+        try:
+            text += open(path).read() + "\n"
+        except OSError as e:
+            sys.exit("error: %s: %s (perf_model.py reads train.cu's constants from it)" % (path, e.strerror))
     out = {}
     for name in names:
         m = re.search(r"^#define %s +([^/\n]+?)\s*(//.*)?$" % name, text, re.M)
@@ -49,7 +52,7 @@ def train_cu_constants(path=TRAIN_CU, names=TRAIN_CU_NAMES):
             out[name] = int(eval(value, {"__builtins__": {}}))
         else:
             sys.exit("error: %s: no `#define %s N` with N a whole number (perf_model.py models it)%s"
-                     % (path, name, " (it says: %s)" % value if value else ""))
+                     % (", ".join(paths), name, " (it says: %s)" % value if value else ""))
     return out
 
 

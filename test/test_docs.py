@@ -506,7 +506,7 @@ def call_claims(par):
 
 def include_claims(text):
     """(line, file, the project headers the row names, whether the row allows more) for each row of a
-    table with an "includes" column: `file` | ... | `a.h`, `b.h` (or "nothing of the project", or
+    table with an "includes" column: `file` | ... | `a.h`, `b.cu` (or "nothing of the project", or
     "... and the headers above")."""
     out, col = [], None
     for n, ln in enumerate(text.splitlines(), 1):
@@ -518,7 +518,8 @@ def include_claims(text):
         elif col is not None and len(cells) > col and not set(cells[0]) <= set("-: "):
             f = re.match(r"`([\w./-]+)`$", cells[0])
             if f:
-                out.append((n, f.group(1), set(re.findall(r"`([\w./-]+\.h)`", cells[col])), "above" in cells[col]))
+                named = set(re.findall(r"`([\w./-]+\.(?:h|cu))`", cells[col]))
+                out.append((n, f.group(1), named, "above" in cells[col]))
     return out
 
 
@@ -888,7 +889,8 @@ def self_check(code):
             "Resume is bit-exact on the default path ([gpu.md](gpu.md#what-is-bit-exact)).\n\n"
             "| file | what |\n|---|---|\n| `latest.ckpt` | a |\n| `best.ckpt` | b |\n| `train.log` | c |\n"
             "| `lock` | d |\n\n"
-            "| file | includes |\n|---|---|\n| `gemm.h` | `mlstm.h` |\n\n"
+            "| file | includes |\n|---|---|\n| `gemm.h` | `mlstm.h` |\n"
+            "| `train.cu` | `train.h`, `train_switches.cu` |\n\n"
             "    ./train --lr 0.002 --steps 10\n"
             "    dev/gpu_check.sh out/\n\n"
             "    --lr X            base learning rate (default 0.002)\n")
@@ -899,6 +901,7 @@ def self_check(code):
         "a name in the wrong file, the other form": ("run.h's `flags`", "util.h's `flags`"),
         "a call that is not made": ("`model_step` → `fast_forward`", "`model_step` → `mlstm_forward`"),
         "an include the file does not make": ("| `gemm.h` | `mlstm.h` |", "| `gemm.h` | `util.h` |"),
+        "an included .cu left out": ("`train.h`, `train_switches.cu` |", "`train.h` |"),
         "a glob that matches no name": ("`CKPT_AT_*`", "`CKPT_AS_*`"),
         "a macro that is gone": ("`-DUSE_MPI`", "`-DMLSTM_PLAIN`"),
         "a make target that does not exist": ("`make test-lab`", "`make test-labs`"),

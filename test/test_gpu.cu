@@ -1551,7 +1551,7 @@ static void test_switches(void) {
 #if GPU_CUBLASLT
         if (r.overlap && r.cublaslt) {
             int targeted = 0;
-            for (const LtPlan *p = md->lt.plans; p; p = p->next) targeted += p->key.sm_target == md->launch.sms / 2;
+            for (const LtPlan *p = md->lt->plans; p; p = p->next) targeted += p->key.sm_target == md->launch.sms / 2;
             CHECK(targeted >= 2, "[%s] cuBLASLt planned the weight gradients beside the loop for %d SMs (%d plans)",
                   r.name, md->launch.sms / 2, targeted);
         }
@@ -1631,7 +1631,7 @@ static void test_switches(void) {
         snprintf(label, sizeof label, "[cublaslt, H=%d B=%d] ", odd[i].cfg.H, odd[i].B);
         check_step(&oc, md, label);
         int below = 0, made = 0;
-        for (const LtPlan *p = md->lt.plans; p; p = p->next, made++)
+        for (const LtPlan *p = md->lt->plans; p; p = p->next, made++)
             below += p->key.align[0] < 256 || p->key.align[1] < 256 || p->key.align[3] < 256;
         CHECK(below > 0, "%s%d of its %d new plans for operands aligned to less than 256 bytes", label, below, made);
         model_free(md);

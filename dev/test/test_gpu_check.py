@@ -137,7 +137,8 @@ with tempfile.TemporaryDirectory() as tmp:
     os.makedirs(os.path.join(tmp, "bin"))
     for t in ("gpu_check.sh", "perf_model.py", "scaling.py"):
         shutil.copy(os.path.join(ROOT, "dev", t), os.path.join(tmp, "repo", "dev", t))
-    shutil.copy(os.path.join(ROOT, "train.cu"), os.path.join(tmp, "repo", "train.cu"))  # (perf_model.py reads its constants)
+    for f in ("train.cu", "train_switches.cu"):  # (perf_model.py reads their constants)
+        shutil.copy(os.path.join(ROOT, f), os.path.join(tmp, "repo", f))
     script(os.path.join(tmp, "bin", "test_prog"), FAKE_TEST)
     script(os.path.join(tmp, "bin", "make"), FAKE_MAKE)
     script(os.path.join(tmp, "bin", "nvidia-smi"), FAKE_SMI)

@@ -143,7 +143,7 @@ check(perf_model.tile_plan(16384, 4096, 65536, g, True, splitk=True) == ("wmma12
 check(perf_model.colsum_chunks(65536, 256) == 1024 and perf_model.colsum_chunks(65536, 16384) == 64
       and perf_model.colsum_chunks(10, 256) == 10, "colsum: b_out 1024 chunks, b 64, 10 rows 10")
 
-# ---- train.cu's constants are read from train.cu (its #define lines), the one place they are written
+# ---- train.cu's constants are read from its #define lines and those of train_switches.cu (which it includes)
 cu = perf_model.train_cu_constants()
 check(set(cu) == set(perf_model.TRAIN_CU_NAMES) and cu == perf_model.CU and all(v > 0 for v in cu.values()),
       "train.cu's %d constants read: %s" % (len(cu), ", ".join("%s %d" % kv for kv in sorted(cu.items()))))
@@ -151,12 +151,17 @@ with tempfile.TemporaryDirectory() as d:
     fake = os.path.join(d, "train.cu")
     with open(fake, "w") as f:
         f.write("#define SPLIT_MAX 16  // a comment\n#define COLSUM_THREADS (1 << 10)\n#define SPLIT_MIN_K split_min\n")
-    got = perf_model.train_cu_constants(fake, ("SPLIT_MAX", "COLSUM_THREADS"))
+    got = perf_model.train_cu_constants((fake,), ("SPLIT_MAX", "COLSUM_THREADS"))
     check(got == {"SPLIT_MAX": 16, "COLSUM_THREADS": 1024}, "a #define's value, its comment left out, (1 << 10) as 1024: %s"
           % got)
+    fake2 = os.path.join(d, "train_switches.cu")
+    with open(fake2, "w") as f:
+        f.write("#define OVERLAP_LT_SM_DIVISOR 3")  # (no newline at the end)
+    got = perf_model.train_cu_constants((fake2, fake), ("OVERLAP_LT_SM_DIVISOR", "SPLIT_MAX"))
+    check(got == {"OVERLAP_LT_SM_DIVISOR": 3, "SPLIT_MAX": 16}, "constants from both files: %s" % got)
     for names, says in ((("TILE_BIG",), "no `#define TILE_BIG N`"), (("SPLIT_MIN_K",), "(it says: split_min)")):
         try:
-            perf_model.train_cu_constants(fake, names)
+            perf_model.train_cu_constants((fake,), names)
             msg = None
         except SystemExit as e:
             msg = str(e.code)
