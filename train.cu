@@ -939,7 +939,7 @@ __global__ void softmax_xent_kernel(floatX *dlogits, float *losses, const float 
         for (int v = threadIdx.x; v < V; v += blockDim.x)
             dlogits[(size_t)n * V + v] = tox((expf(x[v] - mx) / sum - (v == y ? 1.f : 0.f)) * s);
 }
-static void softmax_xent(const Launch *L, floatX *dlogits, float *losses, const float *logits, const uint8_t *tg,
+static void softmax_xent_gpu(const Launch *L, floatX *dlogits, float *losses, const float *logits, const uint8_t *tg,
                          int B, int T, int V, float s) {
     softmax_xent_kernel<<<B * T, BLOCK_THREADS, 0, L->stream>>>(dlogits, losses, logits, tg, B, T, V, s);
     launchCheck();
@@ -1513,7 +1513,7 @@ static void forward(Model *md, float *h0, float *c0, double scale) {
     e = epi_f32(md->logits, V);  // output layer over all T*B rows: logits = h W_out^T + b_out (N,V)
     e.bias = md->p.t[P_BOUT];
     matmul(L, MM_NT, N, V, H, md->hs + BH, md->Wout, e);
-    softmax_xent(L, scale > 0 ? md->dlogits : NULL, md->losses, md->logits, tg, B, T, V, (float)scale);
+    softmax_xent_gpu(L, scale > 0 ? md->dlogits : NULL, md->losses, md->logits, tg, B, T, V, (float)scale);
     sum_launch<SUM_OF_VALUES>(L, md->loss_sum, md->losses, N);
     // stateful truncated BPTT: the last state feeds the next batch
     to_f32(L, h0, md->hs + (size_t)T * BH, BH);
