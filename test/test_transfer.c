@@ -302,6 +302,12 @@ static void test_import(void) {
     npy_write(dir, 14, p.bout, 256, 0, 0, 0);
     int rc = test_system("%s/import_npy --hidden %d --embed %d -o %s/imported.ckpt %s >%s/import.out 2>&1", bin, H, D, tmp, dir, tmp);
     CHECK(rc == 0, "import_npy of a D=%d H=%d model in the published layout: exit %d", D, H, rc);
+    // a file-size limit (ulimit -f) is met as a full disk: one line naming the checkpoint, exit 2, no temporary
+    int rc_limit = test_system("cd %s && (ulimit -f 1; %s/import_npy -o small.ckpt %s > import_limit.out 2>&1)", tmp,
+                               bin, dir);
+    CHECK(rc_limit == 2 && test_system("grep -q '^error: cannot write small.ckpt: File too large' %s/import_limit.out",
+                                       tmp) == 0 && test_system("ls %s | grep -q '^small[.]ckpt'", tmp) != 0,
+          "import_npy under ulimit -f: exit %d (153: SIGXFSZ), the checkpoint named, no temporary left", rc_limit);
 
     // the same weights built directly: ours[out][in] = theirs[in][out], as floats
     MlstmConfig cfg = {256, D, H, 1};
