@@ -406,16 +406,10 @@ static void matmul_wmma_at(const Launch *L, const half *A, const half *B, int M,
     kernel<<<dim3(N / BN, M / BM, splits), P::THREADS, P::SMEM, L->stream>>>(A, B, M, N, K, e, partial);
     launchCheck();
 }
-// At the pipeline depth the seam says: WMMA_STAGES, or 2 or 4 where the device offers them
-// (Gpu.wmma_depth_ok, set by matmul_setup).
+// matmul_wmma_at at the pipeline depth the seam says: WMMA_STAGES in training (harness/gpu_harness.cu)
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
 static void matmul_wmma(const Launch *L, const half *A, const half *B, int M, int N, int K, const Epilogue &e,
-                        int splits, float *partial) {
-    const int stages = L->seam->wmma_stages;
-    if (stages == 2) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 2>(L, A, B, M, N, K, e, splits, partial);
-    else if (stages == 4) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 4>(L, A, B, M, N, K, e, splits, partial);
-    else matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, WMMA_STAGES>(L, A, B, M, N, K, e, splits, partial);
-}
+                        int splits, float *partial);
 // More than 48 KB of dynamic shared memory needs an opt-in per kernel (matmul_setup). Returns 0
 // when the device has too little shared memory for it (the 4-deep 128x128 tile on sm_75).
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_, bool WALK = false>

@@ -1,13 +1,13 @@
-// harness/gpu_harness.cu: the GPU trainer's harness, its code: the seam's defaults and event hook, the
-// process's GPU (device, shared-memory opt-ins, NCCL), the warning for shapes off the tensor cores, and
-// the backend contract's copies between host and device and its model_free. What the trainer needs
-// around the paper's step and is not in it; a first reading of train.cu skips it. Part of train.cu,
-// not a program of its own: train.cu includes it at its end, after the types and launchers it uses
-// (harness/gpu_harness.cuh holds the harness's types, which train.cu includes first), and calls it
-// through the declarations in its block "The harness's code".
+// harness/gpu_harness.cu: the GPU trainer's harness, its code: the seam (its defaults, its event hook,
+// the WMMA pipeline depths the matmul benchmark times), the process's GPU (device, shared-memory
+// opt-ins, NCCL), the warning for shapes off the tensor cores, and the backend contract's copies
+// between host and device and its model_free. What the trainer needs around the paper's step and is
+// not in it; a first reading of train.cu skips it. Part of train.cu, not a program of its own:
+// train.cu includes it at its end, after the types and launchers it uses (harness/gpu_harness.cuh
+// holds the harness's types, which train.cu includes first), and calls it through declarations.
 
 // ----------------------------------------------------------------------------
-// The seam (harness/gpu_harness.cuh): the knobs at the trainer's values, and the event hook.
+// The seam (harness/gpu_harness.cuh): the knobs at the trainer's values, the event hook, the WMMA depths.
 static Seam seam_defaults(void) {
     Seam s;
     memset(&s, 0, sizeof s);
@@ -21,6 +21,19 @@ static Seam seam_defaults(void) {
 static void seam_mark(const Launch *L, int i) {
     if (L->seam->step_events) cudaCheck(cudaEventRecord(L->seam->step_events[i], L->stream));
 }
+#if GPU_FP16
+// A WMMA product at the pipeline depth the seam says: WMMA_STAGES, the trainer's, or 2 or 4 (the matmul
+// benchmark's, which time the latency the per-step products are bound by) where the device offers
+// them (Gpu.wmma_depth_ok, set by matmul_setup).
+template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
+static void matmul_wmma(const Launch *L, const half *A, const half *B, int M, int N, int K, const Epilogue &e,
+                        int splits, float *partial) {
+    const int stages = L->seam->wmma_stages;
+    if (stages == 2) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 2>(L, A, B, M, N, K, e, splits, partial);
+    else if (stages == 4) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 4>(L, A, B, M, N, K, e, splits, partial);
+    else matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, WMMA_STAGES>(L, A, B, M, N, K, e, splits, partial);
+}
+#endif
 
 // ----------------------------------------------------------------------------
 // The process's GPU (Gpu, harness/gpu_harness.cuh).
