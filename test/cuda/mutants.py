@@ -188,10 +188,17 @@ def run_mutant(m):
             # read the output as it comes and stop at the first failed check or report
             p = subprocess.Popen([os.path.join(d, t)] + args, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  errors="replace", start_new_session=True)
-            what, summary, last = None, None, ""
+            what, summary, last, quoted = None, None, "", False
             for line in p.stdout:
                 line = line.rstrip("\n")
                 last = line or last
+                # an EXPECT_EXIT check quotes the stderr it provoked, over several lines: not a report
+                if re.match(r"^(ok|FAIL) .*stderr \"", line):
+                    quoted = True
+                if quoted:
+                    quoted = '" (want "' not in line
+                    if not line.startswith("FAIL"):
+                        continue
                 # test_cudacpu provokes the layer's reports on purpose: only its failed checks count
                 selftest = t.endswith("test_cudacpu")
                 if not selftest and (line.startswith("cudacpu: error") or "AddressSanitizer" in line or "runtime error" in line
