@@ -205,7 +205,7 @@ endif
 ifeq ($(GPU_DEBUG),1)
   GPU_DEFS += -DGPU_DEBUG
 endif
-GPU_DEPS := train.cu train_switches.cu $(TRAIN_HEADERS)
+GPU_DEPS := train.cu train_switches.cu harness/gpu_harness.cuh harness/gpu_harness.cu $(TRAIN_HEADERS)
 GPU_BINS := train_gpu train_gpu_fp32 $(BUILD)/test_gpu $(BUILD)/test_gpu_fp32
 
 .PHONY: gpu gpu-regs gpu-mix clean-gpu

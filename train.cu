@@ -8,61 +8,20 @@
 //   make gpu && ./train_gpu --hidden 4096 --batch 128 --seq-len 256
 //   mpirun -np 8 ./train_gpu ...            one process per GPU, NCCL all-reduce
 //
-// Run-time switches (doc/gpu.md, "The run-time switches"; all off by default): --matmul
-// cublaslt (cuBLASLt's matmuls; a flag of run.h's table that only this trainer takes), and in
-// the environment MLSTM_SPLITK=1, MLSTM_OVERLAP=1, MLSTM_L2=1, MLSTM_WARP64=1, MLSTM_NO_GRAPH=1.
-// Their code is train_switches.cu, included at the end of this file; a first reading skips it.
+// Which tensors are FP16 and why that loses nothing that matters, loss scaling (Micikevicius et al.
+// 2018; Puri et al. 2018 use it with a dynamic S, each prediction's gradient times S, the mean's 1/N in
+// FP32) and the cap on S from FP16's range: doc/gpu.md, "Precision".
+//
+// Two files are part of this one and a first reading skips both. train_switches.cu, included at the
+// end, holds the run-time switches (doc/gpu.md, "The run-time switches"; all off by default): --matmul
+// cublaslt (cuBLASLt's matmuls; a flag of run.h's table that only this trainer takes), and in the
+// environment MLSTM_SPLITK=1, MLSTM_OVERLAP=1, MLSTM_L2=1, MLSTM_WARP64=1, MLSTM_NO_GRAPH=1.
+// harness/gpu_harness.cuh (its types, included below) and harness/gpu_harness.cu (its code, at the
+// end) hold the harness: the error checks, the tests' seam, the process's GPU, the host copies.
 // Build-time switches: -DPRECISION_FP32 (everything FP32, the comparison of the
 // paper's 4.2x), -DUSE_NCCL (multi-process), -DUSE_MPI (as train.c), -DUSE_CUBLASLT (--matmul
 // cublaslt; the Makefile sets it where cuBLASLt builds), -DGPU_DEBUG (every launch waited for and
 // checked, no CUDA graphs: make gpu GPU_DEBUG=1).
-//
-// Every launch goes through a Launch context that the Model owns and passes down (its stream,
-// switches, workspaces and cuBLASLt plans), so the training and the validation model share
-// nothing a launch reads; the tests and benchmarks steer and watch the launches through one
-// declared seam, the context's Seam ("The launch context" below).
-//
-// What is FP16 in the FP16 build, and why that loses nothing that matters:
-//   FP16: the effective weights the matmuls read (W_x, W_h, W_mx, W_mh after weight
-//     norm, W_out), and the activations that only feed matmuls or products: the
-//     embedded inputs xe, h, m, mx = W_mx e, mh = W_mh h, and the backward's dz, dmx,
-//     dmh, dh-from-the-output-layer and dlogits. A tensor-core matmul rounds its inputs
-//     to FP16 anyway, so storing them in FP16 drops only bits the next matmul would drop.
-//   FP32: the master weights, Adam moments and weight gradients (written straight
-//     from the FP32 accumulators), the cell state c (it integrates over many steps),
-//     the pre-activations z = (e W_x^T + b) + m W_h^T of every step, logits, softmax and
-//     loss, the running dh/dc of the time loop, every sum, norm and reduction, and the
-//     carried c. The carried h is kept in an FP32 buffer but holds FP16 values: its only
-//     uses are matmul inputs. The gates are not stored: the backward recomputes them from
-//     the FP32 z with mlstm.h's cell_forward, bit for bit the forward's. It needs 1 - g
-//     and 1 - u^2, which FP16 gates lose where a trained mLSTM keeps its memory: a forget
-//     gate above 0.99976 rounds to 1 (its gradient is then exactly 0), and between 0.99927
-//     and 0.99976 1 - f is off by -33% to +100% (doc/gpu.md, "Precision").
-//
-// Loss scaling (Micikevicius et al. 2018; Puri et al. 2018 use it with a dynamic S):
-// the FP16 backward tensors hold each prediction's own gradient times S, dlogits =
-// (softmax - onehot) * S, and the mean's 1/N (N = B*T predictions) is applied in
-// FP32, by the epilogues that write weight gradients. So the range FP16 sees does
-// not depend on the batch: seeding with S/N instead (what the mean loss suggests)
-// would at B=512, T=256, S=2^16 multiply by 0.5 and flush probabilities below ~1e-7
-// to zero. An FP16 tensor that overflows reaches the weight gradients as inf/NaN,
-// which is what model_check looks for; the FP32 gradients cannot overflow.
-//
-// The cap on S, from FP16's range (its largest finite value is 65504; from 65520 on a
-// value rounds to inf). |p - onehot| <= 1, and a target the model finds unlikely comes
-// within p of it: a trained model routinely gives some target p < 2^-12, and there
-// (p - 1) * 2^16 rounds to -inf, so S = 2^16 overflows on ordinary batches and every
-// growth past it costs a skipped step. dlogits stays finite for S <= 65504; S stays a
-// power of two (multiplying by S and by 1/S is then exact), so the cap is 2^15. The
-// other FP16 tensors that carry S have no bound known before the run: dhs = dlogits
-// W_out is at most S (1 - p_y) times the spread (max - min) of W_out's column (the
-// positive and negative parts of p - onehot each sum to 1 - p_y), below 65504 at 2^15
-// while every column spans less than 2 (at initialisation 2/sqrt(H)); dz, dmx and dmh
-// grow through the recurrence. Their overflow is what the dynamic scaler is for (the
-// step is skipped, S halves). The FP16 tensors without S are bounded by construction
-// (h in [-1, 1]) or are forward activations far from 65504 (mx, mh, m).
-// model_precision hands the cap to train.h's loop, which caps its scaler there (start, growth
-// and resume).
 #define OMPI_SKIP_MPICXX 1  // mpi.h's C++ bindings: not used, and they warn under nvcc
 #define MPICH_SKIP_MPICXX 1
 #ifdef PRECISION_FP32
@@ -71,6 +30,8 @@
 #define GPU_FP16 1
 #define FP16_MAX 65504.0                 // FP16's largest finite value
 #define MAX_ABS_DLOGIT 1.0               // |softmax - onehot| <= 1
+// S's cap: dlogits = (softmax - onehot) * S stays finite, and S a power of two (scaling by S and 1/S is exact);
+// model_precision hands it to train.h's loop, which caps its scaler there (start, growth and resume)
 #define FP16_MAX_LOSS_SCALE 32768.0      // 2^15: the largest power of two S with S * MAX_ABS_DLOGIT <= FP16_MAX
 static_assert(FP16_MAX_LOSS_SCALE * MAX_ABS_DLOGIT <= FP16_MAX && 2 * FP16_MAX_LOSS_SCALE * MAX_ABS_DLOGIT > FP16_MAX,
               "the loss-scale cap is the largest power of two that keeps dlogits finite");
@@ -94,47 +55,8 @@ typedef float floatX;
 #endif
 static __host__ __device__ inline float tof(floatX x) { return (float)x; }
 static __host__ __device__ inline floatX tox(float x) { return (floatX)x; }
+#include "harness/gpu_harness.cuh"  // cudaCheck, launchCheck, ncclCheck; the tests' Seam; the process's Gpu
 
-// ----------------------------------------------------------------------------
-// Error checks: file, line and a hint.
-
-static void cuda_check(cudaError_t e, const char *file, int line) {
-    if (e == cudaSuccess) return;
-    fprintf(stderr, "error: CUDA: %s at %s:%d\n", cudaGetErrorString(e), file, line);
-    if (e == cudaErrorMemoryAllocation) fprintf(stderr, "HINT: use a smaller --batch, --seq-len or --hidden\n");
-    if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver)
-        fprintf(stderr, "HINT: no usable GPU here; the CPU trainer is ./train\n");
-    exit(1);
-}
-#define cudaCheck(x) cuda_check((x), __FILE__, __LINE__)
-#ifdef GPU_DEBUG
-// The debug build (make gpu GPU_DEBUG=1): each launch is waited for, so a fault in a
-// kernel (an illegal address, a trap) is reported with the function that launched
-// it, not by a later call that happens to see the error. CUDA graphs are off in it:
-// waiting inside a capture is illegal.
-static void launch_check_sync(const char *launcher, const char *file, int line) {
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
-    if (e == cudaSuccess) return;
-    fprintf(stderr, "error: CUDA: %s in the kernel launched by %s at %s:%d\n", cudaGetErrorString(e), launcher, file,
-            line);
-    exit(1);
-}
-#define launchCheck() launch_check_sync(__func__, __FILE__, __LINE__)
-#define GPU_GRAPHS 0
-#else
-#define launchCheck() cudaCheck(cudaGetLastError())
-#define GPU_GRAPHS 1
-#endif
-#if GPU_NCCL
-static void nccl_check(ncclResult_t r, const char *file, int line) {
-    if (r == ncclSuccess) return;
-    fprintf(stderr, "error: NCCL: %s at %s:%d\n", ncclGetErrorString(r), file, line);
-    fprintf(stderr, "HINT: NCCL_DEBUG=INFO says more\n");
-    exit(1);
-}
-#define ncclCheck(x) nccl_check((x), __FILE__, __LINE__)
-#endif
 static int ceil_div(long a, long b) { return (int)((a + b - 1) / b); }
 
 // ----------------------------------------------------------------------------
@@ -157,22 +79,8 @@ typedef struct {
 // and validation) share no stream, workspace, plan or setting; switch overlap's weight
 // gradients run in a copy of it on the model's second stream, with a bounded grid beside the
 // backward loop (wgrad_chunk). No launch reads a global: the process's GPU (gpu_setup) is set
-// once, and a Model copies what its launches need from it.
-//
-// The Seam is the one place where the tests and benchmarks (test/test_gpu.cu) steer and watch
-// the launches: knobs that the trainer leaves at their defaults (seam_defaults), an event hook
-// for timing each kernel of a time step, and counts of the paths the products took, which the
-// trainer never reads.
-typedef struct {
-    int split_min_k;           // split-K's least depth per split: SPLIT_MIN_K (tests lower it to split small shapes)
-    int wmma_stages;           // the WMMA pipeline depth: WMMA_STAGES (the matmul benchmark also times 2 and 4)
-    cudaEvent_t *step_events;  // NULL; else an event recorded before each kernel of a time step and after the last
-    long splitk;               // products launched split (switch splitk)
-    long cublaslt;             // products launched through cuBLASLt (switch cublaslt)
-    long bounded;              // products launched under a grid bound or an SM target (switch overlap)
-    long walking;              // products whose blocks walk several tiles (the bounded grid's kernel)
-    long wmma128[2];           // 128x128 products as 8 warps of 64x32, as 4 of 64x64 (switch warp64)
-} Seam;
+// once, and a Model copies what its launches need from it. The tests and benchmarks steer and watch
+// the launches through the context's Seam (harness/gpu_harness.cuh).
 typedef struct LtPlans LtPlans;  // cuBLASLt's handle and plans (train_switches.cu)
 typedef struct {
     cudaStream_t stream;
@@ -187,12 +95,8 @@ typedef struct {
     LtPlans *lt;              // (switch cublaslt)
     int grid_bound;           // at most this many blocks a product (0: no bound): switch overlap, beside the loop
     int lt_sm_target;         // cuBLASLt plans for this many SMs (0: all of them): the same
-    Seam *seam;
+    Seam *seam;               // the tests' knobs and counts (harness/gpu_harness.cuh)
 } Launch;
-// The seam's event hook: event i of a time step (test_gpu's bench_kernels times each kernel so).
-static void seam_mark(const Launch *L, int i) {
-    if (L->seam->step_events) cudaCheck(cudaEventRecord(L->seam->step_events[i], L->stream));
-}
 
 // Launch shapes. Pointwise kernels run BLOCK_THREADS threads a block; the row
 // kernels (weight norm) give each row one warp, WARPS_PER_BLOCK rows a block.
@@ -280,6 +184,16 @@ static void l2_window(Model *md, const cudaDeviceProp *prop);
 static int overlap_chunks(const Model *md);
 static void wgrad_chunk(Model *md, int j, int t0, int steps);
 static void overlap_join(Model *md);
+
+// ----------------------------------------------------------------------------
+// The harness's code, in harness/gpu_harness.cu (included at the end of this file): what the main path
+// calls. The seam's knobs at the trainer's values, and its event i of a time step (Seam.step_events).
+static Seam seam_defaults(void);
+static void seam_mark(const Launch *L, int i);
+// a warning (to out) naming the products of a step whose shapes run on the SIMT kernel; returns how many
+static int warn_simt_shapes(const Launch *L, int H, int D, int B, int T, FILE *out);
+// a batch's inputs, targets and resets (NULL: none) to the device
+static void upload_batch(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs);
 
 // ----------------------------------------------------------------------------
 // The tensor-core matmul (FP16 build): WMMA 16x16x16 FP16 fragments, FP32
@@ -492,16 +406,10 @@ static void matmul_wmma_at(const Launch *L, const half *A, const half *B, int M,
     kernel<<<dim3(N / BN, M / BM, splits), P::THREADS, P::SMEM, L->stream>>>(A, B, M, N, K, e, partial);
     launchCheck();
 }
-// At the pipeline depth the seam says: WMMA_STAGES, or 2 or 4 where the device offers them
-// (Gpu.wmma_depth_ok, set by matmul_setup).
+// matmul_wmma_at at the pipeline depth the seam says: WMMA_STAGES in training (harness/gpu_harness.cu)
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL>
 static void matmul_wmma(const Launch *L, const half *A, const half *B, int M, int N, int K, const Epilogue &e,
-                        int splits, float *partial) {
-    const int stages = L->seam->wmma_stages;
-    if (stages == 2) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 2>(L, A, B, M, N, K, e, splits, partial);
-    else if (stages == 4) matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, 4>(L, A, B, M, N, K, e, splits, partial);
-    else matmul_wmma_at<BM, BN, WM, WN, ACOL, BCOL, WMMA_STAGES>(L, A, B, M, N, K, e, splits, partial);
-}
+                        int splits, float *partial);
 // More than 48 KB of dynamic shared memory needs an opt-in per kernel (matmul_setup). Returns 0
 // when the device has too little shared memory for it (the 4-deep 128x128 tile on sm_75).
 template <int BM, int BN, int WM, int WN, bool ACOL, bool BCOL, int STAGES_, bool WALK = false>
@@ -593,15 +501,6 @@ enum { MM_SIMT, MM_WMMA64, MM_WMMA128 };
 #define TILE_BIG_MIN_FILL 90  // percent of a wave
 #define WMMA_K_MULTIPLE 32
 #define SPLIT_MIN_K 512  // split-K's least depth a split, 16 slabs: its prologue and epilogue stay small beside them
-static Seam seam_defaults(void) {
-    Seam s;
-    memset(&s, 0, sizeof s);
-    s.split_min_k = SPLIT_MIN_K;
-#if GPU_FP16
-    s.wmma_stages = WMMA_STAGES;
-#endif
-    return s;
-}
 // The kernel a product runs on; *splits (when not NULL) gets the split-K factor (1 without the switch).
 static int matmul_plan(const Launch *L, int M, int N, int K, const void *A, const void *B, int *splits = NULL) {
     if (splits) *splits = 1;
@@ -707,45 +606,6 @@ static Epilogue epi_dm_split(floatX *dmx, floatX *dmh, const floatX *mh, const f
     e.reset_rows = reset_t;
     e.reset_stride = T;
     return e;
-}
-
-// Every matmul of one training step of forward() and backward() below, V = 256.
-typedef struct {
-    const char *what;
-    int layout, M, N, K;
-} Shape;
-static int step_shapes(Shape *s, int H, int D, int B, int T) {
-    const int V = 256, N = B * T;
-    const Shape t[] = {
-        {"zx", MM_NT, N, 4 * H, D},   {"mx", MM_NT, N, H, D},       {"mh", MM_NT, B, H, H},
-        {"z", MM_NT, B, 4 * H, H},    {"logits", MM_NT, N, V, H},   {"dW_out", MM_TN, V, H, N},
-        {"dhs", MM_NN, N, H, V},      {"dm", MM_NN, B, H, 4 * H},   {"dh", MM_NN, B, H, H},
-        {"dW_h", MM_TN, 4 * H, H, N}, {"dW_x", MM_TN, 4 * H, D, N}, {"dW_mx", MM_TN, H, D, N},
-        {"dW_mh", MM_TN, H, H, N},    {"dxe", MM_NN, N, D, 4 * H},  {"dxe2", MM_NN, N, D, H}};
-    memcpy(s, t, sizeof t);
-    return (int)(sizeof t / sizeof t[0]);
-}
-#define MAX_SHAPES 16
-
-// The FP16 build runs a matmul on tensor cores only when its shape is a tile multiple;
-// any other shape silently runs on the SIMT kernel, several times slower. Says so
-// (to out), naming the products and the flags that fix it; returns how many drop.
-static int warn_simt_shapes(const Launch *L, int H, int D, int B, int T, FILE *out) {
-    if (!GPU_FP16) return 0;
-    Shape s[MAX_SHAPES];
-    int n = step_shapes(s, H, D, B, T), slow = 0;
-    char names[256] = "";
-    for (int i = 0; i < n; i++)
-        if (matmul_plan(L, s[i].M, s[i].N, s[i].K, NULL, NULL) == MM_SIMT) {
-            size_t k = strlen(names);
-            snprintf(names + k, sizeof names - k, "%s%s", slow++ ? ", " : "", s[i].what);
-        }
-    if (slow)
-        fprintf(out, "warning: %d of the %d matmuls of a step (%s) are not multiples of the tensor-core tile "
-                     "and run on the slower SIMT kernel\nHINT: --batch, --hidden and --embed multiples of %d, and "
-                     "--batch x --seq-len a multiple of %d\n",
-                slow, n, names, TILE_SMALL, TILE_SMALL);
-    return slow;
 }
 
 // ----------------------------------------------------------------------------
@@ -923,7 +783,7 @@ static void cell_backward_step(const Launch *L, floatX *dz, float *dc, const flo
 // Softmax + cross-entropy, fused, FP32, one block per row n = (t,b) of the logits:
 // loss[n] = logsumexp - logit[target]; with dlogits, (softmax - onehot) * S, the
 // gradient of prediction n's own loss, loss-scaled (the mean's 1/N comes later, in
-// FP32: "Loss scaling" at the top).
+// FP32: doc/gpu.md, "Precision").
 
 __global__ void softmax_xent_kernel(floatX *dlogits, float *losses, const float *logits, const uint8_t *tg,
                                     int B, int T, int V, float s) {
@@ -1151,74 +1011,6 @@ static void *alloc_bufs(Buf *b, int n, cudaStream_t stream) {
 }
 
 // ----------------------------------------------------------------------------
-// The process's GPU, one per process: the local rank's (mpirun sets OMPI_COMM_WORLD_LOCAL_RANK).
-// gpu_setup sets it up once, on the first call, and only reads it after: the device, its
-// properties and stream priorities, the WMMA kernels' shared-memory opt-ins, and with several
-// ranks the NCCL communicator. The Models copy from it what their launches need.
-typedef struct {
-    cudaDeviceProp prop;
-    int priority_least, priority_greatest;  // stream priorities (numerically greatest <= least)
-    int wmma_depth_ok[5];   // [stages]: the opt-ins of every WMMA tile at that pipeline depth were given
-#if GPU_NCCL
-    ncclComm_t comm;        // world > 1 only
-#endif
-} Gpu;
-
-// More than 48 KB of dynamic shared memory needs an opt-in per kernel: given here, for
-// every WMMA tile matmul() dispatches to (a tile missing here fails its first launch),
-// once, before any CUDA graph capture (a kernel's attributes are not set inside one).
-static void matmul_setup(Gpu *g) {
-    const size_t smem_optin = g->prop.sharedMemPerBlockOptin;
-#if GPU_FP16
-    static_assert(TILE_BIG == 128 && TILE_SMALL == 64, "matmul_wmma_setup_depth names the tiles");
-    g->wmma_depth_ok[WMMA_STAGES] = matmul_wmma_setup_depth<WMMA_STAGES>(smem_optin);
-    if (!g->wmma_depth_ok[WMMA_STAGES]) {
-        fprintf(stderr, "error: the WMMA matmul needs %d bytes of shared memory per block; this GPU allows %zu\n",
-                WmmaTile<TILE_BIG, TILE_BIG, 64, 32, AS_IS, TRANSPOSED>::SMEM, smem_optin);
-        exit(1);
-    }
-    const bool cp_async = g->prop.major >= 8;  // WMMA_DEPTH_BUILT
-    g->wmma_depth_ok[2] = cp_async && matmul_wmma_setup_depth<2>(smem_optin);
-    g->wmma_depth_ok[4] = cp_async && matmul_wmma_setup_depth<4>(smem_optin);
-#else
-    (void)smem_optin;
-#endif
-}
-
-static const Gpu *gpu_setup(void) {
-    static Gpu g;
-    static int ready;
-    if (ready) return &g;
-    int ndev = 0;
-    cudaCheck(cudaGetDeviceCount(&ndev));
-    if (ndev < 1) {
-        fprintf(stderr, "error: no CUDA device\nHINT: the CPU trainer is ./train\n");
-        exit(1);
-    }
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    if (!lr) lr = getenv("MPI_LOCALRANKID");
-    if (!lr) lr = getenv("SLURM_LOCALID");
-    int dev = (lr ? atoi(lr) : rank) % ndev;
-    cudaCheck(cudaSetDevice(dev));
-    cudaCheck(cudaGetDeviceProperties(&g.prop, dev));
-    cudaCheck(cudaDeviceGetStreamPriorityRange(&g.priority_least, &g.priority_greatest));
-    matmul_setup(&g);
-#if GPU_NCCL
-    if (world > 1) {  // rank 0 makes the id, MPI carries it to the others (doc/design.md, "Distributed")
-        ncclUniqueId id;
-        if (rank == 0) ncclCheck(ncclGetUniqueId(&id));
-        MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-        ncclCheck(ncclCommInitRank(&g.comm, world, id, rank));
-    }
-#endif
-    if (rank == 0)
-        printf("GPU: %s (sm_%d%d, %d SMs, %.0f GiB) x %d ranks\n", g.prop.name, g.prop.major, g.prop.minor,
-               g.prop.multiProcessorCount, g.prop.totalGlobalMem / 1073741824.0, world);
-    ready = 1;
-    return &g;
-}
-
-// ----------------------------------------------------------------------------
 // A Model: its buffers (one allocation for the FP32 parameters, gradients and Adam moments, one
 // for everything else, from a table), its streams and launch context, and the host model.
 
@@ -1333,48 +1125,6 @@ static Model *model_create(const Options *o, int B) {
     return md;
 }
 
-static void model_free(Model *md) {
-    cudaCheck(cudaStreamSynchronize(md->launch.stream));
-    cudaCheck(cudaStreamSynchronize(md->stream2));
-    if (md->launch.sw.l2) cudaCheck(cudaCtxResetPersistingL2Cache());  // its window's lines back to normal
-    cudaCheck(cudaFree(md->pbase));
-    cudaCheck(cudaFree(md->abase));
-    mlstm_free(&md->host);
-    free(md->host_h);
-    free(md->host_c);
-    if (md->fwd_graph) cudaCheck(cudaGraphExecDestroy(md->fwd_graph));
-    if (md->bwd_graph) cudaCheck(cudaGraphExecDestroy(md->bwd_graph));
-    for (int j = 0; j < OVERLAP_CHUNKS; j++) cudaCheck(cudaEventDestroy(md->ev_chunk[j]));
-    cudaCheck(cudaEventDestroy(md->ev_join));
-    lt_plans_free(md->lt);
-    free(md->lt);
-    cudaCheck(cudaStreamDestroy(md->launch.stream));
-    cudaCheck(cudaStreamDestroy(md->stream2));
-    free(md);
-}
-
-// Host views: the FP32 master weights and Adam moments, and the carried state. The
-// device is the truth between steps; each call copies them back (for checkpoints,
-// sampling and validation, not every step).
-static Mlstm *model_host(Model *md) {
-    const size_t n = md->np * sizeof(float);
-    const cudaStream_t st = md->launch.stream;
-    cudaCheck(cudaMemcpyAsync(md->host.params, md->params, n, cudaMemcpyDeviceToHost, st));
-    cudaCheck(cudaMemcpyAsync(md->host.adam_m, md->adam_m, n, cudaMemcpyDeviceToHost, st));
-    cudaCheck(cudaMemcpyAsync(md->host.adam_v, md->adam_v, n, cudaMemcpyDeviceToHost, st));
-    cudaCheck(cudaStreamSynchronize(st));
-    return &md->host;
-}
-static void model_state(Model *md, real **h, real **c) {
-    const size_t n = sizeof(float) * md->B * md->cfg.H;
-    const cudaStream_t st = md->launch.stream;
-    cudaCheck(cudaMemcpyAsync(md->host_h, md->train_h, n, cudaMemcpyDeviceToHost, st));
-    cudaCheck(cudaMemcpyAsync(md->host_c, md->train_c, n, cudaMemcpyDeviceToHost, st));
-    cudaCheck(cudaStreamSynchronize(st));
-    *h = md->host_h;
-    *c = md->host_c;
-}
-
 // The precision boundary of the weights (Puri et al., section 3.1: FP16 storage and
 // arithmetic, FP32 master weights): the FP16 copies the matmuls read, made from the FP32
 // masters whenever these change (model_create, model_loaded, model_apply). Weight norm
@@ -1393,28 +1143,6 @@ static void fp16_weights_from_masters(Model *md) {
                                (int)wn[k].rows, (int)wn[k].cols);
     }
     to_x(&md->launch, md->Wout, p->t[P_WOUT], (size_t)c->V * c->H);
-}
-
-static void model_loaded(Model *md) {  // the host copies are the truth: push them to the device
-    const size_t n = md->np * sizeof(float), s = sizeof(float) * md->B * md->cfg.H;
-    const cudaStream_t st = md->launch.stream;
-    cudaCheck(cudaMemcpyAsync(md->params, md->host.params, n, cudaMemcpyHostToDevice, st));
-    cudaCheck(cudaMemcpyAsync(md->adam_m, md->host.adam_m, n, cudaMemcpyHostToDevice, st));
-    cudaCheck(cudaMemcpyAsync(md->adam_v, md->host.adam_v, n, cudaMemcpyHostToDevice, st));
-    cudaCheck(cudaMemcpyAsync(md->train_h, md->host_h, s, cudaMemcpyHostToDevice, st));
-    cudaCheck(cudaMemcpyAsync(md->train_c, md->host_c, s, cudaMemcpyHostToDevice, st));
-    fp16_weights_from_masters(md);
-}
-
-// (From pageable host memory a cudaMemcpyAsync returns once the bytes are staged, so
-// the caller may reuse its buffers at once.)
-static void upload_batch(Model *md, const uint8_t *in, const uint8_t *tg, const uint8_t *rs) {
-    const size_t n = (size_t)md->B * md->T;
-    const cudaStream_t st = md->launch.stream;
-    cudaCheck(cudaMemcpyAsync(md->tok, in, n, cudaMemcpyHostToDevice, st));
-    cudaCheck(cudaMemcpyAsync(md->tok + n, tg, n, cudaMemcpyHostToDevice, st));
-    if (rs) cudaCheck(cudaMemcpyAsync(md->tok + 2 * n, rs, n, cudaMemcpyHostToDevice, st));
-    else cudaCheck(cudaMemsetAsync(md->tok + 2 * n, 0, n, st));
 }
 
 // The two time loops: T dependent steps of two matmuls and a cell kernel each, 3T
@@ -1592,8 +1320,8 @@ static void model_allreduce(Model *md) {
 }
 
 // Step 5, on the reduced gradients: inf/NaN, and their norm for the clip. An FP16
-// activation gradient that overflowed reaches them as inf/NaN ("Loss scaling" at the
-// top); the FP32 weight gradients themselves cannot overflow, so no FP16 limit applies.
+// activation gradient that overflowed reaches them as inf/NaN (doc/gpu.md,
+// "Precision"); the FP32 weight gradients themselves cannot overflow, so no FP16 limit applies.
 static GradientCheck model_check(Model *md) {
     GradientCheck c;
     sum_launch<SUM_OF_SQUARES>(&md->launch, md->grad_sumsq, md->grads, md->np);
@@ -1625,7 +1353,7 @@ static double model_eval(Model *md, const uint8_t *in, const uint8_t *tg, const 
 // The build fixes the precision: the FP16 build always scales the loss (--fp16 is
 // implied), the FP32 build never does (S = 1; --fp16 is ignored with a note). Everything
 // downstream (scaler, overflow limit, checkpoint mode check) follows; the FP16 build's
-// scaler is capped at FP16_MAX_LOSS_SCALE ("The cap on S" at the top). The description
+// scaler is capped at FP16_MAX_LOSS_SCALE (doc/gpu.md, "The cap on S"). The description
 // also names the matmuls, and the switches when one is on.
 static Precision model_precision(const Options *o) {
     Precision p;
@@ -1654,6 +1382,7 @@ static Precision model_precision(const Options *o) {
 static Backend model_backend(void) { return BACKEND_GPU; }
 
 #include "train_switches.cu"  // the run-time switches (declared above, below the matmul layouts)
+#include "harness/gpu_harness.cu"  // the harness (declared above, below the switches' declarations)
 
 int main(int argc, char **argv) {
     openmp_prefer_passive_wait(argv);  // process-level, so here and not in train_main

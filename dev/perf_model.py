@@ -678,7 +678,7 @@ def mix_table(gpus):
 
 
 def bench_shapes(B, T):
-    """train.cu's step_shapes(): the matmul benchmark's shapes (FP32 output, no epilogue)."""
+    """step_shapes() (harness/gpu_harness.cu): the matmul benchmark's shapes (FP32 output, no epilogue)."""
     N = B * T
     return [("zx", N, 4 * H, D), ("mx", N, H, D), ("mh", B, H, H), ("z", B, 4 * H, H), ("logits", N, V, H),
             ("dW_out", V, H, N), ("dhs", N, H, V), ("dm", B, H, 4 * H), ("dh", B, H, H), ("dW_h", 4 * H, H, N),

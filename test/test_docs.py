@@ -14,7 +14,7 @@ doc/*.md, dev/*.md and dev/*/*.md (inline `code` spans; commands in code blocks)
      is a run record's flag name (`seq-len`); any other --flag is one some program here reads;
   4. defaults: every default a trainer's page states for a ./train flag is the one `build/train
      --help` prints, in the forms the pages use (stated_defaults);
-  5. lines: the core sources (*.h, *.c, *.cu at the root, harness/*.h, tools/*.c, *.py, *.sh, the Makefile) keep
+  5. lines: the core sources (*.h, *.c, *.cu at the root and in harness/, harness/*.cuh, tools/*.c, *.py, *.sh, the Makefile) keep
      within 120 columns;
   6. facts stated twice: a NAME=value (a page's span, the code's comments and messages) names a make
      variable, an environment variable or a macro read here; a list, table or count of a run
@@ -76,7 +76,7 @@ REPO_DIRS = ("test/", "tools/", "dev/", "doc/", "build/", ".ci/")
 TRAINER_PAGES = ("README.md", "doc/design.md", "doc/training.md", "doc/schedules.md", "doc/formats.md",
                  "doc/cluster.md", "doc/gpu.md")
 # the core sources whose lines keep within 120 columns (test/ and dev/ are exempt)
-CORE_LINES = ("*.h", "*.c", "*.cu", "harness/*.h", "tools/*.c", "tools/*.py", "tools/*.sh", "Makefile")
+CORE_LINES = ("*.h", "*.c", "*.cu", "harness/*.h", "harness/*.cuh", "harness/*.cu", "tools/*.c", "tools/*.py", "tools/*.sh", "Makefile")
 IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 
 
@@ -518,7 +518,7 @@ def include_claims(text):
         elif col is not None and len(cells) > col and not set(cells[0]) <= set("-: "):
             f = re.match(r"`([\w./-]+)`$", cells[0])
             if f:
-                named = set(re.findall(r"`([\w./-]+\.(?:h|cu))`", cells[col]))
+                named = set(re.findall(r"`([\w./-]+\.(?:h|cuh|cu))`", cells[col]))
                 out.append((n, f.group(1), named, "above" in cells[col]))
     return out
 
@@ -859,9 +859,10 @@ def include_cycle(includes):
 
 
 def project_includes():
-    """{file: the project files it includes} for the root's headers and programs and harness/'s headers."""
+    """{file: the project files it includes} for the root's headers and programs and harness/'s files."""
     return {f: re.findall(r'^\s*#\s*include\s+"([^"]+)"', read(f), re.M)
-            for f in sorted(glob.glob("*.h") + glob.glob("harness/*.h") + glob.glob("*.c") + glob.glob("*.cu"))}
+            for f in sorted(glob.glob("*.h") + glob.glob("harness/*.h") + glob.glob("harness/*.cu*") + glob.glob("*.c") +
+                            glob.glob("*.cu"))}
 
 
 CHECKS = (("code names and paths exist", check_names), ("places and calls hold", check_places),
@@ -890,7 +891,7 @@ def self_check(code):
             "| file | what |\n|---|---|\n| `latest.ckpt` | a |\n| `best.ckpt` | b |\n| `train.log` | c |\n"
             "| `lock` | d |\n\n"
             "| file | includes |\n|---|---|\n| `gemm.h` | `mlstm.h` |\n"
-            "| `train.cu` | `train.h`, `train_switches.cu` |\n\n"
+            "| `train.cu` | `train.h`, `harness/gpu_harness.cuh`, `train_switches.cu`, `harness/gpu_harness.cu` |\n\n"
             "    ./train --lr 0.002 --steps 10\n"
             "    dev/gpu_check.sh out/\n\n"
             "    --lr X            base learning rate (default 0.002)\n")
@@ -901,7 +902,8 @@ def self_check(code):
         "a name in the wrong file, the other form": ("run.h's `flags`", "util.h's `flags`"),
         "a call that is not made": ("`model_step` → `fast_forward`", "`model_step` → `mlstm_forward`"),
         "an include the file does not make": ("| `gemm.h` | `mlstm.h` |", "| `gemm.h` | `util.h` |"),
-        "an included .cu left out": ("`train.h`, `train_switches.cu` |", "`train.h` |"),
+        "an included .cu left out": ("`train_switches.cu`, `harness/gpu_harness.cu` |", "`train_switches.cu` |"),
+        "an included .cuh left out": ("`train.h`, `harness/gpu_harness.cuh`,", "`train.h`,"),
         "a glob that matches no name": ("`CKPT_AT_*`", "`CKPT_AS_*`"),
         "a macro that is gone": ("`-DUSE_MPI`", "`-DMLSTM_PLAIN`"),
         "a make target that does not exist": ("`make test-lab`", "`make test-labs`"),

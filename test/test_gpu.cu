@@ -524,7 +524,7 @@ static void test_saturated_gates(void) {
 }
 
 // ----------------------------------------------------------------------------
-// The loss-scale cap (train.cu, "The cap on S"), which model_precision hands the loop. A trained-like
+// The loss-scale cap (doc/gpu.md, "The cap on S"), which model_precision hands the loop. A trained-like
 // softmax: b_out spread
 // over 16 nats, most targets among the 16 likeliest bytes and one in 16 a rare byte
 // (p < 2^-12, as a trained model gives the characters it does not expect). At the cap,

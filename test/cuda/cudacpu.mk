@@ -17,7 +17,7 @@ CUDACPU_CXXFLAGS := $(if $(filter 1,$(SAN)),$(SANFLAGS),$(OPT)) -std=c++17 -D_GN
 CUDACPU_MPI := $(if $(MPI_OK),-DUSE_MPI -DUSE_NCCL $(shell $(MPICC) -showme:compile 2>/dev/null))
 CUDACPU_MPI_LIBS := $(if $(MPI_OK),$(shell $(MPICC) -showme:link 2>/dev/null))
 CUDACPU_HDRS := $(wildcard test/cuda/*.h)
-CUDACPU_DEPS := train.cu train_switches.cu $(wildcard train.c train.h util.h) $(TRAIN_HEADERS) test/test.h $(CUDACPU_HDRS)
+CUDACPU_DEPS := train.cu train_switches.cu harness/gpu_harness.cuh harness/gpu_harness.cu $(wildcard train.c train.h util.h) $(TRAIN_HEADERS) test/test.h $(CUDACPU_HDRS)
 ifeq ($(SAN),1)
   CUDACPU_TESTS := $(CUDACPU)/test_gpu.lockstep
 else

@@ -52,7 +52,7 @@ MUTANTS = [
     ("b_out's gradient without the mean's 1/N", "train.cu",
      "colsum(L, g->t[P_BOUT], md->colpart, md->dlogits, N, V, 1.f / N);",
      "colsum(L, g->t[P_BOUT], md->colpart, md->dlogits, N, V, 1.f);", [FP16]),
-    ("the trainer's loss scaler not capped at FP16's 2^15 (starts at 2^16)", "train.h",
+    ("the trainer's loss scaler not capped at FP16's 2^15 (starts at 2^16)", "harness/train_harness.h",
      "    loss_scaler_cap(&r->scaler, r->precision.max_loss_scale);  // a resumed",
      "    loss_scaler_cap(&r->scaler, INFINITY);  // a resumed", [FP16]),
     ("the GPU backend's contract gives the loop no cap on the loss scale", "train.cu",
@@ -99,7 +99,7 @@ MUTANTS = [
      "    cudaCheck(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, P::SMEM));\n", "", [FP16]),
     ("the capturing call does not launch its graph (a capture records, it does not run)", "train.cu",
      "    }\n    cudaCheck(cudaGraphLaunch(*graph, st));", "    } else\n        cudaCheck(cudaGraphLaunch(*graph, st));", [FP32]),
-    ("CUDA graphs left on in the debug build", "train.cu", "#define GPU_GRAPHS 0", "#define GPU_GRAPHS 1", [DEBUG]),
+    ("CUDA graphs left on in the debug build", "harness/gpu_harness.cuh", "#define GPU_GRAPHS 0", "#define GPU_GRAPHS 1", [DEBUG]),
     ("the layer runs a captured launch at once instead of recording it", "test/cuda/cudacpu.cpp",
      "    if (!s || s->capture == cudaStreamCaptureStatusNone) return op();", "    if (true) return op();", [CUDACPU, FP32]),
     ("cuBLASLt keeps a fixed table of 64 plans", "train_switches.cu",
@@ -188,10 +188,17 @@ def run_mutant(m):
             # read the output as it comes and stop at the first failed check or report
             p = subprocess.Popen([os.path.join(d, t)] + args, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  errors="replace", start_new_session=True)
-            what, summary, last = None, None, ""
+            what, summary, last, quoted = None, None, "", False
             for line in p.stdout:
                 line = line.rstrip("\n")
                 last = line or last
+                # an EXPECT_EXIT check quotes the stderr it provoked, over several lines: not a report
+                if re.match(r"^(ok|FAIL) .*stderr \"", line):
+                    quoted = True
+                if quoted:
+                    quoted = '" (want "' not in line
+                    if not line.startswith("FAIL"):
+                        continue
                 # test_cudacpu provokes the layer's reports on purpose: only its failed checks count
                 selftest = t.endswith("test_cudacpu")
                 if not selftest and (line.startswith("cudacpu: error") or "AddressSanitizer" in line or "runtime error" in line
