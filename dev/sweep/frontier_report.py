@@ -574,18 +574,47 @@ def peak_plot(b, res, tmp):
     with open(fn, "w") as fh:
         for i, key in enumerate(keys):
             m, ci, _ = res["minus_base"][key]
-            label = "NVIDIA's code (puri)" if key == "puri" else "peak %gx, %s" % (
-                key[0], "warmup %d" % key[1] if key[1] else "no warmup")
+            label = "puri (NVIDIA)" if key == "puri" else "%gx, w %d" % key
             fh.write('%d %.6f %.6f "%s"\n' % (i, m, ci or 0, label))
     gnuplot(['set terminal pngcairo size 900,560 font "sans,11"', 'set grid', 'set key top left',
              'set output "%s/k%d_schedules.png.tmp"' % (b.dir, res["k"]), 'set xrange [-0.6:%g]' % (len(keys) - 0.4),
-             'set yrange [0:*]', 'set ylabel "final bpc minus the baseline (paired, 95%)"',
+             'set yrange [0:*]', 'set xlabel "peak x base lr, warmup steps"',
+             'set ylabel "final bpc minus the baseline (paired, 95%)"',
              'set title "%s bytes, k = %d: peaks x warmups and NVIDIA\'s schedule (%d seeds)"' % (
                  b.name, res["k"], res["n"]),
              'plot "%s" using 1:2:3:xticlabels(4) with yerrorbars pt 7 ps 1.5 lw 2 lc rgb "#1f77b4" '
              'title "mean - baseline", %f with lines dt 2 lw 2 lc rgb "black" title "the margin (2%% of the baseline)"'
              % (fn, res["margin"])], b.dir, "k%d_schedules.png" % res["k"])
     return "k%d_schedules.png" % res["k"]
+
+
+def peak_curves(b, res, tmp):
+    """The peak group's train bpc against the epoch, each cell's mean over its seeds block by block (a block is
+    the same text at every seed), and the lr each used."""
+    pc = peak_cells(b)
+    k, cells, puri = pc
+    groups = [(key, cells[key]) for key in sorted(cells, key=lambda t: (t[1], t[0]))] + [("puri", puri)]
+    pal = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#000000"]
+    cmds, lrs = [], []
+    for i, (key, rs) in enumerate(groups):
+        n = min(len(r["blocks"]) for r in rs)
+        fn = os.path.join(tmp, "curve%d" % i)
+        with open(fn, "w") as fh:
+            for j in range(n):
+                fh.write("%.6f %.6f %.6g\n" % (rs[0]["blocks"][j][1], sum(r["blocks"][j][4] for r in rs) / len(rs),
+                                              rs[0]["blocks"][j][2]))
+        label = "NVIDIA's code (puri)" if key == "puri" else "peak %gx, %s" % (
+            key[0], "warmup %d" % key[1] if key[1] else "no warmup")
+        cmds.append('"%s" using 1:2 with lines lw 2 lc rgb "%s" title "%s"' % (fn, pal[i % len(pal)], label))
+        lrs.append('"%s" using 1:3 axes x1y2 with lines dt 2 lw 1 lc rgb "%s" notitle' % (fn, pal[i % len(pal)]))
+    gnuplot(['set terminal pngcairo size 900,560 font "sans,11"', 'set grid', 'set key top right',
+             'set output "%s/k%d_curves.png.tmp"' % (b.dir, k), 'set yrange [%f:%f]' % (b.bm * 0.95, b.bm * 1.6),
+             'set y2range [0:*]', 'set y2tics', 'set xlabel "epoch"',
+             'set ylabel "train bpc (mean over %d seeds, blocks of 8192 characters)"' % res["n"],
+             'set y2label "learning rate (dashed)"',
+             'set title "%s bytes, k = %d: train bpc and lr of each schedule"' % (b.name, k),
+             "plot " + ", ".join(cmds + lrs)], b.dir, "k%d_curves.png" % k)
+    return "k%d_curves.png" % k
 
 
 def budget_report(root, name, plan):
@@ -603,6 +632,7 @@ def budget_report(root, name, plan):
     lines += pl
     kl, kres = peak_section(b)
     lines += kl
+    b.peak = kres
     crit_lines, crit_pts = critical_section(b)
     lines += crit_lines
     pngs = budget_plots(b, crit_pts)
@@ -610,6 +640,8 @@ def budget_report(root, name, plan):
         with tempfile.TemporaryDirectory() as tmp:
             pngs.append((peak_plot(b, kres, tmp), "k = %d: each schedule's final bpc minus the baseline, paired "
                          "intervals, and the margin" % kres["k"]))
+            pngs.append((peak_curves(b, kres, tmp), "k = %d: each schedule's train bpc and learning rate against "
+                         "the epoch" % kres["k"]))
     lines += [""] + ["![%s](%s)" % (alt, f) for f, alt in pngs]
     write(os.path.join(b.dir, "frontier.md"), lines)
     return b, verdicts, pres
@@ -848,6 +880,17 @@ def summary(root, results, old):
                 b.name, p["k"], p["linear_div"], p["linear_n"], p["linear_failed"], p["linear_n"], p["puri"],
                 p["frontier"], p["frontier_label"], "confirmed" if p["confirmed"] else "not confirmed",
                 ", ".join(p["matched"]) or "neither"))
+    peaks = [(b, b.peak) for b, _, _ in results if getattr(b, "peak", None)]
+    if peaks:
+        lines += ["", "| budget | k | seeds | LEGW's schedule - puri-run | - the puri rule (NVIDIA's code) | "
+                  "a schedule of one's own | warmup - none | peak sqrt(k) - 6 x | interaction | warmup or peak |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for b, p in peaks:
+            e = p["eff"]
+            lines.append("| [%s bytes](%s/frontier.md) | %d | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+                b.name, b.name, p["k"], p["n"], fmt(*e["legw-puri-run"], signed=True),
+                fmt(*e["legw-puri"], signed=True), p["own"], fmt(*e["warmup"], signed=True),
+                fmt(*e["peak"], signed=True), fmt(*e["interaction"], signed=True), p["warmup"]))
     png = gap_plot(root, results, old)
     if png:
         lines += ["", "![the k = 64 gap against the budget](%s)" % png]
