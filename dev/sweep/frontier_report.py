@@ -491,7 +491,8 @@ def peak_section(b):
              "\"undecided\" against the margin (%.4f) as for the frontier." % (
                  lo, hi, w, rep.parse_float(puri[0]["cap"] or "nan") / b.base, puri[0]["decay"], puri[0]["planned"],
                  n, ",".join(map(str, seeds["puri"])), b.margin), "",
-             "| schedule | peak lr | warmup | mean final bpc | - baseline (paired) | blew up |", "|---|---|---|---|---|---|"]
+             "| schedule | peak lr | warmup | mean final bpc | - baseline (paired) | blew up |",
+             "|---|---|---|---|---|---|"]
     for key, label, rs in rows:
         m, ci = rep.mean_ci(list(v[key].values()))
         d = rep.paired_ci(v[key], b.baseline)

@@ -170,8 +170,8 @@ def frontier_block(fs):
 def peak_label(p, key):
     if key == "puri":
         return "the puri rule (NVIDIA's code: cap %gx, no warmup, fixed horizon)" % p["lo"]
-    return "peak %gx, %s%s" % (key[0], "warmup %d" % key[1] if key[1] else "no warmup",
-                               " (puri-run)" if key == (p["lo"], 0) else " (LEGW's)" if key == (p["hi"], p["w"]) else "")
+    named = {(p["lo"], 0): " (puri-run)", (p["hi"], p["w"]): " (LEGW's)"}
+    return "peak %gx, %s%s" % (key[0], "warmup %d" % key[1] if key[1] else "no warmup", named.get(key, ""))
 
 
 def peak_rows(fs):
