@@ -56,6 +56,8 @@ EXTERNAL = {
     "analysis/reproduction.md": "a page of sentiment-discovery",
     "experiments/train_mlstm_singlenode.sh": "a script of sentiment-discovery",
     "analysis/scale.md": "a page of sentiment-discovery",
+    "arguments.py": "sentiment-discovery's flags", "learning_rates.py": "sentiment-discovery's schedules",
+    "LinearLR": "sentiment-discovery's linear decay, in its learning_rates.py",
     # libraries and tools, by their own names
     "include/nccl.h": "NCCL's header under NCCL_HOME",
     "include/cublasLt.h": "cuBLASLt's header under CUBLASLT_HOME",

@@ -16,6 +16,8 @@ one sweep directory per (budget, group, base lr, seed) under the plan's "root":
     ROOT/BUDGET/w0/seedS            legw with the warmup of the sensitivity check
     ROOT/BUDGET/clip1/seedS         legw with --clip 1 (the clipping check)
     ROOT/BUDGET/range/xM/seedS      the linear rule's schedule at Puri's k with peak M x base lr
+    ROOT/BUDGET/peak/xM-wW/seedS    at Puri's k: peak M x base lr, W warmup steps, linear decay to 0 over the run
+    ROOT/BUDGET/peak/puri/seedS     at Puri's k: the puri rule (NVIDIA's code: cap, no warmup, a fixed horizon)
 
 The base lr of a budget is chosen from its grid once every grid run is finished:
 the lr with the lowest mean final validation bpc over the grid's seeds (a diverged run
@@ -79,6 +81,12 @@ def load_plan(path):
                                            or any(a not in plan["alphas"] for a in spec["alphas"])):
                 die("%s: budget %s: ks[\"%s\"] is a list of seeds or {\"seeds\": [...], \"alphas\": [...]} "
                     "with alphas from the plan's %s" % (path, b, k, plan["alphas"]))
+        pw = bp.get("peak_warmup")
+        if pw is not None and (set(pw) != {"k", "seeds", "peaks", "warmup_steps"} or not pw["seeds"]
+                               or any(not (m > 0) for m in pw["peaks"]) or any(m > pw["k"] for m in pw["peaks"])
+                               or any(w != int(w) or w < 0 for w in pw["warmup_steps"])):
+            die("%s: budget %s: peak_warmup is {\"k\": K, \"seeds\": [...], \"peaks\": [M, ...] (0 < M <= K), "
+                "\"warmup_steps\": [W, ...] (whole, >= 0)}" % (path, b))
     return plan
 
 
@@ -89,10 +97,10 @@ def lr_name(lr):
 # ----------------------------------------------------------------------------
 # Jobs: one sweep.py invocation each (one directory, some rules at some k)
 
-def job(plan, budget, group, d, seed, lr, rules, ks, cls, w0=None, trainer=None, needs_base=True):
+def job(plan, budget, group, d, seed, lr, rules, ks, cls, w0=None, trainer=None, needs_base=True, lr_cap=None):
     return {"budget": budget, "group": group, "dir": os.path.join(plan["root"], budget, d), "seed": seed, "lr": lr,
             "rules": rules, "ks": ks, "class": cls, "w0": plan["w0"] if w0 is None else w0,
-            "trainer": plan["trainer"] if trainer is None else trainer, "needs_base": needs_base}
+            "trainer": plan["trainer"] if trainer is None else trainer, "needs_base": needs_base, "lr_cap": lr_cap}
 
 
 def job_done(j):
@@ -180,6 +188,19 @@ def jobs_for(plan, budget, base):
                 for s in pk["seeds"]]
         out += [job(plan, budget, "range", os.path.join("range", "x%g" % m, "seed%d" % s), s, base * m / k,
                     ["linear"], [k], 4) for m in pk["range"] for s in pk["seeds"]]
+    pw = bp.get("peak_warmup")
+    if pw:
+        # puri-run's schedule (no warmup, linear decay to 0 over the run) with its cap at M x base, so the peak is
+        # M x base, and W warmup steps added: the four corners at peaks {6, 16} x warmups {0, LEGW's} are puri-run
+        # and LEGW at k = 256 and their two crossings. The puri rule beside them is NVIDIA's code's schedule.
+        # Seed by seed, so that the cells stopped part way are whole seeds.
+        k = int(pw["k"])
+        for s in pw["seeds"]:
+            out += [job(plan, budget, "peak", os.path.join("peak", "x%g-w%d" % (m, w), "seed%d" % s), s, base,
+                        ["puri-run"], [k], 5, lr_cap=base * m,
+                        trainer=plan["trainer"] + (["--warmup-steps", "%d" % w] if w else []))
+                    for m in pw["peaks"] for w in pw["warmup_steps"]]
+            out.append(job(plan, budget, "peak", os.path.join("peak", "puri", "seed%d" % s), s, base, ["puri"], [k], 5))
     return out
 
 
@@ -190,7 +211,9 @@ def sweep_cmd(plan, j, budget):
              "--train", os.path.join(data, budget, "seed%d" % j["seed"]),
              "--val", os.path.join(data, "base", "val_000.bin"), "--lr", "%.17g" % j["lr"],
              "--legw-w0", "%.17g" % j["w0"], "--seed", str(j["seed"]), "--rules", ",".join(j["rules"]),
-             "--ks", ",".join(map(str, j["ks"])), "--no-report"] + plan["model"] + ["--"] + j["trainer"])
+             "--ks", ",".join(map(str, j["ks"])), "--no-report"]
+            + (["--lr-cap", "%.17g" % j["lr_cap"]] if j["lr_cap"] is not None else [])
+            + plan["model"] + ["--"] + j["trainer"])
 
 
 # ----------------------------------------------------------------------------
@@ -199,12 +222,12 @@ def all_jobs(plan):
     """(jobs, bases): every job known now, in the order the workers take them (the plan's
     "stages", "BUDGET:CLASS" in order, by default every budget's class 0, then class 1, ...;
     within a stage, the plan's order), and each budget's base lr (None until its grid is done).
-    Classes: 0 the grid, 1 the decisive ks, 2 the other ks, 3 the checks, 4 Puri's k."""
+    Classes: 0 the grid, 1 the decisive ks, 2 the other ks, 3 the checks, 4 Puri's k, 5 its peaks and warmups."""
     jobs, bases = [], {}
     for budget in plan["budgets"]:
         _, bases[budget] = grid_lrs(plan, budget)
         jobs += jobs_for(plan, budget, bases[budget])
-    stages = plan.get("stages") or ["%s:%d" % (b, c) for c in range(5) for b in plan["budgets"]]
+    stages = plan.get("stages") or ["%s:%d" % (b, c) for c in range(6) for b in plan["budgets"]]
     rank = {st: i for i, st in enumerate(stages)}
     jobs = [(rank.get("%s:%d" % (j["budget"], j["class"]), len(stages)), i, j) for i, j in enumerate(jobs)]
     return [j for *_, j in sorted(jobs, key=lambda t: t[:2])], bases

@@ -5,7 +5,8 @@
     dev/sweep/frontier_report.py ROOT [--legw DIR]
 
 ROOT is the experiment's directory as dev/sweep/frontier.py lays it out (BUDGET/grid/lrX/
-seedS, BUDGET/main/seedS, BUDGET/w0/seedS, BUDGET/clip1/seedS, BUDGET/range/xM/seedS). If
+seedS, BUDGET/main/seedS, BUDGET/w0/seedS, BUDGET/clip1/seedS, BUDGET/range/xM/seedS,
+BUDGET/peak/xM-wW/seedS, BUDGET/peak/puri/seedS). If
 ROOT holds the plan (ROOT/plan.json whose root is ROOT), a budget whose planned grid is not
 finished gets a page that says so and nothing else.
 Every run is read from its log or its thinned log and its .out (sweep_report.read_run_blocks).
@@ -31,6 +32,19 @@ The definitions (fixed before the runs; dev/sweep/README.md):
   at that k (the best mean over every schedule run there); the need for a schedule of
   one's own is refuted if sqrt (the range's x sqrt(k) point) or LEGW ends within 2% of
   puri-run's mean or below it.
+- At Puri's k, peaks {6, sqrt(k)} x base lr crossed with warmups {0, LEGW's} (the peak group:
+  linear decay to 0 over the run in every cell; the corner (6, 0) is puri-run's schedule,
+  (sqrt(k), LEGW's warmup) LEGW's), beside the puri rule (NVIDIA's code: the cap 6 x base, no
+  warmup, a linear decay over a fixed 100,000 steps), every cell at the same seeds, every
+  comparison a paired interval over those seeds:
+  - a schedule of one's own is needed if, for puri-run or for the puri rule (the schedules
+    of one's own), LEGW minus it lies wholly above the margin; it is not needed if LEGW minus
+    each of them lies wholly below the margin; otherwise undecided.
+  - the warmup's effect: with minus without warmup, averaged seed by seed over the two peaks;
+    the peak's: sqrt(k) minus 6, averaged over the two warmups; their interaction: the
+    warmup's effect at sqrt(k) minus at 6. Warmup is what matters if its effect's interval
+    excludes 0 and the peak's covers 0; the peak is what matters if the reverse; both
+    matter if both exclude 0; neither is resolved if both cover 0.
 """
 import math
 import os
@@ -418,6 +432,192 @@ def puri_section(b):
     return lines, res
 
 
+PEAK_RE = re.compile(r"^x([0-9.]+)-w(\d+)$")
+
+
+def peak_cells(b):
+    """The peak group at Puri's k: (k, {(M, W): runs}, [puri runs]); None if it did not run."""
+    runs = [r for r in b.runs if r["group"] == "peak"]
+    if not runs:
+        return None
+    cells, puri = {}, []
+    for r in runs:
+        m = PEAK_RE.match(r["sub"] or "")
+        if r["sub"] == "puri" and r["rule"] == "puri":
+            puri.append(r)
+        elif m and r["rule"] == "puri-run":
+            cells.setdefault((float(m.group(1)), int(m.group(2))), []).append(r)
+        else:
+            die("%s: peak/%s holds %s: expected peak/xM-wW (puri-run) or peak/puri (puri)" % (b.dir, r["sub"],
+                                                                                              r["name"]))
+    ks = {r["k"] for r in runs}
+    peaks, warms = sorted({m for m, _ in cells}), sorted({w for _, w in cells})
+    if len(ks) != 1 or len(peaks) != 2 or len(warms) != 2 or len(cells) != 4 or not puri or warms[0] != 0:
+        die("%s: the peak group is two peaks x two warmups (one of them 0) and the puri rule at one k; it holds %s"
+            % (b.dir, ", ".join(sorted("x%g-w%d" % c for c in cells)) + (", puri" if puri else "")))
+    return ks.pop(), cells, puri
+
+
+def peak_section(b):
+    """The peak group at Puri's k (the docstring's rules): every cell's mean, its paired difference from
+    the baseline, the effects of the warmup and the peak, and the two verdicts. (lines, results)."""
+    pc = peak_cells(b)
+    if pc is None:
+        return [], None
+    k, cells, puri = pc
+    (lo, hi), (_, w) = sorted({m for m, _ in cells}), sorted({x for _, x in cells})
+    named = {(lo, 0): "puri-run's", (hi, w): "LEGW's"} if lo == 6 and hi * hi == k else {}
+    rows = [((m, x), "peak %g x base, %s%s" % (m, "warmup %d steps" % x if x else "no warmup",
+                                               " (%s schedule)" % named[m, x] if (m, x) in named else ""), cells[m, x])
+            for m, x in sorted(cells)] + [("puri", "the puri rule (NVIDIA's code's schedule)", puri)]
+    seeds = {key: sorted(r["seed"] for r in rs) for key, rs in ((key, rs) for key, _, rs in rows)}
+    if len({tuple(v) for v in seeds.values()}) != 1 or any(r["status"] == "incomplete" for _, _, rs in rows
+                                                           for r in rs):
+        return (["", "## Peaks and warmups at k = %d" % k, "", "Not complete: the cells' finished seeds differ (%s); "
+                 "`dev/sweep/frontier.py status` says what is left." % "; ".join(
+                     "%s: %s" % (label, ",".join(map(str, seeds[key]))) for key, label, _ in rows)], None)
+    v = {key: {r["seed"]: r["bpc"] for r in rs if r["status"] == "done"} for key, _, rs in rows}
+    ndiv = {key: sum(r["status"] == "diverged" for r in rs) for key, _, rs in rows}
+    if any(ndiv.values()):  # a diverged run has no final bpc to pair: the verdicts need every cell whole
+        return (["", "## Peaks and warmups at k = %d" % k, "", "Runs diverged (%s): no paired verdicts." % "; ".join(
+            "%s: %d" % (label, ndiv[key]) for key, label, _ in rows if ndiv[key])], None)
+    n = len(seeds["puri"])
+    lines = ["", "## Peaks and warmups at k = %d (B = %d)" % (k, puri[0]["B"]), "",
+             "Peak %g or %g x base lr, crossed with no warmup or LEGW's %d steps, each with a linear decay to 0 over "
+             "the run (the trainer's puri rule with its cap at the peak, plus the warmup), and the puri rule as "
+             "NVIDIA's code for the paper runs it (the cap at %g x base, as 3e-3 is 6 x its 5e-4; no warmup; a linear "
+             "decay over a fixed horizon: \"%s\" against a run of %d steps), %d seeds each (%s). Every difference is "
+             "paired by seed (mean ± 95%% t interval, df = n - 1, n in parentheses); \"keeps\", \"outside\", "
+             "\"undecided\" against the margin (%.4f) as for the frontier." % (
+                 lo, hi, w, rep.parse_float(puri[0]["cap"] or "nan") / b.base, puri[0]["decay"], puri[0]["planned"],
+                 n, ",".join(map(str, seeds["puri"])), b.margin), "",
+             "| schedule | peak lr | warmup | mean final bpc | - baseline (paired) | blew up |",
+             "|---|---|---|---|---|---|"]
+    for key, label, rs in rows:
+        m, ci = rep.mean_ci(list(v[key].values()))
+        d = rep.paired_ci(v[key], b.baseline)
+        lines.append("| %s | %s | %s | %s | %s %s | %d of %d |" % (
+            label, rs[0]["peak"].split()[0], rs[0]["warmup"], fmt(m, ci, len(v[key])),
+            fmt(d[0], d[1], len(d[2]), signed=True), judge(d[0], d[1], b.margin),
+            sum(map(blew_up, rs)), len(rs)))
+
+    def mix(pairs):  # {seed: the mean over pairs (a, b) of a - b}
+        return {s: sum(v[a][s] - v[c][s] for a, c in pairs) / len(pairs) for s in v["puri"]}
+
+    zero = {s: 0.0 for s in v["puri"]}
+    eff = {"warmup": rep.paired_ci(mix([((lo, w), (lo, 0)), ((hi, w), (hi, 0))]), zero),
+           "warmup at %g" % lo: rep.paired_ci(v[lo, w], v[lo, 0]),
+           "warmup at %g" % hi: rep.paired_ci(v[hi, w], v[hi, 0]),
+           "peak": rep.paired_ci(mix([((hi, 0), (lo, 0)), ((hi, w), (lo, w))]), zero),
+           "peak without warmup": rep.paired_ci(v[hi, 0], v[lo, 0]),
+           "peak with warmup": rep.paired_ci(v[hi, w], v[lo, w]),
+           "interaction": rep.paired_ci(mix([((hi, w), (hi, 0))]), mix([((lo, w), (lo, 0))])),
+           "legw-puri-run": rep.paired_ci(v[hi, w], v[lo, 0]),
+           "legw-puri": rep.paired_ci(v[hi, w], v["puri"]),
+           "sqrt-puri": rep.paired_ci(v[hi, 0], v["puri"]),
+           "puri-run-puri": rep.paired_ci(v[lo, 0], v["puri"])}
+    res = {"k": k, "n": n, "lo": lo, "hi": hi, "w": w, "margin": b.margin,
+           "cells": {key: rep.mean_ci(list(v[key].values())) + (n,) for key in v},
+           "minus_base": {key: rep.paired_ci(v[key], b.baseline) for key in v},
+           "eff": {name: (m, ci, len(p)) for name, (m, ci, p) in eff.items()}}
+    legw_own = [res["eff"]["legw-puri-run"], res["eff"]["legw-puri"]]
+    res["own"] = ("needed" if any(judge(m, ci, b.margin) == "outside" for m, ci, _ in legw_own) else
+                  "not needed" if all(judge(m, ci, b.margin) == "keeps" for m, ci, _ in legw_own) else "undecided")
+    resolved = {x: not covers0(res["eff"][x]) for x in ("warmup", "peak")}
+    res["warmup"] = {(True, False): "warmup is what matters", (False, True): "the peak is what matters",
+                     (True, True): "both matter", (False, False): "neither is resolved"}[
+                         resolved["warmup"], resolved["peak"]]
+    res["interaction_resolved"] = not covers0(res["eff"]["interaction"])
+    e = res["eff"]
+    lines += ["", "| paired difference, k = %d | mean ± 95%% (n) |" % k, "|---|---|"]
+    for name, label in (("warmup", "warmup %d - none, averaged over the two peaks" % w),
+                        ("warmup at %g" % lo, "warmup %d - none at peak %g" % (w, lo)),
+                        ("warmup at %g" % hi, "warmup %d - none at peak %g" % (w, hi)),
+                        ("peak", "peak %g - %g, averaged over the two warmups" % (hi, lo)),
+                        ("peak without warmup", "peak %g - %g without warmup" % (hi, lo)),
+                        ("peak with warmup", "peak %g - %g with warmup %d" % (hi, lo, w)),
+                        ("interaction", "interaction: the warmup's effect at %g minus at %g" % (hi, lo)),
+                        ("legw-puri-run", "LEGW's schedule - puri-run's"),
+                        ("legw-puri", "LEGW's schedule - the puri rule (NVIDIA's code)"),
+                        ("sqrt-puri", "peak %g without warmup - the puri rule" % hi),
+                        ("puri-run-puri", "puri-run - the puri rule (decay over the run - over a fixed horizon)")):
+        lines.append("| %s | %s |" % (label, fmt(*e[name], signed=True)))
+    lines += ["", "By the rules fixed before these runs (this program's docstring): **a schedule of one's own is %s** "
+              "at k = %d (LEGW minus puri-run %s, minus the puri rule %s, against the margin %.4f); **%s** (warmup "
+              "%s, peak %s)%s." % (
+                  res["own"], k, fmt(*e["legw-puri-run"], signed=True), fmt(*e["legw-puri"], signed=True), b.margin,
+                  res["warmup"], fmt(*e["warmup"], signed=True), fmt(*e["peak"], signed=True),
+                  "; the interaction is resolved, so each effect depends on the other factor" if
+                  res["interaction_resolved"] else "; their interaction is not resolved")]
+    same = []  # the corners that repeat committed runs (the same command): do they end the same?
+    for key, rule in (((lo, 0), "puri-run"), ((hi, w), "legw")):
+        old = by_seed(b.runs, group="main", rule=rule, k=k)[0]
+        common = sorted(set(old) & set(v[key]))
+        if common:
+            same.append("%s's (seeds %s): %s" % (rule, ",".join(map(str, common)), "the same final bpc" if all(
+                old[s] == v[key][s] for s in common) else "final bpc differing by up to %.6f" % max(
+                    abs(old[s] - v[key][s]) for s in common)))
+    if same:
+        lines += ["", "The corners repeat committed runs at Puri's k with the same trainer and data: %s." %
+                  "; ".join(same)]
+    return lines, res
+
+
+def covers0(d):
+    m, ci, _ = d
+    return ci is None or m - ci <= 0 <= m + ci
+
+
+def peak_plot(b, res, tmp):
+    """The peak group's cells: final bpc minus the baseline, paired 95% intervals, and the margin."""
+    fn = os.path.join(tmp, "peakcells")
+    keys = sorted((x for x in res["cells"] if x != "puri"), key=lambda t: (t[1], t[0])) + ["puri"]
+    with open(fn, "w") as fh:
+        for i, key in enumerate(keys):
+            m, ci, _ = res["minus_base"][key]
+            label = "puri (NVIDIA)" if key == "puri" else "%gx, w %d" % key
+            fh.write('%d %.6f %.6f "%s"\n' % (i, m, ci or 0, label))
+    gnuplot(['set terminal pngcairo size 900,560 font "sans,11"', 'set grid', 'set key top left',
+             'set output "%s/k%d_schedules.png.tmp"' % (b.dir, res["k"]), 'set xrange [-0.6:%g]' % (len(keys) - 0.4),
+             'set yrange [0:*]', 'set xlabel "peak x base lr, warmup steps"',
+             'set ylabel "final bpc minus the baseline (paired, 95%)"',
+             'set title "%s bytes, k = %d: peaks x warmups and NVIDIA\'s schedule (%d seeds)"' % (
+                 b.name, res["k"], res["n"]),
+             'plot "%s" using 1:2:3:xticlabels(4) with yerrorbars pt 7 ps 1.5 lw 2 lc rgb "#1f77b4" '
+             'title "mean - baseline", %f with lines dt 2 lw 2 lc rgb "black" title "the margin (2%% of the baseline)"'
+             % (fn, res["margin"])], b.dir, "k%d_schedules.png" % res["k"])
+    return "k%d_schedules.png" % res["k"]
+
+
+def peak_curves(b, res, tmp):
+    """The peak group's train bpc against the epoch, each cell's mean over its seeds block by block (a block is
+    the same text at every seed), and the lr each used."""
+    pc = peak_cells(b)
+    k, cells, puri = pc
+    groups = [(key, cells[key]) for key in sorted(cells, key=lambda t: (t[1], t[0]))] + [("puri", puri)]
+    pal = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#000000"]
+    cmds, lrs = [], []
+    for i, (key, rs) in enumerate(groups):
+        n = min(len(r["blocks"]) for r in rs)
+        fn = os.path.join(tmp, "curve%d" % i)
+        with open(fn, "w") as fh:
+            for j in range(n):
+                fh.write("%.6f %.6f %.6g\n" % (rs[0]["blocks"][j][1], sum(r["blocks"][j][4] for r in rs) / len(rs),
+                                              rs[0]["blocks"][j][2]))
+        label = "NVIDIA's code (puri)" if key == "puri" else "peak %gx, %s" % (
+            key[0], "warmup %d" % key[1] if key[1] else "no warmup")
+        cmds.append('"%s" using 1:2 with lines lw 2 lc rgb "%s" title "%s"' % (fn, pal[i % len(pal)], label))
+        lrs.append('"%s" using 1:3 axes x1y2 with lines dt 2 lw 1 lc rgb "%s" notitle' % (fn, pal[i % len(pal)]))
+    gnuplot(['set terminal pngcairo size 900,560 font "sans,11"', 'set grid', 'set key top right',
+             'set output "%s/k%d_curves.png.tmp"' % (b.dir, k), 'set yrange [%f:%f]' % (b.bm * 0.95, b.bm * 1.6),
+             'set y2range [0:*]', 'set y2tics', 'set xlabel "epoch"',
+             'set ylabel "train bpc (mean over %d seeds, blocks of 8192 characters)"' % res["n"],
+             'set y2label "learning rate (dashed)"',
+             'set title "%s bytes, k = %d: train bpc and lr of each schedule"' % (b.name, k),
+             "plot " + ", ".join(cmds + lrs)], b.dir, "k%d_curves.png" % k)
+    return "k%d_curves.png" % k
+
+
 def budget_report(root, name, plan):
     b = Budget(root, name, plan)
     lines = ["# The tuned frontier at %s bytes, one pass" % name, "",
@@ -431,9 +631,18 @@ def budget_report(root, name, plan):
     lines += checks_section(b)
     pl, pres = puri_section(b)
     lines += pl
+    kl, kres = peak_section(b)
+    lines += kl
+    b.peak = kres
     crit_lines, crit_pts = critical_section(b)
     lines += crit_lines
     pngs = budget_plots(b, crit_pts)
+    if kres and shutil.which("gnuplot"):
+        with tempfile.TemporaryDirectory() as tmp:
+            pngs.append((peak_plot(b, kres, tmp), "k = %d: each schedule's final bpc minus the baseline, paired "
+                         "intervals, and the margin" % kres["k"]))
+            pngs.append((peak_curves(b, kres, tmp), "k = %d: each schedule's train bpc and learning rate against "
+                         "the epoch" % kres["k"]))
     lines += [""] + ["![%s](%s)" % (alt, f) for f, alt in pngs]
     write(os.path.join(b.dir, "frontier.md"), lines)
     return b, verdicts, pres
@@ -672,6 +881,17 @@ def summary(root, results, old):
                 b.name, p["k"], p["linear_div"], p["linear_n"], p["linear_failed"], p["linear_n"], p["puri"],
                 p["frontier"], p["frontier_label"], "confirmed" if p["confirmed"] else "not confirmed",
                 ", ".join(p["matched"]) or "neither"))
+    peaks = [(b, b.peak) for b, _, _ in results if getattr(b, "peak", None)]
+    if peaks:
+        lines += ["", "| budget | k | seeds | LEGW's schedule - puri-run | - the puri rule (NVIDIA's code) | "
+                  "a schedule of one's own | warmup - none | peak sqrt(k) - 6 x | interaction | warmup or peak |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for b, p in peaks:
+            e = p["eff"]
+            lines.append("| [%s bytes](%s/frontier.md) | %d | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+                b.name, b.name, p["k"], p["n"], fmt(*e["legw-puri-run"], signed=True),
+                fmt(*e["legw-puri"], signed=True), p["own"], fmt(*e["warmup"], signed=True),
+                fmt(*e["peak"], signed=True), fmt(*e["interaction"], signed=True), p["warmup"]))
     png = gap_plot(root, results, old)
     if png:
         lines += ["", "![the k = 64 gap against the budget](%s)" % png]

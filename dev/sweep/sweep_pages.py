@@ -103,6 +103,7 @@ def budget_facts(root, name):
     f["legw-puri"] = paired(get["legw"], get["puri-run"])
     f["sqrt-puri"] = paired(sqrt, get["puri-run"])
     _, f["puri"] = fr.puri_section(b)
+    _, f["peak"] = fr.peak_section(b)  # peaks x warmups and the puri rule at Puri's k (8 MB), or None
     # the critical batch of the LEGW runs (frontier_report.critical_section's fit, every k up to Puri's)
     _, (fits, B_of, ks) = fr.critical_section(b)
     ts = sorted(fits, reverse=True)
@@ -153,9 +154,10 @@ def frontier_block(fs):
     rows.append(("k = %d, sqrt - puri-run" % k, [pm(*x["sqrt-puri"]) for x in fs]))
     rows.append(("Puri's claim (linear diverges in 2 of 3, puri-run within 2% of the best mean)",
                  ["confirmed" if x["puri"]["confirmed"] else "not confirmed" for x in fs]))
-    rows.append(("a schedule of one's own needed (neither sqrt nor LEGW mean within 2% of puri-run's)",
+    rows.append(("a schedule of one's own needed, 3 seeds (neither sqrt nor LEGW mean within 2% of puri-run's)",
                  ["not refuted" if not x["puri"]["matched"] else "refuted by the means (%s)"
                   % " and ".join(x["puri"]["matched"]) for x in fs]))
+    rows += peak_rows(fs)
     lines = ["| | " + " | ".join(names) + " |", "|---|" + "---|" * len(fs)]
     lines += ["| %s | %s |" % (label, " | ".join(cells)) for label, cells in rows]
     g2, g8 = b2["verdict"][64]["frontier"][0], b8["verdict"][64]["frontier"][0]
@@ -163,6 +165,45 @@ def frontier_block(fs):
               "the margin %.1f-fold (%.4f to %.4f)." % (g2 / g8, g2, g8, (g2 - b2["margin"]) / (g8 - b8["margin"]),
                                                       g2 - b2["margin"], g8 - b8["margin"])]
     return lines
+
+
+def peak_label(p, key):
+    if key == "puri":
+        return "the puri rule (NVIDIA's code: cap %gx, no warmup, fixed horizon)" % p["lo"]
+    named = {(p["lo"], 0): " (puri-run)", (p["hi"], p["w"]): " (LEGW's)"}
+    return "peak %gx, %s%s" % (key[0], "warmup %d" % key[1] if key[1] else "no warmup", named.get(key, ""))
+
+
+def peak_rows(fs):
+    """The rows of the peaks and warmups at Puri's k (frontier_report.peak_section): every cell against the
+    baseline, the effects, and the two verdicts; "not run" at a budget without them."""
+    p = next((x["peak"] for x in fs if x["peak"]), None)
+    if p is None:
+        return []
+    k, lo, hi, w = p["k"], p["lo"], p["hi"], p["w"]
+    keys = [(lo, 0), (lo, w), (hi, 0), (hi, w), "puri"]
+    rows = [("k = %d, %s - baseline" % (k, peak_label(p, key)),
+             ["%s %s" % (pm(x["peak"]["minus_base"][key][0], x["peak"]["minus_base"][key][1],
+                            len(x["peak"]["minus_base"][key][2])),
+                         fr.judge(*x["peak"]["minus_base"][key][:2], x["margin"])) if x["peak"] else "not run"
+              for x in fs]) for key in keys]
+    for name, label in (("warmup", "warmup %d - none, averaged over peaks %gx and %gx" % (w, lo, hi)),
+                        ("warmup at %g" % lo, "warmup %d - none at peak %gx" % (w, lo)),
+                        ("warmup at %g" % hi, "warmup %d - none at peak %gx" % (w, hi)),
+                        ("peak", "peak %gx - %gx, averaged over the warmups" % (hi, lo)),
+                        ("peak without warmup", "peak %gx - %gx without warmup" % (hi, lo)),
+                        ("peak with warmup", "peak %gx - %gx with warmup %d" % (hi, lo, w)),
+                        ("interaction", "the warmup's effect at %gx minus at %gx" % (hi, lo)),
+                        ("legw-puri-run", "LEGW's schedule - puri-run's"),
+                        ("legw-puri", "LEGW's schedule - the puri rule"),
+                        ("puri-run-puri", "puri-run's - the puri rule (decay over the run - over a fixed horizon)")):
+        rows.append(("k = %d, %s" % (k, label), [pm(*x["peak"]["eff"][name]) if x["peak"] else "not run"
+                                                 for x in fs]))
+    rows.append(("k = %d, a schedule of one's own needed (LEGW against puri-run and the puri rule, paired; rules "
+                 "fixed before these runs)" % k, [x["peak"]["own"] if x["peak"] else "not run" for x in fs]))
+    rows.append(("k = %d, warmup or the peak (their effects, paired; rules fixed before these runs)" % k,
+                 [x["peak"]["warmup"] if x["peak"] else "not run" for x in fs]))
+    return rows
 
 
 def partial_ks(fs):
@@ -193,13 +234,16 @@ def results_table(fs):
     """dev/RESULTS.md's table: LEGW against the baseline per budget."""
     ks = sorted({4, 16, 64} | set(partial_ks(fs)))
     lines = ["| budget | baseline | " + " | ".join("LEGW k = %d" % k for k in ks) + " | best alpha at 16, 64 | "
-             "k = 256: linear | k = 256: best mean |", "|---|---|" + "---|" * len(ks) + "---|---|---|"]
+             "k = 256: linear | k = 256: best mean (3 seeds) | k = 256: LEGW's schedule - puri-run; - NVIDIA's "
+             "code's |", "|---|---|" + "---|" * len(ks) + "---|---|---|---|"]
     for x in fs:
         p = x["puri"]
         lin = next(r for r in x["range"] if r[0] == x["puri_k"])
-        lines.append("| %s | %.4f | %s | %g, %g | diverged %d/%d | %s %.4f |" % (
+        e = x["peak"]["eff"] if x["peak"] else None
+        lines.append("| %s | %.4f | %s | %g, %g | diverged %d/%d | %s %.4f | %s |" % (
             MB[x["b"].name], x["baseline"][0], " | ".join(pm(*x["legw", k]) if ("legw", k) in x else "-" for k in ks),
-            x["front", 16], x["front", 64], lin[2], lin[1], p["frontier_label"], p["frontier"]))
+            x["front", 16], x["front", 64], lin[2], lin[1], p["frontier_label"], p["frontier"],
+            "%s; %s: %s" % (pm(*e["legw-puri-run"]), pm(*e["legw-puri"]), x["peak"]["own"]) if e else "-"))
     return lines
 
 
@@ -238,6 +282,24 @@ def premises(fs):
         ("Puri's claim is confirmed at both budgets", all(x["puri"]["confirmed"] for x in both)),
         ("the need for a schedule of one's own is unresolved: LEGW and sqrt minus puri-run cover 0 at both budgets",
          all(covers_zero(x["legw-puri"]) and covers_zero(x["sqrt-puri"]) for x in both)),
+        ("at 8 MB, k = 256: every peak and warmup and the puri rule lie outside the margin",
+         all(fr.judge(*m[:2], b8["margin"]) == "outside" for m in b8["peak"]["minus_base"].values())),
+        ("at 8 MB, k = 256, 8 seeds: a schedule of one's own is not needed, LEGW's schedule resolved below puri-run "
+         "and the puri rule", b8["peak"]["own"] == "not needed" and all(
+             b8["peak"]["eff"][x][0] + b8["peak"]["eff"][x][1] < 0 for x in ("legw-puri-run", "legw-puri"))),
+        ("at 8 MB, k = 256: the puri rule has the highest mean of the five, puri-run resolved below it",
+         max(b8["peak"]["cells"], key=lambda c: b8["peak"]["cells"][c][0]) == "puri"
+         and sum(b8["peak"]["eff"]["puri-run-puri"][:2]) < 0),
+        ("at 8 MB, k = 256: warmup is what matters by the rule, but they interact: warmup resolved below 0 at 16x "
+         "and not at 6x, 16x resolved below 6x only with warmup",
+         b8["peak"]["warmup"] == "warmup is what matters" and b8["peak"]["interaction_resolved"]
+         and sum(b8["peak"]["eff"]["warmup at %g" % b8["peak"]["hi"]][:2]) < 0
+         and covers_zero(b8["peak"]["eff"]["warmup at %g" % b8["peak"]["lo"]])
+         and covers_zero(b8["peak"]["eff"]["peak without warmup"])
+         and sum(b8["peak"]["eff"]["peak with warmup"][:2]) < 0),
+        ("the frontier holds 409 runs, 16 of them at k = 32 and 40 in the peaks and warmups at k = 256",
+         sum(len(x["b"].runs) for x in both) == 409 and sum(r["k"] == 32 for x in both for r in x["b"].runs) == 16
+         and sum(r["group"] == "peak" for x in both for r in x["b"].runs) == 40),
         ("at 2 MB two of the three M = 64 runs that jumped up ended below 1.5 bpc",
          sum(v < 1.5 for v in next(r[4] for r in b2["range"] if r[0] == 64)) == 2),
         ("clipping at norm 1 changes nothing resolvable at 2 MB, and at k = 64 the runs end exactly the same",
@@ -255,13 +317,32 @@ def bullet(fs):
             "frontier's gap shrinks from %+.4f ± %.4f to %+.4f ± %.4f bits per character as the budget grows "
             "fourfold (paired t over %d seeds), so LEGW's claim is not yet testable there (at 8 MB it holds at "
             "k = %s%s); at k = 256 linear scaling diverged in %d of %d seeds at 2 MB and %d of %d at 8 MB, as Puri "
-            "et al. report; whether a schedule of one's own is needed is unresolved at 3 seeds "
-            "([dev/sweep/README.md](dev/sweep/README.md))." % (
+            "et al. report; %s ([dev/sweep/README.md](dev/sweep/README.md))." % (
                 g2[0], g2[1], g8[0], g8[1], g8[2], ", ".join(map(str, lk)) or "none", at32(b8),
                 *next((r[2], r[1]) for r in b2["range"] if r[0] == 256),
-                *next((r[2], r[1]) for r in b8["range"] if r[0] == 256)))
+                *next((r[2], r[1]) for r in b8["range"] if r[0] == 256), own_text(b8["peak"])))
     return textwrap.wrap(text, width=100, initial_indent="- ", subsequent_indent="  ", break_on_hyphens=False,
                          break_long_words=False)
+
+
+def own_text(p):
+    """The bullet's words on a schedule of one's own and warmup at Puri's k, from the peak group."""
+    if p is None:
+        return "whether a schedule of one's own is needed is unresolved at 3 seeds"
+    e = p["eff"]
+    which = {"warmup is what matters": "warmup, not the larger peak, is what matters",
+             "the peak is what matters": "the larger peak, not warmup, is what matters",
+             "both matter": "both warmup and the larger peak matter",
+             "neither is resolved": "neither warmup nor the larger peak is resolved"}[p["warmup"]]
+    text = ("there, at 8 MB and %d seeds, a schedule of one's own is %s (LEGW's schedule minus puri-run %+.4f ± "
+            "%.4f, minus NVIDIA's code's %+.4f ± %.4f, against a margin of %.4f), and %s (warmup %+.4f ± %.4f, "
+            "peak %gx rather than %gx %+.4f ± %.4f)" % (
+                p["n"], p["own"], e["legw-puri-run"][0], e["legw-puri-run"][1], e["legw-puri"][0], e["legw-puri"][1],
+                p["margin"], which, e["warmup"][0], e["warmup"][1], p["hi"], p["lo"], e["peak"][0], e["peak"][1]))
+    if p["interaction_resolved"]:
+        text += ", but the two interact: warmup minus none is %+.4f ± %.4f at %gx and %+.4f ± %.4f at %gx" % (
+            *e["warmup at %g" % p["hi"]][:2], p["hi"], *e["warmup at %g" % p["lo"]][:2], p["lo"])
+    return text
 
 
 def at32(x):

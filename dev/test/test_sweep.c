@@ -341,6 +341,42 @@ static void test_frontier_report(void) {
           "Puri's claim: linear stopped in 2 of 3 seeds, failed in 3, puri-run the frontier: confirmed, and "
           "sqrt matches it (exit %d)", rc);
     free(pm);
+    // the peak group at k = 256 (budget 5000): peaks 6 and 16 x base, warmups 0 and 390, and the puri rule.
+    // Warmup lowers the bpc by 0.035 at both peaks (resolved), the peak moves it by +0.004, -0.003, +0.001 (not
+    // resolved), LEGW (16, 390) ends 0.033 below puri-run and 0.032 below the puri rule: within the margin of
+    // both, so no schedule of one's own is needed, and warmup is what matters. Budget 6000: the same cells, but
+    // LEGW 0.06 above the puri rule (outside the margin: needed), and the peak, not the warmup, resolved.
+    const double dpeak[3] = {0.004, -0.003, 0.001}, dwarm[3] = {0.001, -0.001, 0.0};
+    for (int s = 1; s <= 3; s++) {
+        double b0 = base[s - 1];
+        const struct { const char *sub; double bpc5, bpc6; } cells[] = {
+            {"x6-w0", b0 + 0.095, b0 + 0.040 + dwarm[s - 1]},
+            {"x6-w390", b0 + 0.060 + dwarm[s - 1], b0 + 0.040},
+            {"x16-w0", b0 + 0.095 + dpeak[s - 1], b0 + 0.100 + dwarm[s - 1]},
+            {"x16-w390", b0 + 0.060 + dwarm[s - 1] + dpeak[s - 1], b0 + 0.100},
+            {"puri", b0 + 0.094, b0 + 0.040 + dpeak[s - 1]}};
+        char r6[300];
+        snprintf(r6, sizeof r6, "%s/6000", root);
+        snprintf(sub, sizeof sub, "grid/lr0.02/seed%d", s);
+        fake_run(r6, sub, "legw_k1", s, 4, 0.02, 0.02, b0);
+        for (int c = 0; c < 5; c++) {
+            const char *rule = c == 4 ? "puri_k256" : "puri-run_k256";
+            snprintf(sub, sizeof sub, "peak/%s/seed%d", cells[c].sub, s);
+            fake_run(r5, sub, rule, s, 1024, 0.02, 0.12, cells[c].bpc5);
+            fake_run(r6, sub, rule, s, 1024, 0.02, 0.12, cells[c].bpc6);
+        }
+    }
+    rc = test_system("dev/sweep/frontier_report.py %s --legw %s/none > %s/fv.txt 2>&1", root, dir, dir);
+    CHECK(rc == 0 && contains("%s/fv/5000/frontier.md", "", "**a schedule of one's own is not needed** at k = 256") &&
+          contains("%s/fv/5000/frontier.md", "", "**warmup is what matters** (warmup -0.0350 ± "),
+          "the peak group: LEGW within the margin of puri-run and the puri rule, warmup resolved, the peak not: "
+          "not needed, warmup is what matters (exit %d, %s/fv/5000/frontier.md)", rc, dir);
+    CHECK(contains("%s/fv/6000/frontier.md", "", "**a schedule of one's own is needed** at k = 256") &&
+          contains("%s/fv/6000/frontier.md", "", "**the peak is what matters**"),
+          "... LEGW outside the margin of the puri rule, the peak resolved, the warmup not: needed, the peak matters");
+    CHECK(contains("%s/fv/5000/frontier.md", "", "puri-run's (seeds 1,2,3): the same final bpc; legw's (seeds 1,2,3): "
+                   "final bpc differing by up to 0.064000"),
+          "... and the corners that repeat committed runs (puri-run's the same, LEGW's not) are compared with them");
     CHECK(b2 && strstr(b2, "| 0.02 (chosen) |") && strstr(b2, "| 64 | 0.25 |"),
           "the base lr is the grid's best (0.02), the frontier at k = 64 alpha 0.25");
     free(md); free(b2);
@@ -404,7 +440,9 @@ static void test_frontier_driver(void) {
                         " \"w0\": 0.01, \"alphas\": [0.5, 1],\n"
                         " \"budgets\": {\"20000\": {\"grid\": [0.01, 0.02], \"grid_seeds\": [1],\n"
                         "                        \"decisive\": [1, 4], \"ks\": {\"4\": [1, 2], \"1\": [1, 2],\n"
-                        "                        \"2\": {\"seeds\": [1], \"alphas\": [1]}}}}}\n",
+                        "                        \"2\": {\"seeds\": [1], \"alphas\": [1]}},\n"
+                        "                        \"peak_warmup\": {\"k\": 4, \"seeds\": [1], \"peaks\": [1, 2],\n"
+                        "                                        \"warmup_steps\": [0, 3]}}}}\n",
                         dir, trainer, dir, dir);
     CHECK(rc == 0 && ok, "the driver's data and plan (exit %d)", rc);
     char out1[300];
@@ -448,12 +486,28 @@ static void test_frontier_driver(void) {
           !exists("%s/fr/20000/main/seed1/runs/%s", "legw_k2.status") &&
           !exists("%s/fr/20000/main/seed2/runs/%s", "alpha1_k2.status"),
           "a k given its own seeds and alphas runs those alone");
+    // the peak group: each peak x warmup as puri-run with its cap at M x base and the warmup given, and the puri
+    // rule beside them
+    char *pw = slurp("%s/fr/20000/peak/x2-w3/seed1/runs/%s", "puri-run_k4.out");
+    char *p0 = slurp("%s/fr/20000/peak/x1-w0/seed1/runs/%s", "puri-run_k4.out");
+    CHECK(pw && p0 && fabs(table_num(pw, "peak lr") / table_num(pw, "base lr") - 2) < 1e-6 &&
+          strstr(pw, "| warmup                   | 3 steps ") && fabs(table_num(p0, "peak lr") /
+          table_num(p0, "base lr") - 1) < 1e-6 && strstr(p0, "| warmup                   | none ") &&
+          exists("%s/fr/20000/peak/puri/seed1/runs/%s", "puri_k4.status") &&
+          exists("%s/fr/20000/peak/x2-w0/seed1/runs/%s", "puri-run_k4.status") &&
+          exists("%s/fr/20000/peak/x1-w3/seed1/runs/%s", "puri-run_k4.status"),
+          "peak_warmup: peaks 1 and 2 x base crossed with warmups 0 and 3 steps, and the puri rule, ran");
+    free(pw); free(p0);
     char bad[300];
     snprintf(bad, sizeof bad, "%s/plan-bad.json", dir);
     rc = test_system("sed 's#\"alphas\": \\[1\\]#\"alphas\": [0.75]#' %s > %s && "
                      "python3 dev/sweep/frontier.py status %s > %s/fr-bad.txt 2>&1", plan, bad, bad, dir);
     CHECK(rc == 2, "a k's alphas not among the plan's: exit %d (want 2)", rc);
     CHECK(contains("%s/fr-bad.txt", "", "ks[\"2\"]"), "... naming the k");
+    rc = test_system("sed 's#\"peaks\": \\[1, 2\\]#\"peaks\": [1, 8]#' %s > %s && "
+                     "python3 dev/sweep/frontier.py status %s > %s/fr-bad2.txt 2>&1", plan, bad, bad, dir);
+    CHECK(rc == 2 && contains("%s/fr-bad2.txt", "", "peak_warmup"), "a peak above k: exit %d (want 2), naming "
+          "peak_warmup", rc);
     // every log: as many train lines as distinct steps, and each run's last step its plan's
     rc = test_system("for f in $(find %s/fr -name '*.log'); do n=$(grep -c '^train' $f); "
                      "u=$(grep '^train' $f | cut -d' ' -f2 | sort -u | wc -l); [ \"$n\" = \"$u\" ] || exit 1; done",
