@@ -14,7 +14,7 @@
 //
 // Two files are part of this one and a first reading skips both. train_switches.cu, included at the
 // end, holds the run-time switches (doc/gpu.md, "The run-time switches"; all off by default): --matmul
-// cublaslt (cuBLASLt's matmuls; a flag of run.h's table that only this trainer takes), and in the
+// cublaslt (cuBLASLt's matmuls; a flag of harness/run.h's table only this trainer takes), and in the
 // environment MLSTM_SPLITK=1, MLSTM_OVERLAP=1, MLSTM_L2=1, MLSTM_WARP64=1, MLSTM_NO_GRAPH=1.
 // harness/gpu_harness.cuh (its types, included below) and harness/gpu_harness.cu (its code, at the
 // end) hold the harness: the error checks, the tests' seam, the process's GPU, the host copies.
