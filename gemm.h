@@ -497,6 +497,7 @@ static inline size_t gemm_amx_a_slot(int i, int kk, int rows) {
 static inline void gemm_pack_a_amx(float *ap, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0, int i1, int k0,
                                    int kc) {
     const int rows = gemm_depth_rows(kc, GEMM_BF16_AMX), strips = (i1 - i0 + GEMM_AMX_ROWS - 1) / GEMM_AMX_ROWS;
+    if (strips == 0) return;  // no rows: ap may be NULL (a product with M = 0)
     if ((i1 - i0) % GEMM_AMX_ROWS || 2 * rows != kc) memset(ap, 0, sizeof(float) * strips * gemm_amx_strip(rows));
     gemm_bf16 *d = (gemm_bf16 *)ap;
     if (csa == 1)  // A along its rows: a row at a time
