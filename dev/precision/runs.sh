@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mixed precision against FP32, two experiments (dev/RESULTS.md, "Mixed precision"); each packs its logs into its
+# Mixed precision against FP32, three experiments (dev/RESULTS.md, "Mixed precision"); each packs its logs into its
 # archive and rewrites the pages' blocks (report.py) once every run has finished.
 #   dev/precision/runs.sh bf16 [WORK]   make run's configuration: ./train and ./train --bf16, seeds 1 to 4, one after
 #                                       another (about a minute a run on 2 cores); into logs.tar.xz
@@ -7,6 +7,9 @@
 #                                       trainer on the CUDA-on-CPU layer (build/cudacpu/train_gpu, several minutes a
 #                                       run), seeds $SEEDS (default 1 to 8), two processes at a time; into
 #                                       logs_fp16.tar.xz
+#   dev/precision/runs.sh gpu [WORK]    on a machine with an NVIDIA GPU: make run's configuration with train_gpu (FP16)
+#                                       and train_gpu_fp32, seeds 1 to 8, one after another (seconds a run), built
+#                                       for that GPU alone; into logs_gpu.tar.xz (copy it back to the repository)
 # WORK: where the run directories go (default a new temporary one). A run whose log reaches its last validation is
 # kept; an interrupted run continues from its latest.ckpt with --resume (written every 50 steps; resuming is
 # bit-exact), or starts again when it has none. Every run is nice 19 and a fixed number of steps, so the processes
@@ -66,8 +69,22 @@ fp16)
     printf '%s\n' "${names[@]}" | xargs -P 2 -I{} bash -c 'one {}'
     dev/precision/report.py --pack fp16 "$work"
     ;;
+gpu)
+    cap=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d ' .')
+    make -j"$(nproc)" train_gpu train_gpu_fp32 GPU_ARCHS="-gencode arch=compute_$cap,code=sm_$cap" > /dev/null
+    for seed in 1 2 3 4 5 6 7 8; do
+        for precision in fp16 fp32; do
+            out=$work/${precision}_seed$seed trainer=./train_gpu
+            [ "$precision" = fp32 ] && trainer=./train_gpu_fp32
+            if ! grep -q '^val 800 ' "$out/train.log" 2> /dev/null; then
+                $trainer --seed "$seed" --out "$out" --overwrite > "$out.stdout" 2>&1
+            fi
+        done
+    done
+    dev/precision/report.py --pack gpu "$work"
+    ;;
 *)
-    echo "usage: dev/precision/runs.sh bf16|fp16 [WORK]" >&2
+    echo "usage: dev/precision/runs.sh bf16|fp16|gpu [WORK]" >&2
     exit 2
     ;;
 esac

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""test_precision_report.py: dev/RESULTS.md's BF16-against-FP32 and FP16-against-FP32 tables and README.md's line
+"""test_precision_report.py: dev/RESULTS.md's BF16-against-FP32 and FP16-against-FP32 tables (on the CUDA-on-CPU
+layer and on a GPU) and README.md's line
 are what the logs give (dev/precision/report.py --check), a page with one figure changed is caught, each row's
 figures (final bpc, the FP16 runs' skipped steps and last loss scale) and each paired mean and interval are read
 from the logs here independently, and packing the logs again gives each archive byte for byte.
@@ -83,7 +84,9 @@ with tempfile.TemporaryDirectory() as tmp:
     for name in ("fp16", "bf16"):
         said = paired_text(name.upper(), final[name], final["fp32"])
         check(said in results_page, "RESULTS.md says %s" % said)
-    said = "FP16 - FP32 %s" % paired_text("FP16", final["fp16"], final["fp32"]).split(": ")[1]
+    said = "(H = 64, %d steps): %s over %d seeds" % (
+        max(int(l.split()[1]) for l in open(os.path.join(fp16_dir, "fp16_seed1", "train.log")) if l.startswith("val ")),
+        paired_text("FP16", final["fp16"], final["fp32"]).split(": ")[1], len(seeds))
     check(said in readme.replace("\n  ", " "), "README.md says %s" % said)
     total = sum(runs["fp16_seed%d" % s][1] for s in seeds)
     check("skipped %d of the FP16 runs' " % total in results_page,
@@ -92,11 +95,40 @@ with tempfile.TemporaryDirectory() as tmp:
                                           for s in seeds)
     check(worst in results_page, "RESULTS.md says FP16's largest relative difference %s" % worst)
 
+    fp16_scale1 = runs["fp16_seed1"][2]
+
+    # FP16 against FP32 on a GPU, make run's configuration; its FP32 against ./train's (the BF16 archive's)
+    gpu_dir = os.path.join(tmp, "gpu")
+    runs = read_archive(report.ARCHIVES["gpu"], gpu_dir)
+    seeds = sorted({int(name.split("seed")[1]) for name in runs})
+    check(len(seeds) >= 4 and len(runs) == 2 * len(seeds),
+          "FP32 and FP16 runs of 4 or more seeds in the GPU archive: %s" % sorted(runs))
+    gpu = {p: {s: runs["%s_seed%d" % (p, s)][0] for s in seeds} for p in ("fp32", "fp16")}
+    for seed in seeds:
+        f, h = gpu["fp32"][seed], gpu["fp16"][seed]
+        cpu = finals.get("fp32_seed%d" % seed)
+        _, skipped, scale = runs["fp16_seed%d" % seed]
+        row = "| %d | %.4f | %.4f | %+.4f | %+.2f%% | %s | %s | %d | %s |" % (
+            seed, f, h, round(h - f, 4) or 0.0, round(100 * (h - f) / f, 2) or 0.0,
+            "%.4f" % cpu if cpu else "-", "%+.4f" % (f - cpu) if cpu else "-", skipped, scale)
+        check(row in results_page, "RESULTS.md has seed %d's GPU row %s" % (seed, row))
+        check(cpu is None or abs(f - cpu) < 1e-3,
+              "seed %d: the GPU's FP32 ends within 0.001 of ./train's (%s, %s)" % (seed, f, cpu))
+    said = paired_text("FP16", gpu["fp16"], gpu["fp32"])
+    check(said in results_page, "RESULTS.md says %s" % said)
+    said = "FP16 - FP32 %s over %d seeds" % (said.split(": ")[1], len(seeds))
+    check(said in readme.replace("\n  ", " "), "README.md says %s" % said)
+    total = sum(runs["fp16_seed%d" % s][1] for s in seeds)
+    check("skipped %d of the FP16 runs' %d steps" % (total, 800 * len(seeds)) in results_page,
+          "RESULTS.md says the GPU's scaler skipped %d steps" % total)
+
     # a changed figure on a copy of each page is caught, and named
     for name, change in (("bf16-convergence", ("| 1 | 0.", "| 1 | 9.")),
                          ("readme-precision", (" within ", " within 9")),
                          ("fp16-convergence", ("| 1 | ", "| 1 | 9")),
-                         ("fp16-convergence", (" | %s |\n" % runs["fp16_seed1"][2], " | 1 |\n"))):
+                         ("fp16-convergence", (" | %s |\n" % fp16_scale1, " | 1 |\n")),
+                         ("gpu-convergence", ("| 1 | ", "| 1 | 9")),
+                         ("gpu-convergence", (" | %s |\n" % runs["fp16_seed1"][2], " | 1 |\n"))):
         with open(report.PAGES[name]) as fh:
             page = fh.read()
         i, j = report.page_block(page, name)
@@ -110,7 +142,7 @@ with tempfile.TemporaryDirectory() as tmp:
         report.PAGES[name] = kept
 
     # packing the same logs gives the same bytes (sorted, no time stamps or owners)
-    for experiment, work in (("bf16", bf16_dir), ("fp16", fp16_dir)):
+    for experiment, work in (("bf16", bf16_dir), ("fp16", fp16_dir), ("gpu", gpu_dir)):
         committed, report.ARCHIVES[experiment] = report.ARCHIVES[experiment], os.path.join(tmp, experiment + ".tar.xz")
         report.pack(experiment, work)
         with open(report.ARCHIVES[experiment], "rb") as a, open(committed, "rb") as b:
