@@ -1398,11 +1398,27 @@ static void switches_name(const Switches *s, char *out, size_t n) {
     else memmove(out, out + 1, strlen(out));
 }
 
+// A benchmark's count from the command line: a whole number in 1..max, else one line naming the
+// flag and exit 2 (a count that is not one would otherwise fall through to the tests, or size
+// B x T buffers from a negative number).
+#define BENCH_MAX_B 4096  // B x T rows stay far inside int; whether they fit on the GPU, its allocation says
+static int bench_count(const char *flag, const char *what, const char *text, long max) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end || errno || v < 1 || v > max) {
+        fprintf(stderr, "error: %s: %s '%s' is not a whole number in 1..%ld\n", flag, what, text, max);
+        exit(2);
+    }
+    return (int)v;
+}
+
 // Returns 0, or 1 when a loss was not finite or every timed step was skipped: a fast
 // step that computes nothing is not a result.
 static int bench_step(int B, int steps) {
     MlstmConfig cfg = {256, 64, 4096, 1};
-    const int T = 256, N = B * T;
+    const int T = 256;
+    const size_t N = (size_t)B * T;  // (B is 1..BENCH_MAX_B: bench_count)
     Model *md = model_for(cfg, B, T, 1);
     uint8_t *in = (uint8_t *)mallocCheck(N), *tg = (uint8_t *)mallocCheck(N), *rs = (uint8_t *)mallocCheck(N);
     LossScaler ls;
@@ -1760,11 +1776,13 @@ int main(int argc, char **argv) {
             matmul_kind = strcmp(kind, "cublaslt") ? MATMUL_WMMA : MATMUL_CUBLASLT;
         }
         else if (!strcmp(argv[i], "--bench-step") && i + 2 < argc) {
-            bench_b = atoi(argv[++i]);
-            bench_steps = atoi(argv[++i]);
+            bench_b = bench_count("--bench-step", "B", argv[++i], BENCH_MAX_B);
+            bench_steps = bench_count("--bench-step", "STEPS", argv[++i], 1000000);
         }
-        else if (!strcmp(argv[i], "--bench-matmul") && i + 1 < argc) bench_mm = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--bench-kernels") && i + 1 < argc) bench_k = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--bench-matmul") && i + 1 < argc)
+            bench_mm = bench_count("--bench-matmul", "B", argv[++i], BENCH_MAX_B);
+        else if (!strcmp(argv[i], "--bench-kernels") && i + 1 < argc)
+            bench_k = bench_count("--bench-kernels", "B", argv[++i], BENCH_MAX_B);
         else if (!strcmp(argv[i], "--bench-copy")) bench_c = 1;
         else {
             fprintf(stderr, "usage: %s [--quick] [--only GROUP[,GROUP...]] [--matmul wmma|cublaslt] "

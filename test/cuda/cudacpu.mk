@@ -7,8 +7,9 @@
 # the SAN build only the first (ASan+UBSan are ~5x slower). test_half checks the float->half
 # conversion on all 2^32 inputs; test_cudacpu checks the layer's own reports, the GPU trainer's
 # --matmul against the CPU trainer's flags (and against a build without cuBLASLt, train_gpu_nolt,
-# at -O0: it only starts), and runs the emulated trainer under mpirun -np 2 against -np 1 with
-# twice the rows. Every build but train_gpu_nolt has the layer's cuBLASLt (-DUSE_CUBLASLT).
+# at -O0: it only starts), runs the emulated trainer under mpirun -np 2 against -np 1 with
+# twice the rows, and feeds test_gpu bad benchmark counts. Every build but train_gpu_nolt has the
+# layer's cuBLASLt (-DUSE_CUBLASLT).
 CXX ?= g++
 CUDACPU := $(BUILD)/cudacpu
 CUDACPU_CXXFLAGS := $(if $(filter 1,$(SAN)),$(SANFLAGS),$(OPT)) -std=c++17 -D_GNU_SOURCE -I test/cuda -I . -fno-strict-aliasing \
@@ -52,7 +53,7 @@ $(CUDACPU)/train_gpu_fp32: $(CUDACPU)/train.cpp $(CUDACPU)/layer_800.o
 $(CUDACPU)/train_gpu_nolt: $(CUDACPU)/train.cpp $(CUDACPU)/layer_800.o
 	$(CXX) $(filter-out -DUSE_CUBLASLT,$(CUDACPU_CXXFLAGS)) -O0 -D__CUDA_ARCH__=800 $^ -o $@ -lm
 $(CUDACPU)/test_cudacpu: $(CUDACPU)/test_cudacpu.cpp $(CUDACPU)/layer_800.o test/test.h | $(CUDACPU)/train_gpu $(CUDACPU)/train_gpu_fp32 \
-    $(CUDACPU)/train_gpu_nolt $(BUILD)/train
+    $(CUDACPU)/train_gpu_nolt $(BUILD)/train $(CUDACPU)/test_gpu
 	$(CXX) $(CUDACPU_CXXFLAGS) -D__CUDA_ARCH__=800 $(filter %.cpp %.o,$^) -o $@ -lm
 $(CUDACPU)/test_half: test/cuda/test_half.cpp test/cuda/cuda_fp16.h test/test.h | $(CUDACPU)
 	$(CXX) $(CUDACPU_CXXFLAGS) $< -o $@

@@ -702,6 +702,28 @@ static void test_matmul_flag(const char *self, int have_mpirun) {
     test_system("rm -rf %s", dir);
 }
 
+// ---- test_gpu's benchmark counts (gpu_check.sh passes them): anything but a whole number in range is refused in
+// one line naming the flag, exit 2, before any test or benchmark runs (a count atoi read as 0 fell through to the
+// whole test suite).
+static void test_bench_counts(const char *self) {
+    static const char *bad[][2] = {{"--bench-step abc 3", "--bench-step: B 'abc'"},
+                                   {"--bench-step -5 3", "--bench-step: B '-5'"},
+                                   {"--bench-step 4097 3", "--bench-step: B '4097'"},
+                                   {"--bench-step 8 2x", "--bench-step: STEPS '2x'"},
+                                   {"--bench-step 8 0", "--bench-step: STEPS '0'"},
+                                   {"--bench-matmul 1e3", "--bench-matmul: B '1e3'"},
+                                   {"--bench-kernels ''", "--bench-kernels: B ''"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char out[4200];
+        snprintf(out, sizeof out, "%s/bench_count.out", self);
+        int rc = test_system("%s/test_gpu %s > %s 2>&1", self, bad[i][0], out);
+        int said = test_system("test $(wc -l < %s) = 1 && grep -q -- \"error: %s\" %s", out, bad[i][1], out);
+        CHECK(rc == 2 && said == 0, "test_gpu %s: exit 2, one line naming the flag (exit %d)", bad[i][0], rc);
+        if (said) test_system("cat %s", out);
+        test_system("rm -f %s", out);
+    }
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     test_collectives();
@@ -726,6 +748,7 @@ int main(void) {
     char trainer[4200];
     const int have_mpirun = test_system("command -v mpirun > /dev/null") == 0;
     test_matmul_flag(self, have_mpirun);
+    test_bench_counts(self);
     if (!have_mpirun && !getenv("REQUIRE_MPI"))
         SKIP("mpi: mpirun not found (apt-get install openmpi-bin libopenmpi-dev)");
     else {
