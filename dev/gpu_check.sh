@@ -3,7 +3,8 @@
 # rerun fits in the 15 minutes of device time a session may get).
 #
 #   dev/gpu_check.sh [LOG_DIR]            on a GPU machine (LOG_DIR: e.g. "$OUT")
-#   dev/gpu_check.sh --report LOG_DIR     the report again, from LOG_DIR's bench.txt and predict.txt
+#   dev/gpu_check.sh --report LOG_DIR     the report again, from LOG_DIR's bench.txt and predict.txt (the peak
+#                                         from its nvidia-smi-q.txt, or PEAK_TFLOPS)
 #
 # 1. preflight (about 15 s): every probe, then one screen of what it found (GPU, driver, nvcc and
 #    the host compiler, cuBLASLt, NCCL, MPI, compute-sanitizer, free disk, predictions) and the plan
@@ -201,13 +202,30 @@ report() {
     }' "$dir/predict.txt" "$dir/bench.txt"
 }
 
+# card_peak NAME: the card's dense FP16 tensor-core TFLOP/s with FP32 accumulation (vendor data sheets), for
+# MFU; nothing for a card not in the table
+card_peak() {
+    case "$1" in
+        *H200*) echo 989 ;;
+        *H100*PCIe*) echo 756 ;;
+        *H100*) echo 989 ;;
+        *A100*) echo 312 ;;
+        *V100*) echo 125 ;;
+        *L40S*) echo 362 ;;
+        *A10G*|*A10*) echo 125 ;;
+        *T4*) echo 65 ;;
+    esac
+}
+
 if [ "${1:-}" = "--report" ]; then
     if [ $# -ne 2 ] || [ ! -f "$2/bench.txt" ]; then
         echo "error: --report LOG_DIR: needs LOG_DIR/bench.txt (and predict.txt) from an earlier run" >&2
         exit 2
     fi
     [ -f "$2/predict.txt" ] || : > "$2/predict.txt"
-    report "$2" "${PEAK_TFLOPS:-}"
+    # the card the run saw, by its nvidia-smi -q, when PEAK_TFLOPS does not say
+    card=$(awk -F': *' '/^ *Product Name/ { print $2; exit }' "$2/nvidia-smi-q.txt" 2> /dev/null)
+    report "$2" "${PEAK_TFLOPS:-$(card_peak "$card")}"
     exit 0
 fi
 case "${1:-}" in -*) echo "error: unknown option $1 (usage: dev/gpu_check.sh [LOG_DIR] | --report LOG_DIR)" >&2; exit 2 ;; esac
@@ -451,19 +469,9 @@ if [ -f build/gpu_check.key ] && [ "$(cat build/gpu_check.key)" = "$BUILD_KEY" ]
     done
 fi
 
-# The card's dense FP16 tensor-core TFLOP/s with FP32 accumulation (vendor data sheets), for MFU
-PEAK=${PEAK_TFLOPS:-}
+PEAK=${PEAK_TFLOPS:-$(card_peak "$GPU_NAME")}
 MODEL_GPU=""
-case "$GPU_NAME" in
-    *H200*) PEAK=${PEAK:-989}; MODEL_GPU=h200 ;;
-    *H100*PCIe*) PEAK=${PEAK:-756} ;;
-    *H100*) PEAK=${PEAK:-989} ;;
-    *A100*) PEAK=${PEAK:-312} ;;
-    *V100*) PEAK=${PEAK:-125}; MODEL_GPU=v100 ;;
-    *L40S*) PEAK=${PEAK:-362} ;;
-    *A10G*|*A10*) PEAK=${PEAK:-125} ;;
-    *T4*) PEAK=${PEAK:-65} ;;
-esac
+case "$GPU_NAME" in *H200*) MODEL_GPU=h200 ;; *V100*) MODEL_GPU=v100 ;; esac
 PRED_SAID="none (dev/perf_model.py models the H200 and the V100)"
 if [ -n "$MODEL_GPU" ] && command -v python3 > /dev/null; then
     python3 dev/perf_model.py --gpu "$MODEL_GPU" --predict > "$PRED" 2>&1 || fail "dev/perf_model.py --predict"
