@@ -404,8 +404,11 @@ static void test_model(MlstmConfig cfg, int B, int T, uint64_t seed, int sms) {
 }
 
 #ifdef GPU_DEBUG
-// The debug build: a failed launch is reported with the function that launched it.
-static void bad_launch(void *) {
+// The debug build: a failed launch is reported with the function that launched it. The launch runs in a
+// process of its own, this program again with --bad-launch: CUDA cannot be used in a child forked after its
+// parent initialised it (on a GPU every call there fails with "initialization error"), so EXPECT_EXIT's fork,
+// which the CPU layer allows, would not test the GPU.
+static void bad_launch(void) {
     float *x;
     floatX *y;
     cudaCheck(cudaMalloc(&x, sizeof(float)));
@@ -416,7 +419,17 @@ static void bad_launch(void *) {
 }
 static void test_debug_check(void) {
     printf("-- GPU_DEBUG: every launch checked and waited for\n");
-    EXPECT_EXIT(bad_launch, NULL, 1, "launched by to_x at", "a failed launch names its launcher, file and line");
+    char self[4096], said_file[] = "/tmp/test_gpu_bad_launch.XXXXXX";
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    int fd = mkstemp(said_file);
+    if (n <= 0 || fd < 0) { perror("test_debug_check: /proc/self/exe or mkstemp"); exit(1); }
+    self[n] = 0;
+    close(fd);
+    int rc = test_system("'%s' --bad-launch > /dev/null 2> %s", self, said_file);
+    int said = test_system("grep -q 'launched by to_x at' %s", said_file);
+    CHECK(rc == 1 && said == 0, "a failed launch names its launcher, file and line (exit %d)", rc);
+    if (said) test_system("cat %s", said_file);
+    unlink(said_file);
 }
 #endif
 
@@ -1759,6 +1772,9 @@ int main(int argc, char **argv) {
         return test_summary("test_gpu");
     }
     int quick = 0, bench_b = 0, bench_steps = 0, bench_mm = 0, bench_k = 0, bench_c = 0;
+#ifdef GPU_DEBUG
+    int bad = 0;
+#endif
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
@@ -1784,6 +1800,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--bench-kernels") && i + 1 < argc)
             bench_k = bench_count("--bench-kernels", "B", argv[++i], BENCH_MAX_B);
         else if (!strcmp(argv[i], "--bench-copy")) bench_c = 1;
+#ifdef GPU_DEBUG
+        else if (!strcmp(argv[i], "--bad-launch")) bad = 1;  // test_debug_check's own process
+#endif
         else {
             fprintf(stderr, "usage: %s [--quick] [--only GROUP[,GROUP...]] [--matmul wmma|cublaslt] "
                             "[--bench-step B STEPS] [--bench-matmul B] [--bench-kernels B] [--bench-copy]\n", argv[0]);
@@ -1791,7 +1810,10 @@ int main(int argc, char **argv) {
         }
     }
     gpu_setup();
-    if (bench_b > 0) return bench_step(bench_b, bench_steps > 0 ? bench_steps : 5);
+#ifdef GPU_DEBUG
+    if (bad) { bad_launch(); return 0; }
+#endif
+    if (bench_b > 0) return bench_step(bench_b, bench_steps);
     if (bench_mm > 0) {
         bench_matmul(bench_mm, 4096, 64, 256, 5);
         return 0;
