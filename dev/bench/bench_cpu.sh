@@ -7,11 +7,13 @@
 #    "best" is the highest of the four, the OpenBLAS ratio the higher of its two (a machine whose speed moves, as
 #    shared VMs' does, cannot flatter the step);
 #  - the same step in PyTorch (dev/bench/bench_torch.py, its best thread setup) at H = 256, 1024, in both: PyPI's
-#    torch (MKL) and Debian's python3-torch (OpenBLAS);
-#  - the BF16 columns: ./train --bf16's step (gemm.h's vdpbf16ps kernel, or its much slower emulation where the CPU
-#    lacks AVX512-BF16: the trainer warns), against ./train's FP32 step, PyPI's PyTorch under bf16 autocast (the
-#    one line a user adds) at H <= 1024, and the machine's BF16 GEMM rate through PyPI's torch (oneDNN/MKL);
-#  - the peak RSS of ./train at H=4096, B=128, T=256 (one step);
+#    torch (MKL), eager and through torch.compile (each compile about 2 minutes on 2 cores, not timed), and
+#    Debian's python3-torch (OpenBLAS); the ratio is against the better of PyPI's two;
+#  - the BF16 columns: ./train --bf16's step (gemm.h's AMX-BF16 or vdpbf16ps kernel, or its much slower emulation
+#    where the CPU has neither: the trainer warns), against ./train's FP32 step, PyPI's PyTorch under bf16 autocast
+#    (the one line a user adds), eager and compiled, at H <= 1024, and the machine's BF16 GEMM rate through PyPI's
+#    torch (oneDNN/MKL);
+#  - the peak RSS of ./train and ./train --bf16 at H=4096, B=128, T=256 (one step);
 #  - for each row at H <= 1024, dev/bench/step_vs_sgemm.c: where the step's time goes, phase by phase (the
 #    recurrent products, the input projections, the weight gradients, the cell, softmax, the output layer, weight
 #    norm, packing, the gradient check, clip and Adam, the threads' waiting), each with its FLOPs or bytes and its
@@ -69,10 +71,10 @@ pypi_blas=${pypi_label##* }; deb_blas=${deb_label##* }
 sgemm_pypi() { "${pypi[@]}" dev/bench/bench_torch.py sgemm --threads "$1" | awk '/^sgemm/ { print $(NF-4) }'; }
 sgemm_deb() { "${deb[@]}" dev/bench/bench_torch.py sgemm --threads "$1" | awk '/^sgemm/ { print $(NF-4) }'; }
 bf16gemm_pypi() { "${pypi[@]}" dev/bench/bench_torch.py sgemm --bf16 --threads "$1" | awk '/^bf16gemm/ { print $(NF-4) }'; }
-torch_cps() {  # python H B T threads steps [--bf16]: chars/s of the best thread setup
+torch_cps() {  # python H B T threads steps [--bf16] [--compile]: chars/s of the best thread setup
     declare -n cmd=$1
     "${cmd[@]}" dev/bench/bench_torch.py step --hidden "$2" --batch "$3" --seq-len "$4" --threads "$5" --steps "$6" \
-        ${7:+"$7"} |
+        "${@:7}" |
         tee -a "$tmp/torch.txt" | awk '/^torch H=/ { print $(NF-3) }'
 }
 
@@ -101,34 +103,39 @@ for cfg in "${cfgs[@]}"; do
         best=$(max "$mb" "$ma" "$ob" "$oa"); obest=$(max "$ob" "$oa")
         gf=$(echo "$cps * $(fpc "$H") / 10^9" | bc -l)
         bgf=$(echo "$bcps * $(fpc "$H") / 10^9" | bc -l)
-        mcps=-; mvs=-; dcps=-; dvs=-; abcps=-; abvs=-
+        mcps=-; mccps=-; mvs=-; dcps=-; dvs=-; abcps=-; abccps=-; abvs=-
         if [ "$H" -le 1024 ]; then
             tsteps=$([ "$H" -le 256 ] && echo 6 || echo 3)
+            # PyPI's torch eager and through torch.compile (the better of the two is the peer), FP32 and bf16 autocast
             mcps=$(torch_cps pypi "$H" "$B" "$T" "$th" "$tsteps")
+            mccps=$(torch_cps pypi "$H" "$B" "$T" "$th" "$tsteps" --compile)
             dcps=$(torch_cps deb "$H" "$B" "$T" "$th" "$tsteps")
-            mvs=$(printf '%.2fx' "$(echo "$cps / $mcps" | bc -l)")
+            mvs=$(printf '%.2fx' "$(echo "$cps / $(max "$mcps" "$mccps")" | bc -l)")
             dvs=$(printf '%.2fx' "$(echo "$cps / $dcps" | bc -l)")
             abcps=$(torch_cps pypi "$H" "$B" "$T" "$th" "$tsteps" --bf16)
-            abvs=$(printf '%.2fx' "$(echo "$bcps / $abcps" | bc -l)")
+            abccps=$(torch_cps pypi "$H" "$B" "$T" "$th" "$tsteps" --bf16 --compile)
+            abvs=$(printf '%.2fx' "$(echo "$bcps / $(max "$abcps" "$abccps")" | bc -l)")
         fi
-        fmt='| %s | %s | %s | %s | %.0f | %.1f | %.1f / %.1f | %.1f / %.1f | %.2f | %.2f | %s | %s | %s | %s |'
-        fmt+=' %.0f | %.2fx | %.1f | %.2f | %s | %s |'
+        fmt='| %s | %s | %s | %s | %.0f | %.1f | %.1f / %.1f | %.1f / %.1f | %.2f | %.2f | %s / %s | %s | %s | %s |'
+        fmt+=' %.0f | %.2fx | %.1f | %.2f | %s / %s | %s |'
         if [ "$H" -le 1024 ]; then  # the breakdown, against this row's best SGEMM
             echo "measuring the phases of H=$H B=$B T=$T on $th thread(s) ..." >&2
             { echo; "$tmp/svs" "$H" "$B" "$T" "$((steps > 4 ? 4 : steps))" "$th" "$best"; } >> "$tmp/phases.txt"
         fi
         rows+=("$(printf "$fmt" \
                   "$H" "$B" "$T" "$th" "$cps" "$gf" "$mb" "$ma" "$ob" "$oa" "$(echo "$gf / $best" | bc -l)" \
-                  "$(echo "$gf / $obest" | bc -l)" "$mcps" "$mvs" "$dcps" "$dvs" \
-                  "$bcps" "$(echo "$bcps / $cps" | bc -l)" "$bgemm" "$(echo "$bgf / $bgemm" | bc -l)" "$abcps" "$abvs")")
+                  "$(echo "$gf / $obest" | bc -l)" "$mcps" "$mccps" "$mvs" "$dcps" "$dvs" \
+                  "$bcps" "$(echo "$bcps / $cps" | bc -l)" "$bgemm" "$(echo "$bgf / $bgemm" | bc -l)" \
+                  "$abcps" "$abccps" "$abvs")")
     done
 done
 
 echo
 echo "| H | B | T | threads | train.c chars/s | GFLOP/s | SGEMM $pypi_blas GFLOP/s before / after" \
-     "| SGEMM $deb_blas before / after | step / best SGEMM | step / $deb_blas SGEMM | $pypi_label chars/s" \
-     "| train.c / it | $deb_label chars/s | train.c / it | train.c --bf16 chars/s | --bf16 / FP32" \
-     "| BF16 GEMM $pypi_blas GFLOP/s | --bf16 step / BF16 GEMM | $pypi_label bf16 autocast chars/s | --bf16 / it |"
+     "| SGEMM $deb_blas before / after | step / best SGEMM | step / $deb_blas SGEMM" \
+     "| $pypi_label chars/s eager / compiled | train.c / the better | $deb_label chars/s | train.c / it" \
+     "| train.c --bf16 chars/s | --bf16 / FP32 | BF16 GEMM $pypi_blas GFLOP/s | --bf16 step / BF16 GEMM" \
+     "| $pypi_label bf16 autocast chars/s eager / compiled | --bf16 / the better |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
@@ -138,11 +145,14 @@ echo
 echo "Where the step's time goes (dev/bench/step_vs_sgemm.c, after each row above; the SGEMM bound is the row's best):"
 cat "$tmp/phases.txt"
 if [ $quick = 0 ]; then
-    echo "measuring the peak RSS: one step at H=4096 B=128 T=256 on 2 threads (minutes) ..." >&2
-    rss=$( { /usr/bin/time -f 'RSS %M' ./build/train --hidden 4096 --embed 64 --batch 128 --seq-len 256 --steps 1 --threads 2 \
-             --val-every 0 --val-steps 1 --sample-len 0 --corpus-bytes 4000000 --out "$tmp/r" --overwrite >/dev/null; } 2>&1 |
-           awk '/^RSS/ { print $2 }')
-    printf 'peak RSS of ./build/train at H=4096 B=128 T=256: %.2f GiB\n' "$(echo "$rss / 1024 / 1024" | bc -l)"
+    for precision in "" --bf16; do
+        echo "measuring the peak RSS: one step at H=4096 B=128 T=256, 2 threads${precision:+, $precision} (minutes)" >&2
+        rss=$( { /usr/bin/time -f 'RSS %M' ./build/train --hidden 4096 --embed 64 --batch 128 --seq-len 256 --steps 1 \
+                 --threads 2 --val-every 0 --val-steps 1 --sample-len 0 --corpus-bytes 4000000 --out "$tmp/r" \
+                 --overwrite ${precision:+"$precision"} >/dev/null; } 2>&1 | awk '/^RSS/ { print $2 }')
+        printf 'peak RSS of ./build/train%s at H=4096 B=128 T=256: %.2f GiB\n' "${precision:+ $precision}" \
+            "$(echo "$rss / 1024 / 1024" | bc -l)"
+    done
 fi
 }
 main "$@"

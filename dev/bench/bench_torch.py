@@ -8,6 +8,9 @@
   --bf16                               the step under torch.autocast("cpu", bfloat16), the one
                                        line such a user adds for mixed precision (train.c's
                                        --bf16 is its peer); sgemm: the GEMM in bfloat16
+  --compile                            step: the forward through torch.compile (Inductor fuses the
+                                       cell's elementwise work; its compile, paid in the warm-up
+                                       steps, is not timed)
 
 The step (loss_and_state, train_step): weight norm applied once per step (not once
 per time step); the input projections of all T steps as one product each, whose
@@ -85,11 +88,12 @@ def adam(params, lr):
         return torch.optim.Adam(params, lr=lr, foreach=True)
 
 
-def train_step(P, opt, x, y, h, c, clip, bf16=False):
+def train_step(P, opt, x, y, h, c, clip, bf16=False, forward=loss_and_state):
     """One step: loss, backward, clip the global gradient norm to clip, Adam. Returns loss, h_T, c_T detached.
-    bf16: the forward under autocast to bfloat16 (the backward follows its dtypes; Adam and the weights FP32)."""
+    bf16: the forward under autocast to bfloat16 (the backward follows its dtypes; Adam and the weights FP32).
+    forward: loss_and_state, or its torch.compile'd version."""
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        loss, h, c = loss_and_state(P, x, y, h, c)
+        loss, h, c = forward(P, x, y, h, c)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     with torch.no_grad():
@@ -156,7 +160,7 @@ def sgemm(a, blas):
           f"(best of {a.repeats})")
 
 
-def step_rate(a, H):
+def step_rate(a, H, forward):
     """chars/s of the training step: the median step after two warm-up steps."""
     B, T = a.batch, a.seq_len
     P = init_params(a.embed, H)
@@ -167,7 +171,7 @@ def step_rate(a, H):
     for s in range(a.steps + 2):
         x, y = data[:, s * T:(s + 1) * T], data[:, s * T + 1:(s + 1) * T + 1]
         t0 = time.perf_counter()
-        _, h, c = train_step(P, opt, x, y, h, c, clip=1.0, bf16=a.bf16)
+        _, h, c = train_step(P, opt, x, y, h, c, clip=1.0, bf16=a.bf16, forward=forward)
         if s >= 2: times.append(time.perf_counter() - t0)
     times.sort()
     return B * T / times[len(times) // 2]
@@ -184,6 +188,7 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--bf16", action="store_true", help="step: under bfloat16 autocast; sgemm: in bfloat16")
+    p.add_argument("--compile", action="store_true", help="step: the forward through torch.compile")
     a = p.parse_args()
     for flag in ("threads", "hidden", "embed", "batch", "seq_len", "steps", "repeats"):
         if getattr(a, flag) < 1: sys.exit("error: --%s must be positive" % flag.replace("_", "-"))
@@ -193,14 +198,16 @@ def main():
         return sgemm(a, blas)
     H, D = a.hidden, a.embed
     flops = 3 * 2 * (5 * H * D + 5 * H * H + 256 * H)                          # per char, as mlstm.h's flops_per_char
+    forward = torch.compile(loss_and_state) if a.compile else loss_and_state  # compiled at its first call
     best = None
     for intra, nb in blas.setups(a.threads):
         got = blas.set_threads(intra, nb)
-        cps = step_rate(a, H)
+        cps = step_rate(a, H, forward)
         print(f"  setup intra-op {got[0]}, {blas.name} {got[1]}: {cps:.0f} chars/s")
         if best is None or cps > best[0]: best = (cps, got)
     cps, (intra, nb) = best
-    print(f"torch H={H} D={D} B={a.batch} T={a.seq_len} threads={a.threads}{' bf16-autocast' if a.bf16 else ''} "
+    print(f"torch H={H} D={D} B={a.batch} T={a.seq_len} threads={a.threads}{' bf16-autocast' if a.bf16 else ''}"
+          f"{' compile' if a.compile else ''} "
           f"best intra-op {intra} {blas.name} {nb}: "
           f"{cps:.0f} chars/s, {cps * flops / 1e9:.1f} GFLOP/s")
 
