@@ -265,9 +265,9 @@ def readme_bullet(logs):
     g_m, g_ci, g_pairs = gpu_summary(logs["gpu"], logs["bf16"])["fp16"]
     return ("- Mixed precision: `./train --bf16` (BF16 products, FP32 sums and master weights) ends `make run`'s\n"
             "  configuration within %.2f%% of FP32's validation bits per character in each of %d paired seeds\n"
-            "  (BF16 - FP32 %+.4f ± %.4f); its speed is not measured yet. FP16 with loss scaling, `train_gpu` on\n"
-            "  an H200, the same configuration: FP16 - FP32 %+.4f ± %.4f over %d seeds; on the CUDA-on-CPU layer\n"
-            "  (H = 64, %d steps): %+.4f ± %.4f over %d seeds."
+            "  (BF16 - FP32 %+.4f ± %.4f); its speed on AMX: dev/RESULTS.md. FP16 with loss scaling, `train_gpu`\n"
+            "  on an H200, the same configuration: FP16 - FP32 %+.4f ± %.4f over %d seeds; on the CUDA-on-CPU\n"
+            "  layer (H = 64, %d steps): %+.4f ± %.4f over %d seeds."
             % (100 * worst, len(pairs), m, ci, g_m, g_ci, len(g_pairs), s["steps"][-1], h_m, h_ci, len(h_pairs)))
 
 
