@@ -118,8 +118,9 @@ static void test_numpy_roundtrip(const char *tag) {
     CHECK(re == 0 && ri == 0 && rn == 0, "%s: export, import, info exit 0 without torch (%d %d %d)", tag, re, ri, rn);
     CHECK(file_size(path(ck)) > 0 && files_equal(path(ck), path(back)),
           "%s: checkpoint -> .npz -> checkpoint is equal to the byte (%ld bytes)", tag, file_size(path(ck)));
-    CHECK(file_contains(path(info), "D=16 H=32") && file_contains(path(info), "step 5, data step 5, carried state G=4"),
-          "%s: info reports the model, steps and rows", tag);
+    CHECK(file_contains(path(info), "format version 4, mLSTM V=256 D=16 H=32") &&
+          file_contains(path(info), "step 5, data step 5, carried state G=4"),
+          "%s: info reports the format version, the model, steps and rows", tag);
     CHECK(file_contains(path(info), "corpus-bytes=60000 seq-len=16 steps=5 clip=1 seed=1 val-steps=2 "
                                     "lr-schedule=legw"),
           "%s: info shows the run record's settings", tag);
@@ -223,9 +224,10 @@ static void test_versions(void) {
           payload);
     int rn = test_system("PYTHONPATH=%s/notorch %s tools/mlstm_ckpt.py info %s > %s", dir, python, path("v1.ckpt"),
                          path("v1_info.txt"));
-    CHECK(rn == 0 && file_contains(path("v1_info.txt"), "step 5, data step 5, carried state G=4") &&
+    CHECK(rn == 0 && file_contains(path("v1_info.txt"), "format version 1, mLSTM") &&
+          file_contains(path("v1_info.txt"), "step 5, data step 5, carried state G=4") &&
           file_contains(path("v1_info.txt"), "run record (0 bytes): none"),
-          "version 1: info reads it and shows no run record (exit %d)", rn);
+          "version 1: info reads it, says its version and shows no run record (exit %d)", rn);
     int re = test_system("PYTHONPATH=%s/notorch %s tools/mlstm_ckpt.py export %s %s", dir, python, path("v1.ckpt"),
                          path("v1.npz"));
     int ri = test_system("PYTHONPATH=%s/notorch %s tools/mlstm_ckpt.py import %s %s", dir, python, path("v1.npz"),
@@ -535,7 +537,7 @@ static void test_files(void) {
     // a run directory
     test_system("mkdir -p %s && cp %s %s/best.ckpt", path("run"), path("a.ckpt"), path("run"));
     int rc = test_system("%s tools/mlstm_ckpt.py info %s > %s 2>&1", python, path("run"), path("run.out"));
-    CHECK(rc == 0 && file_contains(path("run.out"), "run/best.ckpt: mLSTM V=256 D=16 H=32"),
+    CHECK(rc == 0 && file_contains(path("run.out"), "run/best.ckpt: format version 4, mLSTM V=256 D=16 H=32"),
           "info DIR: the run directory's best.ckpt, named so (exit %d)", rc);
     rc = test_system("%s tools/mlstm_ckpt.py export %s %s > /dev/null 2>&1 && cmp -s %s %s", python, path("run"),
                      path("run.npz"), path("run.npz"), path("a.npz"));

@@ -773,8 +773,8 @@ def _import(path):
 
 def _info(ck, path):
     scale, good, window, factor, floor, ceiling = struct.unpack_from("<dIIddd", ck.scaler)
-    print(f"{path}: mLSTM V={V} D={ck.D} H={ck.H} weight norm {'on' if ck.wnorm else 'off'}, "
-          f"{param_count(ck.D, ck.H, ck.wnorm)} parameters")
+    print(f"{path}: format version {ck.version}, mLSTM V={V} D={ck.D} H={ck.H} weight norm "
+          f"{'on' if ck.wnorm else 'off'}, {param_count(ck.D, ck.H, ck.wnorm)} parameters")
     print(f"step {ck.step}, data step {ck.data_step}, carried state G={ck.G} rows, rng {ck.rng:#018x}")
     by = {0: "nothing", 1: "the validation loss", 2: "the training loss's moving mean"}[ck.best_by]
     print(f"run {ck.run_id:016x}, scored by {by}: this checkpoint {ck.score / math.log(2):.4f} bits per character"
