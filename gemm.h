@@ -500,10 +500,15 @@ static inline void gemm_pack_a_amx(float *ap, const float *a, ptrdiff_t rsa, ptr
     if (strips == 0) return;  // no rows: ap may be NULL (a product with M = 0)
     if ((i1 - i0) % GEMM_AMX_ROWS || 2 * rows != kc) memset(ap, 0, sizeof(float) * strips * gemm_amx_strip(rows));
     gemm_bf16 *d = (gemm_bf16 *)ap;
-    if (csa == 1)  // A along its rows: a row at a time
+    if (csa == 1)  // A along its rows: a row's 32 k of one tile land in 64 contiguous bytes, a copy the compiler
+                   // vectorises (in dxe this is dz, B x 4H, each time step)
         for (int i = i0; i < i1; i++)
-            for (int k = 0; k < kc; k++)
-                d[gemm_amx_a_slot(i - i0, k >> 1, rows) * 2 + (k & 1)] = gemm_bf16_round(a[(size_t)i * rsa + k0 + k]);
+            for (int k = 0; k < kc; k += 2 * GEMM_AMX_PAIRS) {
+                const float *src = a + (size_t)i * rsa + k0 + k;
+                gemm_bf16 *dst = d + gemm_amx_a_slot(i - i0, k >> 1, rows) * 2;
+                const int n = kc - k < 2 * GEMM_AMX_PAIRS ? kc - k : 2 * GEMM_AMX_PAIRS;
+                for (int q = 0; q < n; q++) dst[q] = gemm_bf16_round(src[q]);
+            }
     else  // down its columns: each k's run of i contiguous
         for (int k = 0; k < kc; k++) {
             const float *src = a + (size_t)(k0 + k) * csa;
