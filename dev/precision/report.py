@@ -145,6 +145,15 @@ def fp16_summary(runs):
             "skipped": sum(len(run["skipped"]) for run in fp16), "scales": sorted({run["scale"] for run in fp16})}
 
 
+def fp16_verdict(diff, where=""):
+    """What FP16's paired interval DIFF says, of the configuration WHERE names (" at this size", or nothing)."""
+    m, ci, pairs = diff
+    return "FP16's interval %s." % (
+        "includes 0:%s FP16 storage, rounding and loss scaling do not move the final bpc by more than %d seeds can "
+        "resolve" % (where, len(pairs)) if abs(m) <= ci else
+        "lies %s 0: FP16 ends %s than FP32%s" % ((("above", "worse") if m > 0 else ("below", "better")) + (where,)))
+
+
 def fp16_table(runs):
     s = fp16_summary(runs)
     final = s["final"]
@@ -163,11 +172,7 @@ def fp16_table(runs):
               % ("/".join(map(str, s["steps"])), say_paired("FP16", s["fp16"]), 100 * worst,
                  say_paired("BF16", s["bf16"]), s["skipped"],
                  len(s["final"]["fp16"]) * s["steps"][-1], " or ".join("%g" % x for x in s["scales"]))]
-    m, ci, _ = s["fp16"]
-    lines += ["", "FP16's interval %s." % (
-        "includes 0: at this size FP16 storage, rounding and loss scaling do not move the final bpc by more than "
-        "%d seeds can resolve" % len(s["fp16"][2]) if abs(m) <= ci else
-        "lies %s 0: FP16 ends %s than FP32 at this size" % (("above", "worse") if m > 0 else ("below", "better")))]
+    lines += ["", fp16_verdict(s["fp16"], " at this size")]
     return "\n".join(lines)
 
 
@@ -209,11 +214,7 @@ def gpu_table(logs):
                  max(abs(d) for d in same.values()), len(same), s["skipped"],
                  len(final["fp16"]) * s["steps"][-1], min(s["skip_steps"]), max(s["skip_steps"]),
                  ", ".join("%g" % x for x in s["scales"]))]
-    m, ci, _ = s["fp16"]
-    lines += ["", "FP16's interval %s." % (
-        "includes 0: FP16 storage, rounding and loss scaling do not move the final bpc by more than %d seeds can "
-        "resolve" % len(s["fp16"][2]) if abs(m) <= ci else
-        "lies %s 0: FP16 ends %s than FP32" % (("above", "worse") if m > 0 else ("below", "better")))]
+    lines += ["", fp16_verdict(s["fp16"])]
     return "\n".join(lines)
 
 

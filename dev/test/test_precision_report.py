@@ -122,6 +122,13 @@ with tempfile.TemporaryDirectory() as tmp:
     check("skipped %d of the FP16 runs' %d steps" % (total, 800 * len(seeds)) in results_page,
           "RESULTS.md says the GPU's scaler skipped %d steps" % total)
 
+    # the verdict's other branches, which the committed logs do not take
+    check(report.fp16_verdict((0.01, 0.005, [(1, 0.01)] * 4), " at this size")
+          == "FP16's interval lies above 0: FP16 ends worse than FP32 at this size."
+          and report.fp16_verdict((-0.01, 0.005, [(1, -0.01)] * 4))
+          == "FP16's interval lies below 0: FP16 ends better than FP32.",
+          "an interval clear of 0 is said as FP16 worse (above) or better (below)")
+
     # a changed figure on a copy of each page is caught, and named
     for name, change in (("bf16-convergence", ("| 1 | 0.", "| 1 | 9.")),
                          ("readme-precision", (" within ", " within 9")),
