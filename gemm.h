@@ -216,9 +216,16 @@ static inline void gemm_pack_block(float *bp, const float *b, ptrdiff_t rs, ptrd
         if (cs == 1 && prec == GEMM_FP32)  // rows of B are contiguous
             for (int k = 0; k < kc; k++)
                 memcpy(d + (size_t)k * GEMM_NR, b + (size_t)(k0 + k) * rs + n0, sizeof(float) * nn);
-        else if (cs == 1)
-            for (int k = 0; k < kc; k++)
-                for (int j = 0; j < nn; j++) gemm_put(d, GEMM_NR, k, j, b[(size_t)(k0 + k) * rs + n0 + j], prec);
+        else if (cs == 1)  // BF16: rows k and k + 1 of B make a row of pair slots (an odd kc's last alone)
+            for (int k = 0; k < kc; k += 2) {
+                const float *lo = b + (size_t)(k0 + k) * rs + n0, *hi = lo + rs;
+                gemm_slot *dst = (gemm_slot *)d + (size_t)(k >> 1) * GEMM_NR;
+                if (k + 1 < kc)
+                    for (int j = 0; j < nn; j++)
+                        dst[j] = gemm_bf16_round(lo[j]) | (uint32_t)gemm_bf16_round(hi[j]) << 16;
+                else
+                    for (int j = 0; j < nn; j++) dst[j] = gemm_bf16_round(lo[j]);
+            }
         else  // columns are: 8 at a time (columns a page apart share an L1 set), each line read for 16 k
             for (int j0 = 0; j0 < nn; j0 += 8)
                 for (int k = 0; k < kc; k++) {
@@ -509,12 +516,26 @@ static inline void gemm_pack_a_amx(float *ap, const float *a, ptrdiff_t rsa, ptr
                 const int n = kc - k < 2 * GEMM_AMX_PAIRS ? kc - k : 2 * GEMM_AMX_PAIRS;
                 for (int q = 0; q < n; q++) dst[q] = gemm_bf16_round(src[q]);
             }
-    else  // down its columns: each k's run of i contiguous
-        for (int k = 0; k < kc; k++) {
-            const float *src = a + (size_t)(k0 + k) * csa;
-            for (int i = i0; i < i1; i++)
-                d[gemm_amx_a_slot(i - i0, k >> 1, rows) * 2 + (k & 1)] = gemm_bf16_round(src[(size_t)i * rsa]);
-        }
+    else  // down its columns (the weight gradients' dOut^T): a tile at a time, its 16 rows' k pair q made from two
+          // runs of i (vectorised) into slots t[q][i], which are then written transposed, a row's 16 pairs together
+        for (int k = 0; k < kc; k += 2 * GEMM_AMX_PAIRS)
+            for (int s = i0; s < i1; s += GEMM_AMX_ROWS) {
+                const int ni = i1 - s < GEMM_AMX_ROWS ? i1 - s : GEMM_AMX_ROWS;
+                gemm_slot t[GEMM_AMX_PAIRS][GEMM_AMX_ROWS];
+                for (int q = 0; q < GEMM_AMX_PAIRS; q++) {
+                    const int kl = k + 2 * q;  // the pair's low k; past kc the pair is zero, and its high k past kc
+                    const float *lo = a + (size_t)s * rsa + (size_t)(k0 + (kl < kc ? kl : 0)) * csa;
+                    if (kl + 1 < kc)
+                        for (int i = 0; i < ni; i++)
+                            t[q][i] = gemm_bf16_round(lo[(size_t)i * rsa]) |
+                                      (uint32_t)gemm_bf16_round(lo[(size_t)i * rsa + csa]) << 16;
+                    else
+                        for (int i = 0; i < ni; i++) t[q][i] = kl < kc ? gemm_bf16_round(lo[(size_t)i * rsa]) : 0;
+                }
+                gemm_slot *tile = (gemm_slot *)ap + gemm_amx_a_slot(s - i0, k >> 1, rows);
+                for (int i = 0; i < ni; i++)
+                    for (int q = 0; q < GEMM_AMX_PAIRS; q++) tile[i * GEMM_AMX_PAIRS + q] = t[q][i];
+            }
 }
 
 // The C of a group of mr <= 32 rows and nr <= NR columns, through a buffer at the edges (rows past
