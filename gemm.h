@@ -522,6 +522,9 @@ static inline void gemm_pack_a_amx(float *ap, const float *a, ptrdiff_t rsa, ptr
             for (int s = i0; s < i1; s += GEMM_AMX_ROWS) {
                 const int ni = i1 - s < GEMM_AMX_ROWS ? i1 - s : GEMM_AMX_ROWS;
                 gemm_slot t[GEMM_AMX_PAIRS][GEMM_AMX_ROWS];
+                if (rsa == 1 && s + 2 * GEMM_AMX_ROWS < i1)  // the tile after next's 32 lines (each k's its own)
+                    for (int q = 0; q < 2 * GEMM_AMX_PAIRS && k + q < kc; q++)
+                        __builtin_prefetch(a + s + 2 * GEMM_AMX_ROWS + (size_t)(k0 + k + q) * csa);
                 for (int q = 0; q < GEMM_AMX_PAIRS; q++) {
                     const int kl = k + 2 * q;  // the pair's low k; past kc the pair is zero, and its high k past kc
                     const float *lo = a + (size_t)s * rsa + (size_t)(k0 + (kl < kc ? kl : 0)) * csa;
