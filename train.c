@@ -24,10 +24,24 @@ struct Model {
 // The products' precision: FP32, or with --bf16 BF16 on AMX-BF16's tiles where the CPU and kernel
 // allow them, else on AVX512-BF16, else in its emulation (AVX512-BF16's bits) on a CPU without
 // either. AMX sums a product's terms in another order than AVX512-BF16 (gemm.h): the kernel is the
-// machine's, as FP32's fused multiply-adds are, and the settings table says which one ran.
+// machine's, as FP32's fused multiply-adds are, unless --bf16-kernel names one; the settings table
+// says which one ran.
 static GemmPrecision model_products(const Options *o) {
-    return !o->bf16                      ? GEMM_FP32
-           : gemm_bf16_amx_supported()   ? GEMM_BF16_AMX
+    if (!o->bf16) return GEMM_FP32;
+    switch ((Bf16Kernel)o->bf16_kernel) {
+    case BF16_AMX:
+        if (!gemm_bf16_amx_supported())
+            fail("--bf16-kernel amx: this CPU or kernel gives no AMX-BF16 tiles (amx-emulated gives their bits)");
+        return GEMM_BF16_AMX;
+    case BF16_AVX512:
+        if (!gemm_bf16_native_supported())
+            fail("--bf16-kernel avx512bf16: this CPU lacks AVX512-BF16 (avx512bf16-emulated gives its bits)");
+        return GEMM_BF16_NATIVE;
+    case BF16_AMX_EMULATED: return GEMM_BF16_AMX_EMULATED;
+    case BF16_AVX512_EMULATED: return GEMM_BF16_EMULATED;
+    case BF16_AUTO: break;
+    }
+    return gemm_bf16_amx_supported()     ? GEMM_BF16_AMX
            : gemm_bf16_native_supported() ? GEMM_BF16_NATIVE
                                           : GEMM_BF16_EMULATED;
 }
@@ -77,9 +91,13 @@ static Precision model_precision(const Options *o) {
              : products == GEMM_BF16_AMX ? "BF16 products (AMX-BF16), FP32 sums, master weights and the rest"
              : products == GEMM_BF16_NATIVE
                  ? "BF16 products (AVX512-BF16), FP32 sums, master weights and the rest"
+             : products == GEMM_BF16_AMX_EMULATED
+                 ? "BF16 products (AMX-BF16's bits, emulated), FP32 sums, master weights and the rest"
+             : o->bf16_kernel == BF16_AVX512_EMULATED
+                 ? "BF16 products (AVX512-BF16's bits, emulated), FP32 sums, master weights and the rest"
                  : "BF16 products (emulated: this CPU lacks AVX512-BF16), FP32 sums, master weights and the rest",
              o->fp16 ? ", with the FP16 trainer's dynamic loss scaling (FP16's range not simulated)" : "");
-    if (products == GEMM_BF16_EMULATED && rank == 0)
+    if (products == GEMM_BF16_EMULATED && o->bf16_kernel == BF16_AUTO && rank == 0)
         fprintf(stderr, "warning: --bf16: this CPU lacks AVX512-BF16; the products run in a scalar emulation of it "
                         "(the same bits, many times slower)\n");
     return p;

@@ -26,6 +26,8 @@
 // or by one of them (the GPU trainer's --matmul).
 typedef enum { BACKEND_CPU = 1, BACKEND_GPU = 2, BACKEND_ANY = BACKEND_CPU | BACKEND_GPU } Backend;
 typedef enum { MATMUL_WMMA, MATMUL_CUBLASLT } MatmulKind;  // --matmul, the GPU trainer's
+// --bf16-kernel, the CPU trainer's: which kernel sums --bf16's products (train.c, model_products)
+typedef enum { BF16_AUTO, BF16_AMX, BF16_AVX512, BF16_AMX_EMULATED, BF16_AVX512_EMULATED } Bf16Kernel;
 
 typedef struct {
     MlstmConfig model;
@@ -35,6 +37,7 @@ typedef struct {
     double clip;               // global gradient-norm clip, 0: off
     int fp16;                  // --fp16 given (what the run does is the backend's answer: Run.precision)
     int bf16;                  // --bf16: the CPU trainer's products in BF16 (fast.h, gemm.h)
+    int bf16_kernel;           // Bf16Kernel: which kernel, with --bf16
     long inject_overflow;      // rank 0 seeds this data step's backward with S = inf, -1: never
     const char *train, *val;   // shard directory or comma-separated shard files; NULL: built-in corpus
     long corpus_bytes;         // built-in corpus: training bytes (val is 1/40 of it)
@@ -150,6 +153,11 @@ static const Flag flags[] = {
      "                         the CPU has neither an emulation of AVX512-BF16's bits, much slower (a warning\n"
      "                         says so); the settings table's precision row says which", NULL, RUN_DEFINING,
      BACKEND_CPU},
+    {"bf16-kernel", "auto|amx|avx512bf16|amx-emulated|avx512bf16-emulated", AS_CHOICE(bf16_kernel), 0, 0,
+     "with --bf16, its kernel: auto (AMX-BF16, else AVX512-BF16, as the CPU allows),\n"
+     "                         one of those two, or a scalar emulation of either's bits on any CPU (slow).\n"
+     "                         Their sums differ in order: naming one keeps a run's bits on another CPU kind",
+     NULL, RUN_INVOCATION, BACKEND_CPU},
     {"inject-overflow", "STEP", AS_LONG(inject_overflow), 1, MAX_STEPS,
      "rank 0 seeds data step STEP's backward with S = inf: to see on your\n"
      "                         machine that an overflow skips the step on every rank", "never", RUN_INVOCATION,
@@ -297,8 +305,9 @@ static void usage(FILE *f, const char *prog, Backend backend) {
     for (int i = 0; i < NFLAGS; i++) {
         const Flag *fl = &flags[i];
         if (!fl->help || !(fl->backends & backend)) continue;
-        char lhs[64], def[160];
+        char lhs[160], def[160];
         snprintf(lhs, sizeof lhs, "--%s%s%s", fl->name, fl->arg ? " " : "", fl->arg ? fl->arg : "");
+        if (strlen(lhs) > 22) fprintf(f, "  %s\n", lhs), lhs[0] = 0;  // too wide for the column: a line of its own
         fprintf(f, "  %-22s %s", lhs, fl->help);
         if (fl->arg) {
             flag_default(fl, &d, def, sizeof def);
@@ -382,6 +391,8 @@ static void options_parse(Options *o, int argc, char **argv, Backend backend) {
 // Checks across flags, once a resume has filled in the run's own.
 static void options_check(const Options *o) {
     if (o->val && !o->train) fail("--val given without --train");
+    if (o->bf16_kernel != BF16_AUTO && !o->bf16)
+        fail("--bf16-kernel given without --bf16 (an FP32 run has no BF16 kernel)");
     if ((long)o->B * o->T > INT_MAX)
         fail("--batch %d x --seq-len %d: too large (at most %d characters per step)", o->B, o->T, INT_MAX);
 }

@@ -114,6 +114,41 @@ static void test_bf16(void) {
     expect_bad(args, "--bf16 on disagrees with checkpoint", "--bf16 on resuming an FP32 run");
 }
 
+// --bf16-kernel: each kernel's emulation gives that kernel's bytes where the CPU runs it (and one line, exit 2,
+// where it cannot), the two kernels' bits differ, a resume may change the kernel, and the flag needs --bf16.
+static void test_bf16_kernels(void) {
+    const char *kernels[] = {"amx", "amx-emulated", "avx512bf16", "avx512bf16-emulated"};
+    const int native[] = {gemm_bf16_amx_supported(), 1, gemm_bf16_native_supported(), 1};
+    char ckpt[4][600];
+    for (int k = 0; k < 4; k++) {
+        snprintf(ckpt[k], sizeof ckpt[k], "%s/k%d/latest.ckpt", dir, k);
+        int rc = test_system("%s " TINY " --bf16 --bf16-kernel %s --steps 6 --out %s/k%d > %s/k%d.out 2>&1", trainer,
+                             kernels[k], dir, k, dir, k);
+        int said = test_system("grep -q '^| precision *| BF16 products (%s' %s/k%d.out", k < 2 ? "AMX-BF16" : "AVX512-BF16",
+                               dir, k) == 0;
+        if (native[k]) CHECK(rc == 0 && said, "bf16-kernel %s: runs (exit %d), the settings table names it", kernels[k], rc);
+        else
+            CHECK(rc == 2 && test_system("grep -q -- '^error: --bf16-kernel %s: this CPU' %s/k%d.out", kernels[k], dir,
+                                         k) == 0 && file_size(ckpt[k]) <= 0,
+                  "bf16-kernel %s on a CPU without it: one line naming the flag, exit %d (want 2), no checkpoint",
+                  kernels[k], rc);
+    }
+    for (int k = 0; k < 4; k += 2)
+        if (native[k])
+            CHECK(files_equal(ckpt[k], ckpt[k + 1]), "bf16-kernel %s and %s: byte-identical checkpoints", kernels[k],
+                  kernels[k + 1]);
+    CHECK(file_size(ckpt[1]) > 0 && !files_equal(ckpt[1], ckpt[3]),
+          "bf16-kernel: AMX's bits and AVX512-BF16's differ (their sums' order)");
+    int r1 = test_system("%s " TINY " --bf16 --bf16-kernel amx-emulated --steps 3 --out %s/k4 > %s/k4.out 2>&1", trainer,
+                         dir, dir);
+    int r2 = test_system("%s " TINY_RUN " --bf16-kernel avx512bf16-emulated --steps 6 --resume %s/k4 >> %s/k4.out 2>&1",
+                         trainer, dir, dir);
+    CHECK(r1 == 0 && r2 == 0 && test_system("grep -q 'AVX512-BF16.s bits, emulated' %s/k4.out", dir) == 0,
+          "bf16-kernel: a resume may change the kernel (exit %d %d), the settings table says the new one", r1, r2);
+    expect_bad(TINY " --bf16-kernel amx", "--bf16-kernel given without --bf16", "--bf16-kernel without --bf16");
+    expect_bad(TINY " --bf16 --bf16-kernel tiles", "--bf16-kernel: expected one of auto|amx|", "an unknown BF16 kernel");
+}
+
 static void test_overflow(void) {
     // step 6 (--inject-overflow counts steps as the log does) overflows: compare with a run that stopped after 5
     int r1 = test_system("%s " TINY " --fp16 --steps 5 --out %s/o5 > %s/o.out 2>&1", trainer, dir, dir);
@@ -696,6 +731,7 @@ int main(void) {
     test_resume();
     test_threads();
     test_bf16();
+    test_bf16_kernels();
     test_overflow();
     test_mpi();
     test_val_batch();
