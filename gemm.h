@@ -105,6 +105,7 @@ typedef float gemm_vec __attribute__((vector_size(GEMM_VB), aligned(4), may_alia
 // AMX-BF16's tiles (Sapphire Rapids and later) or the emulation of theirs, whose sums' order differs.
 typedef enum { GEMM_FP32, GEMM_BF16_NATIVE, GEMM_BF16_EMULATED, GEMM_BF16_AMX, GEMM_BF16_AMX_EMULATED } GemmPrecision;
 static inline int gemm_is_amx(GemmPrecision prec) { return prec == GEMM_BF16_AMX || prec == GEMM_BF16_AMX_EMULATED; }
+static inline int gemm_bf16_is_native(GemmPrecision prec) { return prec == GEMM_BF16_NATIVE || prec == GEMM_BF16_AMX; }
 typedef uint16_t gemm_bf16 __attribute__((may_alias));  // a BF16 value's bits, stored in a float buffer
 typedef uint32_t gemm_slot __attribute__((may_alias));  // a packed pair of BF16 (k even low, k + 1 high)
 
@@ -189,6 +190,59 @@ static inline float gemm_bf16_value(uint32_t bits16) {
     return x;
 }
 
+// Runs of values rounded as gemm_bf16_round: n values of src to BF16 at dst (gemm_bf16_run), and
+// n pairs' slots, the low k's values from lo and the high k's from hi (NULL: zero), at dst
+// (gemm_bf16_pair_run). Where the products run natively (native: GEMM_BF16_NATIVE or _AMX, whose
+// CPUs have AVX512-BF16), 16 values an instruction with vcvtneps2bf16, which rounds as
+// gemm_bf16_round does (Intel's definition; test_gemm_bf16 checks the two against each other); the
+// emulated precisions round in scalar code, so every CPU runs that path, and gives the same bytes.
+#if GEMM_BF16_BUILT
+#define GEMM_BF16_CONVERT_TARGET __attribute__((target("avx512f,avx512vl,avx512bw,avx512bf16")))
+static inline GEMM_BF16_CONVERT_TARGET __mmask16 gemm_bf16_mask(int n) {
+    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
+static GEMM_BF16_CONVERT_TARGET void gemm_bf16_run_native(gemm_bf16 *dst, const float *src, int n) {
+    for (int j = 0; j < n; j += 16) {
+        const __mmask16 m = gemm_bf16_mask(n - j);
+        const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + j));
+        _mm256_mask_storeu_epi16(dst + j, m, (__m256i)h);
+    }
+}
+static GEMM_BF16_CONVERT_TARGET void gemm_bf16_pair_run_native(gemm_slot *dst, const float *lo, const float *hi, int n) {
+    for (int j = 0; j < n; j += 16) {
+        const __mmask16 m = gemm_bf16_mask(n - j);
+        __m512i slots = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, lo + j)));
+        if (hi)
+            slots = _mm512_or_si512(slots, _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(
+                                                                 _mm512_maskz_loadu_ps(m, hi + j))), 16));
+        _mm512_mask_storeu_epi32(dst + j, m, slots);
+    }
+}
+#endif
+static inline void gemm_bf16_run(gemm_bf16 *dst, const float *src, int n, int native) {
+#if GEMM_BF16_BUILT
+    if (native) {
+        gemm_bf16_run_native(dst, src, n);
+        return;
+    }
+#endif
+    (void)native;
+    for (int j = 0; j < n; j++) dst[j] = gemm_bf16_round(src[j]);
+}
+static inline void gemm_bf16_pair_run(gemm_slot *dst, const float *lo, const float *hi, int n, int native) {
+#if GEMM_BF16_BUILT
+    if (native) {
+        gemm_bf16_pair_run_native(dst, lo, hi, n);
+        return;
+    }
+#endif
+    (void)native;
+    if (hi)
+        for (int j = 0; j < n; j++) dst[j] = gemm_bf16_round(lo[j]) | (uint32_t)gemm_bf16_round(hi[j]) << 16;
+    else
+        for (int j = 0; j < n; j++) dst[j] = gemm_bf16_round(lo[j]);
+}
+
 // Element (k, j) of an operand packed k after k, W values of j per k (a panel of B: W = NR; a
 // sliver of A: W = MR), in d: a float each, or BF16 in k pairs, ((k/2) W + j) slots in.
 static inline void gemm_put(float *d, int W, int k, int j, float x, GemmPrecision prec) {
@@ -218,13 +272,9 @@ static inline void gemm_pack_block(float *bp, const float *b, ptrdiff_t rs, ptrd
                 memcpy(d + (size_t)k * GEMM_NR, b + (size_t)(k0 + k) * rs + n0, sizeof(float) * nn);
         else if (cs == 1)  // BF16: rows k and k + 1 of B make a row of pair slots (an odd kc's last alone)
             for (int k = 0; k < kc; k += 2) {
-                const float *lo = b + (size_t)(k0 + k) * rs + n0, *hi = lo + rs;
-                gemm_slot *dst = (gemm_slot *)d + (size_t)(k >> 1) * GEMM_NR;
-                if (k + 1 < kc)
-                    for (int j = 0; j < nn; j++)
-                        dst[j] = gemm_bf16_round(lo[j]) | (uint32_t)gemm_bf16_round(hi[j]) << 16;
-                else
-                    for (int j = 0; j < nn; j++) dst[j] = gemm_bf16_round(lo[j]);
+                const float *lo = b + (size_t)(k0 + k) * rs + n0;
+                gemm_bf16_pair_run((gemm_slot *)d + (size_t)(k >> 1) * GEMM_NR, lo, k + 1 < kc ? lo + rs : NULL, nn,
+                                   gemm_bf16_is_native(prec));
             }
         else  // columns are: 8 at a time (columns a page apart share an L1 set), each line read for 16 k
             for (int j0 = 0; j0 < nn; j0 += 8)
@@ -502,38 +552,41 @@ static inline size_t gemm_amx_a_slot(int i, int kk, int rows) {
 // with zero rows), pair kk of row i of a strip at (kk / 16) 256 + i 16 + kk % 16 slots into it,
 // the pairs past kc zero: one tile of A is 1 KB in one piece.
 static inline void gemm_pack_a_amx(float *ap, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0, int i1, int k0,
-                                   int kc) {
+                                   int kc, GemmPrecision prec) {
+    const int native = gemm_bf16_is_native(prec);
+    if (csa != 1 && rsa != 1) {
+        fprintf(stderr, "%s:%d: gemm_pack_a_amx: A is read along its rows or down them, not strided both ways\n",
+                __FILE__, __LINE__);
+        abort();
+    }
     const int rows = gemm_depth_rows(kc, GEMM_BF16_AMX), strips = (i1 - i0 + GEMM_AMX_ROWS - 1) / GEMM_AMX_ROWS;
     if (strips == 0) return;  // no rows: ap may be NULL (a product with M = 0)
     if ((i1 - i0) % GEMM_AMX_ROWS || 2 * rows != kc) memset(ap, 0, sizeof(float) * strips * gemm_amx_strip(rows));
     gemm_bf16 *d = (gemm_bf16 *)ap;
-    if (csa == 1)  // A along its rows: a row's 32 k of one tile land in 64 contiguous bytes, a copy the compiler
-                   // vectorises (in dxe this is dz, B x 4H, each time step)
+    if (csa == 1)  // A along its rows: a row's 32 k of one tile land in 64 contiguous bytes (in dxe this is dz,
+                   // B x 4H, each time step)
         for (int i = i0; i < i1; i++)
             for (int k = 0; k < kc; k += 2 * GEMM_AMX_PAIRS) {
                 const float *src = a + (size_t)i * rsa + k0 + k;
                 gemm_bf16 *dst = d + gemm_amx_a_slot(i - i0, k >> 1, rows) * 2;
-                const int n = kc - k < 2 * GEMM_AMX_PAIRS ? kc - k : 2 * GEMM_AMX_PAIRS;
-                for (int q = 0; q < n; q++) dst[q] = gemm_bf16_round(src[q]);
+                gemm_bf16_run(dst, src, kc - k < 2 * GEMM_AMX_PAIRS ? kc - k : 2 * GEMM_AMX_PAIRS, native);
             }
-    else  // down its columns (the weight gradients' dOut^T): a tile at a time, its 16 rows' k pair q made from two
-          // runs of i (vectorised) into slots t[q][i], which are then written transposed, a row's 16 pairs together
+    else  // down its columns, its rows contiguous (the weight gradients' dOut^T: rsa 1, as every such caller's): a
+          // tile at a time, its 16 rows' k pair q made from two runs of i into slots t[q][i], which are then
+          // written transposed, a row's 16 pairs together
         for (int k = 0; k < kc; k += 2 * GEMM_AMX_PAIRS)
             for (int s = i0; s < i1; s += GEMM_AMX_ROWS) {
                 const int ni = i1 - s < GEMM_AMX_ROWS ? i1 - s : GEMM_AMX_ROWS;
                 gemm_slot t[GEMM_AMX_PAIRS][GEMM_AMX_ROWS];
-                if (rsa == 1 && s + 2 * GEMM_AMX_ROWS < i1)  // the tile after next's 32 lines (each k's its own)
+                if (s + 2 * GEMM_AMX_ROWS < i1)  // the tile after next's 32 lines (each k's its own)
                     for (int q = 0; q < 2 * GEMM_AMX_PAIRS && k + q < kc; q++)
                         __builtin_prefetch(a + s + 2 * GEMM_AMX_ROWS + (size_t)(k0 + k + q) * csa);
                 for (int q = 0; q < GEMM_AMX_PAIRS; q++) {
                     const int kl = k + 2 * q;  // the pair's low k; past kc the pair is zero, and its high k past kc
-                    const float *lo = a + (size_t)s * rsa + (size_t)(k0 + (kl < kc ? kl : 0)) * csa;
-                    if (kl + 1 < kc)
-                        for (int i = 0; i < ni; i++)
-                            t[q][i] = gemm_bf16_round(lo[(size_t)i * rsa]) |
-                                      (uint32_t)gemm_bf16_round(lo[(size_t)i * rsa + csa]) << 16;
-                    else
-                        for (int i = 0; i < ni; i++) t[q][i] = kl < kc ? gemm_bf16_round(lo[(size_t)i * rsa]) : 0;
+                    if (kl < kc) {
+                        const float *lo = a + s + (size_t)(k0 + kl) * csa;
+                        gemm_bf16_pair_run(t[q], lo, kl + 1 < kc ? lo + csa : NULL, ni, native);
+                    } else memset(t[q], 0, sizeof t[q]);
                 }
                 gemm_slot *tile = (gemm_slot *)ap + gemm_amx_a_slot(s - i0, k >> 1, rows);
                 for (int i = 0; i < ni; i++)
@@ -818,7 +871,7 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
         int kc_rows = gemm_depth_rows(kc, prec);
         const float *blk = bp + (size_t)gemm_depth_rows(k0, prec) * np * GEMM_NR;
         if (amx) {  // the panels one after the other, each against every group of rows
-            gemm_pack_a_amx(ap, a, rsa, csa, 0, M, k0, kc);
+            gemm_pack_a_amx(ap, a, rsa, csa, 0, M, k0, kc, prec);
             for (int p = 0; p < np; p++) gemm_amx_rows_block(c, ldc, ap, M, blk, kc, N, p, p + 1, init, bias, prec);
             continue;
         }
@@ -909,7 +962,7 @@ static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *par
         for (int k0 = 0; ws && k0 < K; k0 += GEMM_KC) {
             int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
             const int kc_rows = gemm_depth_rows(kc, prec);
-            if (amx) gemm_pack_a_amx(ap, a, rsa, csa, i0, i1, k0, kc);
+            if (amx) gemm_pack_a_amx(ap, a, rsa, csa, i0, i1, k0, kc, prec);
             else if (ap) gemm_pack_a(ap, a, rsa, csa, i0, i1, k0, kc, prec);
             for (int p = 0; p < nparts; p++) {
                 const GemmColumns *g = &parts[p];

@@ -109,6 +109,36 @@ static void test_rounding(void) {
         mism += memcmp(&r, &want, 4) != 0;
     }
     CHECK(mism == 0, "BF16 rounding of 260,000 float bit patterns across the range: %ld differ from frexp/rint's", mism);
+    // the packing's runs (gemm_bf16_run, gemm_bf16_pair_run), in scalar code and where the CPU has it with
+    // vcvtneps2bf16, against gemm_bf16_round: the same patterns and every special value above, NaNs included,
+    // in runs of 1 to 37 (the vector code's masked tails), nothing written past a run's end
+    enum { RUN = 37 };
+    float x[2 * RUN];
+    long runs = 0, diff = 0;
+    for (int native = 0; native <= gemm_bf16_native_supported(); native++)
+        for (uint64_t u = 0; u <= 0xffffffffu; u += (uint64_t)2 * RUN * 40009 + 3) {
+            for (int j = 0; j < 2 * RUN; j++) {
+                uint32_t b = (uint32_t)(u + (uint64_t)j * 40009);
+                memcpy(&x[j], &b, 4);
+            }
+            const int n = 1 + (int)(u % RUN);
+            for (size_t j = 0; j < sizeof known / sizeof known[0] && j < (size_t)n; j++) x[(u / 7 + j) % n] = known[j].x;
+            x[u % n] = NAN;
+            gemm_bf16 run[RUN + 1];
+            gemm_slot pairs[RUN + 1], single[RUN + 1];
+            run[n] = 0xdead, pairs[n] = single[n] = 0xdeadbeef;
+            gemm_bf16_run(run, x, n, native);
+            gemm_bf16_pair_run(pairs, x, x + RUN, n, native);
+            gemm_bf16_pair_run(single, x, NULL, n, native);
+            for (int j = 0; j < n; j++) {
+                const uint32_t lo = gemm_bf16_round(x[j]), hi = gemm_bf16_round(x[RUN + j]);
+                diff += run[j] != lo || pairs[j] != (lo | hi << 16) || single[j] != lo;
+            }
+            diff += run[n] != 0xdead || pairs[n] != 0xdeadbeef || single[n] != 0xdeadbeef;
+            runs++;
+        }
+    CHECK(runs > 0 && diff == 0, "BF16 runs for packing (scalar%s): %ld runs, %ld values or ends differ from gemm_bf16_round",
+          gemm_bf16_native_supported() ? " and vcvtneps2bf16" : "", runs, diff);
 }
 
 // ----------------------------------------------------------------------------
