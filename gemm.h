@@ -208,7 +208,8 @@ static GEMM_BF16_CONVERT_TARGET void gemm_bf16_run_native(gemm_bf16 *dst, const 
         _mm256_mask_storeu_epi16(dst + j, m, (__m256i)h);
     }
 }
-static GEMM_BF16_CONVERT_TARGET void gemm_bf16_pair_run_native(gemm_slot *dst, const float *lo, const float *hi, int n) {
+static GEMM_BF16_CONVERT_TARGET void gemm_bf16_pair_run_native(gemm_slot *dst, const float *lo, const float *hi,
+                                                                int n) {
     for (int j = 0; j < n; j += 16) {
         const __mmask16 m = gemm_bf16_mask(n - j);
         __m512i slots = _mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, lo + j)));

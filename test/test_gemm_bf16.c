@@ -122,7 +122,8 @@ static void test_rounding(void) {
                 memcpy(&x[j], &b, 4);
             }
             const int n = 1 + (int)(u % RUN);
-            for (size_t j = 0; j < sizeof known / sizeof known[0] && j < (size_t)n; j++) x[(u / 7 + j) % n] = known[j].x;
+            for (size_t j = 0; j < sizeof known / sizeof known[0] && j < (size_t)n; j++)
+                x[(u / 7 + j) % n] = known[j].x;
             x[u % n] = NAN;
             gemm_bf16 run[RUN + 1];
             gemm_slot pairs[RUN + 1], single[RUN + 1];
@@ -137,7 +138,8 @@ static void test_rounding(void) {
             diff += run[n] != 0xdead || pairs[n] != 0xdeadbeef || single[n] != 0xdeadbeef;
             runs++;
         }
-    CHECK(runs > 0 && diff == 0, "BF16 runs for packing (scalar%s): %ld runs, %ld values or ends differ from gemm_bf16_round",
+    CHECK(runs > 0 && diff == 0,
+          "BF16 runs for packing (scalar%s): %ld runs, %ld values or ends differ from gemm_bf16_round",
           gemm_bf16_native_supported() ? " and vcvtneps2bf16" : "", runs, diff);
 }
 

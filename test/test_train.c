@@ -124,9 +124,10 @@ static void test_bf16_kernels(void) {
         snprintf(ckpt[k], sizeof ckpt[k], "%s/k%d/latest.ckpt", dir, k);
         int rc = test_system("%s " TINY " --bf16 --bf16-kernel %s --steps 6 --out %s/k%d > %s/k%d.out 2>&1", trainer,
                              kernels[k], dir, k, dir, k);
-        int said = test_system("grep -q '^| precision *| BF16 products (%s' %s/k%d.out", k < 2 ? "AMX-BF16" : "AVX512-BF16",
-                               dir, k) == 0;
-        if (native[k]) CHECK(rc == 0 && said, "bf16-kernel %s: runs (exit %d), the settings table names it", kernels[k], rc);
+        int said = test_system("grep -q '^| precision *| BF16 products (%s' %s/k%d.out",
+                               k < 2 ? "AMX-BF16" : "AVX512-BF16", dir, k) == 0;
+        if (native[k])
+            CHECK(rc == 0 && said, "bf16-kernel %s: runs (exit %d), the settings table names it", kernels[k], rc);
         else
             CHECK(rc == 2 && test_system("grep -q -- '^error: --bf16-kernel %s: this CPU' %s/k%d.out", kernels[k], dir,
                                          k) == 0 && file_size(ckpt[k]) <= 0,
@@ -139,14 +140,15 @@ static void test_bf16_kernels(void) {
                   kernels[k + 1]);
     CHECK(file_size(ckpt[1]) > 0 && !files_equal(ckpt[1], ckpt[3]),
           "bf16-kernel: AMX's bits and AVX512-BF16's differ (their sums' order)");
-    int r1 = test_system("%s " TINY " --bf16 --bf16-kernel amx-emulated --steps 3 --out %s/k4 > %s/k4.out 2>&1", trainer,
-                         dir, dir);
+    int r1 = test_system("%s " TINY " --bf16 --bf16-kernel amx-emulated --steps 3 --out %s/k4 > %s/k4.out 2>&1",
+                         trainer, dir, dir);
     int r2 = test_system("%s " TINY_RUN " --bf16-kernel avx512bf16-emulated --steps 6 --resume %s/k4 >> %s/k4.out 2>&1",
                          trainer, dir, dir);
     CHECK(r1 == 0 && r2 == 0 && test_system("grep -q 'AVX512-BF16.s bits, emulated' %s/k4.out", dir) == 0,
           "bf16-kernel: a resume may change the kernel (exit %d %d), the settings table says the new one", r1, r2);
     expect_bad(TINY " --bf16-kernel amx", "--bf16-kernel given without --bf16", "--bf16-kernel without --bf16");
-    expect_bad(TINY " --bf16 --bf16-kernel tiles", "--bf16-kernel: expected one of auto|amx|", "an unknown BF16 kernel");
+    expect_bad(TINY " --bf16 --bf16-kernel tiles", "--bf16-kernel: expected one of auto|amx|",
+               "an unknown BF16 kernel");
 }
 
 static void test_overflow(void) {
