@@ -701,6 +701,7 @@ SETTING = re.compile(r"(?<![\w$-])([A-Z][A-Z0-9_]+)=(?!=)(?=[\w\"'$(-])")
 OTHER_SETTINGS = {"ASAN_OPTIONS": "AddressSanitizer's", "OMPI_ALLOW_RUN_AS_ROOT": "Open MPI's",
                   "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "Open MPI's", "OMP_STACKSIZE": "OpenMP's",
                   "BLAS_INFO": "PyTorch's build description (torch.__config__.show())",
+                  "ONEDNN_MAX_CPU_ISA": "oneDNN's (the instruction set its kernels may use)",
                   "KEY": "the placeholder of a KEY=VALUE usage line"}
 
 
