@@ -40,7 +40,7 @@ for run, (path, _, _) in enumerate(bench_report.LOGS, 1):
 
 with open(bench_report.PAGES["bf16-speed"]) as fh:
     page = fh.read()
-i, j = bench_report.page_block(page, "bf16-speed")
+i, j = bench_report.pages.page_block(page, bench_report.GENERATOR, "bf16-speed", bench_report.PAGES["bf16-speed"])
 block = page[i:j]
 shown = {}
 for ln in block.splitlines():

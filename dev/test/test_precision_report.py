@@ -138,7 +138,7 @@ with tempfile.TemporaryDirectory() as tmp:
                          ("gpu-convergence", (" | %s |\n" % runs["fp16_seed1"][2], " | 1 |\n"))):
         with open(report.PAGES[name]) as fh:
             page = fh.read()
-        i, j = report.page_block(page, name)
+        i, j = report.pages.page_block(page, report.GENERATOR, name, report.PAGES[name])
         changed = page[:i] + page[i:j].replace(*change, 1) + page[j:]
         copy = os.path.join(tmp, name + ".md")
         with open(copy, "w") as fh:
