@@ -192,8 +192,8 @@ static inline float gemm_bf16_value(uint32_t bits16) {
 
 // Runs of values rounded as gemm_bf16_round: n values of src to BF16 at dst (gemm_bf16_run), and
 // n pairs' slots, the low k's values from lo and the high k's from hi (NULL: zero), at dst
-// (gemm_bf16_pair_run). Where the products run natively (native: GEMM_BF16_NATIVE or _AMX, whose
-// CPUs have AVX512-BF16), 16 values an instruction with vcvtneps2bf16, which rounds as
+// (gemm_bf16_pair_run). Where prec's products run natively (GEMM_BF16_NATIVE or _AMX, whose CPUs
+// have AVX512-BF16), 16 values an instruction with vcvtneps2bf16, which rounds as
 // gemm_bf16_round does (Intel's definition; test_gemm_bf16 checks the two against each other); the
 // emulated precisions round in scalar code, so every CPU runs that path, and gives the same bytes.
 #if GEMM_BF16_BUILT
@@ -220,24 +220,24 @@ static GEMM_BF16_CONVERT_TARGET void gemm_bf16_pair_run_native(gemm_slot *dst, c
     }
 }
 #endif
-static inline void gemm_bf16_run(gemm_bf16 *dst, const float *src, int n, int native) {
+static inline void gemm_bf16_run(gemm_bf16 *dst, const float *src, int n, GemmPrecision prec) {
 #if GEMM_BF16_BUILT
-    if (native) {
+    if (gemm_bf16_is_native(prec)) {
         gemm_bf16_run_native(dst, src, n);
         return;
     }
 #endif
-    (void)native;
+    (void)prec;
     for (int j = 0; j < n; j++) dst[j] = gemm_bf16_round(src[j]);
 }
-static inline void gemm_bf16_pair_run(gemm_slot *dst, const float *lo, const float *hi, int n, int native) {
+static inline void gemm_bf16_pair_run(gemm_slot *dst, const float *lo, const float *hi, int n, GemmPrecision prec) {
 #if GEMM_BF16_BUILT
-    if (native) {
+    if (gemm_bf16_is_native(prec)) {
         gemm_bf16_pair_run_native(dst, lo, hi, n);
         return;
     }
 #endif
-    (void)native;
+    (void)prec;
     if (hi)
         for (int j = 0; j < n; j++) dst[j] = gemm_bf16_round(lo[j]) | (uint32_t)gemm_bf16_round(hi[j]) << 16;
     else
@@ -275,7 +275,7 @@ static inline void gemm_pack_block(float *bp, const float *b, ptrdiff_t rs, ptrd
             for (int k = 0; k < kc; k += 2) {
                 const float *lo = b + (size_t)(k0 + k) * rs + n0;
                 gemm_bf16_pair_run((gemm_slot *)d + (size_t)(k >> 1) * GEMM_NR, lo, k + 1 < kc ? lo + rs : NULL, nn,
-                                   gemm_bf16_is_native(prec));
+                                   prec);
             }
         else  // columns are: 8 at a time (columns a page apart share an L1 set), each line read for 16 k
             for (int j0 = 0; j0 < nn; j0 += 8)
@@ -554,7 +554,6 @@ static inline size_t gemm_amx_a_slot(int i, int kk, int rows) {
 // the pairs past kc zero: one tile of A is 1 KB in one piece.
 static inline void gemm_pack_a_amx(float *ap, const float *a, ptrdiff_t rsa, ptrdiff_t csa, int i0, int i1, int k0,
                                    int kc, GemmPrecision prec) {
-    const int native = gemm_bf16_is_native(prec);
     if (csa != 1 && rsa != 1) {
         fprintf(stderr, "%s:%d: gemm_pack_a_amx: A is read along its rows or down them, not strided both ways\n",
                 __FILE__, __LINE__);
@@ -570,7 +569,7 @@ static inline void gemm_pack_a_amx(float *ap, const float *a, ptrdiff_t rsa, ptr
             for (int k = 0; k < kc; k += 2 * GEMM_AMX_PAIRS) {
                 const float *src = a + (size_t)i * rsa + k0 + k;
                 gemm_bf16 *dst = d + gemm_amx_a_slot(i - i0, k >> 1, rows) * 2;
-                gemm_bf16_run(dst, src, kc - k < 2 * GEMM_AMX_PAIRS ? kc - k : 2 * GEMM_AMX_PAIRS, native);
+                gemm_bf16_run(dst, src, kc - k < 2 * GEMM_AMX_PAIRS ? kc - k : 2 * GEMM_AMX_PAIRS, prec);
             }
     else  // down its columns, its rows contiguous (the weight gradients' dOut^T: rsa 1, as every such caller's): a
           // tile at a time, its 16 rows' k pair q made from two runs of i into slots t[q][i], which are then
@@ -586,7 +585,7 @@ static inline void gemm_pack_a_amx(float *ap, const float *a, ptrdiff_t rsa, ptr
                     const int kl = k + 2 * q;  // the pair's low k; past kc the pair is zero, and its high k past kc
                     if (kl < kc) {
                         const float *lo = a + s + (size_t)(k0 + kl) * csa;
-                        gemm_bf16_pair_run(t[q], lo, kl + 1 < kc ? lo + csa : NULL, ni, native);
+                        gemm_bf16_pair_run(t[q], lo, kl + 1 < kc ? lo + csa : NULL, ni, prec);
                     } else memset(t[q], 0, sizeof t[q]);
                 }
                 gemm_slot *tile = (gemm_slot *)ap + gemm_amx_a_slot(s - i0, k >> 1, rows);
