@@ -22,6 +22,7 @@ doc/*.md, dev/*.md and dev/*/*.md (inline `code` spans; commands in code blocks)
      a trainer's page says where ./train ends it (--steps, as --help says); a page that calls resume
      bit-exact links the section of gpu.md that gives its conditions; design.md's reading-order
      table lists the root's sources and its folders of code, as the tree holds them;
+  7. scripts: every tracked file that begins with #! is checked out executable (test/run.sh runs them);
 and a self-check: a page with a planted error of each kind is caught, the same page without it
 passes. BUILD (the environment, as make test passes it; default build) names the build directory.
 Runs from the repository root in about two seconds. Ends with 'test_docs: N passed, N failed'."""
@@ -306,7 +307,8 @@ def same_value(stated, printed):
 # ---- the pages
 
 def files_matching(patterns):
-    return [os.path.relpath(p, ROOT) for pat in patterns for p in sorted(glob.glob(os.path.join(ROOT, pat)))]
+    return [os.path.relpath(p, ROOT) for pat in patterns
+            for p in sorted(glob.glob(os.path.join(ROOT, pat), recursive=True))]
 
 
 def doc_pages():
@@ -836,6 +838,23 @@ def long_lines(path, text):
     return ["%s:%d: %d columns" % (path, n, len(ln)) for n, ln in enumerate(text.splitlines(), 1) if len(ln) > 120]
 
 
+def scripts_not_executable():
+    """The files git tracks that begin with #! but that a fresh clone checks out without the executable bit (git's
+    index mode, which is what a clone gets; outside a git checkout, the file's own mode)."""
+    p = subprocess.run(["git", "ls-files", "-s"], capture_output=True, text=True, cwd=ROOT)
+    if p.returncode == 0:
+        plain = [ln.split(None, 3)[3] for ln in p.stdout.splitlines() if ln.startswith("100644 ")]
+    else:
+        plain = [f for f in files_matching(["**/*"]) if not f.startswith("build") and not os.access(f, os.X_OK)]
+    bad = []
+    for path in plain:
+        if os.path.isfile(path):
+            with open(path, "rb") as fh:
+                if fh.read(2) == b"#!":
+                    bad.append(path)
+    return bad
+
+
 def include_cycle(includes):
     """A cycle in {file: [files it includes]} as a list of files (first == last), or None: the project's
     headers form a DAG, so each can be read after the ones it includes."""
@@ -992,6 +1011,9 @@ def main():
     bad = [x for p in core for x in long_lines(p, read(p))]
     check(not bad, "the core sources (%d files) keep within 120 columns%s"
           % (len(core), "".join("\n      " + b for b in bad)))
+    bad = scripts_not_executable()
+    check(not bad, "every script (a tracked file that begins with #!) is executable in a clone: %s"
+          % (", ".join(bad) or "all are"))
     summary("test_docs")
 
 
