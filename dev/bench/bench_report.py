@@ -62,8 +62,11 @@ def number(path, cell):
 def read_log(path):
     """The rows of a log's main table, each a dict of the figures these pages need, and its peak RSS lines as
     {"FP32" or "`--bf16`": (GiB, "H = .., B = .., T = ..")}."""
-    with open(path) as fh:
-        lines = fh.read().splitlines()
+    try:
+        with open(path) as fh:
+            lines = fh.read().splitlines()
+    except OSError as e:
+        fail(path, e.strerror)
     head = [i for i, ln in enumerate(lines) if ln.startswith("| H | B | T | threads |")]
     if len(head) != 1:
         fail(path, "expected one table headed '| H | B | T | threads |', found %d" % len(head))
