@@ -4,6 +4,8 @@ trainer code on one machine kind: their tables (./train FP32 and --bf16, PyPI's 
 under bf16 autocast, the BF16 GEMM rate) and peak RSS lines become
 
     bf16-speed         dev/RESULTS.md: each run's table, and what they give against the BF16 mode's goals
+    bf16-breakdown     dev/RESULTS.md: how the runs moved, the two BF16 kernels on this machine (KERNELS_LOG) and
+                       where the step's time goes (step_vs_sgemm's PHASES_LOG)
     readme-bf16-speed  README.md: the headline's bullet
 
 each between the lines
@@ -35,10 +37,15 @@ import pages  # noqa: E402
 # the commit); the commits differ in the pages only
 LOGS = [(os.path.join(HERE, "logs", "bench_cpu-2026-12-04-2137-amx.txt"), "2026-12-04 21:37", "6bc0fe5"),
         (os.path.join(HERE, "logs", "bench_cpu-2026-12-05-0655-amx.txt"), "2026-12-05 06:55", "314af1d")]
+# right after the last run, on the same idle machine: step_vs_sgemm's phases of --bf16's step, and the BF16 kernels
+# against FP32 alternating (the script is in the log's head)
+PHASES_LOG = os.path.join(HERE, "logs", "step_vs_sgemm-bf16-2026-12-05-0738-amx.txt")
+KERNELS_LOG = os.path.join(HERE, "logs", "bf16-kernels-2026-12-05-0740-amx.txt")
 RUN = {"command": "nice -n -5 dev/bench/bench_cpu.sh",
        "machine": "the AMX kind (lscpu: \"Intel(R) Xeon(R) Processor\", family 6 model 167 as the VM reports it, "
                   "with AVX-512, AVX512-BF16 and AMX-BF16; 2 vCPUs)"}
-PAGES = {"bf16-speed": os.path.join(ROOT, "dev", "RESULTS.md"), "readme-bf16-speed": os.path.join(ROOT, "README.md")}
+RESULTS = os.path.join(ROOT, "dev", "RESULTS.md")
+PAGES = {"bf16-speed": RESULTS, "bf16-breakdown": RESULTS, "readme-bf16-speed": os.path.join(ROOT, "README.md")}
 GENERATOR = "dev/bench/bench_report.py"
 GOAL_FP32, GOAL_TORCH_BF16, GOAL_TORCH_FP32, GOAL_GEMM = 1.6, 1.5, 2.5, 0.7
 
@@ -62,11 +69,7 @@ def number(path, cell):
 def read_log(path):
     """The rows of a log's main table, each a dict of the figures these pages need, and its peak RSS lines as
     {"FP32" or "`--bf16`": (GiB, "H = .., B = .., T = ..")}."""
-    try:
-        with open(path) as fh:
-            lines = fh.read().splitlines()
-    except OSError as e:
-        fail(path, e.strerror)
+    lines = read_lines(path)
     head = [i for i, ln in enumerate(lines) if ln.startswith("| H | B | T | threads |")]
     if len(head) != 1:
         fail(path, "expected one table headed '| H | B | T | threads |', found %d" % len(head))
@@ -79,6 +82,7 @@ def read_log(path):
         return hits[0]
     cols = {"H": col("H"), "B": col("B"), "threads": col("threads"), "fp32": col(r"train\.c chars/s"),
             "bf16": col(r"train\.c --bf16 chars/s"), "gemm": col(r"--bf16 step / BF16 GEMM"),
+            "gemm_rate": col(r"BF16 GEMM \S+ GFLOP/s"), "fp32_of_sgemm": col(r"step / best SGEMM"),
             "torch_fp32": col(r"PyPI torch \S+ \+ \S+ chars/s eager / compiled"),
             "torch_bf16": col(r"PyPI torch .* bf16 autocast chars/s eager / compiled")}
     rows = []
@@ -140,7 +144,8 @@ def lowest(runs):
 
 def span(values, fmt="%.2f"):
     lo, hi = min(values), max(values)
-    return (fmt % lo) if fmt % lo == fmt % hi else "%s – %s" % (fmt % lo, fmt % hi)
+    say = fmt.format if "{" in fmt else (lambda x: fmt % x)  # "{:,.0f}": thousands apart
+    return say(lo) if say(lo) == say(hi) else "%s – %s" % (say(lo), say(hi))
 
 
 def results_block(runs):
@@ -207,7 +212,125 @@ def readme_bullet(runs):
         116, subsequent_indent="  ", break_on_hyphens=False)
 
 
-BLOCKS = {"bf16-speed": results_block, "readme-bf16-speed": readme_bullet}
+def read_lines(path):
+    try:
+        with open(path) as fh:
+            return fh.read().splitlines()
+    except OSError as e:
+        fail(path, e.strerror)
+
+
+def read_phases(path):
+    """{(H, B, threads): [(phase, ms, share %, "GFLOP" or "MB" or None, of its bound or None)]} from step_vs_sgemm's
+    tables."""
+    out, rows = {}, None
+    for ln in read_lines(path):
+        m = re.match(r"\| phase \(H=(\d+) B=(\d+), (\d+) threads?\) \|", ln)
+        if m:
+            rows = out.setdefault(tuple(int(x) for x in m.groups()), [])
+            continue
+        if rows is None or not ln.startswith("| ") or ln.startswith("| all |"):
+            if not ln.startswith("|"):
+                rows = None
+            continue
+        cells = [c.strip() for c in ln.strip("|").split("|")]
+        if len(cells) != 6:
+            fail(path, "a phase row of %d cells: %s" % (len(cells), ln))
+        unit = cells[3].split()[-1] if cells[3] != "-" else None
+        rows.append((cells[0], number(path, cells[1]), number(path, cells[2].rstrip("%")), unit,
+                     number(path, cells[5])))
+    if not out:
+        fail(path, "no table of phases")
+    return out
+
+
+def read_kernels(path):
+    """{"fp32" | "amx" | "avx512bf16": [chars/s of each round]}, {"ALL" | "AVX512_CORE_BF16" | "FP32": GFLOP/s}."""
+    cps, gemm = {}, {}
+    for ln in read_lines(path):
+        m = re.fullmatch(r"round \d+ (?:fp32|--bf16 --bf16-kernel (\S+)) (\d+)", ln)
+        if m:
+            cps.setdefault(m.group(1) or "fp32", []).append(int(m.group(2)))
+        m = re.fullmatch(r"(?:ONEDNN_MAX_CPU_ISA=(\S+)|FP32 SGEMM MKL): .*: ([0-9.]+) GFLOP/s \(best of \d+\)", ln)
+        if m:
+            gemm[m.group(1) or "FP32"] = float(m.group(2))
+    if set(cps) != {"fp32", "amx", "avx512bf16"} or set(gemm) != {"ALL", "AVX512_CORE_BF16", "FP32"}:
+        fail(path, "expected rounds of fp32, amx and avx512bf16 and the three GEMM lines")
+    return cps, gemm
+
+
+def breakdown_block(runs):
+    """The runs' spread, the kernels on this machine, and where --bf16's step goes (PHASES_LOG)."""
+    two = [[r["gemm_rate"] for r in rows if r["threads"] == 2] for rows, _ in runs]
+    moved = max(max(a, b) / min(a, b) for x, y in zip(runs[0][0], runs[-1][0]) for k in ("torch_fp32", "torch_bf16")
+                if x[k] for a, b in zip(x[k], y[k]))
+    big1 = [[r["fp32_of_sgemm"] for r in rows if key(r) == (4096, 64, 1)][0] for rows, _ in runs]
+    spread = ("The runs moved as a shared VM's do: the machine's BF16 GEMM on two threads was %s GFLOP/s in the"
+              " first run and %s in the last, PyTorch's steps moved by up to %.1fx between the runs, either way, and"
+              " `./train`'s FP32 step at H = 4096, B = 64 on one thread ran at %s of the SGEMM in the first and %s in"
+              " the last. Taking each configuration's lower run cannot flatter `--bf16`." % (
+                  span(two[0], "{:,.0f}"), span(two[-1], "{:,.0f}"), moved, "%.2f" % big1[0], "%.2f" % big1[-1]))
+    cps, gemm = read_kernels(KERNELS_LOG)
+    kernels = ("The other BF16 kernel, AVX512-BF16 (`vdpbf16ps`, what the Zen 4 and 5 kinds run), is slower than FP32"
+               " on this machine, in oneDNN as in gemm.h, so this kind says nothing of its speed on those: at H = 1024,"
+               " B = 128 on one thread `./train` ran %s chars/s in FP32, %s with `--bf16` (AMX) and %s with `--bf16"
+               " --bf16-kernel avx512bf16`, and oneDNN's BF16 GEMM %s GFLOP/s with AMX against %s limited to"
+               " AVX512-BF16 (`ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16`; MKL's FP32 SGEMM %s), alternating on the idle"
+               " machine right after the last run ([logs/%s](bench/logs/%s), the script in its head). The bench runs"
+               " unchanged on a Zen 4 or 5 machine; it has not met one yet." % (
+                   span(cps["fp32"], "{:,}"), span(cps["amx"], "{:,}"), span(cps["avx512bf16"], "{:,}"),
+                   "{:,.0f}".format(gemm["ALL"]), "{:,.0f}".format(gemm["AVX512_CORE_BF16"]),
+                   "{:,.0f}".format(gemm["FP32"]), os.path.basename(KERNELS_LOG), os.path.basename(KERNELS_LOG)))
+    ph = read_phases(PHASES_LOG)
+    wide = {k: v for k, v in ph.items() if k[0] == 1024}
+    narrow = {k: v for k, v in ph.items() if k[0] == 256}
+    one = [v for k, v in wide.items() if k[2] == 1]
+    if not one or not narrow:
+        fail(PHASES_LOG, "expected H = 1024 on one thread and H = 256")
+
+    def share(rows, unit):
+        return sum(r[2] for r in rows if r[3] == unit)
+
+    def bound(rows, start):
+        return [r[4] for r in rows if r[0].startswith(start)]
+
+    def over(tables, start):
+        return [x for rows in tables for x in bound(rows, start)]
+    # the step with every product at the BF16 GEMM rate and the FP32 phases as they are, as a share of that rate
+    ideal = []
+    for rows in one:
+        at_rate = sum(r[1] * r[4] for r in rows if r[3] == "GFLOP")
+        ideal.append(at_rate / (at_rate + sum(r[1] for r in rows if r[3] == "MB")))
+    short = ["%.2fx" % v[2] for k, v in lowest(runs).items() if k[0] == 256 and k[1] == 128]
+    where = ("Where `--bf16`'s time goes, right after the last run on the same idle machine: `dev/bench/step_vs_sgemm.c"
+             " H B T steps threads BF16-GEMM-rate bf16` at H = 1024 and 256, B = 128, one and two threads, each phase"
+             " against the row's BF16 GEMM rate in that run ([logs/%s](bench/logs/%s)). At H = 1024 the products are"
+             " %s%% of the step. On one thread the large ones run at %s of the BF16 GEMM (the recurrent products"
+             " forward %s and backward %s, the weight gradients %s; on two threads %s, against that run's rate), the"
+             " thin ones far below it: the input projections (K = D = 64) at %s, the input gradients (N = D = 64) at"
+             " %s, the output layer at %s. The FP32 phases (the cell, `m_t`, `dmx` and `dmh`, the bias gradient,"
+             " softmax, the norms, the checks, packing, clip and Adam) are %s%% of the step, each at or near its"
+             " memory bound. So even with every product at the BF16 GEMM rate the step would be at %s of it on one"
+             " thread: the goal of 0.7 needs the FP32 phases shortened too (fused into the products' passes, as"
+             " PyTorch's compiled step fuses the cell). At H = 256 they are %s%% of the step, and the input"
+             " projections %s%%: these are the rows where `torch.compile` brings PyTorch's bf16 step closest (%s at"
+             " B = 128)." % (
+                 os.path.basename(PHASES_LOG), os.path.basename(PHASES_LOG),
+                 span([share(v, "GFLOP") for v in wide.values()], "%.0f"),
+                 span(over(one, "recurrent products") + over(one, "weight-gradient")),
+                 span(over(one, "recurrent products fwd")), span(over(one, "recurrent products bwd")),
+                 span(over(one, "weight-gradient")),
+                 span(over([v for k, v in wide.items() if k[2] == 2], "recurrent products") +
+                      over([v for k, v in wide.items() if k[2] == 2], "weight-gradient")),
+                 span(over(wide.values(), "input projections")), span(over(wide.values(), "input gradients")),
+                 span(over(wide.values(), "output layer")), span([share(v, "MB") for v in wide.values()], "%.0f"),
+                 span(ideal), span([share(v, "MB") for v in narrow.values()], "%.0f"),
+                 span([sum(r[2] for r in v if r[0].startswith("input projections")) for v in narrow.values()], "%.0f"),
+                 " and ".join(short)))
+    return "\n\n".join(textwrap.fill(p, 116, break_on_hyphens=False) for p in (spread, kernels, where))
+
+
+BLOCKS = {"bf16-speed": results_block, "bf16-breakdown": breakdown_block, "readme-bf16-speed": readme_bullet}
 
 
 def main(argv):

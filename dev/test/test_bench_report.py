@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""test_bench_report.py: dev/RESULTS.md's tables of the BF16 mode's speed and README.md's line are what the committed
-bench_cpu.sh logs give (dev/bench/bench_report.py --check), a page with one figure changed is caught, and each row's
+"""test_bench_report.py: dev/RESULTS.md's tables of the BF16 mode's speed, its breakdown and README.md's line are what
+the committed logs give (dev/bench/bench_report.py --check), a page with one figure changed is caught, and each row's
 ratios on the page agree with the ones bench_cpu.sh itself printed in its log (its "--bf16 / FP32" and "--bf16 / the
 better" columns, computed there from the same runs), as does the count of configurations that meet the goal.
 Run from the repository root (make test and make test-lab do). Ends with 'test_bench_report: N passed, N failed'."""
@@ -67,21 +67,42 @@ check(said is not None and surely <= int(said.group(1)) <= maybe and int(said.gr
       "the verdict counts %s configurations at 1.5x PyTorch's bf16 autocast or more in both runs, as the logs' own"
       " ratios do (%d - %d of %d)" % (said.group(1) if said else "no", surely, maybe, len(lower)))
 
-# a page with one figure changed fails --check
-tmp = tempfile.mkdtemp()
-try:
-    copy = os.path.join(tmp, "RESULTS.md")
-    shutil.copy(bench_report.PAGES["bf16-speed"], copy)
-    row = next(ln for ln in block.splitlines() if ln.startswith("| 1024 | 128 | 1 | 1 |"))
-    cells = row.split("|")
-    cells[6] = " %s " % ("9" + cells[6].strip())  # the --bf16 chars/s, one digit more
-    with open(copy, "w") as fh:
-        fh.write(page.replace(row, "|".join(cells)))
-    out = subprocess.run([sys.executable, "-B", "-c", "import sys; sys.path.insert(0, %r); import bench_report as b; "
-                          "b.PAGES['bf16-speed'] = %r; sys.exit(b.main(['bench_report.py', '--check']))"
-                          % (os.path.join(ROOT, "dev", "bench"), copy)], capture_output=True, text=True, cwd=ROOT)
-    check(out.returncode == 1 and "bf16-speed differs" in out.stdout,
-          "a RESULTS.md with one figure of the table changed fails --check (exit %d)" % out.returncode)
-finally:
-    shutil.rmtree(tmp)
+# the breakdown's share of the products at H = 1024, read here from step_vs_sgemm's log: the rows whose work is
+# in GFLOP, their shares summed per table
+shares, table = {}, None
+with open(bench_report.PHASES_LOG) as fh:
+    for ln in fh:
+        m = re.match(r"\| phase \(H=(\d+) B=\d+, (\d+) thread", ln)
+        if m:
+            table = (int(m.group(1)), int(m.group(2)))
+        elif table and ln.startswith("| ") and " GFLOP |" in ln and not ln.startswith("| all |"):
+            shares[table] = shares.get(table, 0) + float(ln.split("|")[3].strip().rstrip("%"))
+i2, j2 = bench_report.pages.page_block(page, bench_report.GENERATOR, "bf16-breakdown", bench_report.RESULTS)
+said = re.search(r"At H = 1024 the products are (\d+) – (\d+)% of the step", " ".join(page[i2:j2].split()))
+wide = [v for k, v in shares.items() if k[0] == 1024]
+check(said is not None and len(wide) == 2 and (int(said.group(1)), int(said.group(2))) == (round(min(wide)),
+                                                                                          round(max(wide))),
+      "the breakdown's products' share at H = 1024 is the log's (%s)" % wide)
+
+# a page with one figure changed fails --check: a cell of the table, a figure of the breakdown
+for name, old, new in (("bf16-speed", None, None), ("bf16-breakdown", "would be at 0.", "would be at 9.")):
+    tmp = tempfile.mkdtemp()
+    try:
+        copy = os.path.join(tmp, "RESULTS.md")
+        if old is None:
+            row = next(ln for ln in block.splitlines() if ln.startswith("| 1024 | 128 | 1 | 1 |"))
+            cells = row.split("|")
+            cells[6] = " %s " % ("9" + cells[6].strip())  # the --bf16 chars/s, one digit more
+            old, new = row, "|".join(cells)
+        with open(copy, "w") as fh:
+            fh.write(page.replace(old, new, 1))
+        out = subprocess.run([sys.executable, "-B", "-c", "import sys; sys.path.insert(0, %r); "
+                              "import bench_report as b; b.PAGES[%r] = %r; "
+                              "sys.exit(b.main(['bench_report.py', '--check']))"
+                              % (os.path.join(ROOT, "dev", "bench"), name, copy)], capture_output=True, text=True,
+                             cwd=ROOT)
+        check(old in page and out.returncode == 1 and "%s differs" % name in out.stdout,
+              "a RESULTS.md with one figure of %s changed fails --check (exit %d)" % (name, out.returncode))
+    finally:
+        shutil.rmtree(tmp)
 summary("test_bench_report")
