@@ -531,6 +531,17 @@ static inline void gemm_tile(int kc, const float *const *a, ptrdiff_t csa, const
 #endif
 }
 
+// The next tile's C, on its way while a tile computes: rows [i0, i0+mr), columns
+// [n0, n0+NR) within N. A large C (a weight gradient's, 1 MB for dW_h at H=256; the
+// gates the time loop adds to) waits in L3, and each tile would begin with its loads'
+// latency; each step's gates and m_t products are new memory, whose every line a tile's
+// stores would wait on. Fetched for writing (prefetchw): every tile stores its C.
+static inline void gemm_prefetch_c(const float *c, ptrdiff_t ldc, int i0, int mr, int n0, int N) {
+    for (int i = 0; i < mr; i++)
+        for (int j = n0; j < n0 + GEMM_NR && j < N; j += 64 / (int)sizeof(float))
+            __builtin_prefetch(c + (size_t)(i0 + i) * ldc + j, 1);
+}
+
 // ----------------------------------------------------------------------------
 // AMX-BF16 (GEMM_BF16_AMX). The tiles of a call: C 2 x 2 tiles (rows 0-15 and 16-31 of a group of
 // 32 rows, the panel's columns 0-15 and the rest), A 2 (the group's two strips of 16 rows), B 2
@@ -619,28 +630,40 @@ static inline void gemm_amx_end(GemmAmxIo *io, float *c, ptrdiff_t ldc, int mr, 
         for (int i = 0; i < mr; i++) memcpy(c + i * ldc, io->tmp + i * GEMM_NR, sizeof(float) * nr);
 }
 
+// A tile's depth in pieces: k blocks (of one product, or of several products summed into the same C),
+// each its group's A packed by gemm_pack_a_amx (the group's first strip; the second follows it) and
+// the panel's B in that block, kc deep. The tile runs them in turn with its sums kept in the tiles:
+// the bits of one product per piece, each adding to C, without writing C between them.
+typedef struct {
+    const float *a, *b;
+    int kc;
+} GemmAmxPiece;
+
 // The emulation: element by element, the instruction's sums in its order (the header's), on the
 // same packed A and B; a subnormal sum flushed with its sign and C read through gemm_bf16_flush
 // (packed operands are never subnormal: gemm_bf16_round).
-static GEMM_ONE_COPY void gemm_amx_tile_emulated(int kc, const float *ap, const float *bp, float *c, ptrdiff_t ldc,
+static GEMM_ONE_COPY void gemm_amx_tile_emulated(const GemmAmxPiece *piece, int pieces, float *c, ptrdiff_t ldc,
                                                  int mr, int nr, int init, const float *bias) {
     GemmAmxIo io;
     gemm_amx_begin(&io, c, ldc, mr, nr, init, bias);
-    const int rows = gemm_depth_rows(kc, GEMM_BF16_AMX);
     for (int i = 0; i < mr; i++)
         for (int j = 0; j < nr; j++) {
             float x = init == GEMM_ZERO ? 0 : init == GEMM_BIAS && io.full ? bias[j] : io.t[i * io.ld + j];
-            for (int kk = 0; kk < rows; kk += GEMM_AMX_PAIRS) {
-                float even = 0, odd = 0;
-                for (int q = 0; q < GEMM_AMX_PAIRS; q++) {
-                    const uint32_t a = *(const gemm_slot *)(ap + gemm_amx_a_slot(i, kk + q, rows));
-                    const uint32_t b = *(const gemm_slot *)(bp + (size_t)(kk + q) * GEMM_NR + j);
-                    even = gemm_bf16_flush((float)((double)even + (double)gemm_bf16_value(a & 0xffff) *
-                                                                      gemm_bf16_value(b & 0xffff)));
-                    odd = gemm_bf16_flush((float)((double)odd + (double)gemm_bf16_value(a >> 16) *
-                                                                    gemm_bf16_value(b >> 16)));
+            for (int s = 0; s < pieces; s++) {
+                const int rows = gemm_depth_rows(piece[s].kc, GEMM_BF16_AMX);
+                const float *ap = piece[s].a, *bp = piece[s].b;
+                for (int kk = 0; kk < rows; kk += GEMM_AMX_PAIRS) {
+                    float even = 0, odd = 0;
+                    for (int q = 0; q < GEMM_AMX_PAIRS; q++) {
+                        const uint32_t a = *(const gemm_slot *)(ap + gemm_amx_a_slot(i, kk + q, rows));
+                        const uint32_t b = *(const gemm_slot *)(bp + (size_t)(kk + q) * GEMM_NR + j);
+                        even = gemm_bf16_flush((float)((double)even + (double)gemm_bf16_value(a & 0xffff) *
+                                                                          gemm_bf16_value(b & 0xffff)));
+                        odd = gemm_bf16_flush((float)((double)odd + (double)gemm_bf16_value(a >> 16) *
+                                                                        gemm_bf16_value(b >> 16)));
+                    }
+                    x = gemm_bf16_flush((float)((double)gemm_bf16_flush(x) + gemm_bf16_flush(even + odd)));
                 }
-                x = gemm_bf16_flush((float)((double)gemm_bf16_flush(x) + gemm_bf16_flush(even + odd)));
             }
             io.t[i * io.ld + j] = x;
         }
@@ -670,16 +693,15 @@ static inline GEMM_AMX_TARGET void gemm_amx_configure(void) {
     __asm__ volatile("ldtilecfg %0" : : "m"(cfg));
 }
 static inline GEMM_AMX_TARGET void gemm_amx_release(void) { _tile_release(); }
-static GEMM_ONE_COPY GEMM_AMX_TARGET void gemm_amx_tile(int kc, const float *ap, const float *bp, float *c,
+static GEMM_ONE_COPY GEMM_AMX_TARGET void gemm_amx_tile(const GemmAmxPiece *piece, int pieces, float *c,
                                                         ptrdiff_t ldc, int mr, int nr, int init, const float *bias) {
     GemmAmxIo io;
     gemm_amx_begin(&io, c, ldc, mr, nr, init, bias);
     // GCC 12's tileloadd does not say that it reads memory: C's buffer is written before it
     __asm__ volatile("" : : : "memory");
-    const int rows = gemm_depth_rows(kc, GEMM_BF16_AMX), two = io.two, wide = GEMM_AMX_W1 > 0;  // wide: 2 tiles
+    const int two = io.two, wide = GEMM_AMX_W1 > 0;  // wide: 2 tiles
     const size_t ld = sizeof(float) * io.ld, ldb = sizeof(float) * GEMM_NR, lda = sizeof(float) * GEMM_AMX_PAIRS;
     const float *t0 = io.t, *t1 = io.t + GEMM_AMX_W0, *t2 = io.t + GEMM_AMX_ROWS * io.ld, *t3 = t2 + GEMM_AMX_W0;
-    const float *a1 = ap + gemm_amx_strip(rows);
     if (init == GEMM_ZERO) {
         _tile_zero(0);
         if (wide) _tile_zero(1);
@@ -696,17 +718,21 @@ static GEMM_ONE_COPY GEMM_AMX_TARGET void gemm_amx_tile(int kc, const float *ap,
         if (two) _tile_loadd(2, t2, ld);
         if (two && wide) _tile_loadd(3, t3, ld);
     }
-    for (int kk = 0; kk < rows; kk += GEMM_AMX_PAIRS) {
-        const float *b = bp + (size_t)kk * GEMM_NR, *a0 = ap + (size_t)kk * GEMM_AMX_ROWS;
-        _tile_loadd(6, b, ldb);
-        if (wide) _tile_loadd(7, b + GEMM_AMX_W0, ldb);
-        _tile_loadd(4, a0, lda);
-        _tile_dpbf16ps(0, 4, 6);
-        if (wide) _tile_dpbf16ps(1, 4, 7);
-        if (two) {
-            _tile_loadd(5, a1 + (size_t)kk * GEMM_AMX_ROWS, lda);
-            _tile_dpbf16ps(2, 5, 6);
-            if (wide) _tile_dpbf16ps(3, 5, 7);
+    for (int s = 0; s < pieces; s++) {
+        const int rows = gemm_depth_rows(piece[s].kc, GEMM_BF16_AMX);
+        const float *ap = piece[s].a, *a1 = ap + gemm_amx_strip(rows), *bp = piece[s].b;
+        for (int kk = 0; kk < rows; kk += GEMM_AMX_PAIRS) {
+            const float *b = bp + (size_t)kk * GEMM_NR, *a0 = ap + (size_t)kk * GEMM_AMX_ROWS;
+            _tile_loadd(6, b, ldb);
+            if (wide) _tile_loadd(7, b + GEMM_AMX_W0, ldb);
+            _tile_loadd(4, a0, lda);
+            _tile_dpbf16ps(0, 4, 6);
+            if (wide) _tile_dpbf16ps(1, 4, 7);
+            if (two) {
+                _tile_loadd(5, a1 + (size_t)kk * GEMM_AMX_ROWS, lda);
+                _tile_dpbf16ps(2, 5, 6);
+                if (wide) _tile_dpbf16ps(3, 5, 7);
+            }
         }
     }
     _tile_stored(0, (float *)t0, ld);
@@ -717,25 +743,41 @@ static GEMM_ONE_COPY GEMM_AMX_TARGET void gemm_amx_tile(int kc, const float *ap,
 }
 #endif
 
-// Rows [0, M) of C (ldc) against panels [p0, p1) of one packed block (kc deep), A packed by
-// gemm_pack_a_amx from row 0: groups of 32 rows (2 strips) outside, panels inside.
-static inline void gemm_amx_rows_block(float *c, ptrdiff_t ldc, const float *ap, int M, const float *blk, int kc,
-                                       int N, int p0, int p1, int init, const float *bias, GemmPrecision prec) {
-    const int rows = gemm_depth_rows(kc, prec);
-    for (int i0 = 0; i0 < M; i0 += 2 * GEMM_AMX_ROWS) {
-        const int mr = M - i0 < 2 * GEMM_AMX_ROWS ? M - i0 : 2 * GEMM_AMX_ROWS;
-        const float *a = ap + (size_t)i0 / GEMM_AMX_ROWS * gemm_amx_strip(rows);
-        for (int p = p0; p < p1; p++) {
-            int n0 = p * GEMM_NR, nr = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
-            const float *b = blk + (size_t)p * rows * GEMM_NR, *bs = bias ? bias + n0 : NULL;
-            float *cc = c + (size_t)i0 * ldc + n0;
+static inline void gemm_amx_tile_pieces(const GemmAmxPiece *piece, int pieces, float *c, ptrdiff_t ldc, int mr,
+                                        int nr, int init, const float *bias, GemmPrecision prec) {
 #if GEMM_AMX_BUILT
-            if (prec == GEMM_BF16_AMX) gemm_amx_tile(kc, a, b, cc, ldc, mr, nr, init, bs);
-            else
-#endif
-                gemm_amx_tile_emulated(kc, a, b, cc, ldc, mr, nr, init, bs);
-        }
+    if (prec == GEMM_BF16_AMX) {
+        gemm_amx_tile(piece, pieces, c, ldc, mr, nr, init, bias);
+        return;
     }
+#endif
+    (void)prec;
+    gemm_amx_tile_emulated(piece, pieces, c, ldc, mr, nr, init, bias);
+}
+
+// The k blocks a tile of AMX runs without writing C between them (gemm_amx_serial,
+// gemm_columns_amx): 2048 k, A's 32 rows of them 128 KB in BF16 and B's panel as much.
+#define GEMM_AMX_CHAIN 8
+// k blocks of a chain: A's rows packed by gemm_pack_a_amx from the first row the caller's C starts
+// at, B's block packed by gemm_pack_block (its panel 0), kc deep
+typedef struct {
+    const float *a[GEMM_AMX_CHAIN], *b[GEMM_AMX_CHAIN];
+    int kc[GEMM_AMX_CHAIN], blocks;
+} GemmAmxChain;
+
+// The tile of C at rows [i0, i0+32) (fewer at M) and panel p, through every block of the chain.
+static inline void gemm_amx_chain_tile(float *c, ptrdiff_t ldc, int M, int N, int i0, int p, const GemmAmxChain *ch,
+                                       int init, const float *bias, GemmPrecision prec) {
+    const int mr = M - i0 < 2 * GEMM_AMX_ROWS ? M - i0 : 2 * GEMM_AMX_ROWS;
+    const int n0 = p * GEMM_NR, nr = N - n0 < GEMM_NR ? N - n0 : GEMM_NR;
+    GemmAmxPiece piece[GEMM_AMX_CHAIN];
+    for (int j = 0; j < ch->blocks; j++) {
+        const int rows = gemm_depth_rows(ch->kc[j], prec);
+        piece[j] = (GemmAmxPiece){ch->a[j] + (size_t)i0 / GEMM_AMX_ROWS * gemm_amx_strip(rows),
+                                  ch->b[j] + (size_t)p * rows * GEMM_NR, ch->kc[j]};
+    }
+    gemm_amx_tile_pieces(piece, ch->blocks, c + (size_t)i0 * ldc + n0, ldc, mr, nr, init, bias ? bias + n0 : NULL,
+                         prec);
 }
 static inline void gemm_amx_start(GemmPrecision prec) {
 #if GEMM_AMX_BUILT
@@ -748,16 +790,6 @@ static inline void gemm_amx_stop(GemmPrecision prec) {
     if (prec == GEMM_BF16_AMX) gemm_amx_release();
 #endif
     (void)prec;
-}
-
-// The next tile's C, on its way while a tile computes: rows [i0, i0+mr), columns
-// [n0, n0+NR) within N. A large C (a weight gradient's, 1 MB for dW_h at H=256; the
-// gates the time loop adds to) waits in L3, and each tile would begin with its loads'
-// latency.
-static inline void gemm_prefetch_c(const float *c, ptrdiff_t ldc, int i0, int mr, int n0, int N) {
-    for (int i = 0; i < mr; i++)
-        for (int j = n0; j < n0 + GEMM_NR && j < N; j += 64 / (int)sizeof(float))
-            __builtin_prefetch(c + (size_t)(i0 + i) * ldc + j);
 }
 
 // Rows [i0, i0+mr) of C against panels [p0, p1) of one packed block (k0, kc). next: what of
@@ -853,28 +885,24 @@ static inline int gemm_serial_slot(void) {
 // its rows of the batch. Column panels outside, rows inside: a panel of B is read
 // once from memory per step and serves every row. BF16: the rows of A are rounded and
 // packed per k block first (gemm_pack_a), into a buffer of the calling thread's.
+// (AMX: gemm_amx_serial.)
 static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, ptrdiff_t rsa, ptrdiff_t csa,
                                       const float *bp, const float *bias, int M, int N, int K, MatmulInto into,
                                       GemmPrecision prec) {
     int np = gemm_panels(N), init0 = into == MATMUL_ADD ? GEMM_LOAD : bias ? GEMM_BIAS : GEMM_ZERO;
     if (into == MATMUL_ADD && bias) gemm_add_bias(c, ldc, bias, M, N);
+    for (int i = 0; i < M && K == 0 && into == MATMUL_SET; i++)  // no products: C = bias or 0
+        for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] = bias ? bias[n] : 0;
     int owned_a = 0;
-    const int amx = gemm_is_amx(prec), unit = amx ? GEMM_AMX_ROWS : GEMM_MR;  // A's rows padded to whole slivers
     float *ap = prec != GEMM_FP32 && M > 0 && K > 0
                     ? gemm_thread_buffer(gemm_serial_slot(), 2,
-                                         (size_t)(M + unit - 1) / unit * unit *
+                                         (size_t)(M + GEMM_MR - 1) / GEMM_MR * GEMM_MR *
                                              gemm_depth_rows(GEMM_KC_STREAMED, prec), &owned_a)
                     : NULL;
-    if (amx && ap) gemm_amx_start(prec);
     for (int k0 = 0; k0 < K; k0 += GEMM_KC_STREAMED) {
         int kc = K - k0 < GEMM_KC_STREAMED ? K - k0 : GEMM_KC_STREAMED, init = k0 > 0 ? GEMM_LOAD : init0;
         int kc_rows = gemm_depth_rows(kc, prec);
         const float *blk = bp + (size_t)gemm_depth_rows(k0, prec) * np * GEMM_NR;
-        if (amx) {  // the panels one after the other, each against every group of rows
-            gemm_pack_a_amx(ap, a, rsa, csa, 0, M, k0, kc, prec);
-            for (int p = 0; p < np; p++) gemm_amx_rows_block(c, ldc, ap, M, blk, kc, N, p, p + 1, init, bias, prec);
-            continue;
-        }
         if (ap) gemm_pack_a(ap, a, rsa, csa, 0, M, k0, kc, prec);
         // the panel after this one (at a block's end, the next block's first, kn rows deep), fetched
         // in equal shares of its rows by the last S of the R row tiles (gemm_tile_steps says why;
@@ -901,8 +929,74 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
             }
         }
     }
-    if (amx && ap) gemm_amx_stop(prec);
     if (ap && owned_a) free(ap);
+}
+
+// A term of a chain of products summed into one C: A (M,K), element (i,k) at a[i*rsa + k*csa],
+// times B (K,N) packed by gemm_pack.
+typedef struct {
+    const float *a;
+    ptrdiff_t rsa, csa;
+    const float *bp;
+    int K;
+} GemmTerm;
+
+// gemm_packed_serial on AMX, for the sum of the terms' products: C (M,N) = [C +] sum_t A_t . B_t
+// [+ bias]. The terms' k blocks in turn, GEMM_AMX_CHAIN at a time: their A packed first (the
+// blocks one after the other in the thread's buffer), then each tile of C (32 rows, a panel) runs
+// through all of them with its sums kept in the tiles, and C is read and written once for them all.
+// Each element is the chain of one product per block, each adding to C: the same bits as
+// gemm_packed_serial on one term after another. Written per block, a product as thin as the input
+// projections' (K = D = 64: 2 tdpbf16ps per tile) was mostly the writes of C.
+static inline void gemm_amx_serial(float *c, ptrdiff_t ldc, const GemmTerm *term, int terms, const float *bias, int M,
+                                   int N, MatmulInto into, GemmPrecision prec) {
+    if (M <= 0) return;
+    const int np = gemm_panels(N), strips = (M + GEMM_AMX_ROWS - 1) / GEMM_AMX_ROWS;
+    int init = into == MATMUL_ADD ? GEMM_LOAD : bias ? GEMM_BIAS : GEMM_ZERO, blocks = 0, owned_a = 0;
+    if (into == MATMUL_ADD && bias) gemm_add_bias(c, ldc, bias, M, N);
+    for (int t = 0; t < terms; t++) blocks += (term[t].K + GEMM_KC_STREAMED - 1) / GEMM_KC_STREAMED;
+    if (blocks == 0) {  // no products: C = bias or 0, or C as it is
+        for (int i = 0; i < M && into == MATMUL_SET; i++)
+            for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] = bias ? bias[n] : 0;
+        return;
+    }
+    const size_t block_floats = (size_t)strips * gemm_amx_strip(gemm_depth_rows(GEMM_KC_STREAMED, prec));
+    float *ap = gemm_thread_buffer(gemm_serial_slot(), 2, GEMM_AMX_CHAIN * block_floats, &owned_a);
+    GemmAmxChain ch = {.blocks = 0};
+    gemm_amx_start(prec);
+    for (int t = 0; t < terms; t++)
+        for (int k0 = 0; k0 < term[t].K; k0 += GEMM_KC_STREAMED) {
+            const int kc = term[t].K - k0 < GEMM_KC_STREAMED ? term[t].K - k0 : GEMM_KC_STREAMED, j = ch.blocks++;
+            ch.a[j] = ap + j * block_floats;
+            ch.b[j] = term[t].bp + (size_t)gemm_depth_rows(k0, prec) * np * GEMM_NR;
+            ch.kc[j] = kc;
+            gemm_pack_a_amx(ap + j * block_floats, term[t].a, term[t].rsa, term[t].csa, 0, M, k0, kc, prec);
+            if (--blocks > 0 && ch.blocks < GEMM_AMX_CHAIN) continue;  // the chain runs when full, or at the end
+            for (int p = 0; p < np; p++)  // the panels one after the other, each against every group of rows
+                for (int i0 = 0; i0 < M; i0 += 2 * GEMM_AMX_ROWS) {
+                    const int next = i0 + 2 * GEMM_AMX_ROWS < M ? i0 + 2 * GEMM_AMX_ROWS : 0, pn = next ? p : p + 1;
+                    if (pn < np)  // the next tile's C
+                        gemm_prefetch_c(c, ldc, next, M - next < 2 * GEMM_AMX_ROWS ? M - next : 2 * GEMM_AMX_ROWS,
+                                        pn * GEMM_NR, N);
+                    gemm_amx_chain_tile(c, ldc, M, N, i0, p, &ch, init, bias, prec);
+                }
+            init = GEMM_LOAD, ch.blocks = 0;
+        }
+    gemm_amx_stop(prec);
+    if (owned_a) free(ap);
+}
+
+// The sum of the terms' products into C, serially (the time loops): AMX as one chain
+// (gemm_amx_serial), the other kernels one term after another.
+static inline void gemm_terms_serial(float *c, ptrdiff_t ldc, const GemmTerm *term, int terms, const float *bias,
+                                     int M, int N, MatmulInto into, GemmPrecision prec) {
+    if (gemm_is_amx(prec)) {
+        gemm_amx_serial(c, ldc, term, terms, bias, M, N, into, prec);
+        return;
+    }
+    for (int t = 0; t < terms; t++)
+        gemm_packed_serial(c, ldc, term[t].a, term[t].rsa, term[t].csa, term[t].bp, t ? NULL : bias, M, N, term[t].K,
+                           t ? MATMUL_ADD : into, prec);
 }
 
 // An operand read in place: element (i,k) at at[i * rows + k * cols] (its row and column strides).
@@ -920,6 +1014,68 @@ typedef struct {
     const float *bias;
     int N;
 } GemmColumns;
+
+// gemm_columns on AMX (K > 0, the bias of an accumulating product already added): the rows of C
+// split between the threads in strips of 16, GEMM_AMX_CHAIN k blocks at a time. Each thread packs its
+// rows of A for all of them, then for each part and each NC columns the blocks of B, and each tile
+// of C (groups of 32 rows outside, panels inside) runs through the blocks with its sums in the
+// tiles: C is read and written once per GEMM_AMX_CHAIN blocks. Once per block, a weight gradient's
+// C (dW_h, 16 MB at H = 1024) went through memory 32 times a step at B T = 8192.
+static inline void gemm_columns_amx(GemmView A, int M, int K, const GemmColumns *parts, int nparts, MatmulInto into,
+                                    GemmPrecision prec) {
+    const int mp = (M + GEMM_AMX_ROWS - 1) / GEMM_AMX_ROWS, kc_rows = gemm_depth_rows(GEMM_KC, prec);
+    const size_t b_block = (size_t)kc_rows * GEMM_NC;
+#ifdef _OPENMP
+    const int nested = omp_in_parallel();  // then thread numbers repeat across callers: no shared buffers
+#endif
+    #pragma omp parallel
+    {
+#ifdef _OPENMP
+        int nt = omp_get_num_threads(), id = omp_get_thread_num(), slot = nested ? GEMM_THREADS : id;
+#else
+        int nt = 1, id = 0, slot = 0;
+#endif
+        int q0 = (int)((long)mp * id / nt), q1 = (int)((long)mp * (id + 1) / nt), owned = 0, owned_a = 0;
+        int i0 = q0 * GEMM_AMX_ROWS, i1 = q1 * GEMM_AMX_ROWS < M ? q1 * GEMM_AMX_ROWS : M;
+        const size_t a_block = (size_t)(q1 - q0) * gemm_amx_strip(kc_rows);
+        float *ws = q0 < q1 ? gemm_thread_buffer(slot, 0, GEMM_AMX_CHAIN * b_block, &owned) : NULL;
+        float *ap = ws ? gemm_thread_buffer(slot, 1, GEMM_AMX_CHAIN * a_block, &owned_a) : NULL;
+        if (ws) gemm_amx_start(prec);
+        for (int k0 = 0; ws && k0 < K; k0 += GEMM_AMX_CHAIN * GEMM_KC) {
+            GemmAmxChain ch = {.blocks = 0};
+            for (int kb = k0; kb < K && ch.blocks < GEMM_AMX_CHAIN; kb += GEMM_KC) {
+                const int j = ch.blocks++;
+                ch.kc[j] = K - kb < GEMM_KC ? K - kb : GEMM_KC;
+                ch.a[j] = ap + j * a_block;
+                ch.b[j] = ws + j * b_block;
+                gemm_pack_a_amx(ap + j * a_block, A.at, A.rows, A.cols, i0, i1, kb, ch.kc[j], prec);
+            }
+            for (int p = 0; p < nparts; p++) {
+                const GemmColumns *g = &parts[p];
+                const int init = k0 || into == MATMUL_ADD ? GEMM_LOAD : g->bias ? GEMM_BIAS : GEMM_ZERO;
+                for (int j0 = 0; j0 < g->N; j0 += GEMM_NC) {
+                    const int nc = g->N - j0 < GEMM_NC ? g->N - j0 : GEMM_NC, np = gemm_panels(nc);
+                    float *c = g->c + (size_t)i0 * g->ldc + j0;
+                    for (int j = 0; j < ch.blocks; j++)
+                        gemm_pack_block(ws + j * b_block, g->B.at + (size_t)j0 * g->B.cols, g->B.rows, g->B.cols,
+                                        k0 + j * GEMM_KC, ch.kc[j], nc, 0, np, prec);
+                    for (int r = 0; r < i1 - i0; r += 2 * GEMM_AMX_ROWS)  // each group of 32 rows, every panel
+                        for (int q = 0; q < np; q++) {
+                            if (q + 1 < np)  // the next tile's C
+                                gemm_prefetch_c(c, g->ldc, r, i1 - i0 - r < 2 * GEMM_AMX_ROWS ? i1 - i0 - r
+                                                                                             : 2 * GEMM_AMX_ROWS,
+                                                (q + 1) * GEMM_NR, nc);
+                            gemm_amx_chain_tile(c, g->ldc, i1 - i0, nc, r, q, &ch, init,
+                                                g->bias ? g->bias + j0 : NULL, prec);
+                        }
+                }
+            }
+        }
+        if (ws) gemm_amx_stop(prec);
+        if (ap && owned_a) free(ap);
+        if (ws && owned) free(ws);
+    }
+}
 
 // Products with one A, as one product whose columns are the parts' in turn (in each k block,
 // after A is packed for it), with B unpacked and the rows of C split between threads in a
@@ -941,8 +1097,11 @@ static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *par
                 for (int n = 0; n < g->N; n++) g->c[(size_t)i * g->ldc + n] = g->bias ? g->bias[n] : 0;
     }
     if (K == 0) return;
-    const int amx = gemm_is_amx(prec), unit = amx ? GEMM_AMX_ROWS : GEMM_MR;  // rows split between threads in units
-    const int mp = (M + unit - 1) / unit;
+    if (gemm_is_amx(prec)) {
+        gemm_columns_amx(A, M, K, parts, nparts, into, prec);
+        return;
+    }
+    const int mp = (M + GEMM_MR - 1) / GEMM_MR;  // the rows are split between threads in whole tiles
     const int pack_a = prec != GEMM_FP32 || (GEMM_PACK_A && csa != 1 && panels >= 8);  // gemm_pack_a says why 8
 #ifdef _OPENMP
     const int nested = omp_in_parallel();  // then thread numbers repeat across callers: no shared buffers
@@ -955,15 +1114,12 @@ static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *par
         int nt = 1, id = 0, slot = 0;
 #endif
         int q0 = (int)((long)mp * id / nt), q1 = (int)((long)mp * (id + 1) / nt), owned = 0, owned_a = 0;
-        int i0 = q0 * unit, i1 = q1 * unit < M ? q1 * unit : M;
         float *ws = q0 < q1 ? gemm_thread_buffer(slot, 0, (size_t)GEMM_KC * GEMM_NC, &owned) : NULL;
-        float *ap = ws && pack_a ? gemm_thread_buffer(slot, 1, (size_t)(q1 - q0) * unit * GEMM_KC, &owned_a) : NULL;
-        if (amx && ws) gemm_amx_start(prec);
+        float *ap = ws && pack_a ? gemm_thread_buffer(slot, 1, (size_t)(q1 - q0) * GEMM_MR * GEMM_KC, &owned_a) : NULL;
         for (int k0 = 0; ws && k0 < K; k0 += GEMM_KC) {
             int kc = K - k0 < GEMM_KC ? K - k0 : GEMM_KC;
             const int kc_rows = gemm_depth_rows(kc, prec);
-            if (amx) gemm_pack_a_amx(ap, a, rsa, csa, i0, i1, k0, kc, prec);
-            else if (ap) gemm_pack_a(ap, a, rsa, csa, i0, i1, k0, kc, prec);
+            if (ap) gemm_pack_a(ap, a, rsa, csa, q0 * GEMM_MR, q1 * GEMM_MR < M ? q1 * GEMM_MR : M, k0, kc, prec);
             for (int p = 0; p < nparts; p++) {
                 const GemmColumns *g = &parts[p];
                 const int init = k0 || accumulate ? GEMM_LOAD : g->bias ? GEMM_BIAS : GEMM_ZERO;
@@ -972,11 +1128,6 @@ static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *par
                     const float *bias = g->bias ? g->bias + j0 : NULL;
                     gemm_pack_block(ws, g->B.at + (size_t)j0 * g->B.cols, g->B.rows, g->B.cols, k0, kc, nc, 0, np,
                                     prec);
-                    if (amx) {  // this thread's rows, in groups of 32, each against every panel
-                        gemm_amx_rows_block(g->c + (size_t)i0 * g->ldc + j0, g->ldc, ap, i1 - i0, ws, kc, nc, 0, np,
-                                            init, bias, prec);
-                        continue;
-                    }
                     for (int q = q0; q < q1; q++) {
                         int r0 = q * GEMM_MR, mr = M - r0 < GEMM_MR ? M - r0 : GEMM_MR;
                         float *c = g->c + (size_t)r0 * g->ldc + j0;
@@ -990,7 +1141,6 @@ static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *par
                 }
             }
         }
-        if (amx && ws) gemm_amx_stop(prec);
         if (ap && owned_a) free(ap);
         if (ws && owned) free(ws);
     }
@@ -1039,9 +1189,27 @@ static inline void gemm_pack_nn(float *Wp, const float *W, int K, int O, GemmPre
 }
 static inline void gemm_nt_rows_packed(float *out, const float *in, const float *Wp, const float *bias, int n0, int n1,
                                        int O, int K, MatmulInto into, GemmPrecision prec) {
-    gemm_packed_serial(out + (size_t)n0 * O, O, in + (size_t)n0 * K, K, 1, Wp, bias, n1 - n0, O, K, into, prec);
+    const GemmTerm term = {in + (size_t)n0 * K, K, 1, Wp, K};
+    gemm_terms_serial(out + (size_t)n0 * O, O, &term, 1, bias, n1 - n0, O, into, prec);
 }
 static inline void gemm_nn_rows_packed(float *dIn, const float *dOut, const float *Wp, int n0, int n1, int K, int O,
                                        MatmulInto into, GemmPrecision prec) {
-    gemm_packed_serial(dIn + (size_t)n0 * K, K, dOut + (size_t)n0 * O, O, 1, Wp, NULL, n1 - n0, K, O, into, prec);
+    const GemmTerm term = {dOut + (size_t)n0 * O, O, 1, Wp, O};
+    gemm_terms_serial(dIn + (size_t)n0 * K, K, &term, 1, NULL, n1 - n0, K, into, prec);
+}
+// Two products summed, as one chain per element: out (N,O) = bias + in1 (N,K1) . W1^T + in2 (N,K2) . W2^T
+// (W1, W2 packed by gemm_pack_nt), the bits of gemm_nt_rows_packed on in1 then adding in2's. AMX
+// writes out once for both (gemm_amx_serial).
+static inline void gemm_nt_rows_packed_sum(float *out, const float *in1, const float *Wp1, int K1, const float *in2,
+                                           const float *Wp2, int K2, const float *bias, int n0, int n1, int O,
+                                           GemmPrecision prec) {
+    const GemmTerm term[2] = {{in1 + (size_t)n0 * K1, K1, 1, Wp1, K1}, {in2 + (size_t)n0 * K2, K2, 1, Wp2, K2}};
+    gemm_terms_serial(out + (size_t)n0 * O, O, term, 2, bias, n1 - n0, O, MATMUL_SET, prec);
+}
+// dIn (N,K) = dOut1 (N,O1) . W1 (O1,K) + dOut2 (N,O2) . W2 (O2,K) (packed by gemm_pack_nn), likewise
+static inline void gemm_nn_rows_packed_sum(float *dIn, const float *dOut1, const float *Wp1, int O1,
+                                           const float *dOut2, const float *Wp2, int O2, int n0, int n1, int K,
+                                           GemmPrecision prec) {
+    const GemmTerm term[2] = {{dOut1 + (size_t)n0 * O1, O1, 1, Wp1, O1}, {dOut2 + (size_t)n0 * O2, O2, 1, Wp2, O2}};
+    gemm_terms_serial(dIn + (size_t)n0 * K, K, term, 2, NULL, n1 - n0, K, MATMUL_SET, prec);
 }

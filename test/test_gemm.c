@@ -194,6 +194,23 @@ static void test_splits(int N, int K, int O, uint64_t *s) {
     CHECK(memcmp(dIn, dInPacked, sizeof(float) * N * K) == 0,
           "nn N=%d K=%d O=%d: packed in pieces of 3 rows, set then added to, gives the parallel product's bits",
           N, K, O);
+    memset(dInPacked, 0xff, sizeof(float) * N * K);  // NaN: the sum sets it
+    for (int n0 = 0; n0 < N; n0 += 3)
+        gemm_nn_rows_packed_sum(dInPacked, dOut, Wp, O, dOut, Wp, O, n0, n0 + 3 < N ? n0 + 3 : N, K, GEMM_FP32);
+    CHECK(memcmp(dIn, dInPacked, sizeof(float) * N * K) == 0,
+          "nn N=%d K=%d O=%d: the packed sum of two products, in pieces of 3 rows, gives the bits of the two in turn",
+          N, K, O);
+    // out = bias + in W^T + in W^T: the parallel products in turn against the packed sum in pieces
+    free(Wp);
+    Wp = mlstm_alloc(gemm_packed_floats(O, K, GEMM_FP32));
+    gemm_pack_nt(Wp, W, O, K, GEMM_FP32);
+    gemm_nt(b, in, W, NULL, N, O, K, MATMUL_ADD, GEMM_FP32);  // b: in W^T + bias, from above
+    memset(c, 0xff, sizeof(float) * N * O);
+    for (int n0 = 0; n0 < N; n0 += 3)
+        gemm_nt_rows_packed_sum(c, in, Wp, K, in, Wp, K, bias, n0, n0 + 3 < N ? n0 + 3 : N, O, GEMM_FP32);
+    CHECK(memcmp(b, c, sizeof(float) * N * O) == 0,
+          "nt N=%d K=%d O=%d: the packed sum of two products with the bias, in pieces of 3 rows, gives the bits of "
+          "the two in turn", N, K, O);
     free(in); free(W); free(bias); free(a); free(b); free(c); free(Wp); free(dIn); free(dInPacked);
 }
 

@@ -264,6 +264,53 @@ static void test_layouts(int N, int K, int O, GemmPrecision prec, uint64_t *s) {
     free(in); free(W); free(bias); free(init); free(got); free(chain); free(plain); free(dOut); free(Wp); free(mag);
 }
 
+// The time loops' sums of two products (fast.h's z = b + e W_x^T + m W_h^T, dxe = dz W_x + dmx W_mx) on
+// rows in pieces of 5, as threads own them: bit for bit the chain of the first product and then the
+// second added (AMX keeps the sum in its tiles through both: gemm_amx_serial), within the bound of the
+// plain loops at depth K1 + K2. out (N,O) = bias + in1 (N,K1) W1^T + in2 (N,K2) W2^T, and
+// dIn (N,O) = dOut1 (N,K1) W1 + dOut2 (N,K2) W2 with the same operands read the other way.
+static void test_sums(int N, int K1, int K2, int O, GemmPrecision prec, uint64_t *s) {
+    const int amx = gemm_is_amx(prec);
+    float *in1 = rand_buf((size_t)N * K1, s), *W1 = rand_buf((size_t)O * K1, s), *bias = rand_buf(O, s);
+    float *in2 = rand_buf((size_t)N * K2, s), *W2 = rand_buf((size_t)O * K2, s);
+    float *Wp1 = mlstm_alloc(fast_packed_floats(O, K1)), *Wp2 = mlstm_alloc(fast_packed_floats(O, K2));
+    float *first = mlstm_alloc((size_t)N * O), *chain = mlstm_alloc((size_t)N * O), *plain = mlstm_alloc((size_t)N * O);
+    float *got = mlstm_alloc((size_t)N * O);
+    double *mag = (double *)mallocCheck(sizeof(double) * N * O), *mag2 = (double *)mallocCheck(sizeof(double) * N * O);
+    char what[160];
+    for (int layout = 0; layout < 2; layout++) {  // 0: nt with the bias; 1: nn (W1 (K1,O), W2 (K2,O) as stored)
+        const ptrdiff_t r1 = layout ? 1 : K1, c1 = layout ? O : 1, r2 = layout ? 1 : K2, c2 = layout ? O : 1;
+        const float *b = layout ? NULL : bias;
+        ref_product(first, NULL, in1, K1, 1, W1, r1, c1, b, N, O, K1, amx);
+        ref_product(chain, first, in2, K2, 1, W2, r2, c2, NULL, N, O, K2, amx);
+        magnitudes(mag, NULL, in1, K1, 1, W1, r1, c1, b, N, O, K1);
+        magnitudes(mag2, NULL, in2, K2, 1, W2, r2, c2, NULL, N, O, K2);
+        for (size_t i = 0; i < (size_t)N * O; i++) mag[i] += mag2[i];
+        if (layout == 0) {
+            matmul_nt(plain, in1, W1, bias, N, O, K1, MATMUL_SET);
+            matmul_nt(plain, in2, W2, NULL, N, O, K2, MATMUL_ADD);
+            gemm_pack_nt(Wp1, W1, O, K1, prec);
+            gemm_pack_nt(Wp2, W2, O, K2, prec);
+        } else {
+            matmul_nn(plain, in1, W1, N, O, K1, MATMUL_SET);
+            matmul_nn(plain, in2, W2, N, O, K2, MATMUL_ADD);
+            gemm_pack_nn(Wp1, W1, O, K1, prec);
+            gemm_pack_nn(Wp2, W2, O, K2, prec);
+        }
+        memset(got, 0xff, sizeof(float) * N * O);  // NaN: a set product must not read it
+        for (int r0 = 0; r0 < N; r0 += 5) {
+            const int r1_ = r0 + 5 < N ? r0 + 5 : N;
+            if (layout == 0) gemm_nt_rows_packed_sum(got, in1, Wp1, K1, in2, Wp2, K2, bias, r0, r1_, O, prec);
+            else gemm_nn_rows_packed_sum(got, in1, Wp1, K1, in2, Wp2, K2, r0, r1_, O, prec);
+        }
+        snprintf(what, sizeof what, "%s %s sum of two products, rows in 5s, N=%d K=%d+%d O=%d", prec_name(prec),
+                 layout ? "nn" : "nt with bias", N, K1, K2, O);
+        check_product(what, got, chain, plain, mag, (size_t)N * O, K1 + K2, prec);
+    }
+    free(in1); free(W1); free(bias); free(in2); free(W2); free(Wp1); free(Wp2);
+    free(first); free(chain); free(plain); free(got); free(mag); free(mag2);
+}
+
 // The same bits on 1, 2 and 3 threads (the rows of C split between them) and natively and
 // emulated (vdpbf16ps's: native, where the CPU has it, and emulated; AMX's likewise): each element
 // is one chain whatever thread or kernel computes it.
@@ -465,7 +512,15 @@ int main(void) {
         test_layouts(9, GEMM_KC_STREAMED + 13, 8 * GEMM_NR + 3, p, &s);
         test_layouts(4 + GEMM_MR * (GEMM_FETCH_TILES + 1) + 3, 2 * GEMM_KC_STREAMED + 1, GEMM_NR + 1, p, &s);
         test_layouts(64, 96, 2 * GEMM_NR, p, &s);  // whole tiles of AMX: C straight from and to memory
+        // the weight gradients' depth (N) past AMX's chain of k blocks (gemm_columns_amx runs one chain, then
+        // goes on from C)
+        test_layouts(GEMM_AMX_CHAIN * GEMM_KC + 37, 45, 37, p, &s);
+        test_layouts(19, GEMM_AMX_CHAIN * GEMM_KC + 5, 21, p, &s);  // and a product's depth K (set, then added to)
         test_special_values(p, &s);
+        test_sums(37, 67, 45, 2 * GEMM_NR + 3, p, &s);  // partial groups of rows, tiles and k pairs
+        test_sums(64, 64, 256, 4 * GEMM_NR, p, &s);     // fast.h's shapes: D = 64 and H, whole tiles
+        // more k blocks than AMX's chain holds (gemm_amx_serial runs it, then goes on from C)
+        test_sums(19, (GEMM_AMX_CHAIN - 1) * GEMM_KC_STREAMED + 40, 2 * GEMM_KC_STREAMED + 7, GEMM_NR + 5, p, &s);
     }
     test_threads_and_kernels(70, GEMM_KC + 31, 8 * GEMM_NR + 7, GEMM_BF16_EMULATED, GEMM_BF16_NATIVE, native, &s);
     test_threads_and_kernels(70, GEMM_KC + 31, 8 * GEMM_NR + 7, GEMM_BF16_AMX_EMULATED, GEMM_BF16_AMX, amx, &s);
