@@ -30,9 +30,10 @@ enum {
     FP_WNORM_EMBED,  // forward_begin: weight norm forward, the embedding gather, the state in
     FP_PACK,         // W_h, W_mh, W_x, W_mx packed for the time loops, forward and backward
     FP_LOOP_FWD,     // the forward time loop as a whole (its four phases and the waiting)
-    FP_IN_PROJ,      // e W_x^T + b, e W_mx^T at every step
-    FP_REC_FWD,      // h W_mh^T, m W_h^T at every step
+    FP_IN_PROJ,      // mx = e W_mx^T at every step
+    FP_REC_FWD,      // mh = h W_mh^T at every step
     FP_MT_FWD,       // m_t = mx * mh
+    FP_GATES_FWD,    // z = b + e W_x^T + m W_h^T at every step (one sum: gemm_nt_rows_packed_sum)
     FP_CELL_FWD,     // gates, c_t, h_t
     FP_OUT_FWD,      // the logits h W_out^T + b_out
     FP_SOFTMAX,      // softmax and the loss
@@ -277,10 +278,10 @@ static inline FAST_SELECTS_VECTORISE void fast_cells_forward(Mlstm *m, int t, in
 }
 
 // The time loop: each thread all T steps of its rows of the batch. The input projections
-// z_t = b + e_t W_x^T and mx_t = e_t W_mx^T are computed at their step, just before the
-// products that use them, where z_t then stays in cache for m_t W_h^T to add to: the same
-// chain per element as one product over all T*B rows ahead of the loop, without writing z
-// and mx out to memory and reading them back.
+// are computed at their step, with the products that use them: mx_t = e_t W_mx^T just before
+// m_t, and z_t = b + e_t W_x^T + m_t W_h^T as one sum (the same chain per element as the
+// projection over all T*B rows ahead of the loop, then m_t W_h^T added), without writing z and
+// mx out to memory and reading them back.
 static inline void fast_forward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
     const int D = m->cfg.D, H = m->cfg.H;
     const float *bias = m->p.t[P_B];
@@ -297,10 +298,8 @@ static inline void fast_forward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
             FAST_PHASE(FP_REC_FWD,
                        gemm_nt_rows_packed(m->mh + s, m->hs + s, pk->W_mh, NULL, b0, b1, H, H, MATMUL_SET, pr));
             FAST_PHASE(FP_MT_FWD, mt_product(m, t, b0, b1));
-            FAST_PHASE(FP_IN_PROJ,
-                       gemm_nt_rows_packed(m->z + 4 * s, e, pk->W_x, bias, b0, b1, 4 * H, D, MATMUL_SET, pr));
-            FAST_PHASE(FP_REC_FWD,
-                       gemm_nt_rows_packed(m->z + 4 * s, m->mt + s, pk->W_h, NULL, b0, b1, 4 * H, H, MATMUL_ADD, pr));
+            FAST_PHASE(FP_GATES_FWD, gemm_nt_rows_packed_sum(m->z + 4 * s, e, pk->W_x, D, m->mt + s, pk->W_h, H, bias,
+                                                             b0, b1, 4 * H, pr));
             FAST_PHASE(FP_CELL_FWD, fast_cells_forward(m, t, b0, b1));
         }
     }
@@ -345,8 +344,8 @@ static inline FAST_SELECTS_VECTORISE void fast_cells_backward(Mlstm *m, int t, i
 }
 
 // The time loop, last step first, each thread on its rows. The input gradients
-// dxe_t = dz_t W_x + dmx_t W_mx are computed at their step, while dz_t and dmx_t are in
-// cache: the same chain per element as one product over all T*B rows after the loop.
+// dxe_t = dz_t W_x + dmx_t W_mx are computed at their step as one sum, while dz_t and dmx_t are
+// in cache: the same chain per element as one product over all T*B rows after the loop.
 static inline void fast_backward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
     const int D = m->cfg.D, H = m->cfg.H;
     const GemmPrecision pr = pk->precision;
@@ -360,9 +359,9 @@ static inline void fast_backward_steps(Mlstm *m, FastPacks *pk, int B, int T) {
             FAST_PHASE(FP_CELL_BWD, fast_cells_backward(m, t, b0, b1));
             FAST_PHASE(FP_REC_BWD,
                        gemm_nn_rows_packed(m->dm, m->dz + 4 * s, pk->W_h, b0, b1, H, 4 * H, MATMUL_SET, pr));
-            FAST_PHASE(FP_IN_BWD, gemm_nn_rows_packed(dxe, m->dz + 4 * s, pk->W_x, b0, b1, D, 4 * H, MATMUL_SET, pr));
             FAST_PHASE(FP_MT_BWD, mt_backward(m, t, b0, b1));
-            FAST_PHASE(FP_IN_BWD, gemm_nn_rows_packed(dxe, m->dmx + s, pk->W_mx, b0, b1, D, H, MATMUL_ADD, pr));
+            FAST_PHASE(FP_IN_BWD, gemm_nn_rows_packed_sum(dxe, m->dz + 4 * s, pk->W_x, 4 * H, m->dmx + s, pk->W_mx, H,
+                                                          b0, b1, D, pr));
             FAST_PHASE(FP_REC_BWD, gemm_nn_rows_packed(m->dh, m->dmh + s, pk->W_mh, b0, b1, H, H, MATMUL_SET, pr));
         }
     }

@@ -82,8 +82,9 @@ static void phase_work(PhaseWork w[PH_COUNT], const MlstmConfig *c, int B, int T
     PhaseWork t[PH_COUNT] = {
         [FP_WNORM_EMBED] = {"weight norm fwd, embedding gather", 0, F * (2 * nW + 2 * N * D + 4 * B * H)},
         [FP_PACK] = {"packing W_h, W_mh, W_x, W_mx (fwd and bwd)", 0, F * 2 * 2 * 5 * H * (H + D)},
-        [FP_IN_PROJ] = {"input projections e W_x^T, e W_mx^T (time loop)", 2 * N * D * 5 * H, 0},
-        [FP_REC_FWD] = {"recurrent products fwd (time loop)", 2 * N * 5 * H * H, 0},
+        [FP_IN_PROJ] = {"input projection e W_mx^T (time loop)", 2 * N * D * H, 0},
+        [FP_REC_FWD] = {"recurrent products fwd h W_mh^T (time loop)", 2 * N * H * H, 0},
+        [FP_GATES_FWD] = {"gate products b + e W_x^T + m W_h^T (time loop)", 2 * N * (D + H) * 4 * H, 0},
         [FP_MT_FWD] = {"m_t = mx * mh (time loop)", 0, F * 3 * N * H},
         [FP_CELL_FWD] = {"cell fwd (time loop)", 0, F * 11 * N * H},
         [PH_WAIT_FWD] = {"threads waiting, fwd time loop", 0, 0},
@@ -107,7 +108,7 @@ static void phase_work(PhaseWork w[PH_COUNT], const MlstmConfig *c, int B, int T
 }
 
 static int phase_in_time_loop(int p) {
-    return p == FP_IN_PROJ || p == FP_REC_FWD || p == FP_MT_FWD || p == FP_CELL_FWD ||
+    return p == FP_IN_PROJ || p == FP_REC_FWD || p == FP_MT_FWD || p == FP_GATES_FWD || p == FP_CELL_FWD ||
            p == FP_REC_BWD || p == FP_MT_BWD || p == FP_CELL_BWD || p == FP_IN_BWD;
 }
 
@@ -197,7 +198,8 @@ int main(int argc, char **argv) {
         step_wall += wall;
     }
     const double nsteps = 3.0 * steps;
-    ph[PH_WAIT_FWD] = ph[FP_LOOP_FWD] - ph[FP_IN_PROJ] - ph[FP_REC_FWD] - ph[FP_MT_FWD] - ph[FP_CELL_FWD];
+    ph[PH_WAIT_FWD] = ph[FP_LOOP_FWD] - ph[FP_IN_PROJ] - ph[FP_REC_FWD] - ph[FP_MT_FWD] - ph[FP_GATES_FWD] -
+                      ph[FP_CELL_FWD];
     ph[PH_WAIT_BWD] = ph[FP_LOOP_BWD] - ph[FP_CELL_BWD] - ph[FP_REC_BWD] - ph[FP_MT_BWD] - ph[FP_IN_BWD];
     ph[FP_LOOP_FWD] = ph[FP_LOOP_BWD] = 0;  // shown as their parts
     double sg = fmax(fmax(own.wall, blas.wall), given), bw = triad_gbs();
@@ -212,7 +214,7 @@ int main(int argc, char **argv) {
            step_flops * nsteps / step_wall / 1e9 / sg, 3, steps);
     PhaseWork w[PH_COUNT];
     phase_work(w, &cfg, B, T, md->m.nparams);
-    static const int order[] = {FP_WNORM_EMBED, FP_PACK, FP_IN_PROJ, FP_REC_FWD, FP_MT_FWD, FP_CELL_FWD,
+    static const int order[] = {FP_WNORM_EMBED, FP_PACK, FP_IN_PROJ, FP_REC_FWD, FP_MT_FWD, FP_GATES_FWD, FP_CELL_FWD,
                                 PH_WAIT_FWD, FP_OUT_FWD, FP_SOFTMAX, FP_DLOGITS, FP_OUT_BWD, FP_CELL_BWD,
                                 FP_REC_BWD, FP_MT_BWD, FP_IN_BWD, PH_WAIT_BWD, FP_WGRAD, FP_BIAS_BWD,
                                 FP_WNORM_BWD, PH_CHECK, PH_APPLY, PH_OTHER};
