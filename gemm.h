@@ -199,7 +199,7 @@ static inline float gemm_bf16_value(uint32_t bits16) {
 #if GEMM_BF16_BUILT
 #define GEMM_BF16_CONVERT_TARGET __attribute__((target("avx512f,avx512vl,avx512bw,avx512bf16")))
 static inline GEMM_BF16_CONVERT_TARGET __mmask16 gemm_bf16_mask(int n) {
-    return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1);
 }
 static GEMM_BF16_CONVERT_TARGET void gemm_bf16_run_native(gemm_bf16 *dst, const float *src, int n) {
     for (int j = 0; j < n; j += 16) {
@@ -217,6 +217,16 @@ static GEMM_BF16_CONVERT_TARGET void gemm_bf16_pair_run_native(gemm_slot *dst, c
             slots = _mm512_or_si512(slots, _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)_mm512_cvtneps_pbh(
                                                                  _mm512_maskz_loadu_ps(m, hi + j))), 16));
         _mm512_mask_storeu_epi32(dst + j, m, slots);
+    }
+}
+static GEMM_BF16_CONVERT_TARGET void gemm_bf16_column_run_native(gemm_slot *dst, int stride, const float *src, int n) {
+    const __m512i at = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                          _mm512_set1_epi32(stride));
+    for (int k = 0; k < n; k += 32) {  // 32 values, 16 slots: the low half of the conversion from the first 16
+        const __m512bh pairs = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(gemm_bf16_mask(n - k - 16), src + k + 16),
+                                                   _mm512_maskz_loadu_ps(gemm_bf16_mask(n - k), src + k));
+        _mm512_mask_i32scatter_epi32(dst + (size_t)(k / 2) * stride, gemm_bf16_mask((n - k + 1) / 2), at,
+                                     (__m512i)pairs, 4);
     }
 }
 #endif
@@ -242,6 +252,23 @@ static inline void gemm_bf16_pair_run(gemm_slot *dst, const float *lo, const flo
         for (int j = 0; j < n; j++) dst[j] = gemm_bf16_round(lo[j]) | (uint32_t)gemm_bf16_round(hi[j]) << 16;
     else
         for (int j = 0; j < n; j++) dst[j] = gemm_bf16_round(lo[j]);
+}
+
+// A run of n values that lie as k pairs (a row of W, packed as a column of B = W^T: gemm_pack_nt), as
+// (n + 1) / 2 slots, the first at dst and each the next stride slots on (an odd n's last pair's high
+// half zero).
+static inline void gemm_bf16_column_run(gemm_slot *dst, int stride, const float *src, int n, GemmPrecision prec) {
+#if GEMM_BF16_BUILT
+    if (gemm_bf16_is_native(prec)) {
+        gemm_bf16_column_run_native(dst, stride, src, n);
+        return;
+    }
+#endif
+    (void)prec;
+    for (int k = 0; k < n; k += 2) {
+        const uint32_t hi = k + 1 < n ? gemm_bf16_round(src[k + 1]) : 0;
+        dst[(size_t)(k / 2) * stride] = gemm_bf16_round(src[k]) | hi << 16;
+    }
 }
 
 // Element (k, j) of an operand packed k after k, W values of j per k (a panel of B: W = NR; a
@@ -277,6 +304,9 @@ static inline void gemm_pack_block(float *bp, const float *b, ptrdiff_t rs, ptrd
                 gemm_bf16_pair_run((gemm_slot *)d + (size_t)(k >> 1) * GEMM_NR, lo, k + 1 < kc ? lo + rs : NULL, nn,
                                    prec);
             }
+        else if (rs == 1 && prec != GEMM_FP32)  // BF16, B's columns contiguous: a column's k pairs side by side
+            for (int j = 0; j < nn; j++)
+                gemm_bf16_column_run((gemm_slot *)d + j, GEMM_NR, b + (size_t)(n0 + j) * cs + k0, kc, prec);
         else  // columns are: 8 at a time (columns a page apart share an L1 set), each line read for 16 k
             for (int j0 = 0; j0 < nn; j0 += 8)
                 for (int k = 0; k < kc; k++) {
@@ -816,8 +846,8 @@ static inline void gemm_add_bias(float *c, ptrdiff_t ldc, const float *bias, int
 
 // A thread's buffers, kept between calls (the callers are serial; threads beyond
 // GEMM_THREADS take fresh ones per call): which 0 holds the packed blocks of B, which 1 the
-// packed slivers of A, which 2 the BF16 slivers of A of the time loops (gemm_packed_serial),
-// grown to the largest size asked.
+// packed slivers of A, which 2 the BF16 slivers of A of the time loops (gemm_packed_serial,
+// gemm_amx_serial), grown to the largest size asked.
 #define GEMM_THREADS 64
 static inline float *gemm_thread_buffer(int id, int which, size_t floats, int *owned) {
     static float *buf[3][GEMM_THREADS];
@@ -869,14 +899,28 @@ static inline void gemm_pack_a(float *ap, const float *a, ptrdiff_t rsa, ptrdiff
             gemm_put(ap + (size_t)(i - i0) / GEMM_MR * GEMM_MR * rows, GEMM_MR, kc, (i - i0) % GEMM_MR, 0, prec);
 }
 
-// The thread-buffer slot of a serial product's caller (gemm_packed_serial): its thread number
-// in the one parallel region of the time loops, or a fresh buffer where regions nest.
-static inline int gemm_serial_slot(void) {
+// The thread-buffer slot of the calling thread: its thread number in one parallel region (the time
+// loops', gemm_columns'), or a fresh buffer where regions nest, active or not: thread numbers then
+// repeat across the outer region's threads.
+static inline int gemm_thread_slot(void) {
 #ifdef _OPENMP
-    return omp_get_active_level() <= 1 ? omp_get_thread_num() : GEMM_THREADS;
+    return omp_get_level() <= 1 ? omp_get_thread_num() : GEMM_THREADS;
 #else
     return 0;
 #endif
+}
+
+// The calling thread's share [q0, q1) of units split evenly between the threads of its region.
+typedef struct {
+    int q0, q1;
+} GemmShare;
+static inline GemmShare gemm_thread_share(int units) {
+#ifdef _OPENMP
+    const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+#else
+    const int nt = 1, id = 0;
+#endif
+    return (GemmShare){(int)((long)units * id / nt), (int)((long)units * (id + 1) / nt)};
 }
 
 
@@ -895,7 +939,7 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
         for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] = bias ? bias[n] : 0;
     int owned_a = 0;
     float *ap = prec != GEMM_FP32 && M > 0 && K > 0
-                    ? gemm_thread_buffer(gemm_serial_slot(), 2,
+                    ? gemm_thread_buffer(gemm_thread_slot(), 2,
                                          (size_t)(M + GEMM_MR - 1) / GEMM_MR * GEMM_MR *
                                              gemm_depth_rows(GEMM_KC_STREAMED, prec), &owned_a)
                     : NULL;
@@ -961,7 +1005,7 @@ static inline void gemm_amx_serial(float *c, ptrdiff_t ldc, const GemmTerm *term
         return;
     }
     const size_t block_floats = (size_t)strips * gemm_amx_strip(gemm_depth_rows(GEMM_KC_STREAMED, prec));
-    float *ap = gemm_thread_buffer(gemm_serial_slot(), 2, GEMM_AMX_CHAIN * block_floats, &owned_a);
+    float *ap = gemm_thread_buffer(gemm_thread_slot(), 2, GEMM_AMX_CHAIN * block_floats, &owned_a);
     GemmAmxChain ch = {.blocks = 0};
     gemm_amx_start(prec);
     for (int t = 0; t < terms; t++)
@@ -1025,17 +1069,11 @@ static inline void gemm_columns_amx(GemmView A, int M, int K, const GemmColumns 
                                     GemmPrecision prec) {
     const int mp = (M + GEMM_AMX_ROWS - 1) / GEMM_AMX_ROWS, kc_rows = gemm_depth_rows(GEMM_KC, prec);
     const size_t b_block = (size_t)kc_rows * GEMM_NC;
-#ifdef _OPENMP
-    const int nested = omp_in_parallel();  // then thread numbers repeat across callers: no shared buffers
-#endif
     #pragma omp parallel
     {
-#ifdef _OPENMP
-        int nt = omp_get_num_threads(), id = omp_get_thread_num(), slot = nested ? GEMM_THREADS : id;
-#else
-        int nt = 1, id = 0, slot = 0;
-#endif
-        int q0 = (int)((long)mp * id / nt), q1 = (int)((long)mp * (id + 1) / nt), owned = 0, owned_a = 0;
+        const GemmShare share = gemm_thread_share(mp);
+        const int q0 = share.q0, q1 = share.q1, slot = gemm_thread_slot();
+        int owned = 0, owned_a = 0;
         int i0 = q0 * GEMM_AMX_ROWS, i1 = q1 * GEMM_AMX_ROWS < M ? q1 * GEMM_AMX_ROWS : M;
         const size_t a_block = (size_t)(q1 - q0) * gemm_amx_strip(kc_rows);
         float *ws = q0 < q1 ? gemm_thread_buffer(slot, 0, GEMM_AMX_CHAIN * b_block, &owned) : NULL;
@@ -1103,17 +1141,11 @@ static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *par
     }
     const int mp = (M + GEMM_MR - 1) / GEMM_MR;  // the rows are split between threads in whole tiles
     const int pack_a = prec != GEMM_FP32 || (GEMM_PACK_A && csa != 1 && panels >= 8);  // gemm_pack_a says why 8
-#ifdef _OPENMP
-    const int nested = omp_in_parallel();  // then thread numbers repeat across callers: no shared buffers
-#endif
     #pragma omp parallel
     {
-#ifdef _OPENMP
-        int nt = omp_get_num_threads(), id = omp_get_thread_num(), slot = nested ? GEMM_THREADS : id;
-#else
-        int nt = 1, id = 0, slot = 0;
-#endif
-        int q0 = (int)((long)mp * id / nt), q1 = (int)((long)mp * (id + 1) / nt), owned = 0, owned_a = 0;
+        const GemmShare share = gemm_thread_share(mp);
+        const int q0 = share.q0, q1 = share.q1, slot = gemm_thread_slot();
+        int owned = 0, owned_a = 0;
         float *ws = q0 < q1 ? gemm_thread_buffer(slot, 0, (size_t)GEMM_KC * GEMM_NC, &owned) : NULL;
         float *ap = ws && pack_a ? gemm_thread_buffer(slot, 1, (size_t)(q1 - q0) * GEMM_MR * GEMM_KC, &owned_a) : NULL;
         for (int k0 = 0; ws && k0 < K; k0 += GEMM_KC) {

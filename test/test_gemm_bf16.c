@@ -109,9 +109,10 @@ static void test_rounding(void) {
         mism += memcmp(&r, &want, 4) != 0;
     }
     CHECK(mism == 0, "BF16 rounding of 260,000 float bit patterns across the range: %ld differ from frexp/rint's", mism);
-    // the packing's runs (gemm_bf16_run, gemm_bf16_pair_run), in scalar code and where the CPU has it with
-    // vcvtneps2bf16, against gemm_bf16_round: the same patterns and every special value above, NaNs included,
-    // in runs of 1 to 37 (the vector code's masked tails), nothing written past a run's end
+    // the packing's runs (gemm_bf16_run, gemm_bf16_pair_run, gemm_bf16_column_run), in scalar code and where
+    // the CPU has it with vcvtneps2bf16 / vcvtne2ps2bf16, against gemm_bf16_round: the same patterns and every
+    // special value above, NaNs included, in runs of 1 to 37 (the vector code's masked tails), nothing written
+    // past a run's end or, for the strided column runs, between its slots
     enum { RUN = 37 };
     float x[2 * RUN];
     long runs = 0, diff = 0;
@@ -133,16 +134,25 @@ static void test_rounding(void) {
             gemm_bf16_run(run, x, n, roundings[r]);
             gemm_bf16_pair_run(pairs, x, x + RUN, n, roundings[r]);
             gemm_bf16_pair_run(single, x, NULL, n, roundings[r]);
+            enum { STRIDE = 3 };
+            gemm_slot column[STRIDE * RUN];
+            for (int j = 0; j < STRIDE * RUN; j++) column[j] = 0xdeadbeef;
+            gemm_bf16_column_run(column, STRIDE, x, n, roundings[r]);
             for (int j = 0; j < n; j++) {
                 const uint32_t lo = gemm_bf16_round(x[j]), hi = gemm_bf16_round(x[RUN + j]);
                 diff += run[j] != lo || pairs[j] != (lo | hi << 16) || single[j] != lo;
+            }
+            for (int j = 0; j < STRIDE * RUN; j++) {
+                const int k = j / STRIDE * 2;  // the slot's first value
+                const uint32_t hi = k + 1 < n ? gemm_bf16_round(x[k + 1]) : 0;
+                diff += column[j] != (j % STRIDE || k >= n ? 0xdeadbeef : gemm_bf16_round(x[k]) | hi << 16);
             }
             diff += run[n] != 0xdead || pairs[n] != 0xdeadbeef || single[n] != 0xdeadbeef;
             runs++;
         }
     CHECK(runs > 0 && diff == 0,
           "BF16 runs for packing (scalar%s): %ld runs, %ld values or ends differ from gemm_bf16_round",
-          gemm_bf16_native_supported() ? " and vcvtneps2bf16" : "", runs, diff);
+          gemm_bf16_native_supported() ? " and vcvtneps2bf16, vcvtne2ps2bf16" : "", runs, diff);
 }
 
 // ----------------------------------------------------------------------------
