@@ -33,6 +33,7 @@ ends with the best one.
     build/torch-venv/bin/python dev/bench/bench_torch.py step --hidden 256       # PyPI's (bench_cpu.sh makes it)
 """
 import argparse, ctypes, os, re, sys, time
+if "--compile" in sys.argv: os.environ["TORCH_USE_RTLD_GLOBAL"] = "1"  # before torch loads: inductor_vectorises
 import torch
 import torch.nn.functional as F
 
@@ -177,6 +178,27 @@ def step_rate(a, H, forward):
     return B * T / times[len(times) // 2]
 
 
+def inductor_vectorises():
+    """torch.compile's C++ kernels on the CPU call SLEEF's vector functions in libtorch without linking it, and
+    are vectorised only where Inductor's probe (a small such library, dlopened in a child Python) loads. PyPI's
+    2.15 loads libtorch's symbols locally, so on some machines (the AMX kind, 2026-12-05) the probe failed, every
+    kernel came out scalar, and the compiled step ran at a fifth of its speed, a third of eager's. With
+    TORCH_USE_RTLD_GLOBAL set before torch loads (at the top of this file; the child inherits it) the symbols
+    are global and the kernels vectorised; a fresh kernel cache keeps scalar kernels of an earlier run from
+    being reused. Without an ISA the baseline would be a weak one: stop."""
+    import atexit, shutil, tempfile
+    try:
+        from torch._inductor.cpu_vec_isa import pick_vec_isa
+    except ImportError:  # PyTorch before 2.4
+        from torch._inductor.codecache import pick_vec_isa
+    cache = tempfile.mkdtemp(prefix="bench_torch_inductor_")
+    atexit.register(shutil.rmtree, cache, ignore_errors=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = cache
+    if not pick_vec_isa():
+        sys.exit("error: torch.compile's Inductor finds no vector ISA on this CPU (torch._inductor.cpu_vec_isa: "
+                 "its probe cannot build or load its test library), so its kernels would be scalar: a weak baseline")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("mode", choices=["sgemm", "step"])
@@ -198,6 +220,7 @@ def main():
         return sgemm(a, blas)
     H, D = a.hidden, a.embed
     flops = 3 * 2 * (5 * H * D + 5 * H * H + 256 * H)                          # per char, as mlstm.h's flops_per_char
+    if a.compile: inductor_vectorises()
     forward = torch.compile(loss_and_state) if a.compile else loss_and_state  # compiled at its first call
     best = None
     for intra, nb in blas.setups(a.threads):
