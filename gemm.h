@@ -843,6 +843,11 @@ static inline void gemm_add_bias(float *c, ptrdiff_t ldc, const float *bias, int
     for (int i = 0; i < M; i++)
         for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] += bias[n];
 }
+// C = bias (0 without one): a product that sets C with no k to sum (K = 0).
+static inline void gemm_set_bias(float *c, ptrdiff_t ldc, const float *bias, int M, int N) {
+    for (int i = 0; i < M; i++)
+        for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] = bias ? bias[n] : 0;
+}
 
 // A thread's buffers, kept between calls (the callers are serial; threads beyond
 // GEMM_THREADS take fresh ones per call): which 0 holds the packed blocks of B, which 1 the
@@ -935,8 +940,7 @@ static inline void gemm_packed_serial(float *c, ptrdiff_t ldc, const float *a, p
                                       GemmPrecision prec) {
     int np = gemm_panels(N), init0 = into == MATMUL_ADD ? GEMM_LOAD : bias ? GEMM_BIAS : GEMM_ZERO;
     if (into == MATMUL_ADD && bias) gemm_add_bias(c, ldc, bias, M, N);
-    for (int i = 0; i < M && K == 0 && into == MATMUL_SET; i++)  // no products: C = bias or 0
-        for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] = bias ? bias[n] : 0;
+    if (K == 0 && into == MATMUL_SET) gemm_set_bias(c, ldc, bias, M, N);  // no products
     int owned_a = 0;
     float *ap = prec != GEMM_FP32 && M > 0 && K > 0
                     ? gemm_thread_buffer(gemm_thread_slot(), 2,
@@ -1000,8 +1004,7 @@ static inline void gemm_amx_serial(float *c, ptrdiff_t ldc, const GemmTerm *term
     if (into == MATMUL_ADD && bias) gemm_add_bias(c, ldc, bias, M, N);
     for (int t = 0; t < terms; t++) blocks += (term[t].K + GEMM_KC_STREAMED - 1) / GEMM_KC_STREAMED;
     if (blocks == 0) {  // no products: C = bias or 0, or C as it is
-        for (int i = 0; i < M && into == MATMUL_SET; i++)
-            for (int n = 0; n < N; n++) c[(size_t)i * ldc + n] = bias ? bias[n] : 0;
+        if (into == MATMUL_SET) gemm_set_bias(c, ldc, bias, M, N);
         return;
     }
     const size_t block_floats = (size_t)strips * gemm_amx_strip(gemm_depth_rows(GEMM_KC_STREAMED, prec));
@@ -1130,9 +1133,7 @@ static inline void gemm_columns(GemmView A, int M, int K, const GemmColumns *par
         const GemmColumns *g = &parts[p];
         panels += gemm_panels(g->N);
         if (accumulate && g->bias) gemm_add_bias(g->c, g->ldc, g->bias, M, g->N);
-        if (K == 0 && !accumulate)  // no products: C = bias or 0
-            for (int i = 0; i < M; i++)
-                for (int n = 0; n < g->N; n++) g->c[(size_t)i * g->ldc + n] = g->bias ? g->bias[n] : 0;
+        if (K == 0 && !accumulate) gemm_set_bias(g->c, g->ldc, g->bias, M, g->N);  // no products
     }
     if (K == 0) return;
     if (gemm_is_amx(prec)) {

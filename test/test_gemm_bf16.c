@@ -309,9 +309,9 @@ static void test_sums(int N, int K1, int K2, int O, GemmPrecision prec, uint64_t
         }
         memset(got, 0xff, sizeof(float) * N * O);  // NaN: a set product must not read it
         for (int r0 = 0; r0 < N; r0 += 5) {
-            const int r1_ = r0 + 5 < N ? r0 + 5 : N;
-            if (layout == 0) gemm_nt_rows_packed_sum(got, in1, Wp1, K1, in2, Wp2, K2, bias, r0, r1_, O, prec);
-            else gemm_nn_rows_packed_sum(got, in1, Wp1, K1, in2, Wp2, K2, r0, r1_, O, prec);
+            const int r_end = r0 + 5 < N ? r0 + 5 : N;
+            if (layout == 0) gemm_nt_rows_packed_sum(got, in1, Wp1, K1, in2, Wp2, K2, bias, r0, r_end, O, prec);
+            else gemm_nn_rows_packed_sum(got, in1, Wp1, K1, in2, Wp2, K2, r0, r_end, O, prec);
         }
         snprintf(what, sizeof what, "%s %s sum of two products, rows in 5s, N=%d K=%d+%d O=%d", prec_name(prec),
                  layout ? "nn" : "nt with bias", N, K1, K2, O);
@@ -319,6 +319,33 @@ static void test_sums(int N, int K1, int K2, int O, GemmPrecision prec, uint64_t
     }
     free(in1); free(W1); free(bias); free(in2); free(W2); free(Wp1); free(Wp2);
     free(first); free(chain); free(plain); free(got); free(mag); free(mag2);
+}
+
+// A product with no k to sum (K = 0) that sets C gives the bias (0 without one), never C's old
+// contents: the time loops' serial products alone and as the first term of a sum, and the parallel one.
+static void test_no_depth(GemmPrecision prec, uint64_t *s) {
+    enum { N = 7, K = 40, O = GEMM_NR + 3 };
+    float *in = rand_buf((size_t)N * K, s), *W = rand_buf((size_t)O * K, s), *bias = rand_buf(O, s);
+    float *Wp = mlstm_alloc(fast_packed_floats(O, K)), *got = mlstm_alloc((size_t)N * O);
+    float *want = mlstm_alloc((size_t)N * O);
+    gemm_pack_nt(Wp, W, O, K, prec);
+    long bad = 0;
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        const float *b = with_bias ? bias : NULL;
+        memset(got, 0xff, sizeof(float) * N * O);  // NaN
+        gemm_nt_rows_packed(got, in, Wp, b, 0, N, O, 0, MATMUL_SET, prec);
+        for (int i = 0; i < N * O; i++) bad += got[i] != (b ? b[i % O] : 0);
+        memset(got, 0xff, sizeof(float) * N * O);
+        gemm_nt(got, in, W, b, N, O, 0, MATMUL_SET, prec);
+        for (int i = 0; i < N * O; i++) bad += got[i] != (b ? b[i % O] : 0);
+        gemm_nt_rows_packed(want, in, Wp, b, 0, N, O, K, MATMUL_SET, prec);
+        memset(got, 0xff, sizeof(float) * N * O);
+        gemm_nt_rows_packed_sum(got, in, Wp, 0, in, Wp, K, b, 0, N, O, prec);
+        bad += memcmp(got, want, sizeof(float) * N * O) != 0;
+    }
+    CHECK(bad == 0, "%s: products with K = 0 set C to the bias or 0 (serial, parallel, a sum's first term): %ld wrong",
+          prec_name(prec), bad);
+    free(in); free(W); free(bias); free(Wp); free(got); free(want);
 }
 
 // The same bits on 1, 2 and 3 threads (the rows of C split between them) and natively and
@@ -527,6 +554,7 @@ int main(void) {
         test_layouts(GEMM_AMX_CHAIN * GEMM_KC + 37, 45, 37, p, &s);
         test_layouts(19, GEMM_AMX_CHAIN * GEMM_KC + 5, 21, p, &s);  // and a product's depth K (set, then added to)
         test_special_values(p, &s);
+        test_no_depth(p, &s);
         test_sums(37, 67, 45, 2 * GEMM_NR + 3, p, &s);  // partial groups of rows, tiles and k pairs
         test_sums(64, 64, 256, 4 * GEMM_NR, p, &s);     // fast.h's shapes: D = 64 and H, whole tiles
         // more k blocks than AMX's chain holds (gemm_amx_serial runs it, then goes on from C)
