@@ -348,6 +348,39 @@ static void test_no_depth(GemmPrecision prec, uint64_t *s) {
     free(in); free(W); free(bias); free(Wp); free(got); free(want);
 }
 
+// The time loops' serial products called by the threads of an outer region, each from an inner region
+// that OpenMP runs inactive (one level active by default): every inner thread number is 0, and each caller
+// must still pack A into buffers of its own (gemm_thread_slot). Each thread's bits, call after call, against
+// its product computed alone.
+static void test_nested(GemmPrecision prec, uint64_t *s) {
+#ifdef _OPENMP
+    enum { N = 64, K = 300, O = 2 * GEMM_NR + 5, CALLS = 100 };
+    float *in[2] = {rand_buf((size_t)N * K, s), rand_buf((size_t)N * K, s)}, *W = rand_buf((size_t)O * K, s);
+    float *Wp = mlstm_alloc(fast_packed_floats(O, K));
+    float *want[2] = {mlstm_alloc((size_t)N * O), mlstm_alloc((size_t)N * O)};
+    gemm_pack_nt(Wp, W, O, K, prec);
+    for (int t = 0; t < 2; t++) gemm_nt_rows_packed(want[t], in[t], Wp, NULL, 0, N, O, K, MATMUL_SET, prec);
+    long bad = 0, threads = 0;
+    #pragma omp parallel num_threads(2) reduction(+ : bad, threads)
+    {
+        const int t = omp_get_thread_num();
+        float *got = mlstm_alloc((size_t)N * O);
+        threads++;
+        for (int r = 0; r < CALLS; r++) {
+            #pragma omp parallel num_threads(1)  // one thread: inactive whatever the nesting setting
+            gemm_nt_rows_packed(got, in[t], Wp, NULL, 0, N, O, K, MATMUL_SET, prec);
+            bad += memcmp(got, want[t], sizeof(float) * N * O) != 0;
+        }
+        free(got);
+    }
+    CHECK(threads == 2 && bad == 0, "%s: serial products from %ld threads, each inside an inactive nested region, "
+          "%d calls each: %ld give other bits than alone", prec_name(prec), threads, CALLS, bad);
+    free(in[0]); free(in[1]); free(W); free(Wp); free(want[0]); free(want[1]);
+#else
+    (void)prec, (void)s;
+#endif
+}
+
 // The same bits on 1, 2 and 3 threads (the rows of C split between them) and natively and
 // emulated (vdpbf16ps's: native, where the CPU has it, and emulated; AMX's likewise): each element
 // is one chain whatever thread or kernel computes it.
@@ -555,6 +588,7 @@ int main(void) {
         test_layouts(19, GEMM_AMX_CHAIN * GEMM_KC + 5, 21, p, &s);  // and a product's depth K (set, then added to)
         test_special_values(p, &s);
         test_no_depth(p, &s);
+        test_nested(p, &s);
         test_sums(37, 67, 45, 2 * GEMM_NR + 3, p, &s);  // partial groups of rows, tiles and k pairs
         test_sums(64, 64, 256, 4 * GEMM_NR, p, &s);     // fast.h's shapes: D = 64 and H, whole tiles
         // more k blocks than AMX's chain holds (gemm_amx_serial runs it, then goes on from C)
