@@ -64,6 +64,10 @@ for py in pypi deb; do  # which PyTorch and BLAS each is; bench_torch.py stops o
     "${cmd[@]}" dev/bench/bench_torch.py sgemm --threads 1 --repeats 1 > "$tmp/$py.txt" || exit 2
     head -n 1 "$tmp/$py.txt"
 done
+# Debian's OpenBLAS on the newest kernels the CPU's flags allow, for step_vs_sgemm's sgemm too: where the library's own
+# pick is older (a CPU model it does not know), bench_torch.py runs it with OPENBLAS_CORETYPE and says so in its line
+coretype=$(sed -n '1s/.* OPENBLAS_CORETYPE=\([A-Za-z0-9]*\).*/\1/p' "$tmp/deb.txt")
+[ -z "$coretype" ] || export OPENBLAS_CORETYPE=$coretype
 # "PyPI torch 2.15.0 + MKL": the version less its +cu..., the BLAS as bench_torch.py's sgemm line names it
 label() { awk 'NR == 1 { v = $2; sub(/\+.*/, "", v) } /^sgemm/ { print v " + " $3 }' "$tmp/$1.txt"; }
 pypi_label="PyPI torch $(label pypi)"; deb_label="Debian torch $(label deb)"

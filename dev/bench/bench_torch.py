@@ -104,6 +104,42 @@ def train_step(P, opt, x, y, h, c, clip, bf16=False, forward=loss_and_state):
 
 
 # ---- which BLAS PyTorch calls
+# OpenBLAS built with DYNAMIC_ARCH (Debian's) picks its kernels by the CPU's model number, and on a model it does not
+# know it falls back to generic SSE3 ones: 0.3.21 ran its Prescott kernels on an Emerald Rapids VM (family 6, model
+# 207, 2026-12-05), an SGEMM of 30 GFLOP/s where its Cooper Lake kernels give 157. A performance-aware user sets
+# OPENBLAS_CORETYPE to the newest kernels the CPU's flags allow; so does this script.
+OPENBLAS_CORES = [("Cooperlake", {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16"}),
+                  ("SkylakeX", {"avx512f", "avx512bw", "avx512vl", "avx512dq"}),
+                  ("Haswell", {"avx2", "fma"})]  # newest first, each with the flags its kernels use
+OPENBLAS_AS_GOOD = {"Cooperlake": {"cooperlake", "sapphirerapids"}, "SkylakeX": {"skylakex", "cooperlake",
+                                                                                   "sapphirerapids"},
+                    "Haswell": {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"}}
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return set(next((l for l in f if l.startswith("flags")), ":").split(":", 1)[1].split())
+    except OSError:
+        return set()
+
+
+def openblas_core(config):
+    """The kernels OpenBLAS runs, from openblas_get_config(): the word before MAX_THREADS=, or '?'."""
+    m = re.search(r"(\w+) MAX_THREADS=", config)
+    return m.group(1) if m else "?"
+
+
+def openblas_core_wanted(config, flags):
+    """The OPENBLAS_CORETYPE a CPU with these flags should run when the library's own pick is older, else None
+    (also None where OpenBLAS was built for one core, without DYNAMIC_ARCH: nothing to choose)."""
+    if "DYNAMIC_ARCH" not in config.split():
+        return None
+    core = openblas_core(config).lower()
+    for name, needs in OPENBLAS_CORES:
+        if needs <= flags:
+            return None if core in OPENBLAS_AS_GOOD[name] else name
+    return None
 class Blas:
     """name ("MKL" or "OpenBLAS"), what (version and library, for the log) and the thread control."""
 
@@ -128,7 +164,19 @@ class Blas:
         path = ([p for p in openblas if "libopenblas" in os.path.basename(p)] or openblas)[0]
         self.lib = ctypes.CDLL(path)
         self.lib.openblas_get_config.restype = ctypes.c_char_p
-        self.name, self.what = "OpenBLAS", "OpenBLAS %s (%s)" % (self.lib.openblas_get_config().decode(), path)
+        config = self.lib.openblas_get_config().decode()
+        self.name, self.what = "OpenBLAS", "OpenBLAS %s (%s)" % (config, path)
+        want = openblas_core_wanted(config, cpu_flags())
+        if want and not os.environ.get("OPENBLAS_CORETYPE"):  # read as the library loads: run this script again
+            print("bench_torch: OpenBLAS picked its %s kernels on this CPU, whose flags allow its %s kernels: running"
+                  " again with OPENBLAS_CORETYPE=%s" % (openblas_core(config), want, want), file=sys.stderr, flush=True)
+            os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, OPENBLAS_CORETYPE=want))
+        if want:
+            sys.exit("error: OpenBLAS runs its %s kernels with OPENBLAS_CORETYPE=%s on a CPU that allows %s's: a "
+                     "slow baseline that would flatter train.c" % (openblas_core(config),
+                                                                   os.environ["OPENBLAS_CORETYPE"], want))
+        if os.environ.get("OPENBLAS_CORETYPE"):
+            self.what += " OPENBLAS_CORETYPE=%s" % os.environ["OPENBLAS_CORETYPE"]
 
     def setups(self, n):
         """(intra-op, BLAS) thread counts to try on n cores: one of the pools gets all of them. MKL runs

@@ -155,4 +155,19 @@ check(max(count.values(), default=0) <= 2,
       "bench_torch's graph at T=%d: at most 2 index/slice nodes on any one tensor (most: %d on %s)"
       % (T, count.get(worst, 0), worst))
 
+# (c) an OpenBLAS that picks older kernels than the CPU allows (0.3.21 on a CPU model it does not know falls back to
+# Prescott's) is run again with OPENBLAS_CORETYPE set; one whose pick is as good is left alone
+dyn = "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY %s MAX_THREADS=64"
+spr = {"sse3", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16"}
+zen3 = {"sse3", "avx2", "fma"}
+skx = spr - {"avx512_bf16"}
+for config, flags, want in [(dyn % "Prescott", spr, "Cooperlake"), (dyn % "Cooperlake", spr, None),
+                            (dyn % "SapphireRapids", spr, None), (dyn % "SkylakeX", spr, "Cooperlake"),
+                            (dyn % "Zen", spr, "Cooperlake"), (dyn % "Prescott", skx, "SkylakeX"),
+                            (dyn % "SkylakeX", skx, None), (dyn % "Zen", zen3, None),
+                            (dyn % "Nehalem", zen3, "Haswell"), (dyn % "Prescott", {"sse3"}, None),
+                            ("OpenBLAS 0.3.21 NO_LAPACKE NO_AFFINITY Prescott MAX_THREADS=64", spr, None)]:
+    got = bench_torch.openblas_core_wanted(config, flags)
+    check(got == want, "openblas_core_wanted(%r, %s flags) = %r (want %r)" % (config, len(flags), got, want))
+
 finish()
