@@ -35,15 +35,14 @@ sys.path.insert(0, os.path.join(ROOT, "dev"))
 import pages  # noqa: E402
 # the runs: each log, when it started (UTC) and the commit it ran (the logs hold the numbers, not the machine or
 # the commit); the commits differ in the pages only
-LOGS = [(os.path.join(HERE, "logs", "bench_cpu-2026-12-04-2137-amx.txt"), "2026-12-04 21:37", "6bc0fe5"),
-        (os.path.join(HERE, "logs", "bench_cpu-2026-12-05-0655-amx.txt"), "2026-12-05 06:55", "314af1d")]
-# right after the last run, on the same idle machine: step_vs_sgemm's phases of --bf16's step, and the BF16 kernels
+LOGS = [(os.path.join(HERE, "logs", "bench_cpu-2026-12-05-2357-amx.txt"), "2026-12-05 23:57", "357add4")]
+# right after the run, on the same idle machine: step_vs_sgemm's phases of --bf16's step, and the BF16 kernels
 # against FP32 alternating (the script is in the log's head)
-PHASES_LOG = os.path.join(HERE, "logs", "step_vs_sgemm-bf16-2026-12-05-0738-amx.txt")
-KERNELS_LOG = os.path.join(HERE, "logs", "bf16-kernels-2026-12-05-0740-amx.txt")
+PHASES_LOG = os.path.join(HERE, "logs", "step_vs_sgemm-bf16-2026-12-06-0057-amx.txt")
+KERNELS_LOG = os.path.join(HERE, "logs", "bf16-kernels-2026-12-06-0058-amx.txt")
 RUN = {"command": "nice -n -5 dev/bench/bench_cpu.sh",
-       "machine": "the AMX kind (lscpu: \"Intel(R) Xeon(R) Processor\", family 6 model 167 as the VM reports it, "
-                  "with AVX-512, AVX512-BF16 and AMX-BF16; 2 vCPUs)"}
+       "machine": "the AMX kind (lscpu: \"Intel(R) Xeon(R) Processor\", family 6 model 207, an Emerald "
+                  "Rapids, as the VM reports it, with AVX-512, AVX512-BF16 and AMX-BF16; 2 vCPUs)"}
 RESULTS = os.path.join(ROOT, "dev", "RESULTS.md")
 PAGES = {"bf16-speed": RESULTS, "bf16-breakdown": RESULTS, "readme-bf16-speed": os.path.join(ROOT, "README.md")}
 GENERATOR = "dev/bench/bench_report.py"
@@ -151,13 +150,13 @@ def span(values, fmt="%.2f"):
 def results_block(runs):
     logs = "; ".join("[%s](bench/logs/%s), from %s UTC, commit %s" % ((os.path.basename(p),) * 2 + (t, c))
                      for p, t, c in LOGS)
-    out = ["`%s` (the full run: H = 256, 1024 and 4096), %d runs of the same trainer code on %s,"
+    out = ["`%s` (the full run: H = 256, 1024 and 4096), %s of the same trainer code on %s,"
            " `-O3 -march=native`: `./train --bf16` runs gemm.h's AMX-BF16 kernel. PyPI's torch (MKL, oneDNN for"
            " bf16) eager and through `torch.compile`; no other work ran. The whole output of each (the SGEMM rates,"
            " Debian's torch, the thread setups tried, the FP32 step's phases): %s. Chars/s, T = 64, D = 64; each"
            " ratio to torch is against the better of PyTorch's eager and compiled steps in the same run; the BF16"
            " GEMM is 2048x4096.4096x1024 in bfloat16 through PyPI's torch on the same threads."
-           % (RUN["command"], len(LOGS), RUN["machine"], logs), "",
+           % (RUN["command"], "one run" if len(LOGS) == 1 else "%d runs" % len(LOGS), RUN["machine"], logs), "",
            "| H | B | threads | run | ./train FP32 | ./train --bf16 | --bf16 / FP32 | torch FP32 eager / compiled"
            " | --bf16 / torch FP32 | torch bf16 autocast eager / compiled | --bf16 / torch bf16"
            " | --bf16 step / BF16 GEMM |",
@@ -172,8 +171,9 @@ def results_block(runs):
                 key(r) + (n + 1, thousands(r["fp32"]), thousands(r["bf16"]), over_fp32, tf,
                           "%.2fx" % over_tf if over_tf else "-", tb, "%.2fx" % over_tb if over_tb else "-", r["gemm"])))
     rss = runs[-1][1]
-    out += ["", "Peak RSS of one step at %s on 2 threads (the last run): %s." % (
-        rss["FP32"][1], ", ".join("%.2f GiB %s" % (rss[name][0], name) for name in ("FP32", "`--bf16`")))]
+    out += ["", "Peak RSS of one step at %s on 2 threads (%s): %s." % (
+        rss["FP32"][1], "the last run" if len(runs) > 1 else "the run",
+        ", ".join("%.2f GiB %s" % (rss[name][0], name) for name in ("FP32", "`--bf16`")))]
     out += ["", verdict(runs)]
     return "\n".join(p if p.startswith("|") else textwrap.fill(p, 116, break_on_hyphens=False) for p in out)
 
@@ -189,11 +189,12 @@ def verdict(runs):
 
     def met(ok):
         return "met" if ok else "not met"
-    return ("Against the BF16 mode's goals, each configuration's lower run: `--bf16` is %sx `./train`'s FP32 step at"
+    which = "each configuration's lower run" if len(runs) > 1 else "in this run"
+    return ("Against the BF16 mode's goals, %s: `--bf16` is %sx `./train`'s FP32 step at"
             " H = 1024 (goal %.1fx: %s); %sx PyTorch's bf16 autocast, %.1fx or more in %d of %d rows (goal: every"
             " row; short: %s); %sx PyTorch's FP32, %.1fx or more in %d of %d rows (goal: every row); the step at %s"
             " of the BF16 GEMM rate at H = 1024 (goal %.1f: %s)." % (
-                span(fp32), GOAL_FP32, met(min(fp32) >= GOAL_FP32), span(tb), GOAL_TORCH_BF16,
+                which, span(fp32), GOAL_FP32, met(min(fp32) >= GOAL_FP32), span(tb), GOAL_TORCH_BF16,
                 sum(x >= GOAL_TORCH_BF16 for x in tb), len(tb), "; ".join(short) if short else "none", span(tf),
                 GOAL_TORCH_FP32, sum(x >= GOAL_TORCH_FP32 for x in tf), len(tf), span(gemm), GOAL_GEMM,
                 met(min(gemm) >= GOAL_GEMM)))
@@ -203,11 +204,12 @@ def readme_bullet(runs):
     low = lowest(runs)
     at1024 = [v[0] for k, v in low.items() if k[0] == 1024]
     tb = [v[2] for v in low.values() if v[2] is not None]
+    which = "the lower of %d runs" % len(runs) if len(runs) > 1 else "one run"
     return textwrap.fill(
         "- `./train --bf16` on the AMX kind (a Xeon with AMX-BF16, 2 vCPUs; H = 256 and 1024, batch 32 and 128, 1 and"
-        " 2 threads; the lower of %d runs): %sx `./train`'s FP32 step at H = 1024 and %sx PyTorch's bf16 autocast (the"
+        " 2 threads; %s): %sx `./train`'s FP32 step at H = 1024 and %sx PyTorch's bf16 autocast (the"
         " better of eager and `torch.compile`), %.1fx or more in %d of %d rows (dev/RESULTS.md, \"CPU speed with"
-        " --bf16 on the AMX kind\")." % (len(runs), span(at1024), span(tb), GOAL_TORCH_BF16,
+        " --bf16 on the AMX kind\")." % (which, span(at1024), span(tb), GOAL_TORCH_BF16,
                                          sum(x >= GOAL_TORCH_BF16 for x in tb), len(tb)),
         116, subsequent_indent="  ", break_on_hyphens=False)
 
@@ -262,21 +264,28 @@ def read_kernels(path):
 def breakdown_block(runs):
     """The runs' spread, the kernels on this machine, and where --bf16's step goes (PHASES_LOG)."""
     two = [[r["gemm_rate"] for r in rows if r["threads"] == 2] for rows, _ in runs]
+    one_thread = [[r["gemm_rate"] for r in rows if r["threads"] == 1] for rows, _ in runs]
     moved = max(max(a, b) / min(a, b) for x, y in zip(runs[0][0], runs[-1][0]) for k in ("torch_fp32", "torch_bf16")
                 if x[k] for a, b in zip(x[k], y[k]))
     big1 = [[r["fp32_of_sgemm"] for r in rows if key(r) == (4096, 64, 1)][0] for rows, _ in runs]
-    spread = ("The runs moved as a shared VM's do: the machine's BF16 GEMM on two threads was %s GFLOP/s in the"
-              " first run and %s in the last, PyTorch's steps moved by up to %.1fx between the runs, either way, and"
-              " `./train`'s FP32 step at H = 4096, B = 64 on one thread ran at %s of the SGEMM in the first and %s in"
-              " the last. Taking each configuration's lower run cannot flatter `--bf16`." % (
-                  span(two[0], "{:,.0f}"), span(two[-1], "{:,.0f}"), moved, "%.2f" % big1[0], "%.2f" % big1[-1]))
+    if len(runs) > 1:
+        spread = ("The runs moved as a shared VM's do: the machine's BF16 GEMM on two threads was %s GFLOP/s in the"
+                  " first run and %s in the last, PyTorch's steps moved by up to %.1fx between the runs, either way,"
+                  " and `./train`'s FP32 step at H = 4096, B = 64 on one thread ran at %s of the SGEMM in the first"
+                  " and %s in the last. Taking each configuration's lower run cannot flatter `--bf16`." % (
+                      span(two[0], "{:,.0f}"), span(two[-1], "{:,.0f}"), moved, "%.2f" % big1[0], "%.2f" % big1[-1]))
+    else:
+        spread = ("One run, whose rows each measure `./train` and its peers side by side; the machine moved within it"
+                  " as a shared VM's does: its BF16 GEMM, measured after each row, was %s GFLOP/s on one thread and"
+                  " %s on two, and `./train`'s FP32 step at H = 4096, B = 64 on one thread ran at %.2f of the"
+                  " SGEMM." % (span(one_thread[0], "{:,.0f}"), span(two[0], "{:,.0f}"), big1[0]))
     cps, gemm = read_kernels(KERNELS_LOG)
     kernels = ("The other BF16 kernel, AVX512-BF16 (`vdpbf16ps`, what the Zen 4 and 5 kinds run), is slower than FP32"
                " on this machine, in oneDNN as in gemm.h, so this kind says nothing of its speed on those: at H = 1024,"
                " B = 128 on one thread `./train` ran %s chars/s in FP32, %s with `--bf16` (AMX) and %s with `--bf16"
                " --bf16-kernel avx512bf16`, and oneDNN's BF16 GEMM %s GFLOP/s with AMX against %s limited to"
                " AVX512-BF16 (`ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16`; MKL's FP32 SGEMM %s), alternating on the idle"
-               " machine right after the last run ([logs/%s](bench/logs/%s), the script in its head). The bench runs"
+               " machine right after the bench ([logs/%s](bench/logs/%s), the script in its head). The bench runs"
                " unchanged on a Zen 4 or 5 machine; it has not met one yet." % (
                    span(cps["fp32"], "{:,}"), span(cps["amx"], "{:,}"), span(cps["avx512bf16"], "{:,}"),
                    "{:,.0f}".format(gemm["ALL"]), "{:,.0f}".format(gemm["AVX512_CORE_BF16"]),
@@ -302,30 +311,31 @@ def breakdown_block(runs):
         at_rate = sum(r[1] * r[4] for r in rows if r[3] == "GFLOP")
         ideal.append(at_rate / (at_rate + sum(r[1] for r in rows if r[3] == "MB")))
     short = ["%.2fx" % v[2] for k, v in lowest(runs).items() if k[0] == 256 and k[1] == 128]
-    where = ("Where `--bf16`'s time goes, right after the last run on the same idle machine: `dev/bench/step_vs_sgemm.c"
+    where = ("Where `--bf16`'s time goes, right after the bench on the same idle machine: `dev/bench/step_vs_sgemm.c"
              " H B T steps threads BF16-GEMM-rate bf16` at H = 1024 and 256, B = 128, one and two threads, each phase"
              " against the row's BF16 GEMM rate in that run ([logs/%s](bench/logs/%s)). At H = 1024 the products are"
-             " %s%% of the step. On one thread the large ones run at %s of the BF16 GEMM (the recurrent products"
-             " forward %s and backward %s, the weight gradients %s; on two threads %s, against that run's rate), the"
-             " thin ones far below it: the input projections (K = D = 64) at %s, the input gradients (N = D = 64) at"
-             " %s, the output layer at %s. The FP32 phases (the cell, `m_t`, `dmx` and `dmh`, the bias gradient,"
-             " softmax, the norms, the checks, packing, clip and Adam) are %s%% of the step, each at or near its"
-             " memory bound. So even with every product at the BF16 GEMM rate the step would be at %s of it on one"
+             " %s%% of the step. On one thread the large ones run at %s of the BF16 GEMM (the recurrent product"
+             " forward `h W_mh^T` %s, the gates' sum `b + e W_x^T + m W_h^T` %s, the recurrent products backward %s,"
+             " the weight gradients %s; on two threads %s, against that run's rate), the thin ones far below it: the"
+             " input projection `e W_mx^T` (K = D = 64) at %s, the input gradients (N = D = 64) at %s, the output"
+             " layer at %s. The FP32 phases (the cell, `m_t`, `dmx` and `dmh`, the bias gradient,"
+             " softmax, the norms, the checks, packing, clip and Adam) are %s%% of the step, at %s of their"
+             " memory bounds on one thread. So even with every product at the BF16 GEMM rate the step would be at %s of it on one"
              " thread: the goal of 0.7 needs the FP32 phases shortened too (fused into the products' passes, as"
              " PyTorch's compiled step fuses the cell). At H = 256 they are %s%% of the step, and the input"
-             " projections %s%%: these are the rows where `torch.compile` brings PyTorch's bf16 step closest (%s at"
+             " projection %s%%: these are the rows where `torch.compile` brings PyTorch's bf16 step closest (%s at"
              " B = 128)." % (
                  os.path.basename(PHASES_LOG), os.path.basename(PHASES_LOG),
                  span([share(v, "GFLOP") for v in wide.values()], "%.0f"),
-                 span(over(one, "recurrent products") + over(one, "weight-gradient")),
-                 span(over(one, "recurrent products fwd")), span(over(one, "recurrent products bwd")),
-                 span(over(one, "weight-gradient")),
-                 span(over([v for k, v in wide.items() if k[2] == 2], "recurrent products") +
-                      over([v for k, v in wide.items() if k[2] == 2], "weight-gradient")),
-                 span(over(wide.values(), "input projections")), span(over(wide.values(), "input gradients")),
+                 span(over(one, "recurrent products") + over(one, "gate products") + over(one, "weight-gradient")),
+                 span(over(one, "recurrent products fwd")), span(over(one, "gate products")),
+                 span(over(one, "recurrent products bwd")), span(over(one, "weight-gradient")),
+                 span(sum((over([v for k, v in wide.items() if k[2] == 2], name)
+                           for name in ("recurrent products", "gate products", "weight-gradient")), [])),
+                 span(over(wide.values(), "input projection ")), span(over(wide.values(), "input gradients")),
                  span(over(wide.values(), "output layer")), span([share(v, "MB") for v in wide.values()], "%.0f"),
-                 span(ideal), span([share(v, "MB") for v in narrow.values()], "%.0f"),
-                 span([sum(r[2] for r in v if r[0].startswith("input projections")) for v in narrow.values()], "%.0f"),
+                 span([r[4] for rows in one for r in rows if r[3] == "MB"]), span(ideal), span([share(v, "MB") for v in narrow.values()], "%.0f"),
+                 span([sum(r[2] for r in v if r[0].startswith("input projection ")) for v in narrow.values()], "%.0f"),
                  " and ".join(short)))
     return "\n\n".join(textwrap.fill(p, 116, break_on_hyphens=False) for p in (spread, kernels, where))
 
