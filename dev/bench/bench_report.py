@@ -318,9 +318,9 @@ def breakdown_block(runs):
              " forward `h W_mh^T` %s, the gates' sum `b + e W_x^T + m W_h^T` %s, the recurrent products backward %s,"
              " the weight gradients %s; on two threads %s, against that run's rate), the thin ones far below it: the"
              " input projection `e W_mx^T` (K = D = 64) at %s, the input gradients (N = D = 64) at %s, the output"
-             " layer at %s. The FP32 phases (the cell, `m_t`, `dmx` and `dmh`, the bias gradient,"
-             " softmax, the norms, the checks, packing, clip and Adam) are %s%% of the step, at %s of their"
-             " memory bounds on one thread. So even with every product at the BF16 GEMM rate the step would be at %s of it on one"
+             " layer at %s. The FP32 phases (the cell, `m_t`, `dmx` and `dmh`, the bias gradient, softmax, the"
+             " norms, the checks, packing, clip and Adam) are %s%% of the step, at %s of their memory bounds on one"
+             " thread. So even with every product at the BF16 GEMM rate the step would be at %s of it on one"
              " thread: the goal of 0.7 needs the FP32 phases shortened too (fused into the products' passes, as"
              " PyTorch's compiled step fuses the cell). At H = 256 they are %s%% of the step, and the input"
              " projection %s%%: these are the rows where `torch.compile` brings PyTorch's bf16 step closest (%s at"
@@ -334,7 +334,8 @@ def breakdown_block(runs):
                            for name in ("recurrent products", "gate products", "weight-gradient")), [])),
                  span(over(wide.values(), "input projection ")), span(over(wide.values(), "input gradients")),
                  span(over(wide.values(), "output layer")), span([share(v, "MB") for v in wide.values()], "%.0f"),
-                 span([r[4] for rows in one for r in rows if r[3] == "MB"]), span(ideal), span([share(v, "MB") for v in narrow.values()], "%.0f"),
+                 span([r[4] for rows in one for r in rows if r[3] == "MB"]), span(ideal),
+                 span([share(v, "MB") for v in narrow.values()], "%.0f"),
                  span([sum(r[2] for r in v if r[0].startswith("input projection ")) for v in narrow.values()], "%.0f"),
                  " and ".join(short)))
     return "\n\n".join(textwrap.fill(p, 116, break_on_hyphens=False) for p in (spread, kernels, where))

@@ -108,12 +108,10 @@ def train_step(P, opt, x, y, h, c, clip, bf16=False, forward=loss_and_state):
 # know it falls back to generic SSE3 ones: 0.3.21 ran its Prescott kernels on an Emerald Rapids VM (family 6, model
 # 207, 2026-12-05), an SGEMM of 30 GFLOP/s where its Cooper Lake kernels give 157. A performance-aware user sets
 # OPENBLAS_CORETYPE to the newest kernels the CPU's flags allow; so does this script.
-OPENBLAS_CORES = [("Cooperlake", {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16"}),
-                  ("SkylakeX", {"avx512f", "avx512bw", "avx512vl", "avx512dq"}),
-                  ("Haswell", {"avx2", "fma"})]  # newest first, each with the flags its kernels use
-OPENBLAS_AS_GOOD = {"Cooperlake": {"cooperlake", "sapphirerapids"}, "SkylakeX": {"skylakex", "cooperlake",
-                                                                                   "sapphirerapids"},
-                    "Haswell": {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"}}
+OPENBLAS_CORES = [("Cooperlake", 3, {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16"}),
+                  ("SkylakeX", 2, {"avx512f", "avx512bw", "avx512vl", "avx512dq"}),
+                  ("Haswell", 1, {"avx2", "fma"})]  # newest first: name, rank, the flags its kernels use
+OPENBLAS_RANK = {"sapphirerapids": 3, "cooperlake": 3, "skylakex": 2, "haswell": 1, "zen": 1}  # older: 0
 
 
 def cpu_flags():
@@ -136,10 +134,12 @@ def openblas_core_wanted(config, flags):
     if "DYNAMIC_ARCH" not in config.split():
         return None
     core = openblas_core(config).lower()
-    for name, needs in OPENBLAS_CORES:
+    for name, rank, needs in OPENBLAS_CORES:
         if needs <= flags:
-            return None if core in OPENBLAS_AS_GOOD[name] else name
+            return None if OPENBLAS_RANK.get(core, 0) >= rank else name
     return None
+
+
 class Blas:
     """name ("MKL" or "OpenBLAS"), what (version and library, for the log) and the thread control."""
 
