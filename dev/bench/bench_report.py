@@ -265,10 +265,10 @@ def breakdown_block(runs):
     """The runs' spread, the kernels on this machine, and where --bf16's step goes (PHASES_LOG)."""
     two = [[r["gemm_rate"] for r in rows if r["threads"] == 2] for rows, _ in runs]
     one_thread = [[r["gemm_rate"] for r in rows if r["threads"] == 1] for rows, _ in runs]
-    moved = max(max(a, b) / min(a, b) for x, y in zip(runs[0][0], runs[-1][0]) for k in ("torch_fp32", "torch_bf16")
-                if x[k] for a, b in zip(x[k], y[k]))
     big1 = [[r["fp32_of_sgemm"] for r in rows if key(r) == (4096, 64, 1)][0] for rows, _ in runs]
     if len(runs) > 1:
+        moved = max(max(a, b) / min(a, b) for x, y in zip(runs[0][0], runs[-1][0])
+                    for k in ("torch_fp32", "torch_bf16") if x[k] for a, b in zip(x[k], y[k]))
         spread = ("The runs moved as a shared VM's do: the machine's BF16 GEMM on two threads was %s GFLOP/s in the"
                   " first run and %s in the last, PyTorch's steps moved by up to %.1fx between the runs, either way,"
                   " and `./train`'s FP32 step at H = 4096, B = 64 on one thread ran at %s of the SGEMM in the first"
