@@ -105,9 +105,8 @@ def train_step(P, opt, x, y, h, c, clip, bf16=False, forward=loss_and_state):
 
 # ---- which BLAS PyTorch calls
 # OpenBLAS built with DYNAMIC_ARCH (Debian's) picks its kernels by the CPU's model number, and on a model it does not
-# know it falls back to generic SSE3 ones: 0.3.21 ran its Prescott kernels on an Emerald Rapids VM (family 6, model
-# 207, 2026-12-05), an SGEMM of 30 GFLOP/s where its Cooper Lake kernels give 157. A performance-aware user sets
-# OPENBLAS_CORETYPE to the newest kernels the CPU's flags allow; so does this script.
+# know it falls back to generic SSE3 ones, a fifth of the speed (dev/bench/cpu-perf.md, "The PyTorch baseline"). A
+# performance-aware user sets OPENBLAS_CORETYPE to the newest kernels the CPU's flags allow; so does this script.
 OPENBLAS_CORES = [("Cooperlake", 3, {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16"}),
                   ("SkylakeX", 2, {"avx512f", "avx512bw", "avx512vl", "avx512dq"}),
                   ("Haswell", 1, {"avx2", "fma"})]  # newest first: name, rank, the flags its kernels use
