@@ -78,10 +78,11 @@
 #else
 #error "gemm.h: GEMM_MR (the tile's rows) is 4 or 8"
 #endif
-// An A read down its columns (the weight gradients' dOut^T) is packed per k block where the
-// tile has 4 rows (gemm_pack_a); the 8-row tile reads it in place, fetched ahead (GEMM_FETCH_A).
+// An A read down its columns (the weight gradients' dOut^T) is packed per k block (gemm_pack_a)
+// in a product of 8 panels or more, on either tile; -DGEMM_PACK_A=0 reads it in place there too,
+// as the products of fewer panels do (the 8-row tile fetching it ahead: GEMM_FETCH_A).
 #ifndef GEMM_PACK_A
-#define GEMM_PACK_A (GEMM_MR == 4)
+#define GEMM_PACK_A 1
 #endif
 #define GEMM_VL (GEMM_VB / 4)         // floats per vector
 #define GEMM_NR (GEMM_NV * GEMM_VL)   // columns per tile
@@ -341,9 +342,9 @@ static inline void gemm_pack(float *bp, const float *b, ptrdiff_t rs, ptrdiff_t 
 //  - GEMM_FETCH_A: A read down its columns (A^T in the weight gradients), 8 k ahead: each
 //    k a new line, a page or more from the last, where the hardware prefetchers do not
 //    follow (into L1 the lines, all on one set at these strides, would evict the ones in
-//    use). Only for the 8-row tile: the 4-row tile packs such an A (gemm_pack_a), or reads
-//    it in place in a product of few panels, where a line serves four tiles in turn and
-//    fetching it cost more than it saved (dev/bench/cpu-perf.md).
+//    use). Where such an A is read in place (a product of fewer than 8 panels; gemm_pack_a
+//    packs it in the others), and only for the 8-row tile: on the 4-row tile a line serves
+//    four tiles in turn, and fetching it cost more than it saved (dev/bench/cpu-perf.md).
 enum { GEMM_FETCH_NONE, GEMM_FETCH_NEXT, GEMM_FETCH_A };
 // How many row tiles share that fetch, the panel's last: 8 bring a 96 KB panel (AVX2) or a
 // 32 KB one (AVX-512) at ~7 GB/s, under what a core's misses in flight carry, and what they
