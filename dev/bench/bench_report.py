@@ -110,6 +110,8 @@ def read_log(path):
 
 
 def read_runs():
+    if len(LOGS) < 2:
+        fail(GENERATOR, "LOGS names %d run; the pages take each configuration's lower of two or more" % len(LOGS))
     runs = [read_log(path) for path, _, _ in LOGS]
     if len({tuple(key(r) for r in rows) for rows, _ in runs}) != 1:
         fail(LOGS[-1][0], "the runs' tables differ in their configurations (H, B, threads)")
@@ -157,7 +159,7 @@ def results_block(runs):
            " Debian's torch, the thread setups tried, the FP32 step's phases): %s. Chars/s, T = 64, D = 64; each"
            " ratio to torch is against the better of PyTorch's eager and compiled steps in the same run; the BF16"
            " GEMM is 2048x4096.4096x1024 in bfloat16 through PyPI's torch on the same threads."
-           % (RUN["command"], "one run" if len(LOGS) == 1 else "%d runs" % len(LOGS), RUN["machine"], logs), "",
+           % (RUN["command"], "%d runs" % len(LOGS), RUN["machine"], logs), "",
            "| H | B | threads | run | ./train FP32 | ./train --bf16 | --bf16 / FP32 | torch FP32 eager / compiled"
            " | --bf16 / torch FP32 | torch bf16 autocast eager / compiled | --bf16 / torch bf16"
            " | --bf16 step / BF16 GEMM |",
@@ -172,9 +174,8 @@ def results_block(runs):
                 key(r) + (n + 1, thousands(r["fp32"]), thousands(r["bf16"]), over_fp32, tf,
                           "%.2fx" % over_tf if over_tf else "-", tb, "%.2fx" % over_tb if over_tb else "-", r["gemm"])))
     rss = runs[-1][1]
-    out += ["", "Peak RSS of one step at %s on 2 threads (%s): %s." % (
-        rss["FP32"][1], "the last run" if len(runs) > 1 else "the run",
-        ", ".join("%.2f GiB %s" % (rss[name][0], name) for name in ("FP32", "`--bf16`")))]
+    out += ["", "Peak RSS of one step at %s on 2 threads (the last run): %s." % (
+        rss["FP32"][1], ", ".join("%.2f GiB %s" % (rss[name][0], name) for name in ("FP32", "`--bf16`")))]
     out += ["", verdict(runs)]
     return "\n".join(p if p.startswith("|") else textwrap.fill(p, 116, break_on_hyphens=False) for p in out)
 
@@ -190,12 +191,11 @@ def verdict(runs):
 
     def met(ok):
         return "met" if ok else "not met"
-    which = "each configuration's lower run" if len(runs) > 1 else "in this run"
-    return ("Against the BF16 mode's goals, %s: `--bf16` is %sx `./train`'s FP32 step at"
+    return ("Against the BF16 mode's goals, each configuration's lower run: `--bf16` is %sx `./train`'s FP32 step at"
             " H = 1024 (goal %.1fx: %s); %sx PyTorch's bf16 autocast, %.1fx or more in %d of %d rows (goal: every"
             " row; short: %s); %sx PyTorch's FP32, %.1fx or more in %d of %d rows (goal: every row); the step at %s"
             " of the BF16 GEMM rate at H = 1024 (goal %.1f: %s)." % (
-                which, span(fp32), GOAL_FP32, met(min(fp32) >= GOAL_FP32), span(tb), GOAL_TORCH_BF16,
+                span(fp32), GOAL_FP32, met(min(fp32) >= GOAL_FP32), span(tb), GOAL_TORCH_BF16,
                 sum(x >= GOAL_TORCH_BF16 for x in tb), len(tb), "; ".join(short) if short else "none", span(tf),
                 GOAL_TORCH_FP32, sum(x >= GOAL_TORCH_FP32 for x in tf), len(tf), span(gemm), GOAL_GEMM,
                 met(min(gemm) >= GOAL_GEMM)))
@@ -205,12 +205,11 @@ def readme_bullet(runs):
     low = lowest(runs)
     at1024 = [v[0] for k, v in low.items() if k[0] == 1024]
     tb = [v[2] for v in low.values() if v[2] is not None]
-    which = "the lower of %d runs" % len(runs) if len(runs) > 1 else "one run"
     return textwrap.fill(
         "- `./train --bf16` on the AMX kind (a Xeon with AMX-BF16, 2 vCPUs; H = 256 and 1024, batch 32 and 128, 1 and"
-        " 2 threads; %s): %sx `./train`'s FP32 step at H = 1024 and %sx PyTorch's bf16 autocast (the"
+        " 2 threads; the lower of %d runs): %sx `./train`'s FP32 step at H = 1024 and %sx PyTorch's bf16 autocast (the"
         " better of eager and `torch.compile`), %.1fx or more in %d of %d rows (dev/RESULTS.md, \"CPU speed with"
-        " --bf16 on the AMX kind\")." % (which, span(at1024), span(tb), GOAL_TORCH_BF16,
+        " --bf16 on the AMX kind\")." % (len(runs), span(at1024), span(tb), GOAL_TORCH_BF16,
                                          sum(x >= GOAL_TORCH_BF16 for x in tb), len(tb)),
         116, subsequent_indent="  ", break_on_hyphens=False)
 
@@ -265,21 +264,14 @@ def read_kernels(path):
 def breakdown_block(runs):
     """The runs' spread, the kernels on this machine, and where --bf16's step goes (PHASES_LOG)."""
     two = [[r["gemm_rate"] for r in rows if r["threads"] == 2] for rows, _ in runs]
-    one_thread = [[r["gemm_rate"] for r in rows if r["threads"] == 1] for rows, _ in runs]
     big1 = [[r["fp32_of_sgemm"] for r in rows if key(r) == (4096, 64, 1)][0] for rows, _ in runs]
-    if len(runs) > 1:
-        moved = max(max(a, b) / min(a, b) for x, y in zip(runs[0][0], runs[-1][0])
-                    for k in ("torch_fp32", "torch_bf16") if x[k] for a, b in zip(x[k], y[k]))
-        spread = ("The runs moved as a shared VM's do: the machine's BF16 GEMM on two threads was %s GFLOP/s in the"
-                  " first run and %s in the last, PyTorch's steps moved by up to %.1fx between the runs, either way,"
-                  " and `./train`'s FP32 step at H = 4096, B = 64 on one thread ran at %s of the SGEMM in the first"
-                  " and %s in the last. Taking each configuration's lower run cannot flatter `--bf16`." % (
-                      span(two[0], "{:,.0f}"), span(two[-1], "{:,.0f}"), moved, "%.2f" % big1[0], "%.2f" % big1[-1]))
-    else:
-        spread = ("One run, whose rows each measure `./train` and its peers side by side; the machine moved within it"
-                  " as a shared VM's does: its BF16 GEMM, measured after each row, was %s GFLOP/s on one thread and"
-                  " %s on two, and `./train`'s FP32 step at H = 4096, B = 64 on one thread ran at %.2f of the"
-                  " SGEMM." % (span(one_thread[0], "{:,.0f}"), span(two[0], "{:,.0f}"), big1[0]))
+    moved = max(max(a, b) / min(a, b) for x, y in zip(runs[0][0], runs[-1][0]) for k in ("torch_fp32", "torch_bf16")
+                if x[k] for a, b in zip(x[k], y[k]))
+    spread = ("The runs moved as a shared VM's do: the machine's BF16 GEMM on two threads was %s GFLOP/s in the"
+              " first run and %s in the last, PyTorch's steps moved by up to %.1fx between the runs, either way, and"
+              " `./train`'s FP32 step at H = 4096, B = 64 on one thread ran at %s of the SGEMM in the first and %s in"
+              " the last. Taking each configuration's lower run cannot flatter `--bf16`." % (
+                  span(two[0], "{:,.0f}"), span(two[-1], "{:,.0f}"), moved, "%.2f" % big1[0], "%.2f" % big1[-1]))
     # ./train's own FP32 step beside PyTorch's FP32 in the last run: README.md's FP32 figures are other kinds'
     fp32 = [(r["fp32"] / max(r["torch_fp32"]), r) for r in runs[-1][0] if r["torch_fp32"]]
     below = [(x, r) for x, r in fp32 if x < 1]

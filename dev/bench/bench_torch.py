@@ -107,9 +107,9 @@ def train_step(P, opt, x, y, h, c, clip, bf16=False, forward=loss_and_state):
 # OpenBLAS built with DYNAMIC_ARCH (Debian's) picks its kernels by the CPU's model number, and on a model it does not
 # know it falls back to generic SSE3 ones, a fifth of the speed (dev/bench/cpu-perf.md, "The PyTorch baseline"). A
 # performance-aware user sets OPENBLAS_CORETYPE to the newest kernels the CPU's flags allow; so does this script.
-OPENBLAS_CORES = [("Cooperlake", 3, {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16"}),
-                  ("SkylakeX", 2, {"avx512f", "avx512bw", "avx512vl", "avx512dq"}),
-                  ("Haswell", 1, {"avx2", "fma"})]  # newest first: name, rank, the flags its kernels use
+OPENBLAS_CORES = [("Cooperlake", {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16"}),
+                  ("SkylakeX", {"avx512f", "avx512bw", "avx512vl", "avx512dq"}),
+                  ("Haswell", {"avx2", "fma"})]  # newest first: name, the flags its kernels use
 OPENBLAS_RANK = {"sapphirerapids": 3, "cooperlake": 3, "skylakex": 2, "haswell": 1, "zen": 1}  # older: 0
 
 
@@ -133,9 +133,9 @@ def openblas_core_wanted(config, flags):
     if "DYNAMIC_ARCH" not in config.split():
         return None
     core = openblas_core(config).lower()
-    for name, rank, needs in OPENBLAS_CORES:
+    for name, needs in OPENBLAS_CORES:
         if needs <= flags:
-            return None if OPENBLAS_RANK.get(core, 0) >= rank else name
+            return None if OPENBLAS_RANK.get(core, 0) >= OPENBLAS_RANK[name.lower()] else name
     return None
 
 
